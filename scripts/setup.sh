@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Idempotent setup for a fresh Debian 12 machine: Debian packages that are missing, then the venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_pkgs+=(mariadb-server)
+command -v mariadb >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
+command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${need_pkgs[*]}"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}"
+    # Debian's package starts a system server; we run our own throwaway servers instead.
+    $SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true
+fi
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv with $PYTHON"
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+echo "setup: installing sparkcdc (editable) with the dev extra"
+.venv/bin/python -m pip install -q -e '.[dev]'
+echo "setup: done"

@@ -1,0 +1,444 @@
+"""A real, throwaway MariaDB server for tests, benchmarks and the demo.
+
+It runs Debian's ``mariadbd`` as a child process on a free loopback port with a temporary
+datadir, configured for CDC (binlog ROW, row image FULL, row metadata FULL, a unique
+server id) and with a least-privilege CDC user. It can also be started misconfigured on
+purpose, so validation can be tested against a real server rather than a mock.
+
+Two lifetimes:
+
+* attached (the default, used by tests): the server dies with the Python process that
+  started it -- on a clean exit (``atexit``) and also on SIGKILL of the parent, via the
+  kernel's parent-death signal, so no orphan server survives a failing test run;
+* detached (``sparkcdc sandbox start``): the server outlives the command; its state file
+  (mode 0600, it holds the throwaway passwords) lets ``status`` and ``stop`` find it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkcdc.errors import SandboxError
+
+CDC_PRIVILEGES = "SELECT, REPLICATION SLAVE, REPLICATION CLIENT"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How the server's binlog is configured. The defaults are what CDC needs."""
+
+    log_bin: bool = True
+    binlog_format: str = "ROW"
+    binlog_row_image: str = "FULL"
+    binlog_row_metadata: str = "FULL"
+    server_id: int | None = None  # None: a free-ish random id
+    version: str | None = None  # override what the server reports (e.g. for Debezium)
+    time_zone: str | None = None  # e.g. "+02:00"; None keeps the server default (SYSTEM)
+    extra_args: tuple[str, ...] = ()
+
+    @classmethod
+    def misconfigured(cls, what: str) -> "ServerSettings":
+        """Settings that break CDC on purpose: ``statement``, ``mixed``, ``no-binlog``,
+        ``minimal-image``, ``noblob-image``, ``minimal-metadata``."""
+        variants = {
+            "statement": cls(binlog_format="STATEMENT"),
+            "mixed": cls(binlog_format="MIXED"),
+            "no-binlog": cls(log_bin=False),
+            "minimal-image": cls(binlog_row_image="MINIMAL"),
+            "noblob-image": cls(binlog_row_image="NOBLOB"),
+            "minimal-metadata": cls(binlog_row_metadata="MINIMAL"),
+        }
+        if what not in variants:
+            raise SandboxError(
+                f"unknown misconfiguration {what!r}",
+                fix=f"use one of: {', '.join(sorted(variants))}",
+            )
+        return variants[what]
+
+
+@dataclass
+class SandboxInfo:
+    """Everything needed to reach a running sandbox; JSON-serializable."""
+
+    name: str
+    pid: int
+    host: str
+    port: int
+    socket: str
+    datadir: str
+    server_id: int
+    cdc_user: str
+    cdc_password: str
+    admin_user: str
+    admin_password: str
+    detached: bool = False
+
+    def connection_options(self, *, password: bool = True) -> dict[str, str]:
+        """Flink CDC-style source options for the CDC user."""
+        opts = {
+            "hostname": self.host,
+            "port": str(self.port),
+            "username": self.cdc_user,
+            "password": self.cdc_password if password else "******",
+        }
+        return opts
+
+
+def _find_binary(*names: str) -> str:
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+        for d in ("/usr/sbin", "/usr/bin", "/usr/libexec", "/usr/local/sbin"):
+            cand = Path(d) / name
+            if cand.exists():
+                return str(cand)
+    raise SandboxError(
+        f"{names[0]} was not found on this machine",
+        fix="install Debian's MariaDB server: `make setup` (or apt-get install mariadb-server)",
+    )
+
+
+def free_port() -> int:
+    """A port that is free on 127.0.0.1 right now (the caller retries on a lost race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _set_pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+_live: dict[int, "MariaDBSandbox"] = {}
+_live_lock = threading.Lock()
+
+
+def _stop_all_at_exit() -> None:
+    for sb in list(_live.values()):
+        try:
+            sb.stop()
+        except Exception:  # at exit, best effort: never mask the real failure
+            pass
+
+
+atexit.register(_stop_all_at_exit)
+
+
+class MariaDBSandbox:
+    """One throwaway ``mariadbd``. Use as a context manager or call start()/stop()."""
+
+    def __init__(
+        self,
+        settings: ServerSettings | None = None,
+        *,
+        name: str = "sandbox",
+        base_dir: str | os.PathLike | None = None,
+        detached: bool = False,
+        keep_datadir: bool = False,
+    ):
+        self.settings = settings or ServerSettings()
+        self.name = name
+        self.detached = detached
+        self.keep_datadir = keep_datadir
+        self._base_dir = Path(base_dir) if base_dir else None
+        self._proc: subprocess.Popen | None = None
+        self.info: SandboxInfo | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> "MariaDBSandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 60.0) -> SandboxInfo:
+        if self.info is not None:
+            return self.info
+        mariadbd = _find_binary("mariadbd", "mysqld")
+        install_db = _find_binary("mariadb-install-db", "mysql_install_db")
+        root = Path(tempfile.mkdtemp(prefix=f"sparkcdc-{self.name}-", dir=self._base_dir))
+        datadir = root / "data"
+        sock = root / "mysqld.sock"
+        proc = subprocess.run(
+            [install_db, "--no-defaults", f"--datadir={datadir}", "--user=root",
+             "--auth-root-authentication-method=normal", "--skip-test-db"],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            shutil.rmtree(root, ignore_errors=True)
+            raise SandboxError(f"mariadb-install-db failed: {proc.stderr.strip()[-2000:]}")
+        server_id = self.settings.server_id or (1000 + secrets.randbelow(1_000_000))
+        last_error = ""
+        for _attempt in range(5):  # a free port can be taken between probe and bind
+            port = free_port()
+            args = self._server_args(mariadbd, datadir, sock, port, server_id)
+            log = open(root / "error.log", "ab")
+            self._proc = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=None if self.detached else _set_pdeathsig,
+                start_new_session=self.detached,
+            )
+            log.close()
+            if self._wait_ready(sock, timeout):
+                break
+            last_error = (root / "error.log").read_text(errors="replace")[-3000:]
+            self._kill()
+            if "Address already in use" not in last_error:
+                shutil.rmtree(root, ignore_errors=True)
+                raise SandboxError(f"mariadbd did not become ready:\n{last_error}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+            raise SandboxError(f"mariadbd could not bind a port:\n{last_error}")
+
+        info = SandboxInfo(
+            name=self.name, pid=self._proc.pid, host="127.0.0.1", port=port, socket=str(sock),
+            datadir=str(datadir), server_id=server_id,
+            cdc_user="cdc", cdc_password=secrets.token_urlsafe(12),
+            admin_user="admin", admin_password=secrets.token_urlsafe(12),
+            detached=self.detached,
+        )
+        self.info = info
+        self._root = root
+        try:
+            self._create_users(info)
+        except Exception:
+            self.stop()
+            raise
+        if not self.detached:
+            with _live_lock:
+                _live[id(self)] = self
+        return info
+
+    def _server_args(self, mariadbd: str, datadir: Path, sock: Path, port: int,
+                     server_id: int) -> list[str]:
+        s = self.settings
+        args = [
+            mariadbd, "--no-defaults", f"--datadir={datadir}", f"--socket={sock}",
+            f"--port={port}", "--bind-address=127.0.0.1", f"--server-id={server_id}",
+            "--user=root", "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+            f"--pid-file={datadir / 'mariadbd.pid'}",
+            "--skip-name-resolve", "--innodb-buffer-pool-size=256M",
+            "--innodb-flush-log-at-trx-commit=2", "--max-connections=500",
+            "--max-allowed-packet=64M",
+        ]
+        if s.log_bin:
+            args += [
+                f"--log-bin={datadir / 'binlog'}",
+                f"--binlog-format={s.binlog_format}",
+                f"--binlog-row-image={s.binlog_row_image}",
+                f"--binlog-row-metadata={s.binlog_row_metadata}",
+            ]
+        if s.version:
+            args.append(f"--version={s.version}")
+        if s.time_zone:
+            args.append(f"--default-time-zone={s.time_zone}")
+        args += list(s.extra_args)
+        return args
+
+    def _wait_ready(self, sock: Path, timeout: float) -> bool:
+        import pymysql
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is None or self._proc.poll() is not None:
+                return False
+            if sock.exists():
+                try:
+                    pymysql.connect(unix_socket=str(sock), user="root", connect_timeout=2).close()
+                    return True
+                except pymysql.err.MySQLError:
+                    pass
+            time.sleep(0.05)
+        return False
+
+    def _create_users(self, info: SandboxInfo) -> None:
+        with self.admin_connection() as conn, conn.cursor() as cur:
+            cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (info.cdc_user, info.cdc_password))
+            cur.execute(f"GRANT {CDC_PRIVILEGES} ON *.* TO %s@'%%'", (info.cdc_user,))
+            cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s",
+                        (info.admin_user, info.admin_password))
+            cur.execute("GRANT ALL PRIVILEGES ON *.* TO %s@'%%' WITH GRANT OPTION",
+                        (info.admin_user,))
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Shut the server down cleanly (SIGTERM), then SIGKILL if it lingers; remove data."""
+        with _live_lock:
+            _live.pop(id(self), None)
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._proc = None
+        if self.info is not None and not self.keep_datadir:
+            shutil.rmtree(self._root, ignore_errors=True)
+        self.info = None
+
+    def restart(self, timeout: float = 60.0) -> None:
+        """Stop and start the same server (same datadir, port and users): for fault tests."""
+        info = self._require()
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(timeout)
+        mariadbd = _find_binary("mariadbd", "mysqld")
+        args = self._server_args(mariadbd, Path(info.datadir), Path(info.socket), info.port,
+                                 info.server_id)
+        log = open(self._root / "error.log", "ab")
+        self._proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=None if self.detached else _set_pdeathsig,
+            start_new_session=self.detached,
+        )
+        log.close()
+        if not self._wait_ready(Path(info.socket), timeout):
+            raise SandboxError("mariadbd did not come back after restart")
+        info.pid = self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    # -- access ----------------------------------------------------------------------------
+
+    def _require(self) -> SandboxInfo:
+        if self.info is None:
+            raise SandboxError("the sandbox is not running", fix="call start() first")
+        return self.info
+
+    def admin_connection(self, database: str | None = None, **kwargs: Any):
+        """A root connection over the unix socket (autocommit), for setting up test data."""
+        import pymysql
+
+        info = self._require()
+        return pymysql.connect(unix_socket=info.socket, user="root", database=database,
+                               autocommit=True, charset="utf8mb4", **kwargs)
+
+    def execute(self, *statements: str, database: str | None = None) -> None:
+        with self.admin_connection(database) as conn, conn.cursor() as cur:
+            for stmt in statements:
+                cur.execute(stmt)
+
+    def query(self, sql: str, args: Any = None, database: str | None = None) -> list[tuple]:
+        with self.admin_connection(database) as conn, conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
+    def source_options(self, **extra: str) -> dict[str, str]:
+        """Options for the ``mysql-cdc`` source with the CDC user."""
+        return {**self._require().connection_options(), **extra}
+
+
+# -- detached sandboxes for the CLI ------------------------------------------------------------
+
+def state_dir() -> Path:
+    return Path(os.environ.get("SPARKCDC_HOME", Path.home() / ".sparkcdc")) / "sandbox"
+
+
+def _state_file(name: str) -> Path:
+    return state_dir() / f"{name}.json"
+
+
+def start_detached(name: str = "default", settings: ServerSettings | None = None) -> SandboxInfo:
+    existing = read_state(name)
+    if existing is not None and _pid_alive(existing.pid):
+        raise SandboxError(f"sandbox {name!r} is already running (pid {existing.pid})",
+                           fix=f"`sparkcdc sandbox stop --name {name}` first, or pick another --name")
+    state_dir().mkdir(parents=True, exist_ok=True)
+    sb = MariaDBSandbox(settings, name=name, detached=True)
+    info = sb.start()
+    path = _state_file(name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({**dataclasses.asdict(info), "root": str(sb._root)}, f, indent=2)
+    return info
+
+
+def read_state(name: str = "default") -> SandboxInfo | None:
+    path = _state_file(name)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    data.pop("root", None)
+    return SandboxInfo(**data)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as gone
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def status_detached(name: str = "default") -> tuple[SandboxInfo | None, bool]:
+    info = read_state(name)
+    return info, bool(info and _pid_alive(info.pid))
+
+
+def stop_detached(name: str = "default", timeout: float = 30.0) -> bool:
+    """Stop a detached sandbox and remove its data. False when none was running."""
+    path = _state_file(name)
+    if not path.exists():
+        return False
+    data = json.loads(path.read_text())
+    pid, root = data["pid"], data.get("root")
+    was_running = _pid_alive(pid)
+    if was_running:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    if root:
+        shutil.rmtree(root, ignore_errors=True)
+    path.unlink(missing_ok=True)
+    return was_running
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+__all__ = [
+    "MariaDBSandbox", "ServerSettings", "SandboxInfo", "start_detached", "stop_detached",
+    "status_detached", "read_state", "free_port", "port_in_use", "CDC_PRIVILEGES",
+]

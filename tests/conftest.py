@@ -1,0 +1,50 @@
+"""Shared fixtures: one real MariaDB and one SparkSession per test session."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import pytest
+
+from sparkcdc.sandbox import MariaDBSandbox
+
+
+@pytest.fixture(scope="session")
+def mariadb():
+    """One CDC-ready MariaDB server for the whole test session."""
+    with MariaDBSandbox(name="tests") as sb:
+        yield sb
+
+
+@pytest.fixture
+def db(mariadb):
+    """A fresh database per test; returns its name."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    mariadb.execute(f"CREATE DATABASE `{name}`")
+    yield name
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession tuned for 2 cores; created once (a new one costs ~7 s)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("sparkcdc-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
