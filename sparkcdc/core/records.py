@@ -1,0 +1,49 @@
+"""Change records: the plain, picklable values the binlog reader yields.
+
+Ops use Debezium's letters: ``c`` insert, ``u`` update, ``d`` delete. Row images are dicts of
+canonical values (see ``sparkcdc.mysql.types``), the same values the snapshot path yields.
+
+``offset`` is the record's own position: the start of its transaction, the index of its row
+event inside that transaction (``events``) and of the row inside that event (``rows``).
+Record offsets are therefore totally ordered and unique, and resuming *after* a record is
+``offset`` with ``rows + 1``. A binlog window ``[A, B)`` holds the records with
+``A <= offset < B``; watermarks are transaction boundaries, so a transaction is always
+wholly inside or wholly outside a window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.schema import TableId
+
+INSERT, UPDATE, DELETE = "c", "u", "d"
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRecord:
+    op: str
+    table_id: TableId
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    offset: BinlogOffset
+    ts_ms: int  # commit time of the transaction, ms since the epoch (binlog header, 1 s)
+    gtid: str | None = None  # the transaction's GTID, when the server has GTIDs
+
+    def key(self, columns: tuple[str, ...], image: str) -> tuple | None:
+        row = self.before if image == "before" else self.after
+        return None if row is None else tuple(row[c] for c in columns)
+
+    def next_offset(self) -> BinlogOffset:
+        """Where to resume to read what follows this record."""
+        return replace(self.offset, rows=self.offset.rows + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Emitted by a tailing reader when nothing was captured for a while, so offsets move."""
+
+    offset: BinlogOffset
+    ts_ms: int
