@@ -1,0 +1,121 @@
+"""Watermark normalization and the stream filter, as pure functions (ALGORITHM.md 5-6)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from sparkcdc.core.normalize import apply_patch, apply_patch_rows, compute_patch
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.records import ChangeRecord
+from sparkcdc.core.schema import Column, TableId, TableSchema
+from sparkcdc.core.stream_filter import FinishedSplit, StreamFilter, TableProgress, python_locate
+
+T = TableId("db", "t")
+OTHER = TableId("db", "other")
+SCHEMA = TableSchema(T, (Column("id", "int(11)", False), Column("v", "varchar(10)")), ("id",), "id")
+
+
+def off(pos: int, events: int = 0, rows: int = 0) -> BinlogOffset:
+    return BinlogOffset("binlog.000001", pos, events, rows)
+
+
+def ins(pos, id, v, t=T):
+    return ChangeRecord("c", t, None, {"id": id, "v": v}, off(pos), 0)
+
+
+def upd(pos, before, after, t=T):
+    return ChangeRecord("u", t, {"id": before[0], "v": before[1]}, {"id": after[0], "v": after[1]},
+                        off(pos), 0)
+
+
+def dele(pos, id, v, t=T):
+    return ChangeRecord("d", t, {"id": id, "v": v}, None, off(pos), 0)
+
+
+def in_range(lo, hi):
+    return lambda values: [v is not None and lo <= v < hi for v in values]
+
+
+def test_patch_replays_window_in_order():
+    snapshot = [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}, {"id": 3, "v": "c"}]
+    events = [
+        upd(10, (1, "a"), (1, "a2")),     # update in range
+        dele(20, 2, "b"),                 # delete in range
+        ins(30, 4, "d"),                  # insert in range
+        ins(40, 50, "x"),                 # insert out of range: ignored
+        upd(50, (3, "c"), (60, "c")),     # key moves out of the chunk: row leaves
+        upd(60, (70, "z"), (5, "z")),     # key moves into the chunk: row arrives
+        ins(70, 2, "b2"),                 # re-insert of a deleted key
+        ins(80, 9, "o", t=OTHER),         # other table: ignored
+    ]
+    patch = compute_patch(events, SCHEMA, in_range(0, 10))
+    rows = apply_patch_rows(snapshot, patch, SCHEMA)
+    assert sorted(rows, key=lambda r: r["id"]) == [
+        {"id": 1, "v": "a2"}, {"id": 2, "v": "b2"}, {"id": 4, "v": "d"}, {"id": 5, "v": "z"}]
+    assert patch.events_applied == 6
+
+
+def test_patch_on_arrow_matches_rows():
+    snapshot = [{"id": i, "v": str(i)} for i in range(10)]
+    events = [dele(1, 3, "3"), upd(2, (4, "4"), (4, "four")), ins(3, 11, "11"), ins(4, 5, "x")]
+    patch = compute_patch(events, SCHEMA, in_range(0, 20))
+    table = pa.Table.from_pylist(snapshot, schema=pa.schema([("id", pa.int32()), ("v", pa.string())]))
+    out = apply_patch(table, patch, SCHEMA)
+    assert sorted(out.to_pylist(), key=lambda r: r["id"]) == sorted(
+        apply_patch_rows(snapshot, patch, SCHEMA), key=lambda r: r["id"])
+    assert out.num_rows == 10
+
+
+def test_empty_window_returns_the_same_table():
+    table = pa.table({"id": pa.array([1], pa.int32()), "v": ["a"]})
+    patch = compute_patch([], SCHEMA, in_range(0, 10))
+    assert apply_patch(table, patch, SCHEMA) is table
+
+
+def splits_example():
+    # ALGORITHM.md section 6: [1,100] HW 1000, [101,200] HW 800, [201,300] HW 1500
+    return [FinishedSplit(T, None, 101, off(1000)), FinishedSplit(T, 101, 201, off(800)),
+            FinishedSplit(T, 201, None, off(1500))]
+
+
+def test_filter_follows_the_algorithm_example():
+    f = StreamFilter({T: TableProgress(SCHEMA, splits_example(), complete=True)}, python_locate)
+    recs = [ins(1500, 123, "x"), ins(1200, 250, "y"), ins(900, 150, "z"), ins(700, 150, "w"),
+            ins(1600, 50, "fast"), ins(999, 50, "old"), ins(1000, 50, "at-hw"),
+            ins(2000, 1, "o", t=OTHER)]
+    assert [v.after for v in f.judge(recs)] == [True, False, True, False, True, False, True, False]
+
+
+def test_filter_drops_keys_of_chunks_not_yet_read():
+    prog = TableProgress(SCHEMA, [FinishedSplit(T, None, 100, off(500))], complete=False)
+    f = StreamFilter({T: prog}, python_locate)
+    v = f.judge([ins(600, 50, "in"), ins(600, 150, "later chunk"), ins(400, 50, "before hw")])
+    assert [x.after for x in v] == [True, False, False]
+
+
+def test_filter_judges_each_image_of_a_key_moving_update():
+    # key 150 (chunk HW 800) moves to 250 (chunk HW 1500), at 1200: the old chunk needs the
+    # delete, the new chunk already holds the row.
+    f = StreamFilter({T: TableProgress(SCHEMA, splits_example(), complete=True)}, python_locate)
+    (v,) = f.judge([upd(1200, (150, "a"), (250, "a"))])
+    assert (v.before, v.after) == (True, False)
+    (v,) = f.judge([upd(1200, (250, "a"), (150, "a"))])
+    assert (v.before, v.after) == (False, True)
+
+
+def test_null_chunk_keys_belong_to_the_first_chunk():
+    splits = splits_example()
+    assert python_locate(SCHEMA, splits, [None, 100, 101, 10**9]) == [0, 0, 1, 2]
+
+
+def test_offsets_order_and_json_round_trip():
+    a = BinlogOffset("binlog.000009", 100)
+    b = BinlogOffset("binlog.000010", 4)
+    c = BinlogOffset("binlog.000010", 4, events=1)
+    d = BinlogOffset("binlog.000010", 4, events=1, rows=3, gtid="0-1-42")
+    assert a < b < c < d
+    for o in (a, b, c, d):
+        assert BinlogOffset.from_json(o.to_json()) == o
+        assert BinlogOffset.from_json(o.to_json()).gtid == o.gtid
+    assert d.to_json() == ('{"file":"binlog.000010","pos":4,"events":1,"rows":3,'
+                           '"gtid":"0-1-42","flavor":"mariadb"}')
