@@ -1,0 +1,426 @@
+"""Is the source server set up for CDC? One check per requirement, one message per problem.
+
+``inspect_server`` reads what is needed (variables, grants, replicas) into a ``ServerInfo``;
+``check_server`` turns it into problems without touching the server, so every check is a pure
+function of what the server said. ``validate_server`` raises the first problem (for a source
+starting up); ``validate_all`` returns them all (for ``sparkcdc validate``).
+
+Each problem is a ``ServerConfigError`` whose ``fix`` is the statement or setting to change,
+and whose ``check`` attribute names the check (``version``, ``log_bin``, ``binlog_format``,
+``binlog_row_image``, ``binlog_row_metadata``, ``privileges``, ``server_id``).
+Grants can carry password hashes: they are parsed, never echoed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+from sparkcdc.errors import ServerConfigError
+from sparkcdc.mysql.connection import ConnectionOptions
+
+MIN_MYSQL = (5, 7, 0)
+MIN_MARIADB = (10, 4, 0)
+MAX_SERVER_ID = 2**32 - 1
+
+_VARIABLES = ("version", "version_comment", "server_id", "log_bin", "binlog_format",
+              "binlog_row_image", "binlog_row_metadata", "gtid_mode", "gtid_executed",
+              "gtid_binlog_pos", "aria_block_size", "gtid_domain_id")
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+
+def parse_version(version: str, version_comment: str = "", *,
+                  mariadb: bool | None = None) -> tuple[str, tuple[int, int, int]]:
+    """``(flavor, (major, minor, patch))`` from ``@@version``.
+
+    MariaDB can report a MySQL-looking prefix: ``5.5.5-10.11.19-MariaDB`` on the wire, or
+    ``5.7.19-10.11.19-log`` when started with ``--version`` to please tools that expect
+    MySQL 5.7. For MariaDB the first ``x.y.z`` with ``x >= 10`` is the real version.
+    ``mariadb`` overrides flavor detection (the caller may know from server variables).
+    """
+    triples = [tuple(int(p) for p in m) for m in re.findall(r"(\d+)\.(\d+)\.(\d+)", version)]
+    if not triples:
+        m = re.match(r"\s*(\d+)\.(\d+)", version)
+        if not m:
+            raise ServerConfigError(
+                f"cannot read the server version from {version!r}",
+                fix="sparkcdc supports MySQL 5.7+ and MariaDB 10.4+; report this version "
+                    "string if your server is one of them")
+        triples = [(int(m.group(1)), int(m.group(2)), 0)]
+    if mariadb is None:
+        mariadb = "mariadb" in version.lower() or "mariadb" in version_comment.lower()
+    if mariadb:
+        real = next((t for t in triples if t[0] >= 10), triples[0])
+        return "mariadb", real  # type: ignore[return-value]
+    return "mysql", triples[0]  # type: ignore[return-value]
+
+
+def _fmt(v: Sequence[int]) -> str:
+    return ".".join(map(str, v))
+
+
+# -- grants ------------------------------------------------------------------------------------
+
+_IDENT = r"(?:`(?:[^`]|``)*`|[^\s.`]+|\*)"
+_GRANT_ON = re.compile(
+    r"^GRANT\s+(?P<privs>.+?)\s+ON\s+(?:(?:TABLE|FUNCTION|PROCEDURE|PACKAGE(?:\s+BODY)?)\s+)?"
+    rf"(?P<db>{_IDENT})\.(?P<tbl>{_IDENT})\s+TO\s+", re.IGNORECASE | re.DOTALL)
+_GRANT_ROLE = re.compile(r"^GRANT\s+(?P<roles>.+?)\s+TO\s+", re.IGNORECASE | re.DOTALL)
+
+
+def _unquote(ident: str) -> str:
+    return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
+
+
+def _split_privileges(s: str) -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return [" ".join(p.split()).upper() for p in out if p.strip()]
+
+
+def _normalize(priv: str) -> str | None:
+    if "(" in priv:  # column grants (SELECT (a, b)) do not allow SELECT *
+        return None
+    if priv in ("ALL", "ALL PRIVILEGES"):
+        return "ALL"
+    if priv == "BINLOG MONITOR":  # MariaDB 10.5+ name of REPLICATION CLIENT
+        return "REPLICATION CLIENT"
+    return priv
+
+
+@dataclass(frozen=True)
+class Grants:
+    """What ``SHOW GRANTS`` says, by scope; database patterns keep MySQL's ``%``/``_``."""
+
+    global_privileges: frozenset[str] = frozenset()
+    database_privileges: tuple[tuple[str, frozenset[str]], ...] = ()  # (db pattern, privs)
+    table_privileges: tuple[tuple[str, str, frozenset[str]], ...] = ()  # (db, table, privs)
+    roles: tuple[str, ...] = ()
+
+    def merged(self, other: "Grants") -> "Grants":
+        return Grants(self.global_privileges | other.global_privileges,
+                      self.database_privileges + other.database_privileges,
+                      self.table_privileges + other.table_privileges, self.roles)
+
+    def has_global(self, priv: str, *also: str) -> bool:
+        return bool({"ALL", priv, *also} & self.global_privileges)
+
+    def can_select(self, database: str) -> bool:
+        if self.has_global("SELECT"):
+            return True
+        for pattern, privs in self.database_privileges:
+            if {"ALL", "SELECT"} & privs and _db_pattern(pattern).fullmatch(database):
+                return True
+        # table-level SELECT: discovery sees (and captures) only those tables
+        return any(db == database and {"ALL", "SELECT"} & privs
+                   for db, _t, privs in self.table_privileges)
+
+    def can_select_anything(self) -> bool:
+        return self.has_global("SELECT") or any(
+            {"ALL", "SELECT"} & p for _d, p in self.database_privileges) or any(
+            {"ALL", "SELECT"} & p for _d, _t, p in self.table_privileges)
+
+
+def _db_pattern(pattern: str) -> re.Pattern:
+    """A database name in a grant may hold LIKE wildcards; ``\\_`` and ``\\%`` are literal."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    return re.compile("".join(out), re.IGNORECASE | re.DOTALL)
+
+
+def parse_grants(lines: Iterable[str]) -> Grants:
+    """Parse ``SHOW GRANTS`` rows (MySQL and MariaDB spellings); unknown lines are skipped."""
+    glob: set[str] = set()
+    dbs: list[tuple[str, frozenset[str]]] = []
+    tables: list[tuple[str, str, frozenset[str]]] = []
+    roles: list[str] = []
+    for line in lines:
+        m = _GRANT_ON.match(line.strip())
+        if m:
+            privs = frozenset(p for p in map(_normalize, _split_privileges(m["privs"])) if p)
+            db, tbl = m["db"], m["tbl"]
+            if db == "*" and tbl == "*":
+                glob |= privs
+            elif tbl == "*":
+                dbs.append((_unquote(db), privs))
+            elif db != "*":
+                tables.append((_unquote(db), _unquote(tbl), privs))
+            continue
+        m = _GRANT_ROLE.match(line.strip())
+        if m and " ON " not in m["roles"].upper():
+            roles.extend(r.strip() for r in m["roles"].split(",") if r.strip())
+    return Grants(frozenset(glob), tuple(dbs), tuple(tables), tuple(roles))
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    flavor: str  # "mariadb" | "mysql"
+    version: tuple[int, int, int]
+    version_string: str
+    server_id: int
+    log_bin: bool
+    binlog_format: str | None
+    binlog_row_image: str | None
+    binlog_row_metadata: str | None  # None: the server predates the variable
+    gtid_mode: str | None  # MySQL's @@gtid_mode; "ON" on MariaDB, which always logs GTIDs
+    gtid_position: str | None  # MySQL @@gtid_executed, MariaDB @@gtid_binlog_pos
+    user: str  # CURRENT_USER(), as 'name'@'host'
+    grants: Grants = field(default_factory=Grants, repr=False)
+    roles_unreadable: bool = False  # roles are granted but their privileges are unknown
+    replica_server_ids: tuple[int, ...] | None = None  # None: the server would not say
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def is_mariadb(self) -> bool:
+        return self.flavor == "mariadb"
+
+    @property
+    def replication_client_name(self) -> str:
+        """The privilege's name on this server (MariaDB 10.5 renamed it)."""
+        return ("BINLOG MONITOR" if self.is_mariadb and self.version >= (10, 5, 0)
+                else "REPLICATION CLIENT")
+
+    def describe(self) -> str:
+        return f"{'MariaDB' if self.is_mariadb else 'MySQL'} {_fmt(self.version)}"
+
+
+def _account(current_user: str) -> str:
+    name, _, host = current_user.rpartition("@")
+    if not name:
+        name, host = current_user, "%"
+    return f"'{name}'@'{host}'"
+
+
+def inspect_server(conn: ConnectionOptions) -> ServerInfo:
+    """Read the server's CDC-relevant state with the CDC user's own connection."""
+    with conn.connect() as c, c.cursor() as cur:
+        marks = ",".join(["%s"] * len(_VARIABLES))
+        cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", _VARIABLES)
+        v = {str(k).lower(): val for k, val in cur.fetchall()}
+        cur.execute("SELECT CURRENT_USER()")
+        user = _account(cur.fetchone()[0])
+        cur.execute("SHOW GRANTS")
+        grants = parse_grants(r[0] for r in cur.fetchall())
+        warnings: list[str] = []
+        roles_unreadable = False
+        for role in grants.roles:
+            try:
+                cur.execute(f"SHOW GRANTS FOR {role}")
+                grants = grants.merged(parse_grants(r[0] for r in cur.fetchall()))
+            except pymysql.err.MySQLError:
+                roles_unreadable = True
+        if roles_unreadable:
+            warnings.append("the user holds roles whose privileges could not be read, so "
+                            "missing privileges are reported as warnings only")
+        replicas = _replica_ids(cur)
+
+    is_maria = ("aria_block_size" in v or "gtid_domain_id" in v
+                or "mariadb" in str(v.get("version", "")).lower()
+                or "mariadb" in str(v.get("version_comment", "")).lower())
+    flavor, version = parse_version(str(v.get("version", "")), str(v.get("version_comment", "")),
+                                    mariadb=is_maria)
+    meta = v.get("binlog_row_metadata")
+    if meta is None:
+        warnings.append(
+            f"binlog_row_metadata does not exist on {flavor} {_fmt(version)} (MySQL 8.0.1+, "
+            "MariaDB 10.5+): the binlog carries no column names, so they are taken from "
+            "information_schema; capture is correct only while the captured tables' columns "
+            "do not change between the snapshot and the events read")
+    if replicas is None:
+        warnings.append(
+            "could not list the server's replicas (SHOW REPLICA HOSTS needs REPLICATION "
+            "MASTER ADMIN on MariaDB 10.5.9+, REPLICATION SLAVE on MySQL), so a server-id "
+            "clash with a replica was not checked")
+    return ServerInfo(
+        flavor=flavor, version=version, version_string=str(v.get("version", "")),
+        server_id=int(v.get("server_id") or 0),
+        log_bin=str(v.get("log_bin", "OFF")).upper() in ("ON", "1"),
+        binlog_format=_upper(v.get("binlog_format")),
+        binlog_row_image=_upper(v.get("binlog_row_image")),
+        binlog_row_metadata=_upper(meta),
+        gtid_mode="ON" if flavor == "mariadb" else _upper(v.get("gtid_mode")),
+        gtid_position=(v.get("gtid_binlog_pos") if flavor == "mariadb"
+                       else v.get("gtid_executed")) or None,
+        user=user, grants=grants, roles_unreadable=roles_unreadable,
+        replica_server_ids=replicas, warnings=tuple(warnings))
+
+
+def _upper(v: Any) -> str | None:
+    return None if v is None else str(v).upper()
+
+
+def _replica_ids(cur) -> tuple[int, ...] | None:
+    for stmt in ("SHOW REPLICA HOSTS", "SHOW SLAVE HOSTS"):
+        try:
+            cur.execute(stmt)
+        except pymysql.err.MySQLError:
+            continue
+        names = [d[0].lower() for d in cur.description or ()]
+        col = names.index("server_id") if "server_id" in names else 0
+        return tuple(int(r[col]) for r in cur.fetchall())
+    return None
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+
+def _problem(check: str, message: str, fix: str) -> ServerConfigError:
+    err = ServerConfigError(message, fix=fix)
+    err.check = check  # type: ignore[attr-defined]
+    return err
+
+
+def check_server(info: ServerInfo, server_ids: Sequence[int] | None = None,
+                 databases: Sequence[str] | None = None) -> list[ServerConfigError]:
+    """Every problem with ``info`` for CDC, in the order a DBA would fix them."""
+    problems: list[ServerConfigError] = []
+    minimum = MIN_MARIADB if info.is_mariadb else MIN_MYSQL
+    if info.version < minimum:
+        problems.append(_problem(
+            "version",
+            f"{info.describe()} ({info.version_string!r}) is too old for sparkcdc, which "
+            f"needs MySQL {_fmt(MIN_MYSQL[:2])}+ or MariaDB {_fmt(MIN_MARIADB[:2])}+",
+            f"upgrade the server to {'MariaDB' if info.is_mariadb else 'MySQL'} "
+            f"{_fmt(minimum[:2])} or later"))
+    if not info.log_bin:
+        problems.append(_problem(
+            "log_bin", f"binary logging is off on {info.describe()} (log_bin=OFF): there is "
+            "no binlog to capture changes from",
+            "start the server with --log-bin (in my.cnf under [mysqld]: log_bin=mysql-bin, "
+            "binlog_format=ROW, server_id=<unique id>) and restart it"))
+    if info.binlog_format != "ROW":
+        problems.append(_problem(
+            "binlog_format", f"binlog_format is {info.binlog_format} but CDC needs ROW: "
+            "statement-based events do not carry the changed rows",
+            "SET GLOBAL binlog_format = 'ROW'; and binlog_format=ROW in my.cnf so it survives "
+            "a restart (sessions already open keep the old format until they reconnect)"))
+    if info.binlog_row_image != "FULL":
+        problems.append(_problem(
+            "binlog_row_image", f"binlog_row_image is {info.binlog_row_image} but CDC needs "
+            "FULL: without full before- and after-images, updates and deletes cannot be "
+            "replayed exactly",
+            "SET GLOBAL binlog_row_image = 'FULL'; and binlog_row_image=FULL in my.cnf"))
+    if info.binlog_row_metadata is not None and info.binlog_row_metadata != "FULL":
+        problems.append(_problem(
+            "binlog_row_metadata", f"binlog_row_metadata is {info.binlog_row_metadata} but "
+            "CDC needs FULL: the binlog must name the columns so events decode correctly "
+            "even after a schema change",
+            "SET GLOBAL binlog_row_metadata = 'FULL'; and binlog_row_metadata=FULL in my.cnf"))
+    problems.extend(_privilege_problems(info, databases))
+    problems.extend(_server_id_problems(info, server_ids))
+    return problems
+
+
+def _privilege_problems(info: ServerInfo, databases: Sequence[str] | None
+                        ) -> list[ServerConfigError]:
+    g = info.grants
+    missing: list[str] = []
+    statements: list[str] = []
+    if databases:
+        no_select = [d for d in databases if not g.can_select(d)]
+        if no_select:
+            missing.append(f"SELECT on {', '.join(no_select)}")
+            statements += [f"GRANT SELECT ON `{d.replace('`', '``')}`.* TO {info.user};"
+                           for d in no_select]
+    elif not g.can_select_anything():
+        missing.append("SELECT")
+        statements.append(f"GRANT SELECT ON *.* TO {info.user};")
+    global_missing = []
+    if not g.has_global("REPLICATION SLAVE"):
+        global_missing.append("REPLICATION SLAVE")
+    also = ("SUPER",) if not info.is_mariadb else ()
+    if not g.has_global("REPLICATION CLIENT", *also):
+        global_missing.append(info.replication_client_name)
+    if global_missing:
+        missing += global_missing
+        statements.append(f"GRANT {', '.join(global_missing)} ON *.* TO {info.user};")
+    if not missing:
+        return []
+    if info.roles_unreadable:
+        return []  # reported as a warning by inspect_server: a role may hold them
+    return [_problem(
+        "privileges", f"user {info.user} lacks {'; '.join(missing)}: CDC needs SELECT on the "
+        f"captured tables, REPLICATION SLAVE to read the binlog and "
+        f"{info.replication_client_name} to read binlog positions",
+        "as an administrator run: " + " ".join(statements))]
+
+
+def _server_id_problems(info: ServerInfo, server_ids: Sequence[int] | None
+                        ) -> list[ServerConfigError]:
+    ids = list(server_ids or ())
+    problems = []
+    bad = [i for i in ids if not 1 <= i <= MAX_SERVER_ID]
+    if bad:
+        problems.append(_problem(
+            "server_id", f"server-id {bad[0]} is out of range: a binlog reader needs an id "
+            f"between 1 and {MAX_SERVER_ID}",
+            "set the server-id option to a value or range like '5400-5408'"))
+    if info.server_id in ids:
+        problems.append(_problem(
+            "server_id", f"server-id {info.server_id} is the source server's own @@server_id; "
+            "the server refuses a binlog reader with its own id",
+            f"set the server-id option to another value or range (e.g. "
+            f"'{_suggest(info, len(ids))}')"))
+    clash = sorted(set(ids) & set(info.replica_server_ids or ()))
+    if clash:
+        problems.append(_problem(
+            "server_id", f"server-id {', '.join(map(str, clash))} is already used by a replica "
+            "connected to the server (SHOW REPLICA HOSTS); the server would disconnect one "
+            "of the two readers",
+            f"set the server-id option to an unused value or range (e.g. "
+            f"'{_suggest(info, len(ids))}')"))
+    return problems
+
+
+def _suggest(info: ServerInfo, n: int) -> str:
+    taken = {info.server_id, *(info.replica_server_ids or ())}
+    start = 5400
+    while any(i in taken for i in range(start, start + max(n, 1))):
+        start += 100
+    return str(start) if n <= 1 else f"{start}-{start + n - 1}"
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+def validate_all(conn: ConnectionOptions, server_ids: Sequence[int] | None = None,
+                 databases: Sequence[str] | None = None) -> list[ServerConfigError]:
+    """Every problem at once, for ``sparkcdc validate``; an empty list means ready.
+    Connection and authentication failures raise: nothing else could be checked."""
+    return check_server(inspect_server(conn), server_ids, databases)
+
+
+def validate_server(conn: ConnectionOptions, server_ids: Sequence[int] | None = None,
+                    databases: Sequence[str] | None = None) -> ServerInfo:
+    """The server's ``ServerInfo`` if it is ready for CDC; else raise the first problem."""
+    info = inspect_server(conn)
+    problems = check_server(info, server_ids, databases)
+    if problems:
+        raise problems[0]
+    return info
