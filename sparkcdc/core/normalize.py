@@ -72,6 +72,41 @@ def compute_patch(events: Iterable[ChangeRecord], schema: TableSchema,
     return patch
 
 
+def compute_rollback(events: Iterable[ChangeRecord], schema: TableSchema,
+                     in_chunk: InChunk) -> ChunkPatch:
+    """The patch that takes a chunk selected inside the window ``[LW, HW)`` back to LW.
+
+    The mirror image of ``compute_patch``, used by the Spark source (docs/spark-source.md):
+    the driver fixes LW before any executor reads, so "the chunk as of LW" is the same on
+    every replay, however late the replay selects. With full row images the state of a
+    touched key at LW is known exactly: the before-image of the first event of the window
+    that names it with its old key, or absent if the first event names it as a new key
+    (an insert, or the new side of a key change). Keys the window does not touch did not
+    change, so the select saw their state at LW.
+    """
+    mine = [ev for ev in events if ev.table_id == schema.table_id]
+    ck = schema.chunk_key
+    probe = [img[ck] for ev in mine for img in (ev.before, ev.after) if img is not None]
+    verdicts = iter(in_chunk(probe)) if probe else iter(())
+
+    patch = ChunkPatch()
+    key_cols = schema.row_key
+    for ev in mine:
+        before_in = next(verdicts) if ev.before is not None else False
+        after_in = next(verdicts) if ev.after is not None else False
+        if before_in:
+            k = tuple(ev.before[c] for c in key_cols)
+            if k not in patch.final:  # only the first event of a key tells its state at LW
+                patch.final[k] = ev.before
+                patch.events_applied += 1
+        if after_in:
+            k = tuple(ev.after[c] for c in key_cols)
+            if k not in patch.final:
+                patch.final[k] = None
+                patch.events_applied += 1
+    return patch
+
+
 def apply_patch_rows(rows: Iterable[dict[str, Any]], patch: ChunkPatch,
                      schema: TableSchema) -> list[dict[str, Any]]:
     """The chunk at HW, for rows held as dicts (used by tests and small tables)."""

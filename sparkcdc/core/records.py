@@ -47,3 +47,20 @@ class Heartbeat:
 
     offset: BinlogOffset
     ts_ms: int
+
+
+# The order in which a stream's rows must be applied, as one integer that fits a
+# DECIMAL(38,0): binlog file number (7 digits), position (13), row event in the
+# transaction (9), row in the event (8), then a sub-order (1): 0 a snapshot row as of that
+# offset (it comes before any change at the same offset), 1 a delete or an update's
+# before-image, 2 an insert or an update's after-image.
+SEQ_SNAPSHOT, SEQ_BEFORE, SEQ_AFTER = 0, 1, 2
+
+
+def seq_number(offset: BinlogOffset, sub: int) -> int:
+    from sparkcdc.core.offsets import file_index
+
+    f, p, e, r = file_index(offset.file), offset.pos, offset.events, offset.rows
+    if f >= 10**7 or p >= 10**13 or e >= 10**9 or r >= 10**8:
+        raise ValueError(f"binlog offset {offset} does not fit the _seq layout")
+    return (((f * 10**13 + p) * 10**9 + e) * 10**8 + r) * 10 + sub

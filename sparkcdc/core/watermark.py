@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sparkcdc.core.normalize import apply_patch, compute_patch
+from sparkcdc.core.normalize import apply_patch, compute_patch, compute_rollback
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import TableSchema
+from sparkcdc.errors import OffsetError
 
 log = logging.getLogger(__name__)
 
@@ -95,4 +96,52 @@ def read_split(dialect: SnapshotDialect, schema: TableSchema, split_id: str, sta
     log.debug("%s step 5: window of %d events, %d touched the chunk", split_id,
               len(events), patch.events_applied)
     return SplitResult(apply_patch(rows, patch, schema), low, high, len(events),
+                       patch.events_applied)
+
+
+def read_split_as_of(dialect: SnapshotDialect, schema: TableSchema, split_id: str, start: Any,
+                     end: Any, as_of: BinlogOffset, *, hooks: WatermarkHooks | None = None,
+                     backfill: bool = True) -> SplitResult:
+    """Select chunk ``[start, end)`` and roll it back to ``as_of``, a low watermark fixed
+    before this call (by the Spark driver, docs/spark-source.md), so that every replay of
+    the same ``as_of`` returns the same rows however late it runs.
+    """
+    hooks = hooks or WatermarkHooks()
+
+    # 1. low watermark: given; it was read on the driver before this task was planned
+    low = as_of
+    log.debug("%s step 1: low watermark %s (fixed by the planner)", split_id, low)
+    if hooks.after_low_watermark:
+        hooks.after_low_watermark()
+
+    # 2. one consistent select of the chunk
+    rows = dialect.read_chunk(schema, start, end)
+    log.debug("%s step 2: selected %d rows", split_id, rows.num_rows)
+    if hooks.after_select:
+        hooks.after_select()
+
+    # 3. high watermark
+    high = dialect.current_offset()
+    log.debug("%s step 3: high watermark %s", split_id, high)
+    if high < low:
+        raise OffsetError(f"{split_id}: the binlog position {high} is behind the planned "
+                          f"low watermark {low}",
+                          fix="the server's binlog was reset or the source failed over; "
+                              "restart the query from a new checkpoint location")
+    if hooks.after_high_watermark:
+        hooks.after_high_watermark()
+
+    # 4. nothing moved since the low watermark: the rows are exact as of it
+    if high == low or not backfill:
+        log.debug("%s step 4: %s", split_id,
+                  "no change since the low watermark" if high == low else "backfill skipped")
+        return SplitResult(rows, low, low, 0, 0)
+
+    # 5. undo the window [LW, HW) on the rows: the chunk as of LW
+    events = list(dialect.read_window(schema, low, high))
+    patch = compute_rollback(events, schema,
+                             lambda values: dialect.in_chunk(schema, start, end, values))
+    log.debug("%s step 5: window of %d events, %d keys rolled back", split_id, len(events),
+              patch.events_applied)
+    return SplitResult(apply_patch(rows, patch, schema), low, low, len(events),
                        patch.events_applied)

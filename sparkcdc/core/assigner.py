@@ -1,0 +1,182 @@
+"""The split assigner: which chunks are read next, and what the stream may emit.
+
+An explicit state machine. The source as a whole is in one phase:
+
+    SNAPSHOTTING --(every table's last chunk finished)--> STREAMING
+
+and each table in one of its own:
+
+    PLANNING --(planner returned the last chunk)--> SNAPSHOTTING --(all finished)--> DONE
+
+Chunks are planned and finished in key order, so the finished part of a table is always a
+prefix of its key space, ``[-inf, covered_end)``; a DONE table is covered entirely. That
+keeps the whole state small (one cursor per table, not one entry per chunk) and it is what
+the stream filter needs: a change is emitted when its key is covered and it happened after
+the chunk holding it was finished (``FinishedSplit``).
+
+Every transition is a method; an illegal one raises ``IllegalTransition``. ``to_dict`` /
+``from_dict`` round-trip the whole state through JSON with a fixed key order.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcdc.core.chunking import ChunkPlanner, KeyProbe, SnapshotSplit, decode_value, \
+    encode_value
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.schema import TableId
+from sparkcdc.errors import SparkCDCError
+
+
+class IllegalTransition(SparkCDCError):
+    """A caller asked the assigner for a step its phase does not allow (a bug, not input)."""
+
+
+class Phase(str, enum.Enum):
+    SNAPSHOTTING = "snapshotting"
+    STREAMING = "streaming"
+
+
+class TablePhase(str, enum.Enum):
+    PLANNING = "planning"
+    SNAPSHOTTING = "snapshotting"
+    DONE = "done"
+
+
+@dataclass
+class TableState:
+    table_id: TableId
+    phase: TablePhase
+    planner: dict[str, Any] | None  # ChunkPlanner.to_dict(); None once DONE
+    covered_end: Any = None  # finished prefix is [-inf, covered_end); meaningless when DONE
+    chunks_done: int = 0
+    rows_done: int = 0
+    started: bool = False  # at least one chunk finished (else nothing is covered)
+    inflight: list[SnapshotSplit] = field(default_factory=list)  # assigned, not finished
+
+    def covers_everything(self) -> bool:
+        return self.phase == TablePhase.DONE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": str(self.table_id), "database": self.table_id.database,
+                "name": self.table_id.table, "phase": self.phase.value,
+                "planner": self.planner, "covered_end": encode_value(self.covered_end),
+                "started": self.started, "chunks_done": self.chunks_done,
+                "rows_done": self.rows_done,
+                "inflight": [s.to_dict() for s in self.inflight]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TableState":
+        return cls(TableId(d["database"], d["name"]), TablePhase(d["phase"]), d["planner"],
+                   decode_value(d["covered_end"]), int(d["chunks_done"]), int(d["rows_done"]),
+                   bool(d["started"]), [SnapshotSplit.from_dict(s) for s in d["inflight"]])
+
+
+PlannerFactory = Callable[[TableId], tuple[ChunkPlanner, KeyProbe]]
+"""Builds a table's planner and a probe for it (the probe talks to the database)."""
+
+
+class SplitAssigner:
+    def __init__(self, tables: dict[TableId, TableState], phase: Phase):
+        self.tables = tables
+        self.phase = phase
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def for_snapshot(cls, planners: Iterable[ChunkPlanner]) -> "SplitAssigner":
+        tables = {p.table_id: TableState(p.table_id, TablePhase.PLANNING, p.to_dict())
+                  for p in planners}
+        phase = Phase.SNAPSHOTTING if tables else Phase.STREAMING
+        return cls(dict(sorted(tables.items())), phase)
+
+    @classmethod
+    def streaming_only(cls, table_ids: Iterable[TableId]) -> "SplitAssigner":
+        """No snapshot (startup modes other than initial/snapshot): every key is covered."""
+        tables = {t: TableState(t, TablePhase.DONE, None, started=True)
+                  for t in sorted(table_ids)}
+        return cls(tables, Phase.STREAMING)
+
+    # -- transitions -----------------------------------------------------------------------
+
+    def assign(self, n: int, factory: PlannerFactory,
+               planner_options: Any = None) -> list[SnapshotSplit]:
+        """Up to ``n`` next chunks, table by table in name order, planned lazily."""
+        if self.phase != Phase.SNAPSHOTTING:
+            raise IllegalTransition(f"cannot assign chunks while {self.phase.value}")
+        out: list[SnapshotSplit] = []
+        for ts in self.tables.values():
+            if len(out) >= n:
+                break
+            if ts.phase != TablePhase.PLANNING:
+                continue
+            planner, probe = factory(ts.table_id)
+            if ts.planner is not None:
+                planner = ChunkPlanner.from_dict(ts.planner, planner.options)
+            chunks = planner.next_chunks(probe, n - len(out))
+            ts.planner = planner.to_dict()
+            ts.inflight.extend(chunks)
+            out.extend(chunks)
+            if planner.done:
+                ts.phase = TablePhase.SNAPSHOTTING
+        return out
+
+    def finish(self, split: SnapshotSplit, rows: int = 0) -> None:
+        """``split`` was emitted, normalized; it joins its table's covered prefix."""
+        ts = self.tables.get(split.table_id)
+        if ts is None or not ts.inflight or ts.inflight[0] != split:
+            raise IllegalTransition(f"{split} is not the next chunk in flight of its table")
+        ts.inflight.pop(0)
+        ts.covered_end = split.end
+        ts.started = True
+        ts.chunks_done += 1
+        ts.rows_done += rows
+        if split.end is None:
+            if ts.phase != TablePhase.SNAPSHOTTING or ts.inflight:
+                raise IllegalTransition(f"{split} is open-ended but its table is still planning")
+            ts.phase = TablePhase.DONE
+            ts.planner = None
+        if all(t.phase == TablePhase.DONE for t in self.tables.values()):
+            self.phase = Phase.STREAMING
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def covered(self, table_id: TableId) -> tuple[bool, bool, Any]:
+        """(anything covered, everything covered, covered_end) for the stream filter."""
+        ts = self.tables.get(table_id)
+        if ts is None:
+            return (False, False, None)
+        return (ts.started, ts.phase == TablePhase.DONE, ts.covered_end)
+
+    def finished_view(self, hw: BinlogOffset):
+        """The covered prefixes as ``TableProgress`` for ``StreamFilter``, all finished at
+        ``hw`` (a window that starts at ``hw`` sees every earlier chunk as finished)."""
+        from sparkcdc.core.stream_filter import FinishedSplit
+
+        view = {}
+        for t, ts in self.tables.items():
+            if not ts.started:
+                view[t] = ([], False)
+            elif ts.phase == TablePhase.DONE:
+                view[t] = ([FinishedSplit(t, None, None, hw)], True)
+            else:
+                view[t] = ([FinishedSplit(t, None, ts.covered_end, hw)], False)
+        return view
+
+    # -- JSON ------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase.value,
+                "tables": [ts.to_dict() for ts in self.tables.values()]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SplitAssigner":
+        tables = {}
+        for td in d["tables"]:
+            ts = TableState.from_dict(td)
+            tables[ts.table_id] = ts
+        return cls(tables, Phase(d["phase"]))

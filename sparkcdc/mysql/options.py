@@ -1,0 +1,254 @@
+"""The source options, with Flink CDC's names and defaults, parsed once into a typed config.
+
+Options arrive as strings (from Spark's ``.option()`` or a pipeline YAML). ``SourceConfig.parse``
+checks every one for name, type, range and allowed values, and fails on the first problem
+with one message naming the option, what it accepts, and (for an unknown name) the closest
+valid name. Nothing downstream parses strings again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcdc.errors import ConfigError
+from sparkcdc.mysql.connection import ConnectionOptions
+
+STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset",
+                 "timestamp")
+
+# name -> (default as a string or None for "unset", description of accepted values)
+OPTIONS: dict[str, tuple[str | None, str]] = {
+    "hostname": (None, "the server's host name or IP"),
+    "port": ("3306", "an integer port, 1-65535"),
+    "username": (None, "the user name"),
+    "password": ("", "the password"),
+    "database-name": (None, "a regular expression matched against database names"),
+    "table-name": (None, "a regular expression matched against 'database.table'"),
+    "table-name.exclude": (None, "a regular expression of 'database.table' names to skip"),
+    "server-id": (None, "an id like '5400' or a range like '5400-5408' (one id per "
+                        "concurrent binlog reader)"),
+    "server-time-zone": (None, "a time zone like 'UTC' or '+02:00'"),
+    "scan.startup.mode": ("initial", "one of " + ", ".join(STARTUP_MODES)),
+    "scan.startup.specific-offset.file": (None, "a binlog file name like 'binlog.000003'"),
+    "scan.startup.specific-offset.pos": (None, "a non-negative integer position"),
+    "scan.startup.specific-offset.gtid-set": (None, "a GTID set / MariaDB GTID position"),
+    "scan.startup.specific-offset.skip-events": ("0", "a non-negative integer"),
+    "scan.startup.specific-offset.skip-rows": ("0", "a non-negative integer"),
+    "scan.startup.timestamp-millis": (None, "milliseconds since the epoch"),
+    "scan.incremental.snapshot.chunk.size": ("8096", "a positive integer (rows per chunk)"),
+    "scan.incremental.snapshot.chunk.key-column": (
+        None, "'db.table:column' entries separated by ';' (table part may be a regex)"),
+    "scan.snapshot.fetch.size": ("1024", "a positive integer"),
+    "chunk-key.even-distribution.factor.upper-bound": ("1000.0", "a positive number"),
+    "chunk-key.even-distribution.factor.lower-bound": ("0.05", "a positive number"),
+    "connect.timeout": ("30s", "a duration like '30s', '500ms', '2min'"),
+    "connect.max-retries": ("3", "a non-negative integer"),
+    "heartbeat.interval": ("30s", "a duration like '30s'"),
+    "scan.incremental.snapshot.backfill.skip": ("false", "true or false"),
+    "scan.snapshot.as-of": (None, "a binlog offset as JSON (set by sparkcdc.read_snapshot)"),
+    "maxRowsPerBatch": (None, "a positive integer: rows admitted per micro-batch"),
+}
+_CANONICAL = {k.lower(): k for k in OPTIONS}
+
+
+def parse_duration(name: str, value: str) -> float:
+    """Seconds, from Flink-style durations: '30s', '500ms', '2min', '1h', or plain ms."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h)?\s*", value)
+    if not m:
+        raise ConfigError(f"option '{name}' has the malformed value {value!r}",
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}")
+    n = float(m.group(1))
+    unit = m.group(2) or "ms"
+    return n * {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600}[unit]
+
+
+def _int(name: str, value: str, lo: int | None = None, hi: int | None = None) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise ConfigError(f"option '{name}' must be an integer, got {value!r}",
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}") from None
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise ConfigError(f"option '{name}' is out of range: {n}",
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}")
+    return n
+
+
+def _float(name: str, value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        raise ConfigError(f"option '{name}' must be a number, got {value!r}",
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}") from None
+    if not f > 0:
+        raise ConfigError(f"option '{name}' must be positive, got {value!r}")
+    return f
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v not in ("true", "false"):
+        raise ConfigError(f"option '{name}' must be true or false, got {value!r}")
+    return v == "true"
+
+
+def _regex(name: str, value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as e:
+        raise ConfigError(f"option '{name}' is not a valid regular expression: {value!r} ({e})",
+                          fix="escape dots and other special characters, e.g. 'shop\\.orders'"
+                          ) from None
+    return value
+
+
+def parse_server_ids(value: str | None) -> tuple[int, ...]:
+    """'5400' or '5400-5408' -> ids. Unset: a random range of 9 high ids, so two queries
+    started without the option do not clash with each other or with real replicas."""
+    if value is None:
+        base = 1_000_000_000 + secrets.randbelow(2_000_000_000)
+        return tuple(range(base, base + 9))
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", value)
+    if not m:
+        raise ConfigError(f"option 'server-id' has the malformed value {value!r}",
+                          fix="use an id like '5400' or a range like '5400-5408'")
+    lo = int(m.group(1))
+    hi = int(m.group(2)) if m.group(2) else lo
+    if not (1 <= lo <= hi <= 4294967295):
+        raise ConfigError(f"option 'server-id' range {value!r} is invalid",
+                          fix="ids are 1-4294967295 and a range is 'low-high' with low <= high")
+    return tuple(range(lo, hi + 1))
+
+
+@dataclass(frozen=True)
+class StartupOffset:
+    file: str | None = None
+    pos: int | None = None
+    gtid_set: str | None = None
+    skip_events: int = 0
+    skip_rows: int = 0
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    connection: ConnectionOptions
+    database_name: str
+    table_name: str
+    table_exclude: str | None
+    server_ids: tuple[int, ...]
+    startup_mode: str
+    startup: StartupOffset
+    chunk_size: int
+    chunk_key_columns: str | None
+    fetch_size: int
+    factor_upper: float
+    factor_lower: float
+    heartbeat_interval: float
+    backfill_skip: bool
+    max_rows_per_batch: int | None
+    raw: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "SourceConfig":
+        opts: dict[str, str] = {}
+        for key, value in options.items():
+            canon = _CANONICAL.get(str(key).lower())
+            if canon is None:
+                if str(key).lower() in ("path",):  # Spark's load(path) — not ours
+                    continue
+                close = difflib.get_close_matches(str(key).lower(), list(_CANONICAL), n=1,
+                                                  cutoff=0.5)
+                hint = f"did you mean '{_CANONICAL[close[0]]}'?" if close else \
+                    "see docs/spark-source.md for the options"
+                raise ConfigError(f"unknown option '{key}'", fix=hint)
+            opts[canon] = str(value)
+
+        def get(name: str) -> str | None:
+            return opts.get(name, OPTIONS[name][0])
+
+        def required(name: str) -> str:
+            v = get(name)
+            if v is None or v == "":
+                raise ConfigError(f"option '{name}' is required",
+                                  fix=f"set .option('{name}', ...) to {OPTIONS[name][1]}")
+            return v
+
+        mode = get("scan.startup.mode").strip().lower()
+        if mode not in STARTUP_MODES:
+            close = difflib.get_close_matches(mode, STARTUP_MODES, n=1, cutoff=0.4)
+            raise ConfigError(
+                f"option 'scan.startup.mode' has the unknown value {mode!r}",
+                fix=f"use one of {', '.join(STARTUP_MODES)}"
+                    + (f" (did you mean '{close[0]}'?)" if close else ""))
+
+        startup = StartupOffset()
+        if mode == "specific-offset":
+            file = get("scan.startup.specific-offset.file")
+            gtid = get("scan.startup.specific-offset.gtid-set")
+            pos = get("scan.startup.specific-offset.pos")
+            if not file and not gtid:
+                raise ConfigError(
+                    "scan.startup.mode 'specific-offset' needs a position",
+                    fix="set 'scan.startup.specific-offset.file' and '.pos' "
+                        "(or '.gtid-set')")
+            if file and pos is None:
+                raise ConfigError("option 'scan.startup.specific-offset.pos' is required with "
+                                  "'scan.startup.specific-offset.file'")
+            startup = StartupOffset(
+                file=file, pos=_int("scan.startup.specific-offset.pos", pos, 0) if pos else None,
+                gtid_set=gtid,
+                skip_events=_int("scan.startup.specific-offset.skip-events",
+                                 get("scan.startup.specific-offset.skip-events"), 0),
+                skip_rows=_int("scan.startup.specific-offset.skip-rows",
+                               get("scan.startup.specific-offset.skip-rows"), 0))
+        elif mode == "timestamp":
+            startup = StartupOffset(timestamp_ms=_int(
+                "scan.startup.timestamp-millis", required("scan.startup.timestamp-millis"), 0))
+
+        timeout = parse_duration("connect.timeout", get("connect.timeout"))
+        if timeout <= 0:
+            raise ConfigError("option 'connect.timeout' must be positive")
+        conn = ConnectionOptions(
+            hostname=required("hostname"),
+            port=_int("port", get("port"), 1, 65535),
+            username=required("username"),
+            password=get("password") or "",
+            connect_timeout=timeout,
+            max_retries=_int("connect.max-retries", get("connect.max-retries"), 0, 100),
+            server_time_zone=get("server-time-zone"),
+        )
+        lower = _float("chunk-key.even-distribution.factor.lower-bound",
+                       get("chunk-key.even-distribution.factor.lower-bound"))
+        upper = _float("chunk-key.even-distribution.factor.upper-bound",
+                       get("chunk-key.even-distribution.factor.upper-bound"))
+        if lower > upper:
+            raise ConfigError("the even-distribution factor lower bound exceeds the upper bound",
+                              fix="'chunk-key.even-distribution.factor.lower-bound' must be <= "
+                                  "'...upper-bound'")
+        max_rows = get("maxRowsPerBatch")
+        return cls(
+            connection=conn,
+            database_name=_regex("database-name", required("database-name")),
+            table_name=_regex("table-name", required("table-name")),
+            table_exclude=(_regex("table-name.exclude", get("table-name.exclude"))
+                           if get("table-name.exclude") else None),
+            server_ids=parse_server_ids(get("server-id")),
+            startup_mode=mode,
+            startup=startup,
+            chunk_size=_int("scan.incremental.snapshot.chunk.size",
+                            get("scan.incremental.snapshot.chunk.size"), 1),
+            chunk_key_columns=get("scan.incremental.snapshot.chunk.key-column"),
+            fetch_size=_int("scan.snapshot.fetch.size", get("scan.snapshot.fetch.size"), 1),
+            factor_upper=upper, factor_lower=lower,
+            heartbeat_interval=parse_duration("heartbeat.interval", get("heartbeat.interval")),
+            backfill_skip=_bool("scan.incremental.snapshot.backfill.skip",
+                                get("scan.incremental.snapshot.backfill.skip")),
+            max_rows_per_batch=(_int("maxRowsPerBatch", max_rows, 1) if max_rows else None),
+            raw={k: v for k, v in opts.items() if k != "password"},
+        )

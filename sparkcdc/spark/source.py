@@ -1,0 +1,420 @@
+"""The ``mysql-cdc`` Python data source for Spark (docs/spark-source.md).
+
+How a micro-batch stays exactly-once (the reasoning is in docs/spark-source.md):
+
+* The driver decides everything in ``latestOffset``: the binlog position ``P_N`` of batch
+  ``N`` (read from the server there), and the chunks ``C_N`` the batch reads. Both go into
+  the offset, which Spark writes to its offset log before any task runs.
+* Batch ``N`` = ``partitions(O_{N-1}, O_N)`` emits (a) the binlog window
+  ``[P_{N-1}, P_N)``, filtered to keys whose chunks were finished in earlier batches, and
+  (b) the chunks ``C_N``, each selected on an executor and rolled back to ``P_N`` with the
+  binlog between ``P_N`` and its own high watermark. Both depend only on the two offsets, so
+  a replayed batch yields the same rows, however late it runs.
+* A chunk emitted in batch ``N`` is finished at ``P_N``; every change of its keys from
+  ``P_N`` on arrives through the windows of later batches.
+
+Executors never send anything back: Spark's model has no channel for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, \
+    SupportsTriggerAvailableNow
+
+from sparkcdc.core.assigner import Phase, SplitAssigner
+from sparkcdc.core.chunking import ChunkingOptions, SnapshotSplit
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.schema import TableId, TableSchema
+from sparkcdc.errors import ConfigError, OffsetError, SchemaError
+from sparkcdc.mysql.options import SourceConfig
+
+log = logging.getLogger(__name__)
+
+OFFSET_VERSION = 1
+ROWS_PER_ARROW_BATCH = 8192
+
+
+# -- driver-side helpers -------------------------------------------------------------------------
+
+def _discover(config: SourceConfig) -> tuple[dict[TableId, TableSchema], str]:
+    from sparkcdc.mysql.discovery import discover
+    from sparkcdc.mysql.validation import validate_server
+
+    info = validate_server(config.connection, list(config.server_ids))
+    tables = discover(config.connection, config.database_name, config.table_name,
+                      config.table_exclude, config.chunk_key_columns)
+    return dict(sorted(tables.items())), info.flavor
+
+
+def _data_schema(tables: dict[TableId, TableSchema]) -> pa.Schema | None:
+    """The shared Arrow schema of the tables, or None when they differ (envelope shape)."""
+    from sparkcdc.mysql.types import arrow_schema
+
+    schemas = [arrow_schema(s) for s in tables.values()]
+    first = schemas[0]
+    if all(s.equals(first) for s in schemas[1:]):
+        clash = [n for n in first.names if n in ("_change_type", "_database", "_table",
+                                                  "_op_ts", "_seq")]
+        if clash:
+            raise SchemaError(f"table column(s) {clash} clash with the source's metadata columns",
+                              fix="rename the column(s) or capture the table in its own "
+                                  "stream with an envelope shape")
+        return first
+    return None
+
+
+def _chunking(config: SourceConfig) -> ChunkingOptions:
+    return ChunkingOptions(chunk_size=config.chunk_size, factor_lower=config.factor_lower,
+                           factor_upper=config.factor_upper)
+
+
+def _dialect(config: SourceConfig, flavor: str, tables, server_id: int | None = None):
+    from sparkcdc.mysql.dialect import MySQLDialect
+
+    return MySQLDialect(config.connection, flavor=flavor,
+                        server_id=server_id or config.server_ids[0], tables=tables,
+                        chunking=_chunking(config))
+
+
+# -- offsets ------------------------------------------------------------------------------------
+
+@dataclass
+class SourceOffset:
+    """What Spark checkpoints for this source: a small JSON dict with a fixed key order."""
+
+    run: str
+    pos: BinlogOffset
+    assigner: SplitAssigner
+    chunks: list[SnapshotSplit] = field(default_factory=list)  # read in the batch ending here
+    min_ts_ms: int | None = None  # timestamp startup: changes before this are skipped
+
+    def to_dict(self) -> dict[str, Any]:
+        done = sum(t.chunks_done for t in self.assigner.tables.values())
+        return {
+            "v": OFFSET_VERSION,
+            "run": self.run,
+            "pos": self.pos.to_dict(),
+            "phase": self.assigner.phase.value,
+            "chunks_done": done,
+            "tables_done": sum(t.phase.value == "done" for t in self.assigner.tables.values()),
+            "tables": len(self.assigner.tables),
+            "min_ts_ms": self.min_ts_ms,
+            "batch_chunks": [c.to_dict() for c in self.chunks],
+            "assigner": self.assigner.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SourceOffset":
+        if d.get("v") != OFFSET_VERSION:
+            raise OffsetError(f"checkpointed offset version {d.get('v')!r} is not supported",
+                              fix="start the query with a new checkpoint location")
+        return cls(d["run"], BinlogOffset.from_dict(d["pos"]),
+                   SplitAssigner.from_dict(d["assigner"]),
+                   [SnapshotSplit.from_dict(c) for c in d["batch_chunks"]], d.get("min_ts_ms"))
+
+
+# -- partitions (pickled to executors) ---------------------------------------------------------
+
+@dataclass
+class WindowItem:
+    """The binlog window ``[start, end)``, filtered by what ``assigner`` had covered."""
+
+    start: dict
+    end: dict
+    assigner: dict
+    min_ts_ms: int | None
+
+
+@dataclass
+class ChunkItem:
+    """One chunk, rolled back to ``as_of`` (the batch's binlog position)."""
+
+    split: dict
+    as_of: dict
+
+
+@dataclass
+class WorkPartition(InputPartition):
+    """One Spark task: items run in order under one binlog ``server_id``, because two
+    binlog readers with the same id would evict each other on the server."""
+
+    server_id: int
+    items: list
+
+
+def _group(items: list, server_ids: tuple[int, ...]) -> list[WorkPartition]:
+    n = max(1, min(len(server_ids), len(items)))
+    groups: list[list] = [[] for _ in range(n)]
+    for i, item in enumerate(items):
+        groups[i % n].append(item)
+    return [WorkPartition(server_ids[i], g) for i, g in enumerate(groups) if g]
+
+
+# -- executor-side reading -----------------------------------------------------------------------
+
+@dataclass
+class ReadContext:
+    """Everything a task needs, picklable (the password travels inside ConnectionOptions,
+    never into logs: its ``repr`` hides it)."""
+
+    config: SourceConfig
+    flavor: str
+    tables: dict[TableId, TableSchema]
+    out_schema: pa.Schema
+    shape: str
+
+
+def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
+    dialect = _dialect(ctx.config, ctx.flavor, ctx.tables, part.server_id)
+    try:
+        for item in part.items:
+            if isinstance(item, ChunkItem):
+                yield from _read_chunk(ctx, dialect, item)
+            else:
+                yield from _read_window(ctx, dialect, item)
+    finally:
+        dialect.close()
+
+
+def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem) -> Iterator[pa.RecordBatch]:
+    from sparkcdc.core.watermark import read_split_as_of
+    from sparkcdc.spark.rows import snapshot_batches
+
+    split = SnapshotSplit.from_dict(item.split)
+    schema = ctx.tables[split.table_id]
+    as_of = BinlogOffset.from_dict(item.as_of)
+    result = read_split_as_of(dialect, schema, split.split_id, split.start, split.end, as_of,
+                              backfill=not ctx.config.backfill_skip)
+    rows = result.rows
+    if rows.num_rows:  # a deterministic order, so a replayed batch is byte-identical
+        rows = rows.sort_by([(c, "ascending") for c in schema.row_key])
+    yield from snapshot_batches(rows, schema, as_of, ctx.out_schema, ctx.shape,
+                                ROWS_PER_ARROW_BATCH)
+
+
+def _read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.RecordBatch]:
+    from sparkcdc.core.stream_filter import StreamFilter, TableProgress
+    from sparkcdc.spark.rows import RowBuilder
+
+    start, end = BinlogOffset.from_dict(item.start), BinlogOffset.from_dict(item.end)
+    assigner = SplitAssigner.from_dict(item.assigner)
+    view = assigner.finished_view(start)
+    progress = {t: TableProgress(ctx.tables[t], splits, complete)
+                for t, (splits, complete) in view.items() if t in ctx.tables}
+    flt = StreamFilter(progress, dialect.locate)
+    builder = RowBuilder(ctx.out_schema, ctx.shape)
+    pending = []
+
+    def drain():
+        verdicts = flt.judge(pending)
+        for rec, v in zip(pending, verdicts):
+            if v.any:
+                builder.add_change(ctx.tables[rec.table_id], rec, v)
+        pending.clear()
+        return builder.flush()
+
+    for rec in dialect.read_window(None, start, end):
+        if item.min_ts_ms is not None and rec.ts_ms < item.min_ts_ms:
+            continue
+        pending.append(rec)
+        if len(pending) >= ROWS_PER_ARROW_BATCH:
+            batch = drain()
+            if batch is not None:
+                yield batch
+    batch = drain()
+    if batch is not None:
+        yield batch
+
+
+# -- the data source ----------------------------------------------------------------------------
+
+class MySQLCDCDataSource(DataSource):
+    """``spark.readStream.format("mysql-cdc")`` and ``spark.read.format("mysql-cdc")``."""
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.config = SourceConfig.parse(dict(options))
+        self._tables: dict[TableId, TableSchema] | None = None
+        self._flavor = "mariadb"
+
+    @classmethod
+    def name(cls) -> str:
+        return "mysql-cdc"
+
+    def _load(self) -> dict[TableId, TableSchema]:
+        if self._tables is None:
+            self._tables, self._flavor = _discover(self.config)
+        return self._tables
+
+    def _context(self) -> ReadContext:
+        from sparkcdc.spark.rows import COLUMNS, ENVELOPE, output_schema
+
+        tables = self._load()
+        data = _data_schema(tables)
+        return ReadContext(self.config, self._flavor, tables, output_schema(data),
+                           COLUMNS if data is not None else ENVELOPE)
+
+    def schema(self):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(self._context().out_schema, prefer_timestamp_ntz=True)
+
+    def reader(self, schema) -> "SnapshotReader":
+        return SnapshotReader(self._context())
+
+    def streamReader(self, schema) -> "CDCStreamReader":
+        return CDCStreamReader(self._context())
+
+
+class SnapshotReader(DataSourceReader):
+    """A batch read: every chunk, in parallel, each rolled back to one binlog position read
+    on the driver before any task, so the result is one consistent snapshot at that position
+    (its ``_seq`` encodes it; ``sparkcdc.read_snapshot`` returns it)."""
+
+    def __init__(self, ctx: ReadContext):
+        self.ctx = ctx
+
+    def partitions(self):
+        cfg = self.ctx.config
+        with _dialect(cfg, self.ctx.flavor, self.ctx.tables) as d:
+            as_of = _as_of_option(cfg) or d.current_offset()
+            assigner = SplitAssigner.for_snapshot(
+                d.planner(t)[0] for t in self.ctx.tables)
+            splits = []
+            while assigner.phase == Phase.SNAPSHOTTING:
+                got = assigner.assign(1024, d.planner)
+                for s in got:
+                    assigner.finish(s)
+                splits.extend(got)
+        items = [ChunkItem(s.to_dict(), as_of.to_dict()) for s in splits]
+        return _group(items, cfg.server_ids) or [WorkPartition(cfg.server_ids[0], [])]
+
+    def read(self, partition: WorkPartition):
+        return read_partition(self.ctx, partition)
+
+
+def _as_of_option(cfg: SourceConfig) -> BinlogOffset | None:
+    v = cfg.raw.get("scan.snapshot.as-of")
+    return BinlogOffset.from_json(v) if v else None
+
+
+class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, ctx: ReadContext):
+        self.ctx = ctx
+        self._dialect = None
+        self._target: BinlogOffset | None = None
+
+    def _d(self):
+        if self._dialect is None:
+            self._dialect = _dialect(self.ctx.config, self.ctx.flavor, self.ctx.tables)
+        return self._dialect
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        cfg = self.ctx.config
+        mode = cfg.startup_mode
+        d = self._d()
+        tables = list(self.ctx.tables)
+        min_ts = None
+        if mode in ("initial", "snapshot"):
+            pos = d.current_offset()
+            assigner = SplitAssigner.for_snapshot(d.planner(t)[0] for t in tables)
+        else:
+            assigner = SplitAssigner.streaming_only(tables)
+            if mode == "latest-offset":
+                pos = d.current_offset()
+            elif mode == "earliest-offset":
+                pos = d.earliest_offset()
+            elif mode == "specific-offset":
+                pos = d.specific_offset(cfg.startup)
+            else:  # timestamp
+                pos = d.offset_for_timestamp(cfg.startup.timestamp_ms)
+                min_ts = cfg.startup.timestamp_ms
+        return SourceOffset(uuid.uuid4().hex, pos, assigner, [], min_ts).to_dict()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.ctx.config.max_rows_per_batch
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._d().current_offset()
+
+    def _chunks_per_batch(self, limit: ReadLimit) -> int:
+        cfg = self.ctx.config
+        cap = max(1, len(cfg.server_ids) - 1)  # one id stays free for the binlog window
+        if isinstance(limit, ReadMaxRows):
+            return max(1, min(cap, limit.maxRows // cfg.chunk_size))
+        return cap
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        prev = SourceOffset.from_dict(start)
+        cfg = self.ctx.config
+        d = self._d()
+        pos = d.current_offset()
+        if self._target is not None and self._target < pos:
+            pos = self._target
+        if pos < prev.pos:
+            raise OffsetError(
+                f"the server's binlog position {pos} is behind the checkpoint's {prev.pos}",
+                fix="the server was reset or failed over to a replica with another binlog; "
+                    "start the query with a new checkpoint location")
+        assigner = prev.assigner
+        chunks: list[SnapshotSplit] = []
+        snapshotting = cfg.startup_mode in ("initial", "snapshot")
+        if snapshotting and assigner.phase == Phase.SNAPSHOTTING:
+            chunks = assigner.assign(self._chunks_per_batch(limit), d.planner)
+            for c in chunks:
+                assigner.finish(c)
+        if cfg.startup_mode == "snapshot" and not chunks:
+            return start  # snapshot only: nothing after the last chunk
+        if not chunks and pos == prev.pos:
+            return start
+        return SourceOffset(prev.run, pos, assigner, chunks, prev.min_ts_ms).to_dict()
+
+    def reportLatestOffset(self):
+        try:
+            return {"pos": self._d().current_offset().to_dict()}
+        except Exception:  # progress reporting must never fail the query
+            return None
+
+    def partitions(self, start: dict, end: dict):
+        s, e = SourceOffset.from_dict(start), SourceOffset.from_dict(end)
+        items: list = []
+        if self.ctx.config.startup_mode != "snapshot" and s.pos < e.pos:
+            items.append(WindowItem(s.pos.to_dict(), e.pos.to_dict(), s.assigner.to_dict(),
+                                    s.min_ts_ms))
+        items.extend(ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks)
+        return _group(items, self.ctx.config.server_ids)
+
+    def read(self, partition: WorkPartition):
+        return read_partition(self.ctx, partition)
+
+    def commit(self, end: dict) -> None:
+        pass  # nothing is staged: every batch is rebuilt from its two offsets
+
+    def stop(self) -> None:
+        if self._dialect is not None:
+            self._dialect.close()
+            self._dialect = None
+
+
+def register(spark) -> None:
+    """Register the ``mysql-cdc`` data source with ``spark``."""
+    spark.dataSource.register(MySQLCDCDataSource)
+
+
+__all__ = ["MySQLCDCDataSource", "register", "SourceOffset", "ConfigError"]
