@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import logging
 import math
 from dataclasses import dataclass
 from decimal import Decimal
@@ -42,6 +43,8 @@ from typing import Any, Iterator, NamedTuple, Protocol
 
 from sparkcdc.core.schema import Column, TableId
 from sparkcdc.errors import ConfigError, OffsetError, SchemaError
+
+log = logging.getLogger(__name__)
 
 # -- boundary values ---------------------------------------------------------------------------
 
@@ -295,7 +298,7 @@ class ChunkPlanner:
         self.next_index = 0
         self.cursor: Any = None  # start of the next chunk (None: from minus infinity)
         self.step: int | None = None  # even: the key distance between boundaries
-        self.min_key: int | None = None  # even: the min and max seen when planning began
+        self.min_key: Any = None  # MIN(k) and MAX(k) when planning began
         self.max_key: Any = None
         self.pending: list[Any] = []  # sample: boundaries fetched but not yet returned
 
@@ -330,13 +333,13 @@ class ChunkPlanner:
         if bounds is None:  # empty: the walk emits [null, null), or cuts what arrived since
             self._enter(WALK, "walk (empty table)")
             return
+        self.min_key, self.max_key = bounds
         rows = probe.row_count()
         lo, hi = (_as_int(bounds[0]), _as_int(bounds[1])) if self.integral_key else (None, None)
         if lo is not None and hi is not None:
             factor = distribution_factor(lo, hi, rows)
             if factor is not None and opts.factor_lower <= factor <= opts.factor_upper:
                 self.step = even_step(factor, opts.chunk_size)
-                self.min_key, self.max_key = lo, bounds[1]
                 self._enter(EVEN, f"even (factor {float(factor):.4g}, step {self.step})")
                 return
         if rows // opts.chunk_size > opts.sample_threshold:
@@ -348,6 +351,7 @@ class ChunkPlanner:
         self.phase = phase
         if strategy is not None:
             self.strategy = strategy
+            log.info("planning chunks of %s: %s", self.table_id, strategy)
 
     def _emit(self, out: list[SnapshotSplit], end: Any) -> None:
         out.append(SnapshotSplit(self.table_id, self.next_index, self.cursor, end))
@@ -360,7 +364,7 @@ class ChunkPlanner:
         hi = _as_int(self.max_key)
         as_decimal = isinstance(self.max_key, Decimal)
         # the first chunk [null, min + step) owns everything below min as well
-        base = self.min_key if self.cursor is None else _as_int(self.cursor)
+        base = _as_int(self.min_key if self.cursor is None else self.cursor)
         while len(out) < n:
             end = base + self.step
             if end > hi:
@@ -387,8 +391,12 @@ class ChunkPlanner:
             self._emit(out, None)
             return
         end = nxt.key
-        if not nxt.after_start:  # a run of equal keys longer than a chunk: skip past it
-            end = probe.next_key_after(self.cursor)
+        # a run of equal keys longer than a chunk: end the chunk after the run. From minus
+        # infinity the run is of the min (Python equality of two values the server returned
+        # implies equality on the server; the reverse may not hold, which only costs an
+        # empty first chunk)
+        if not nxt.after_start or (self.cursor is None and end == self.min_key):
+            end = probe.next_key_after(end)
         self._emit(out, end)
 
     # -- state -----------------------------------------------------------------------------
