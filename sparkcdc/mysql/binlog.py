@@ -1,0 +1,977 @@
+"""A narrow adapter over python-mysql-replication: binlog windows and tails as ChangeRecords.
+
+What the adapter owns, and why:
+
+* **Positions.** Every stream starts from an explicit file and position (``resume_stream``
+  with ``is_mariadb=False`` on both flavors: the library's MariaDB mode ignores the file and
+  position, and without ``blocking`` it can loop and drop events). Record offsets are the
+  start of their transaction plus two counters (see ``sparkcdc.core.records``). ``events``
+  counts *every* row event of the transaction, captured or not, so an offset means the same
+  thing whatever tables a later run captures. That is also why the library's
+  ``only_tables``/``only_schemas`` are not used: its filter drops events before they can be
+  counted. Events of uncaptured tables are still skipped without decoding their rows.
+* **Reconnection.** The library silently reconnects after a lost connection and may replay
+  or skip. Here its connection factory refuses a second connection, and the adapter
+  reconnects itself from its own last offset, a bounded number of times, dropping every
+  record before the last one it yielded: no duplicates, no endless loop.
+* **Decoding.** Row images are decoded by a swappable ``RowDecoder``. The default reads the
+  event bytes itself, because the library's own values are lossy (negative TIME with a
+  fraction, YEAR 0000, empty SET, BIT as text, TIMESTAMP as naive datetime) and the
+  canonical values must equal the snapshot's (``sparkcdc.mysql.types``).
+* **Errors.** A file the server no longer has raises ``BinlogUnavailable`` naming it;
+  compressed or partial row events raise ``DecodeError`` instead of being skipped.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import struct
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Callable, Iterable, Iterator, Protocol
+
+from sparkcdc.core.offsets import BinlogOffset, file_index
+from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord, Heartbeat
+from sparkcdc.core.schema import Column, TableId, TableSchema
+from sparkcdc.errors import (AuthenticationFailed, BinlogUnavailable, ConnectionFailed,
+                             DecodeError, OffsetError, SchemaError)
+from sparkcdc.mysql import types as T
+from sparkcdc.mysql.connection import ConnectionOptions
+
+log = logging.getLogger(__name__)
+
+# MySQL field types as they appear in TABLE_MAP events
+_DECIMAL, _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _NULL, _TIMESTAMP = 0, 1, 2, 3, 4, 5, 6, 7
+_LONGLONG, _INT24, _DATE, _TIME, _DATETIME, _YEAR, _NEWDATE, _VARCHAR = 8, 9, 10, 11, 12, 13, 14, 15
+_BIT, _TIMESTAMP2, _DATETIME2, _TIME2 = 16, 17, 18, 19
+_JSON, _NEWDECIMAL, _ENUM, _SET = 245, 246, 247, 248
+_TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB, _BLOB, _VAR_STRING, _STRING, _GEOMETRY = (
+    249, 250, 251, 252, 253, 254, 255)
+
+_ANONYMOUS_GTID = 0x22
+_UNSUPPORTED_EVENTS = {  # events that carry rows we cannot decode: never skip them silently
+    0x28: "MySQL compressed transaction payload (binlog_transaction_compression=ON)",
+    166: "MariaDB compressed row events (log_bin_compress=ON)",
+    167: "MariaDB compressed row events (log_bin_compress=ON)",
+    168: "MariaDB compressed row events (log_bin_compress=ON)",
+    169: "MariaDB compressed row events (log_bin_compress=ON)",
+    170: "MariaDB compressed row events (log_bin_compress=ON)",
+    171: "MariaDB compressed row events (log_bin_compress=ON)",
+}
+_LOG_EVENT_ARTIFICIAL = 0x20
+_RETRYABLE_CODES = {1053, 1927, 2003, 2006, 2013, 2055}
+_BINLOG_ERROR = 1236
+
+
+# -- the decoder interface --------------------------------------------------------------------
+
+class RowDecoder(Protocol):
+    """Turns one row event into ``(before, after)`` canonical row dicts, in event order.
+
+    ``event`` is a python-mysql-replication rows event whose header has been read (its
+    ``packet`` is positioned at the first row image; ``event.columns`` holds the TABLE_MAP
+    metadata); ``schema`` is the captured table. A later decoder (C, Arrow) plugs in here.
+    """
+
+    def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
+        ...
+
+
+class LibraryRowDecoder:
+    """Uses the library's own row values, then ``types.canonical_row``. Lossy for negative
+    TIME with fractions (see ``MySQLType.from_library``); kept to compare with."""
+
+    def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
+        out: list[tuple[dict | None, dict | None]] = []
+        for row in event.rows:
+            if "values" in row:
+                img = T.canonical_row(schema, row["values"], row.get("none_sources"))
+                out.append((img, None) if _op_of(event) == DELETE else (None, img))
+            else:
+                out.append((T.canonical_row(schema, row["before_values"],
+                                            row.get("before_none_sources")),
+                            T.canonical_row(schema, row["after_values"],
+                                            row.get("after_none_sources"))))
+        return out
+
+
+_Field = Callable[[bytes, int], tuple[Any, int]]
+
+
+class PyRowDecoder:
+    """Decodes row images from the event's bytes straight into canonical values."""
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple, list[_Field]] = {}
+
+    def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
+        from pymysqlreplication.row_event import PartialUpdateRowsEvent, UpdateRowsEvent
+
+        if isinstance(event, PartialUpdateRowsEvent):
+            raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be decoded",
+                              fix="set binlog_row_value_options='' on the server")
+        plan = self._plan(event, schema)
+        names = schema.column_names
+        ncols = len(names)
+        _all_present(event.columns_present_bitmap, ncols, schema)
+        update = isinstance(event, UpdateRowsEvent)
+        if update:
+            _all_present(event.columns_present_bitmap2, ncols, schema)
+        delete = _op_of(event) == DELETE
+        pkt = event.packet
+        data = pkt.read(event.event_size - pkt.read_bytes)
+        pos, end = 0, len(data)
+        nbits = (ncols + 7) // 8
+        out: list[tuple[dict | None, dict | None]] = []
+        try:
+            while pos < end:
+                img, pos = _image(data, pos, plan, names, nbits)
+                if update:
+                    after, pos = _image(data, pos, plan, names, nbits)
+                    out.append((img, after))
+                else:
+                    out.append((img, None) if delete else (None, img))
+        except (IndexError, struct.error, ValueError) as e:
+            raise DecodeError(f"{schema.table_id}: malformed row event at byte {pos}: {e}",
+                              fix="the table's binlog metadata and schema disagree; if the "
+                                  "table was altered, restart capture with a new snapshot") \
+                from None
+        return out
+
+    def _plan(self, event: Any, schema: TableSchema) -> list[_Field]:
+        cols = event.columns
+        sig = (schema.table_id, tuple(c.column_type for c in schema.columns),
+               tuple(_meta_sig(c) for c in cols))
+        plan = self._plans.get(sig)
+        if plan is None:
+            if len(cols) != len(schema.columns):
+                raise DecodeError(
+                    f"{schema.table_id}: the binlog has {len(cols)} columns, the captured "
+                    f"schema {len(schema.columns)}",
+                    fix="the table was altered; restart capture with a new snapshot")
+            for bc, sc in zip(cols, schema.columns):
+                if bc.name and bc.name != sc.name:
+                    raise DecodeError(
+                        f"{schema.table_id}: binlog column {bc.name!r} where the captured "
+                        f"schema has {sc.name!r}",
+                        fix="the table was altered; restart capture with a new snapshot")
+            plan = [_field_decoder(bc, sc) for bc, sc in zip(cols, schema.columns)]
+            if len(self._plans) > 1024:
+                self._plans.clear()
+            self._plans[sig] = plan
+        return plan
+
+
+def _meta_sig(c: Any) -> tuple:
+    return (c.type, getattr(c, "max_length", None), getattr(c, "length_size", None),
+            getattr(c, "fsp", None), getattr(c, "precision", None),
+            getattr(c, "decimals", None), getattr(c, "bits", None), getattr(c, "size", None),
+            tuple(getattr(c, "enum_values", None) or ()),
+            tuple(getattr(c, "set_values", None) or ()))
+
+
+def _all_present(bitmap: bytes, ncols: int, schema: TableSchema) -> None:
+    for i in range(ncols):
+        if not bitmap[i >> 3] >> (i & 7) & 1:
+            raise DecodeError(f"{schema.table_id}: the binlog row image lacks column "
+                              f"{schema.columns[i].name!r}",
+                              fix="set binlog_row_image=FULL on the server")
+
+
+def _image(data: bytes, pos: int, plan: list[_Field], names: list[str],
+           nbits: int) -> tuple[dict, int]:
+    nulls = data[pos:pos + nbits]
+    pos += nbits
+    row = {}
+    for i, dec in enumerate(plan):
+        if nulls[i >> 3] >> (i & 7) & 1:
+            row[names[i]] = None
+        else:
+            row[names[i]], pos = dec(data, pos)
+    return row, pos
+
+
+def _op_of(event: Any) -> str:
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent
+
+    if isinstance(event, UpdateRowsEvent):
+        return UPDATE
+    return DELETE if isinstance(event, DeleteRowsEvent) else INSERT
+
+
+# -- per-column decoders ---------------------------------------------------------------------
+
+_PY_CODECS = {
+    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "ascii": "ascii",
+    "latin1": "cp1252", "latin2": "iso8859-2", "latin5": "iso8859-9", "latin7": "iso8859-13",
+    "ucs2": "utf-16-be", "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
+    "cp1250": "cp1250", "cp1251": "cp1251", "cp1256": "cp1256", "cp1257": "cp1257",
+    "cp850": "cp850", "cp852": "cp852", "cp866": "cp866", "greek": "iso8859-7",
+    "hebrew": "iso8859-8", "koi8r": "koi8-r", "koi8u": "koi8-u", "gbk": "gbk",
+    "gb2312": "gb2312", "gb18030": "gb18030", "big5": "big5", "sjis": "shift_jis",
+    "cp932": "cp932", "ujis": "euc-jp", "eucjpms": "euc-jp", "euckr": "euc-kr",
+    "tis620": "tis-620", "macroman": "mac-roman", "macce": "mac-latin2",
+}
+_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+# binlog type -> the canonical kinds (or, for integers, the base types) it may carry
+_COMPAT: dict[int, set[str]] = {
+    _TINY: {"tinyint", "bool", "boolean"}, _SHORT: {"smallint"}, _INT24: {"mediumint"},
+    _LONG: {"int", "integer"}, _LONGLONG: {"bigint"}, _FLOAT: {T.FLOAT32},
+    _DOUBLE: {T.FLOAT64}, _YEAR: {T.YEAR}, _NEWDECIMAL: {T.DECIMAL, T.DECIMAL_TEXT},
+    _VARCHAR: {T.STRING, T.BINARY, T.JSON}, _VAR_STRING: {T.STRING, T.BINARY, T.JSON},
+    _STRING: {T.STRING, T.BINARY, T.JSON}, _ENUM: {T.ENUM}, _SET: {T.SET},
+    _BLOB: {T.STRING, T.BINARY, T.JSON}, _TINY_BLOB: {T.STRING, T.BINARY, T.JSON},
+    _MEDIUM_BLOB: {T.STRING, T.BINARY, T.JSON}, _LONG_BLOB: {T.STRING, T.BINARY, T.JSON},
+    _GEOMETRY: {T.GEOMETRY}, _JSON: {T.JSON}, _BIT: {T.BIT1, T.BITS}, _DATE: {T.DATE},
+    _NEWDATE: {T.DATE}, _TIME: {T.TIME}, _TIME2: {T.TIME}, _DATETIME: {T.DATETIME},
+    _DATETIME2: {T.DATETIME}, _TIMESTAMP: {T.TIMESTAMP}, _TIMESTAMP2: {T.TIMESTAMP},
+}
+
+
+def _text_decoder(charset: str | None) -> Callable[[bytes], str]:
+    codec = _PY_CODECS.get((charset or "utf8mb4").lower(), "utf-8")
+    if codec == "cp1252":  # MySQL's latin1 is cp1252 with the 5 holes mapped to C1 controls
+        def dec(b: bytes) -> str:
+            try:
+                return b.decode("cp1252")
+            except UnicodeDecodeError:
+                return "".join(bytes([x]).decode("cp1252", "ignore") or chr(x) for x in b)
+        return dec
+    return lambda b: b.decode(codec)
+
+
+def _length_prefixed(nbytes: int, conv: Callable[[bytes], Any]) -> _Field:
+    def dec(data: bytes, pos: int) -> tuple[Any, int]:
+        n = int.from_bytes(data[pos:pos + nbytes], "little")
+        pos += nbytes
+        return conv(data[pos:pos + n]), pos + n
+    return dec
+
+
+def _fixed_int(fmt: str, conv: Callable[[int], Any] | None = None) -> _Field:
+    s = struct.Struct(fmt)
+    size = s.size
+    unpack = s.unpack_from
+    if conv is None:
+        return lambda data, pos: (unpack(data, pos)[0], pos + size)
+    return lambda data, pos: (conv(unpack(data, pos)[0]), pos + size)
+
+
+def _field_decoder(bc: Any, col: Column) -> _Field:
+    """A decoder for one column from its binlog type/metadata and its canonical type."""
+    t = T.mysql_type(col)
+    k = t.kind
+    bt = bc.type
+    unsigned = t.unsigned
+
+    def mismatch() -> DecodeError:
+        return DecodeError(f"column {col.name!r}: binlog type {bt} does not match the "
+                           f"captured type {col.column_type!r}",
+                           fix="the table was altered; restart capture with a new snapshot")
+
+    allowed = _COMPAT.get(bt)
+    if allowed is not None and k not in allowed and t.base not in allowed:
+        raise mismatch()
+
+    if bt == _TINY:
+        return _fixed_int("<B" if unsigned else "<b")
+    if bt == _SHORT:
+        return _fixed_int("<H" if unsigned else "<h")
+    if bt == _INT24:
+        return lambda d, p: (int.from_bytes(d[p:p + 3], "little", signed=not unsigned), p + 3)
+    if bt == _LONG:
+        return _fixed_int("<I" if unsigned else "<i")
+    if bt == _LONGLONG:
+        return _fixed_int("<Q", Decimal) if k == T.UINT64 else _fixed_int("<q")
+    if bt == _FLOAT:
+        return _fixed_int("<f")
+    if bt == _DOUBLE:
+        return _fixed_int("<d")
+    if bt == _YEAR:
+        return _fixed_int("<B", lambda v: 1900 + v if v else 0)
+    if bt == _NEWDECIMAL:
+        return _decimal_decoder(bc.precision, bc.decimals, t)
+    if bt in (_VARCHAR, _VAR_STRING, _STRING):
+        nbytes = 2 if bc.max_length > 255 else 1
+        if k == T.BINARY:
+            return _length_prefixed(nbytes, t.pad_binary)
+        if k in (T.STRING, T.JSON):
+            return _length_prefixed(nbytes, _text_decoder(col.charset or bc.character_set_name))
+        raise mismatch()
+    if bt == _ENUM:
+        members = _members(bc.enum_values[1:] if bc.enum_values else None, t)
+        return _fixed_int("<B" if bc.size == 1 else "<H",
+                          lambda i: members[i - 1] if 0 < i <= len(members) else "")
+    if bt == _SET:
+        members = _members(bc.set_values, t)
+        size = bc.size
+
+        def dec_set(data: bytes, pos: int) -> tuple[str, int]:
+            mask = int.from_bytes(data[pos:pos + size], "little")
+            return ",".join(m for i, m in enumerate(members) if mask >> i & 1), pos + size
+        return dec_set
+    if bt in (_BLOB, _TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB):
+        if k == T.BINARY:
+            return _length_prefixed(bc.length_size, bytes)
+        if k in (T.STRING, T.JSON):
+            return _length_prefixed(bc.length_size,
+                                    _text_decoder(col.charset or bc.character_set_name))
+        raise mismatch()
+    if bt == _GEOMETRY:
+        return _length_prefixed(bc.length_size, lambda b: bytes(b[4:]))  # SRID, then WKB
+    if bt == _JSON:
+        return _length_prefixed(bc.length_size, _mysql_json)
+    if bt == _BIT:
+        nbytes = bc.bytes
+        if k == T.BIT1:
+            return lambda d, p: (any(d[p:p + nbytes]), p + nbytes)
+        return lambda d, p: (bytes(d[p:p + nbytes]).rjust(t.nbytes, b"\0")[-t.nbytes:],
+                             p + nbytes)
+    if bt == _DATE or bt == _NEWDATE:
+        return _date
+    if bt == _TIME2:
+        return _time2_decoder(bc.fsp)
+    if bt == _DATETIME2:
+        return _datetime2_decoder(bc.fsp)
+    if bt == _TIMESTAMP2:
+        return _timestamp2_decoder(bc.fsp)
+    if bt == _TIME:
+        return _time_old
+    if bt == _DATETIME:
+        return _datetime_old
+    if bt == _TIMESTAMP:
+        return _fixed_int("<I", lambda s: T.epoch_micros_to_utc(s * 1_000_000) if s else None)
+    raise DecodeError(f"column {col.name!r}: binlog type {bt} is not supported")
+
+
+def _members(from_binlog: list[str] | None, t: T.MySQLType) -> tuple[str, ...]:
+    # the binlog's own member list (binlog_row_metadata=FULL) is the server's spelling
+    if from_binlog and (not t.members or len(from_binlog) == len(t.members)):
+        return tuple(from_binlog)
+    return t.members
+
+
+def _decimal_decoder(precision: int, scale: int, t: T.MySQLType) -> _Field:
+    intg = precision - scale
+    intg0, intg0x = divmod(intg, 9)
+    frac0, frac0x = divmod(scale, 9)
+    size = intg0 * 4 + _DIG2BYTES[intg0x] + frac0 * 4 + _DIG2BYTES[frac0x]
+    lead = _DIG2BYTES[intg0x]
+    tail = _DIG2BYTES[frac0x]
+    as_text = t.kind == T.DECIMAL_TEXT
+
+    def dec(data: bytes, pos: int) -> tuple[Any, int]:
+        b = bytearray(data[pos:pos + size])
+        negative = not b[0] & 0x80
+        b[0] ^= 0x80
+        if negative:
+            b = bytearray(x ^ 0xFF for x in b)
+        i = 0
+        parts = []
+        if lead:
+            parts.append(str(int.from_bytes(b[0:lead], "big")))
+            i = lead
+        for _ in range(intg0):
+            parts.append(f"{int.from_bytes(b[i:i + 4], 'big'):09d}")
+            i += 4
+        whole = "".join(parts).lstrip("0") or "0"
+        fparts = []
+        for _ in range(frac0):
+            fparts.append(f"{int.from_bytes(b[i:i + 4], 'big'):09d}")
+            i += 4
+        if tail:
+            fparts.append(f"{int.from_bytes(b[i:i + tail], 'big'):0{frac0x}d}")
+        frac = "".join(fparts)
+        text = whole + ("." + frac if scale else "")
+        if negative and text.strip("0.") != "":
+            text = "-" + text
+        return (text if as_text else Decimal(text)), pos + size
+    return dec
+
+
+def _date(data: bytes, pos: int) -> tuple[Any, int]:
+    v = int.from_bytes(data[pos:pos + 3], "little")
+    day, month, year = v & 31, (v >> 5) & 15, v >> 9
+    try:
+        return (_dt.date(year, month, day) if year and month and day else None), pos + 3
+    except ValueError:  # ALLOW_INVALID_DATES values such as 2021-02-30
+        return None, pos + 3
+
+
+def _frac_reader(fsp: int, signed: bool) -> tuple[int, Callable[[bytes, int], int]]:
+    """(bytes, reader -> microseconds) for the fractional part of TIME2/DATETIME2/TIMESTAMP2."""
+    if fsp in (1, 2):
+        return 1, lambda d, p: int.from_bytes(d[p:p + 1], "big", signed=signed) * 10000
+    if fsp in (3, 4):
+        return 2, lambda d, p: int.from_bytes(d[p:p + 2], "big", signed=signed) * 100
+    if fsp in (5, 6):
+        return 3, lambda d, p: int.from_bytes(d[p:p + 3], "big", signed=signed)
+    return 0, lambda d, p: 0
+
+
+def _time2_decoder(fsp: int) -> _Field:
+    # MySQL's my_time_packed_from_binary, then TIME_from_longlong_time_packed
+    def dec(d: bytes, p: int) -> tuple[_dt.timedelta, int]:
+        if fsp in (5, 6):
+            packed = int.from_bytes(d[p:p + 6], "big") - 0x800000000000
+            n = 6
+        else:
+            intpart = int.from_bytes(d[p:p + 3], "big") - 0x800000
+            if fsp in (1, 2):
+                frac, n, full = d[p + 3], 4, 0x100
+                unit = 10000
+            elif fsp in (3, 4):
+                frac, n, full = int.from_bytes(d[p + 3:p + 5], "big"), 5, 0x10000
+                unit = 100
+            else:
+                frac, n, full, unit = 0, 3, 1, 0
+            if intpart < 0 and frac:
+                intpart += 1  # negative values store the fraction reversed, for sorting
+                frac -= full
+            packed = (intpart << 24) + frac * unit
+        neg = packed < 0
+        a = -packed if neg else packed
+        hms, micro = a >> 24, a % (1 << 24)
+        td = _dt.timedelta(hours=(hms >> 12) % (1 << 10), minutes=(hms >> 6) % 64,
+                           seconds=hms % 64, microseconds=micro)
+        return (-td if neg else td), p + n
+    return dec
+
+
+def _datetime2_decoder(fsp: int) -> _Field:
+    nfrac, frac = _frac_reader(fsp, signed=True)
+
+    def dec(d: bytes, p: int) -> tuple[Any, int]:
+        v = int.from_bytes(d[p:p + 5], "big") - 0x8000000000
+        ymd, hms = v >> 17, v % (1 << 17)
+        ym, day = ymd >> 5, ymd % 32
+        year, month = divmod(ym, 13)
+        micro = frac(d, p + 5)
+        if not (year and month and day):
+            return None, p + 5 + nfrac
+        try:
+            value = _dt.datetime(year, month, day, hms >> 12, (hms >> 6) % 64, hms % 64, micro)
+        except ValueError:
+            value = None
+        return value, p + 5 + nfrac
+    return dec
+
+
+def _timestamp2_decoder(fsp: int) -> _Field:
+    nfrac, frac = _frac_reader(fsp, signed=False)
+
+    def dec(d: bytes, p: int) -> tuple[Any, int]:
+        sec = int.from_bytes(d[p:p + 4], "big")
+        micro = frac(d, p + 4)
+        if sec == 0 and micro == 0:
+            return None, p + 4 + nfrac  # the zero timestamp
+        return T.epoch_micros_to_utc(sec * 1_000_000 + micro), p + 4 + nfrac
+    return dec
+
+
+def _time_old(d: bytes, p: int) -> tuple[_dt.timedelta, int]:
+    v = int.from_bytes(d[p:p + 3], "little", signed=True)
+    neg, v = v < 0, abs(v)
+    td = _dt.timedelta(hours=v // 10000, minutes=v // 100 % 100, seconds=v % 100)
+    return (-td if neg else td), p + 3
+
+
+def _datetime_old(d: bytes, p: int) -> tuple[Any, int]:
+    v = int.from_bytes(d[p:p + 8], "little")
+    date, tod = divmod(v, 1_000_000)
+    year, md = divmod(date, 10000)
+    month, day = divmod(md, 100)
+    if not (year and month and day):
+        return None, p + 8
+    try:
+        return _dt.datetime(year, month, day, tod // 10000, tod // 100 % 100, tod % 100), p + 8
+    except ValueError:
+        return None, p + 8
+
+
+def _mysql_json(b: bytes) -> str | None:
+    from pymysqlreplication.json_binary import parse_json
+
+    if not b:
+        return None
+    return T.json_text(parse_json(b[0], b[1:]))
+
+
+# -- the reader --------------------------------------------------------------------------------
+
+class _Reconnect(Exception):
+    """The library tried to reconnect on its own; the adapter restarts from its offset."""
+
+
+@dataclass
+class _State:
+    """Where the reader is: the current file, the last boundary, the open transaction."""
+
+    flavor: str
+    low: BinlogOffset  # yield only records at or after this (start, then after each yield)
+    file: str = ""
+    boundary_pos: int = 4
+    gtid: str | None = None  # GTID state at the boundary
+    in_txn: bool = False
+    txn_pos: int = 0
+    txn_gtid: str | None = None  # the open transaction's own GTID
+    txn_gtid_before: str | None = None  # the GTID state at its start
+    txn_ts: int = 0
+    explicit: bool = False  # the transaction had BEGIN (or a MariaDB non-standalone GTID)
+    events: int = 0  # row events seen in the open transaction
+    done: bool = False
+    progress: int = 0
+    _mariadb_domains: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.file = self.low.file
+        self.boundary_pos = self.low.pos
+        self.gtid = self.low.gtid
+        if self.flavor == "mariadb" and self.gtid:
+            for g in self.gtid.split(","):
+                g = g.strip()
+                if g:
+                    self._mariadb_domains[int(g.split("-")[0])] = g
+
+    def boundary(self) -> BinlogOffset:
+        return BinlogOffset(self.file, self.boundary_pos, gtid=self.gtid, flavor=self.flavor)
+
+    def restart_point(self) -> BinlogOffset:
+        """A transaction boundary to restart a stream from."""
+        pos = self.txn_pos if self.in_txn else self.boundary_pos
+        return BinlogOffset(self.file, pos, gtid=self.txn_gtid_before if self.in_txn
+                            else self.gtid, flavor=self.flavor)
+
+    def restart(self) -> None:
+        if self.in_txn:
+            self.boundary_pos, self.gtid = self.txn_pos, self.txn_gtid_before
+        self.in_txn = False
+
+    def begin(self, pos: int, gtid: str | None, ts: int, explicit: bool) -> None:
+        self.in_txn, self.txn_pos, self.txn_gtid, self.txn_ts = True, pos, gtid, ts
+        self.txn_gtid_before, self.explicit, self.events = self.gtid, explicit, 0
+
+    def commit(self, end_pos: int) -> None:
+        if self.in_txn and self.txn_gtid:
+            self.gtid = self._merge(self.txn_gtid)
+        self.in_txn = False
+        self.boundary_pos = end_pos
+
+    def _merge(self, txn_gtid: str) -> str | None:
+        if self.flavor == "mariadb":
+            try:
+                self._mariadb_domains[int(txn_gtid.split("-")[0])] = txn_gtid
+            except ValueError:
+                return self.gtid
+            return ",".join(self._mariadb_domains[d] for d in sorted(self._mariadb_domains))
+        if self.gtid is None:
+            return None  # an unknown executed set stays unknown
+        try:
+            from pymysqlreplication.gtid import Gtid, GtidSet
+
+            return str(GtidSet(self.gtid) + Gtid(txn_gtid))
+        except Exception:  # malformed set text: keep what we had rather than guess
+            return self.gtid
+
+    def set_gtid_list(self, gtids: list[str]) -> None:
+        """A file's GTID list (MariaDB) or previous-GTIDs set (MySQL): the state at its start."""
+        if self.flavor == "mariadb":
+            self._mariadb_domains = {int(g.split("-")[0]): g for g in gtids}
+            self.gtid = ",".join(self._mariadb_domains[d] for d in sorted(self._mariadb_domains))
+        else:
+            self.gtid = ",".join(gtids) or None
+
+    def key(self, pos: int, events: int = 0, rows: int = 0) -> tuple[int, int, int, int]:
+        return (file_index(self.file), pos, events, rows)
+
+
+class BinlogReader:
+    """Reads change records of the captured tables from one server's binlog.
+
+    ``tables`` maps captured tables to their schemas; a plain set of ``TableId`` makes the
+    reader load each schema from information_schema when its first event arrives.
+    """
+
+    def __init__(self, conn: ConnectionOptions, server_id: int,
+                 tables: dict[TableId, TableSchema] | Iterable[TableId],
+                 flavor: str = "mariadb", decoder: RowDecoder | None = None, *,
+                 read_timeout: float = 60.0, max_retries: int | None = None):
+        if flavor not in ("mariadb", "mysql"):
+            raise ValueError(f"flavor must be 'mariadb' or 'mysql', not {flavor!r}")
+        self.conn = conn
+        self.server_id = int(server_id)
+        self.flavor = flavor
+        self.decoder = decoder or PyRowDecoder()
+        self.read_timeout = read_timeout
+        self.max_retries = conn.max_retries if max_retries is None else max_retries
+        if isinstance(tables, dict):
+            self._schemas: dict[tuple[str, str], TableSchema | None] = {
+                (t.database, t.table): s for t, s in tables.items()}
+        else:
+            self._schemas = {(t.database, t.table): None for t in tables}
+        self.reconnects = 0  # how often the adapter restarted a broken stream
+
+    # -- public ----------------------------------------------------------------------------
+
+    def read_window(self, start: BinlogOffset, end: BinlogOffset) -> Iterator[ChangeRecord]:
+        """Records with ``start <= offset < end``; returns once ``end`` is reached."""
+        if start >= end:
+            return
+        for item in self._run(start, end, None):
+            yield item  # type: ignore[misc]
+
+    def tail(self, start: BinlogOffset, heartbeat_interval: float = 5.0
+             ) -> Iterator[ChangeRecord | Heartbeat]:
+        """Records from ``start`` on, forever; a ``Heartbeat`` at the last transaction boundary
+        whenever ``heartbeat_interval`` seconds pass without one, so callers can advance."""
+        if heartbeat_interval <= 0:
+            raise ValueError("heartbeat_interval must be positive")
+        yield from self._run(start, None, heartbeat_interval)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def _run(self, start: BinlogOffset, end: BinlogOffset | None,
+             heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat]:
+        state = _State(self.flavor, start)
+        failures = 0
+        last_beat = time.monotonic()
+        while True:
+            resume = state.restart_point()
+            stream = self._open(resume, blocking=end is None, heartbeat=heartbeat)
+            progress = state.progress
+            try:
+                beat = [last_beat]
+                for item in self._consume(stream, state, end, heartbeat, beat):
+                    yield item
+                last_beat = beat[0]
+                if state.done:
+                    return
+                # the server said EOF before ``end``: retry, it may not have flushed yet
+                reason = f"the binlog ended at {state.boundary()} before the window end {end}"
+                if end is None:
+                    reason = "the server closed the binlog stream"
+            except _Reconnect:
+                reason = "the binlog connection was lost"
+            except Exception as e:
+                code = _mysql_code(e)
+                if code == _BINLOG_ERROR:
+                    raise self._binlog_error(e, resume) from None
+                if code in (1045, 1044, 1698):
+                    raise AuthenticationFailed(
+                        f"the server {self.conn} refused user {self.conn.username!r} for "
+                        f"binlog reading ({code})",
+                        fix="check the username and password options") from None
+                if code in (1227, 1142):
+                    raise SchemaError(
+                        f"user {self.conn.username!r} may not read the binlog of {self.conn}",
+                        fix="GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO the user"
+                    ) from None
+                if code not in _RETRYABLE_CODES:
+                    raise
+                reason = f"the binlog connection failed ({code}): {_first_line(e)}"
+            finally:
+                stream.close()
+            if state.progress != progress:
+                failures = 0
+            failures += 1
+            if failures > self.max_retries:
+                if end is not None and "before the window end" in reason:
+                    raise OffsetError(reason, fix="the window end must come from the server's "
+                                      "current offset (SHOW MASTER STATUS)")
+                raise ConnectionFailed(
+                    f"reading the binlog of {self.conn} from {state.restart_point()}: {reason} "
+                    f"({failures} attempts)",
+                    fix="check that the server runs and is reachable; the read resumes from "
+                        "this offset")
+            self.reconnects += 1
+            log.warning("binlog reader: %s; reconnecting from %s (attempt %d of %d)", reason,
+                        state.restart_point(), failures, self.max_retries)
+            state.restart()
+            time.sleep(min(0.1 * 2 ** (failures - 1), 2.0))
+
+    def _consume(self, stream, state: _State, end: BinlogOffset | None,
+                 heartbeat: float | None, beat: list[float]
+                 ) -> Iterator[ChangeRecord | Heartbeat]:
+        from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent,
+                                              MariadbGtidListEvent, NotImplementedEvent,
+                                              PreviousGtidsEvent, QueryEvent, RotateEvent,
+                                              XAPrepareEvent, XidEvent)
+        from pymysqlreplication.row_event import RowsEvent, TableMapEvent
+
+        end_key = end.sort_key() if end is not None else None
+        low_key = state.low.sort_key()
+        flavor = self.flavor
+
+        def reached(key: tuple) -> bool:
+            return end_key is not None and key >= end_key
+
+        def beat_due() -> bool:
+            return heartbeat is not None and time.monotonic() - beat[0] >= heartbeat
+
+        def make_beat() -> Heartbeat:
+            beat[0] = time.monotonic()
+            return Heartbeat(state.boundary(), int(time.time() * 1000))
+
+        if reached(state.key(state.boundary_pos)):
+            state.done = True
+            return
+        while True:
+            ev = stream.fetchone()
+            if ev is None:
+                return  # EOF of a non-blocking dump
+            hdr = ev.packet
+            if isinstance(ev, HeartbeatLogEvent):
+                if heartbeat is not None and not state.in_txn:
+                    yield make_beat()
+                continue
+            if isinstance(ev, RotateEvent):
+                if state.in_txn:  # transactions never span files
+                    raise DecodeError(f"binlog rotated from {state.file} to {ev.next_binlog} "
+                                      f"inside a transaction")
+                state.file, state.boundary_pos = ev.next_binlog, ev.position
+                if reached(state.key(state.boundary_pos)):
+                    state.done = True
+                    return
+                continue
+            if hdr.log_pos == 0 or hdr.flags & _LOG_EVENT_ARTIFICIAL:
+                continue  # the dump's fake format description: no position of its own
+            state.progress += 1
+            ev_start, ev_end = hdr.log_pos - hdr.event_size, hdr.log_pos
+
+            if isinstance(ev, RowsEvent):
+                if not state.in_txn:
+                    raise DecodeError(f"row event outside a transaction at "
+                                      f"{state.file}:{ev_start}",
+                                      fix="start from a transaction boundary (an offset "
+                                          "from SHOW MASTER STATUS or from a record)")
+                e = state.events
+                state.events += 1
+                key = state.key(state.txn_pos, e)
+                if reached(key):
+                    state.done = True
+                    return
+                schema = self._schema(ev.schema, ev.table)
+                if schema is None or key[:3] < low_key[:3]:
+                    continue  # uncaptured, or wholly before the start: never decoded
+                op = _op_of(ev)
+                for i, (before, after) in enumerate(self.decoder.decode(ev, schema)):
+                    k = (key[0], key[1], e, i)
+                    if k < low_key:
+                        continue
+                    if reached(k):
+                        state.done = True
+                        return
+                    off = BinlogOffset(state.file, state.txn_pos, e, i,
+                                       gtid=state.txn_gtid_before, flavor=flavor)
+                    rec = ChangeRecord(op, schema.table_id, before, after, off,
+                                       state.txn_ts * 1000, state.txn_gtid)
+                    state.low = rec.next_offset()
+                    low_key = state.low.sort_key()
+                    yield rec
+                continue
+            if isinstance(ev, TableMapEvent):
+                continue
+            if isinstance(ev, MariadbGtidEvent):
+                if reached(state.key(ev_start)):
+                    state.done = True
+                    return
+                state.begin(ev_start, ev.gtid, ev.timestamp, explicit=not ev.flags & 1)
+                continue
+            if isinstance(ev, GtidEvent) or (isinstance(ev, NotImplementedEvent)
+                                              and ev.event_type == _ANONYMOUS_GTID):
+                if reached(state.key(ev_start)):
+                    state.done = True
+                    return
+                gtid = ev.gtid if isinstance(ev, GtidEvent) else None
+                state.begin(ev_start, gtid, ev.timestamp, explicit=False)
+                continue
+            if isinstance(ev, NotImplementedEvent):
+                if ev.event_type in _UNSUPPORTED_EVENTS:
+                    raise DecodeError(
+                        f"{_UNSUPPORTED_EVENTS[ev.event_type]} at {state.file}:{ev_start} "
+                        f"cannot be decoded", fix="turn binlog compression off on the server")
+                if not state.in_txn:
+                    state.boundary_pos = ev_end
+            elif isinstance(ev, QueryEvent):
+                q = ev.query.strip().upper()
+                if q == "BEGIN" or q.startswith("XA START"):
+                    if not state.in_txn:
+                        if reached(state.key(ev_start)):
+                            state.done = True
+                            return
+                        state.begin(ev_start, None, ev.timestamp, explicit=True)
+                    state.explicit = True
+                elif q in ("COMMIT", "ROLLBACK") or not (state.in_txn and state.explicit):
+                    state.commit(ev_end)  # the end of a transaction, or a DDL on its own
+            elif isinstance(ev, (XidEvent, XAPrepareEvent)):
+                state.commit(ev_end)
+            elif isinstance(ev, MariadbGtidListEvent):
+                state.set_gtid_list([g.gtid for g in ev.gtid_list])
+                state.boundary_pos = ev_end
+            elif isinstance(ev, PreviousGtidsEvent):
+                state.set_gtid_list([g for g in ev._previous_gtids.split(",") if g])
+                state.boundary_pos = ev_end
+            elif not state.in_txn:
+                state.boundary_pos = ev_end  # format description, checkpoint...
+            if not state.in_txn:
+                if reached(state.key(state.boundary_pos)):
+                    state.done = True
+                    return
+                if state.boundary() > state.low:
+                    state.low = state.boundary()
+                    low_key = state.low.sort_key()
+                if beat_due():
+                    yield make_beat()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _schema(self, database: str, table: str) -> TableSchema | None:
+        key = (database, table)
+        if key not in self._schemas:
+            return None
+        schema = self._schemas[key]
+        if schema is None:
+            schema = load_table_schema(self.conn, TableId(database, table))
+            self._schemas[key] = schema
+        return schema
+
+    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
+        import pymysql
+        from pymysqlreplication import BinLogStreamReader
+        from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent,
+                                              MariadbGtidListEvent, NotImplementedEvent,
+                                              PreviousGtidsEvent, QueryEvent, RotateEvent,
+                                              XAPrepareEvent, XidEvent)
+        from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEvent,
+                                                  TableMapEvent, UpdateRowsEvent,
+                                                  WriteRowsEvent)
+
+        base = self.conn.pymysql_kwargs()
+        base.pop("database", None)
+        base.pop("autocommit", None)
+        base.pop("init_command", None)  # the session time zone does not matter here
+        read_timeout = self.read_timeout
+        if heartbeat is not None:
+            read_timeout = max(3 * heartbeat, 10.0)
+        settings = dict(base, read_timeout=read_timeout)
+        opened = [0]
+
+        def connect(**kw: Any):
+            # the library's control connection (information_schema) may open once; its
+            # stream connection only once: a second one would be a silent reconnect
+            if kw.get("db") == "information_schema":
+                kw.pop("read_timeout", None)
+                return pymysql.connect(**kw)
+            if opened[0]:
+                raise _Reconnect()
+            opened[0] += 1
+            return pymysql.connect(**kw)
+
+        return BinLogStreamReader(
+            connection_settings=settings, server_id=self.server_id,
+            resume_stream=True, blocking=blocking, log_file=start.file, log_pos=start.pos,
+            only_events=[RotateEvent, XidEvent, QueryEvent, GtidEvent, MariadbGtidEvent,
+                         MariadbGtidListEvent, PreviousGtidsEvent, XAPrepareEvent,
+                         HeartbeatLogEvent, TableMapEvent, WriteRowsEvent, UpdateRowsEvent,
+                         DeleteRowsEvent, PartialUpdateRowsEvent, NotImplementedEvent],
+            filter_non_implemented_events=False, freeze_schema=False, is_mariadb=False,
+            slave_heartbeat=heartbeat, pymysql_wrapper=connect, enable_logging=False)
+
+    def _binlog_error(self, e: Exception, resume: BinlogOffset) -> Exception:
+        msg = _first_line(e)
+        low = msg.lower()
+        if "could not find" in low or "purged" in low or "not found" in low:
+            files = self._server_files()
+            have = f"{files[0]} .. {files[-1]}" if files else "no binlog files"
+            return BinlogUnavailable(
+                f"binlog file {resume.file!r} is no longer on the server {self.conn} (it has "
+                f"{have}); cannot read from {resume}: {msg}",
+                fix="raise the server's binlog retention (binlog_expire_logs_seconds / "
+                    "expire_logs_days) and restart capture with a new snapshot")
+        return OffsetError(f"the server {self.conn} cannot stream from {resume}: {msg}",
+                           fix="resume from an offset the reader produced or from "
+                               "SHOW MASTER STATUS")
+
+    def _server_files(self) -> list[str]:
+        try:
+            with self.conn.connect() as c, c.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                return [r[0] for r in cur.fetchall()]
+        except Exception:  # only for the message; the real error is reported anyway
+            return []
+
+
+def _mysql_code(e: BaseException) -> int | None:
+    import pymysql
+
+    if isinstance(e, pymysql.err.MySQLError) and e.args and isinstance(e.args[0], int):
+        return e.args[0]
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    import pymysql
+
+    if isinstance(e, pymysql.err.MySQLError) and len(e.args) > 1:
+        return str(e.args[1]).splitlines()[0] if e.args[1] else str(e.args[0])
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def load_table_schema(conn: ConnectionOptions, table_id: TableId) -> TableSchema:
+    """A table's schema from information_schema (for readers given only table ids)."""
+    with conn.connect() as c, c.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "ORDER BY ORDINAL_POSITION", (table_id.database, table_id.table))
+        cols = tuple(Column(n, t, nl == "YES", cs, co) for n, t, nl, cs, co in cur.fetchall())
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
+            (table_id.database, table_id.table))
+        pk = tuple(r[0] for r in cur.fetchall())
+    if not cols:
+        raise SchemaError(f"table {table_id} does not exist or is not visible to "
+                          f"{conn.username!r}", fix="check the table name and SELECT grants")
+    return TableSchema(table_id, cols, pk, pk[0] if pk else cols[0].name)
+
+
+def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[str], *,
+                          flavor: str = "mariadb") -> list[int | None]:
+    """When each binlog file was started (epoch seconds of its first event); None if gone."""
+    import pymysql
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import FormatDescriptionEvent, RotateEvent
+
+    base = conn.pymysql_kwargs()
+    for k in ("database", "autocommit", "init_command"):
+        base.pop(k, None)
+    out: list[int | None] = []
+    for f in files:
+        stream = BinLogStreamReader(
+            connection_settings=dict(base, read_timeout=30), server_id=server_id,
+            resume_stream=True, blocking=False, log_file=f, log_pos=4, is_mariadb=False,
+            only_events=[FormatDescriptionEvent, RotateEvent], enable_logging=False,
+            pymysql_wrapper=pymysql.connect)
+        ts: int | None = None
+        try:
+            while True:
+                ev = stream.fetchone()
+                if ev is None:
+                    break
+                if isinstance(ev, FormatDescriptionEvent) and ev.packet.log_pos:
+                    ts = ev.timestamp
+                    break
+        except pymysql.err.MySQLError as e:
+            if _mysql_code(e) != _BINLOG_ERROR:
+                raise
+        finally:
+            stream.close()
+        out.append(ts)
+    return out
+
+
+__all__ = ["BinlogReader", "RowDecoder", "PyRowDecoder", "LibraryRowDecoder",
+           "load_table_schema", "file_start_timestamps"]
