@@ -863,6 +863,7 @@ class BinlogReader:
             # stream connection only once: a second one would be a silent reconnect
             if kw.get("db") == "information_schema":
                 kw.pop("read_timeout", None)
+                kw["database"] = kw.pop("db")
                 return pymysql.connect(**kw)
             if opened[0]:
                 raise _Reconnect()
