@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import itertools
 import json
 import random
 import re
@@ -17,8 +18,15 @@ from decimal import Decimal
 import pytest
 
 from sparkcdc.core.chunking import (
-    ChunkEnd, ChunkingOptions, ChunkPlanner, SnapshotSplit, decode_value, distribution_factor,
-    encode_value, even_step, is_integral_column,
+    ChunkEnd,
+    ChunkingOptions,
+    ChunkPlanner,
+    SnapshotSplit,
+    decode_value,
+    distribution_factor,
+    encode_value,
+    even_step,
+    is_integral_column,
 )
 from sparkcdc.core.schema import Column, TableId, quote_ident
 from sparkcdc.errors import ConfigError, OffsetError, SchemaError
@@ -96,7 +104,7 @@ def check_partition(chunks, keys, norm=lambda k: k) -> list[int]:
     """Chunks tile the key space in order; returns the rows per chunk."""
     assert [c.index for c in chunks] == list(range(len(chunks)))
     assert chunks[0].start is None and chunks[-1].end is None
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in itertools.pairwise(chunks):
         assert a.end == b.start and a.end is not None
         if a.start is not None:
             assert norm(a.start) < norm(a.end)
@@ -207,7 +215,7 @@ def test_unknown_row_count_walks():
 
 
 def test_collation_equal_strings_are_never_split_and_never_compared_in_python():
-    norm = lambda s: s.casefold()  # noqa: E731 - the fake collation
+    norm = lambda s: s.casefold()
     words = [w for w in ("a", "A", "b", "B", "c") for _ in range(40)]
     chunks, _ = plan(FakeProbe(words, norm=norm), integral=False, chunk_size=30)
     sizes = check_partition(chunks, words, norm)
@@ -437,7 +445,7 @@ def test_server_string_keys_follow_the_collation(mariadb, db):
     with mariadb.admin_connection(db) as conn, conn.cursor() as cur:
         cur.executemany("INSERT IGNORE INTO t VALUES (%s)", [(w,) for w in _mixed_words(6000, 3)])
     total = mariadb.query(f"SELECT COUNT(*) FROM `{db}`.t")[0][0]
-    chunks, planner, schema = plan_on_server(mariadb, db, "t", chunk_size=200)
+    chunks, _, schema = plan_on_server(mariadb, db, "t", chunk_size=200)
     assert schema.column("k").collation == "utf8mb4_general_ci"
     sizes = server_sizes(mariadb, db, "t", "k", chunks)
     assert sum(sizes) == total and max(sizes) <= 200

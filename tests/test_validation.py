@@ -10,7 +10,12 @@ import pytest
 from sparkcdc.errors import ServerConfigError
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.validation import (
-    check_server, inspect_server, parse_grants, parse_version, validate_all, validate_server,
+    check_server,
+    inspect_server,
+    parse_grants,
+    parse_version,
+    validate_all,
+    validate_server,
 )
 from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
 
@@ -78,7 +83,7 @@ def test_binlog_off():
         assert "log_bin=OFF" in err.message and "--log-bin" in err.fix
         # all problems at once: the binlog is off, and its (default) format is not ROW either
         problems = validate_all(_cdc(sb))
-        assert [p.check for p in problems][0] == "log_bin"
+        assert problems[0].check == "log_bin"
         assert len({p.check for p in problems}) == len(problems)
 
 
@@ -274,8 +279,8 @@ def _fake_info():
                       server_id=1, log_bin=True, binlog_format="ROW", binlog_row_image="FULL",
                       binlog_row_metadata="FULL", gtid_mode="ON", gtid_position=None,
                       user="'cdc'@'%'",
-                      grants=parse_grants(["GRANT SELECT, REPLICATION SLAVE, REPLICATION "
-                                           "CLIENT ON *.* TO `cdc`@`%`"]),
+                      grants=parse_grants([("GRANT SELECT, REPLICATION SLAVE, REPLICATION "
+                                            "CLIENT ON *.* TO `cdc`@`%`")]),
                       replica_server_ids=())
 
 

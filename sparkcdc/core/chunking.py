@@ -36,10 +36,11 @@ import datetime as dt
 import json
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Iterator, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sparkcdc.core.schema import Column, TableId
 from sparkcdc.errors import ConfigError, OffsetError, SchemaError
@@ -135,7 +136,7 @@ class SnapshotSplit:
                 "end": encode_value(self.end)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SnapshotSplit":
+    def from_dict(cls, d: dict[str, Any]) -> SnapshotSplit:
         try:
             return cls(TableId(d["database"], d["table"]), int(d["index"]),
                        decode_value(d["start"]), decode_value(d["end"]))
@@ -146,7 +147,7 @@ class SnapshotSplit:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, s: str) -> "SnapshotSplit":
+    def from_json(cls, s: str) -> SnapshotSplit:
         try:
             return cls.from_dict(json.loads(s))
         except json.JSONDecodeError as e:
@@ -191,7 +192,7 @@ class ChunkingOptions:
                 fix="the defaults are 1000 and 16")
 
     @classmethod
-    def from_options(cls, options: dict[str, str]) -> "ChunkingOptions":
+    def from_options(cls, options: dict[str, str]) -> ChunkingOptions:
         """Read the planner's keys from Flink-style string options; other keys are ignored."""
         fields = {CHUNK_SIZE: ("chunk_size", int), FACTOR_LOWER: ("factor_lower", float),
                   FACTOR_UPPER: ("factor_upper", float),
@@ -413,7 +414,7 @@ class ChunkPlanner:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any],
-                  options: ChunkingOptions | None = None) -> "ChunkPlanner":
+                  options: ChunkingOptions | None = None) -> ChunkPlanner:
         try:
             p = cls(TableId(d["database"], d["table"]), integral_key=bool(d["integral_key"]),
                     options=options)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pymysql
 
@@ -28,7 +29,7 @@ _LOST = {2006, 2013, 2055}  # server gone away, lost connection, lost at handsha
 class MySQLKeyProbe:
     """Answers ``KeyProbe`` questions for one table over an open pymysql connection."""
 
-    def __init__(self, connection: "pymysql.connections.Connection", schema: TableSchema, *,
+    def __init__(self, connection: pymysql.connections.Connection, schema: TableSchema, *,
                  window_functions: bool | None = None):
         self.connection = connection
         self.schema = schema
@@ -39,7 +40,7 @@ class MySQLKeyProbe:
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, options: ConnectionOptions, schema: TableSchema) -> Iterator["MySQLKeyProbe"]:
+    def open(cls, options: ConnectionOptions, schema: TableSchema) -> Iterator[MySQLKeyProbe]:
         conn = options.connect()
         try:
             yield cls(conn, schema)

@@ -49,8 +49,8 @@ def parse_chunk_key_option(s: str | None) -> list[tuple[str, str]]:
         if not column or not pattern:
             raise ConfigError(
                 f"option {CHUNK_KEY_OPTION} has a malformed entry {entry!r}",
-                fix=f"use 'db.table:column' entries separated by ';', e.g. "
-                    f"'shop.orders:order_id;shop.logs_\\d+:id'")
+                fix="use 'db.table:column' entries separated by ';', e.g. "
+                    "'shop.orders:order_id;shop.logs_\\d+:id'")
         _compile(pattern, CHUNK_KEY_OPTION)
         out.append((pattern, column))
     return out
@@ -74,7 +74,7 @@ def discover(conn: ConnectionOptions, database_regex: str, table_regex: str,
     """
     db_re = _compile(database_regex, "database-name")
     tbl_re = _compile(table_regex, "table-name")
-    ex_re = _compile(exclude, "table-name exclude") if exclude else None
+    ex_re = _compile(exclude, "table-name.exclude") if exclude else None
     key_rules = [(_compile(p, CHUNK_KEY_OPTION), c) for p, c in (chunk_key_columns or {}).items()]
 
     with conn.connect() as c, c.cursor() as cur:

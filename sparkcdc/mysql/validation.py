@@ -113,7 +113,7 @@ class Grants:
     table_privileges: tuple[tuple[str, str, frozenset[str]], ...] = ()  # (db, table, privs)
     roles: tuple[str, ...] = ()
 
-    def merged(self, other: "Grants") -> "Grants":
+    def merged(self, other: Grants) -> Grants:
         return Grants(self.global_privileges | other.global_privileges,
                       self.database_privileges + other.database_privileges,
                       self.table_privileges + other.table_privileges, self.roles)
