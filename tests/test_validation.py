@@ -292,3 +292,15 @@ def test_older_server_without_row_metadata_only_warns():
     mysql_super = replace(_fake_info(), grants=parse_grants(
         ["GRANT SELECT, REPLICATION SLAVE, SUPER ON *.* TO `cdc`@`%`"]))
     assert check_server(mysql_super) == []  # SUPER allows SHOW MASTER STATUS on MySQL
+
+
+def test_privileges_held_through_a_role(mariadb, db, user):
+    role = f"r_{secrets.token_hex(4)}"
+    mariadb.execute(f"CREATE ROLE {role}",
+                    f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO {role}")
+    try:
+        conn = user(f"GRANT {role} TO {{user}}", f"SET DEFAULT ROLE {role} FOR {{user}}")
+        info = validate_server(conn, databases=[db])
+        assert info.grants.roles and not info.roles_unreadable
+    finally:
+        mariadb.execute(f"DROP ROLE {role}")

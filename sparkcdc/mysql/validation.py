@@ -229,12 +229,17 @@ def inspect_server(conn: ConnectionOptions) -> ServerInfo:
         grants = parse_grants(r[0] for r in cur.fetchall())
         warnings: list[str] = []
         roles_unreadable = False
-        for role in grants.roles:
-            try:
-                cur.execute(f"SHOW GRANTS FOR {role}")
-                grants = grants.merged(parse_grants(r[0] for r in cur.fetchall()))
+        if grants.roles:
+            try:  # MariaDB: a granted role's grants are visible to its grantee
+                for role in grants.roles:
+                    cur.execute(f"SHOW GRANTS FOR {role}")
+                    grants = grants.merged(parse_grants(r[0] for r in cur.fetchall()))
             except pymysql.err.MySQLError:
-                roles_unreadable = True
+                try:  # MySQL 8: the current user may expand its own roles
+                    cur.execute(f"SHOW GRANTS FOR CURRENT_USER() USING {', '.join(grants.roles)}")
+                    grants = grants.merged(parse_grants(r[0] for r in cur.fetchall()))
+                except pymysql.err.MySQLError:
+                    roles_unreadable = True
         if roles_unreadable:
             warnings.append("the user holds roles whose privileges could not be read, so "
                             "missing privileges are reported as warnings only")
