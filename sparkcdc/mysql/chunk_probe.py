@@ -109,14 +109,17 @@ class MySQLKeyProbe:
         if self.window_functions is not False:
             try:
                 keys = self._sample_window(after, every, limit)
-                self.window_functions = True
-                return keys
-            except pymysql.err.ProgrammingError as e:  # 1064: no ROW_NUMBER (MySQL 5.7)
-                if self.window_functions or (e.args and e.args[0] != 1064):
+            except pymysql.err.MySQLError as e:
+                no_window = (isinstance(e, pymysql.err.ProgrammingError) and e.args
+                             and e.args[0] == 1064 and self.window_functions is None)
+                if not no_window:  # 1064 on first use: no ROW_NUMBER (MySQL 5.7)
                     raise self._translate(e) from e
                 log.info("server has no window functions; sampling %s by walking",
                          self.schema.table_id)
                 self.window_functions = False
+            else:
+                self.window_functions = True
+                return keys
         return self._sample_walk(after, every, limit)
 
     def _sample_window(self, after: Any, every: int, limit: int) -> list[Any]:
@@ -129,14 +132,9 @@ class MySQLKeyProbe:
         sql = (f"SELECT ck FROM (SELECT ck, ROW_NUMBER() OVER (ORDER BY ck) AS rn FROM "
                f"(SELECT {k} AS ck FROM {t} {where} ORDER BY {k} LIMIT %s) w) x "
                f"WHERE MOD(rn - 1, %s) = 0 AND rn > 1 {outer} GROUP BY ck ORDER BY ck")
-        try:
-            with self.connection.cursor() as cur:
-                cur.execute(sql, (*args, every * limit + 1, every, *oargs))
-                return [r[0] for r in cur.fetchall()]
-        except pymysql.err.ProgrammingError:
-            raise
-        except pymysql.err.MySQLError as e:
-            raise self._translate(e) from e
+        with self.connection.cursor() as cur:
+            cur.execute(sql, (*args, every * limit + 1, every, *oargs))
+            return [r[0] for r in cur.fetchall()]
 
     def _sample_walk(self, after: Any, every: int, limit: int) -> list[Any]:
         keys: list[Any] = []
