@@ -7,6 +7,8 @@ need_pkgs=()
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_pkgs+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
 command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
+# the postgres sink tests run their own PostgreSQL server (initdb + postgres, no system cluster)
+command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_pkgs[*]}"
     SUDO=""
@@ -15,6 +17,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}"
     # Debian's package starts a system server; we run our own throwaway servers instead.
     $SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true
+    $SUDO systemctl disable --now postgresql >/dev/null 2>&1 || true
 fi
 
 PYTHON=${PYTHON:-python3.11}
