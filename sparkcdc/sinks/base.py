@@ -1,0 +1,250 @@
+"""What every sink shares: the planned changes it receives, its interface, and option parsing.
+
+This module imports neither Spark nor a database driver. A sink receives a ``ChangeSet``:
+one Arrow table of *net* changes for one micro-batch, already reduced by
+``sparkcdc.apply`` (last change per key for SCD type 1, ordered versions for type 2). The
+sink writes it atomically together with the batch id, so a replayed batch changes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc.errors import ConfigError, SchemaError
+
+log = logging.getLogger("sparkcdc.sinks")
+
+OP = "__op"  # the planned operation of a row (see ChangeSet)
+START_AT, END_AT = "__START_AT", "__END_AT"  # SCD type 2 history columns (Databricks' names)
+UPSERT, DELETE, PATCH, VERSION, CLOSE = "upsert", "delete", "patch", "version", "close"
+BATCHES_TABLE = "_sparkcdc_batches"  # side table for the last applied batch id (SQL targets)
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """The net changes of one micro-batch for one target table.
+
+    ``table`` holds the target's columns (``columns``; for SCD type 2 followed by
+    ``__START_AT`` and ``__END_AT``) and ``__op``:
+
+    * SCD type 1: ``upsert`` (replace the row), ``patch`` (update; a null keeps the target's
+      value; only with ``ignore_null_updates``) or ``delete`` (only the key columns matter).
+      At most one row per key.
+    * SCD type 2: ``close`` (one per touched key: set ``__END_AT`` of the key's open version
+      to the row's ``__END_AT``) and ``version`` (a new history row to insert).
+    """
+
+    table: pa.Table
+    keys: tuple[str, ...]
+    columns: tuple[str, ...]
+    scd_type: int = 1
+
+    def __post_init__(self):
+        missing = [k for k in self.keys if k not in self.columns]
+        if missing:
+            raise SchemaError(f"key columns {missing} are not among the target columns",
+                              fix="include the keys in column_list")
+
+    @property
+    def target_schema(self) -> pa.Schema:
+        """The target table's schema: its columns, then the SCD2 history columns."""
+        names = list(self.columns) + ([START_AT, END_AT] if self.scd_type == 2 else [])
+        return pa.schema([self.table.schema.field(n) for n in names])
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    def rows(self, *ops: str) -> pa.Table:
+        """Rows with the given ops, in target-schema column order, without ``__op``."""
+        if self.table.num_rows == 0:
+            return self.table.select(self.target_schema.names).slice(0, 0)
+        mask = pc.is_in(self.table[OP], value_set=pa.array(ops, pa.string()))
+        return self.table.filter(mask).select(self.target_schema.names)
+
+    def key_rows(self, *ops: str) -> pa.Table:
+        t = self.rows(*ops)
+        extra = [END_AT] if self.scd_type == 2 and CLOSE in ops else []
+        return t.select(list(self.keys) + extra)
+
+    def counts(self) -> dict[str, int]:
+        if self.table.num_rows == 0:
+            return {}
+        vc = pc.value_counts(self.table[OP]).to_pylist()
+        return {d["values"]: d["counts"] for d in vc}
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a sink did with one batch."""
+
+    batch_id: int
+    skipped: bool = False  # the batch id was already applied: nothing changed
+    counts: Mapping[str, int] | None = None
+
+
+class Sink(ABC):
+    """A target for change batches. Subclasses live in ``sparkcdc/sinks/<type>/``.
+
+    ``kind`` is ``"merge"`` (receives a ``ChangeSet`` through ``write``) or ``"changelog"``
+    (receives the raw change rows as a Spark DataFrame through ``write_changelog``).
+    Connections open lazily on first use, never in ``__init__``.
+    """
+
+    type: ClassVar[str]
+    kind: ClassVar[str] = "merge"
+
+    @abstractmethod
+    def last_batch_id(self) -> int | None:
+        """The last batch id applied to the target, or None."""
+
+    def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
+        raise NotImplementedError(f"the {self.type} sink takes change rows, not a ChangeSet")
+
+    def write_changelog(self, df: Any, batch_id: int) -> WriteResult:
+        raise NotImplementedError(f"the {self.type} sink takes a ChangeSet, not change rows")
+
+    @abstractmethod
+    def read(self) -> pa.Table:
+        """The whole target table as stored (for tests, debugging and benchmarks)."""
+
+    def close(self) -> None:
+        """Release connections; the sink reopens them if used again."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# -- options ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Opt:
+    """One sink option: default (None: unset; REQUIRED: must be given) and what it accepts."""
+
+    default: str | None
+    accepts: str
+
+
+REQUIRED = "\0required"
+
+
+class Options:
+    """Parses a sink's string options once: unknown names fail with the closest valid name,
+    malformed values with the option's name and what it accepts."""
+
+    def __init__(self, sink_type: str, spec: Mapping[str, Opt], raw: Mapping[str, Any],
+                 prefixes: tuple[str, ...] = ()):
+        self.sink_type = sink_type
+        self.spec = spec
+        self.raw: dict[str, str] = {}
+        self.prefixed: dict[str, dict[str, str]] = {p: {} for p in prefixes}
+        for key, value in raw.items():
+            key = str(key)
+            if key == "type":
+                continue
+            prefix = next((p for p in prefixes if key.startswith(p)), None)
+            if prefix is not None:
+                self.prefixed[prefix][key[len(prefix):]] = str(value)
+                continue
+            if key not in spec:
+                close = difflib.get_close_matches(key, list(spec), n=1, cutoff=0.5)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise ConfigError(
+                    f"unknown option '{key}' for the {sink_type} sink",
+                    fix=f"{hint}accepted options: {', '.join(sorted(spec))}"
+                        + (f"; and any '{prefixes[0]}*'" if prefixes else ""))
+            self.raw[key] = value if isinstance(value, str) else _to_str(value)
+        for key, opt in spec.items():
+            if opt.default == REQUIRED and key not in self.raw:
+                raise ConfigError(f"the {sink_type} sink needs the option '{key}'",
+                                  fix=f"'{key}' accepts {opt.accepts}")
+
+    def _bad(self, key: str, value: str, why: str) -> ConfigError:
+        return ConfigError(f"option '{key}' of the {self.sink_type} sink {why}: {value!r}",
+                           fix=f"'{key}' accepts {self.spec[key].accepts}")
+
+    def get(self, key: str) -> str | None:
+        if key in self.raw:
+            return self.raw[key]
+        d = self.spec[key].default
+        return None if d == REQUIRED else d
+
+    def text(self, key: str) -> str | None:
+        v = self.get(key)
+        return v if v is None else v.strip() if key != "password" else v
+
+    def integer(self, key: str, lo: int | None = None, hi: int | None = None) -> int | None:
+        v = self.get(key)
+        if v is None:
+            return None
+        try:
+            n = int(v.strip())
+        except ValueError:
+            raise self._bad(key, v, "must be an integer") from None
+        if (lo is not None and n < lo) or (hi is not None and n > hi):
+            raise self._bad(key, v, "is out of range")
+        return n
+
+    def flag(self, key: str) -> bool:
+        v = (self.get(key) or "").strip().lower()
+        if v in ("true", "1", "yes"):
+            return True
+        if v in ("false", "0", "no", ""):
+            return False
+        raise self._bad(key, v, "must be true or false")
+
+    def names(self, key: str) -> tuple[str, ...]:
+        v = self.get(key)
+        if not v:
+            return ()
+        return tuple(p.strip() for p in v.split(",") if p.strip())
+
+    def choice(self, key: str, choices: tuple[str, ...]) -> str:
+        v = (self.get(key) or "").strip().lower()
+        if v not in choices:
+            raise self._bad(key, v, "is not one of " + ", ".join(choices))
+        return v
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def table_name_parts(sink_type: str, key: str, value: str, parts: int) -> tuple[str, ...]:
+    """Split 'a.b' into parts; names with dots are not supported (say so clearly)."""
+    got = tuple(value.split("."))
+    if len(got) != parts or not all(got):
+        want = ".".join(["name"] * parts)
+        raise ConfigError(f"option '{key}' of the {sink_type} sink is malformed: {value!r}",
+                          fix=f"give it as '{want}'")
+    return got
+
+
+# -- type helpers shared by the SQL sinks --------------------------------------------------------
+
+def micros(duration: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A duration column as int64 microseconds (Debezium's MicroTime), for targets without
+    an interval type."""
+    return pc.cast(pc.cast(duration, pa.duration("us")), pa.int64())
+
+
+def check_key_not_null(changes: ChangeSet) -> None:
+    for k in changes.keys:
+        if changes.table.num_rows and changes.table[k].null_count:
+            raise SchemaError(f"key column '{k}' has null values in the batch",
+                              fix="apply_changes needs non-null keys; filter or fill them")

@@ -1,0 +1,25 @@
+"""Typed options of the ``console`` sink."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcdc.sinks.base import Opt, Options
+
+OPTIONS = {
+    "num-rows": Opt("20", "a non-negative integer: change rows printed per batch"),
+    "show-table": Opt("false", "true or false: also print the applied table after each batch"),
+}
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    num_rows: int = 20
+    show_table: bool = False
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "ConsoleConfig":
+        o = Options("console", OPTIONS, options)
+        return cls(num_rows=o.integer("num-rows", lo=0), show_table=o.flag("show-table"))

@@ -1,0 +1,60 @@
+"""Typed options of the ``iceberg`` sink."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcdc.errors import ConfigError
+from sparkcdc.sinks.base import REQUIRED, Opt, Options, table_name_parts
+
+OPTIONS = {
+    "table": Opt(REQUIRED, "'namespace.table'"),
+    "warehouse": Opt(None, "a local directory (or URI) for data files; with no catalog.uri "
+                           "it also holds the embedded SQLite catalog"),
+    "catalog-name": Opt("sparkcdc", "the catalog's name"),
+    "app-id": Opt("sparkcdc", "the application id under which batch ids are recorded "
+                              "(table property sparkcdc.batch-id.<app-id>)"),
+}
+CATALOG_PREFIX = "catalog."  # catalog.<key> -> pyiceberg catalog properties (type, uri, ...)
+
+
+@dataclass(frozen=True)
+class IcebergConfig:
+    namespace: str
+    table: str
+    catalog_name: str = "sparkcdc"
+    app_id: str = "sparkcdc"
+    catalog_properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def identifier(self) -> tuple[str, str]:
+        return (self.namespace, self.table)
+
+    @property
+    def batch_property(self) -> str:
+        return f"sparkcdc.batch-id.{self.app_id}"
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "IcebergConfig":
+        o = Options("iceberg", OPTIONS, options, prefixes=(CATALOG_PREFIX,))
+        ns, name = table_name_parts("iceberg", "table", o.text("table"), 2)
+        props = dict(o.prefixed[CATALOG_PREFIX])
+        warehouse = o.text("warehouse")
+        if "uri" not in props:
+            if not warehouse:
+                raise ConfigError("the iceberg sink needs 'warehouse' (or catalog.uri)",
+                                  fix="give warehouse=/path/to/dir for the embedded SQLite "
+                                      "catalog, or catalog.type/catalog.uri for another one")
+            if "://" not in warehouse:
+                os.makedirs(warehouse, exist_ok=True)
+                path = os.path.abspath(warehouse)
+                props.setdefault("type", "sql")
+                props["uri"] = f"sqlite:///{path}/catalog.db"
+                warehouse = f"file://{path}"
+        if warehouse:
+            props.setdefault("warehouse", warehouse)
+        return cls(namespace=ns, table=name, catalog_name=o.text("catalog-name"),
+                   app_id=o.text("app-id"), catalog_properties=props)
