@@ -19,7 +19,7 @@ from sparkcdc.mysql.snapshot import chunk_query, read_chunk, select_literal
 from sparkcdc.mysql.types import arrow_schema, parse_column_type
 from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def cdc(sb: MariaDBSandbox, **kw) -> ConnectionOptions:
@@ -104,7 +104,7 @@ def _expected() -> list[dict]:
     row1 = dict(
         id=1, ti=-128, tiu=255, si=-32768, siu=65535, mi=-8388608, miu=16777215,
         i=-2147483648, iu=4294967295, bi=-9223372036854775808,
-        biu=Decimal("18446744073709551615"),
+        biu=Decimal(18446744073709551615),
         d65="12345678901234567890123456789012345.123456789012345678901234567891",
         d650=NINES65, d30=Decimal("1234567890.12345678901234567890"),
         d10=Decimal("12345678.99"), f=f32(1.1), db=2.2, b1=True, b10=b"\x02\xaa",
@@ -320,7 +320,7 @@ def test_server_enum_members_with_quotes_read_alike(mariadb, db):
 def test_select_literal_forms():
     assert select_literal(5, Column("k", "int(11)")) == "5"
     assert select_literal(True, Column("k", "tinyint(1)")) == "1"
-    assert select_literal(Decimal("18446744073709551615"),
+    assert select_literal(Decimal(18446744073709551615),
                           Column("k", "bigint(20) unsigned")) == "18446744073709551615"
     assert select_literal("1" * 50, Column("k", "decimal(65,0)")) == "1" * 50
     assert select_literal("a'b", Column("k", "varchar(5)")) == "_utf8mb4 X'612762'"
@@ -364,7 +364,7 @@ def test_odd_identifiers_and_numeric_bounds(mariadb, db):
     t = read_chunk(conn, schema, "0", "1" + "0" * 60)
     assert t.column_names == ["k`ey", "col umn ü", "☃"]
     assert sorted(t.to_pylist(), key=lambda r: len(r["k`ey"])) == [
-        {"k`ey": "1", "col umn ü": "one", "☃": Decimal("18446744073709551615")},
+        {"k`ey": "1", "col umn ü": "one", "☃": Decimal(18446744073709551615)},
         {"k`ey": "9" * 60, "col umn ü": "big", "☃": Decimal(0)}]
     assert read_chunk(conn, schema, None, "0").to_pylist() == [
         {"k`ey": "-5", "col umn ü": "neg", "☃": None}]

@@ -28,15 +28,24 @@ import datetime as _dt
 import logging
 import struct
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 from sparkcdc.core.offsets import BinlogOffset, file_index
 from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord, Heartbeat
 from sparkcdc.core.schema import Column, TableId, TableSchema
-from sparkcdc.errors import (AuthenticationFailed, BinlogUnavailable, ConnectionFailed,
-                             DecodeError, OffsetError, SchemaError)
+from sparkcdc.errors import (
+    AuthenticationFailed,
+    BinlogUnavailable,
+    ConnectionFailed,
+    DecodeError,
+    OffsetError,
+    SchemaError,
+    ServerConfigError,
+    SparkCDCError,
+)
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.connection import ConnectionOptions
 
@@ -510,8 +519,9 @@ class _State:
     """Where the reader is: the current file, the last boundary, the open transaction."""
 
     flavor: str
-    low: BinlogOffset  # yield only records at or after this (start, then after each yield)
+    low: BinlogOffset  # where reading starts
     file: str = ""
+    fidx: int = 0  # file_index(file), cached: keys are built for every event
     boundary_pos: int = 4
     gtid: str | None = None  # GTID state at the boundary
     in_txn: bool = False
@@ -523,17 +533,21 @@ class _State:
     events: int = 0  # row events seen in the open transaction
     done: bool = False
     progress: int = 0
+    low_key: tuple = ()  # yield only records at or after this key (moves after each yield)
     _mariadb_domains: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self):
-        self.file = self.low.file
-        self.boundary_pos = self.low.pos
+        self.set_file(self.low.file, self.low.pos)
         self.gtid = self.low.gtid
+        self.low_key = self.low.sort_key()
         if self.flavor == "mariadb" and self.gtid:
             for g in self.gtid.split(","):
                 g = g.strip()
                 if g:
                     self._mariadb_domains[int(g.split("-")[0])] = g
+
+    def set_file(self, name: str, pos: int) -> None:
+        self.file, self.fidx, self.boundary_pos = name, file_index(name), pos
 
     def boundary(self) -> BinlogOffset:
         return BinlogOffset(self.file, self.boundary_pos, gtid=self.gtid, flavor=self.flavor)
@@ -572,7 +586,7 @@ class _State:
             from pymysqlreplication.gtid import Gtid, GtidSet
 
             return str(GtidSet(self.gtid) + Gtid(txn_gtid))
-        except Exception:  # malformed set text: keep what we had rather than guess
+        except Exception:  # noqa: BLE001 - the library raises bare Exception on bad sets
             return self.gtid
 
     def set_gtid_list(self, gtids: list[str]) -> None:
@@ -584,7 +598,7 @@ class _State:
             self.gtid = ",".join(gtids) or None
 
     def key(self, pos: int, events: int = 0, rows: int = 0) -> tuple[int, int, int, int]:
-        return (file_index(self.file), pos, events, rows)
+        return (self.fidx, pos, events, rows)
 
 
 class BinlogReader:
@@ -619,8 +633,7 @@ class BinlogReader:
         """Records with ``start <= offset < end``; returns once ``end`` is reached."""
         if start >= end:
             return
-        for item in self._run(start, end, None):
-            yield item  # type: ignore[misc]
+        yield from self._run(start, end, None)  # type: ignore[misc]
 
     def tail(self, start: BinlogOffset, heartbeat_interval: float = 5.0
              ) -> Iterator[ChangeRecord | Heartbeat]:
@@ -643,8 +656,7 @@ class BinlogReader:
             progress = state.progress
             try:
                 beat = [last_beat]
-                for item in self._consume(stream, state, end, heartbeat, beat):
-                    yield item
+                yield from self._consume(stream, state, end, heartbeat, beat)
                 last_beat = beat[0]
                 if state.done:
                     return
@@ -664,7 +676,7 @@ class BinlogReader:
                         f"binlog reading ({code})",
                         fix="check the username and password options") from None
                 if code in (1227, 1142):
-                    raise SchemaError(
+                    raise ServerConfigError(
                         f"user {self.conn.username!r} may not read the binlog of {self.conn}",
                         fix="GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO the user"
                     ) from None
@@ -694,14 +706,22 @@ class BinlogReader:
     def _consume(self, stream, state: _State, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]
                  ) -> Iterator[ChangeRecord | Heartbeat]:
-        from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent,
-                                              MariadbGtidListEvent, NotImplementedEvent,
-                                              PreviousGtidsEvent, QueryEvent, RotateEvent,
-                                              XAPrepareEvent, XidEvent)
+        from pymysqlreplication.event import (
+            GtidEvent,
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            MariadbGtidListEvent,
+            NotImplementedEvent,
+            PreviousGtidsEvent,
+            QueryEvent,
+            RotateEvent,
+            XAPrepareEvent,
+            XidEvent,
+        )
         from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
         end_key = end.sort_key() if end is not None else None
-        low_key = state.low.sort_key()
+        low_key = state.low_key
         flavor = self.flavor
 
         def reached(key: tuple) -> bool:
@@ -730,7 +750,7 @@ class BinlogReader:
                 if state.in_txn:  # transactions never span files
                     raise DecodeError(f"binlog rotated from {state.file} to {ev.next_binlog} "
                                       f"inside a transaction")
-                state.file, state.boundary_pos = ev.next_binlog, ev.position
+                state.set_file(ev.next_binlog, ev.position)
                 if reached(state.key(state.boundary_pos)):
                     state.done = True
                     return
@@ -767,8 +787,7 @@ class BinlogReader:
                                        gtid=state.txn_gtid_before, flavor=flavor)
                     rec = ChangeRecord(op, schema.table_id, before, after, off,
                                        state.txn_ts * 1000, state.txn_gtid)
-                    state.low = rec.next_offset()
-                    low_key = state.low.sort_key()
+                    state.low_key = low_key = (k[0], k[1], e, i + 1)
                     yield rec
                 continue
             if isinstance(ev, TableMapEvent):
@@ -816,12 +835,12 @@ class BinlogReader:
             elif not state.in_txn:
                 state.boundary_pos = ev_end  # format description, checkpoint...
             if not state.in_txn:
-                if reached(state.key(state.boundary_pos)):
+                bkey = state.key(state.boundary_pos)
+                if reached(bkey):
                     state.done = True
                     return
-                if state.boundary() > state.low:
-                    state.low = state.boundary()
-                    low_key = state.low.sort_key()
+                if bkey > low_key:
+                    state.low_key = low_key = bkey
                 if beat_due():
                     yield make_beat()
 
@@ -838,15 +857,26 @@ class BinlogReader:
         return schema
 
     def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
-        import pymysql
         from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent,
-                                              MariadbGtidListEvent, NotImplementedEvent,
-                                              PreviousGtidsEvent, QueryEvent, RotateEvent,
-                                              XAPrepareEvent, XidEvent)
-        from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEvent,
-                                                  TableMapEvent, UpdateRowsEvent,
-                                                  WriteRowsEvent)
+        from pymysqlreplication.event import (
+            GtidEvent,
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            MariadbGtidListEvent,
+            NotImplementedEvent,
+            PreviousGtidsEvent,
+            QueryEvent,
+            RotateEvent,
+            XAPrepareEvent,
+            XidEvent,
+        )
+        from pymysqlreplication.row_event import (
+            DeleteRowsEvent,
+            PartialUpdateRowsEvent,
+            TableMapEvent,
+            UpdateRowsEvent,
+            WriteRowsEvent,
+        )
 
         base = self.conn.pymysql_kwargs()
         base.pop("database", None)
@@ -863,12 +893,11 @@ class BinlogReader:
             # stream connection only once: a second one would be a silent reconnect
             if kw.get("db") == "information_schema":
                 kw.pop("read_timeout", None)
-                kw["database"] = kw.pop("db")
-                return pymysql.connect(**kw)
+                return _connect_renaming_db(**kw)
             if opened[0]:
                 raise _Reconnect()
             opened[0] += 1
-            return pymysql.connect(**kw)
+            return _connect_renaming_db(**kw)
 
         return BinLogStreamReader(
             connection_settings=settings, server_id=self.server_id,
@@ -896,12 +925,23 @@ class BinlogReader:
                                "SHOW MASTER STATUS")
 
     def _server_files(self) -> list[str]:
+        import pymysql
+
         try:
             with self.conn.connect() as c, c.cursor() as cur:
                 cur.execute("SHOW BINARY LOGS")
                 return [r[0] for r in cur.fetchall()]
-        except Exception:  # only for the message; the real error is reported anyway
+        except (SparkCDCError, pymysql.err.MySQLError):  # only for the message
             return []
+
+
+def _connect_renaming_db(**kw: Any):
+    """pymysql.connect for the library, which still passes the deprecated ``db``."""
+    import pymysql
+
+    if "db" in kw:
+        kw["database"] = kw.pop("db")
+    return pymysql.connect(**kw)
 
 
 def _mysql_code(e: BaseException) -> int | None:
@@ -955,7 +995,7 @@ def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[s
             connection_settings=dict(base, read_timeout=30), server_id=server_id,
             resume_stream=True, blocking=False, log_file=f, log_pos=4, is_mariadb=False,
             only_events=[FormatDescriptionEvent, RotateEvent], enable_logging=False,
-            pymysql_wrapper=pymysql.connect)
+            pymysql_wrapper=_connect_renaming_db)
         ts: int | None = None
         try:
             while True:
@@ -974,5 +1014,11 @@ def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[s
     return out
 
 
-__all__ = ["BinlogReader", "RowDecoder", "PyRowDecoder", "LibraryRowDecoder",
-           "load_table_schema", "file_start_timestamps"]
+__all__ = [
+    "BinlogReader",
+    "LibraryRowDecoder",
+    "PyRowDecoder",
+    "RowDecoder",
+    "file_start_timestamps",
+    "load_table_schema",
+]

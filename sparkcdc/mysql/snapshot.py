@@ -17,8 +17,9 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -214,4 +215,4 @@ def _scrub(text: str, conn: ConnectionOptions) -> str:
     return text
 
 
-__all__ = ["read_chunk", "select_literal", "chunk_query", "select_list", "to_canonical"]
+__all__ = ["chunk_query", "read_chunk", "select_list", "select_literal", "to_canonical"]

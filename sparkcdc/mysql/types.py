@@ -15,16 +15,17 @@ import datetime as _dt
 import functools
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Context, Decimal
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 
 from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.errors import DecodeError, SchemaError
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 _WIDE = Context(prec=100)  # DECIMAL(65, 30) needs more than the default 28 digits
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -302,6 +303,11 @@ def epoch_micros_to_utc(us: int) -> _dt.datetime:
 
 
 __all__ = [
-    "MySQLType", "parse_column_type", "mysql_type", "arrow_schema", "canonical_row", "json_text",
     "UTC",
+    "MySQLType",
+    "arrow_schema",
+    "canonical_row",
+    "json_text",
+    "mysql_type",
+    "parse_column_type",
 ]
