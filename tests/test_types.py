@@ -375,3 +375,25 @@ def test_empty_chunk_keeps_the_schema(all_types):
     conn, schema, _, _ = all_types
     t = read_chunk(conn, schema, 100, 200)
     assert t.num_rows == 0 and t.schema == arrow_schema(schema)
+
+
+def test_time_date_and_datetime_bounds(mariadb, db):
+    mariadb.execute("CREATE TABLE tt (k TIME(6) PRIMARY KEY, d DATE, t DATETIME(6))",
+                    "INSERT INTO tt VALUES ('-838:59:59', '2024-01-01', '2024-01-01 00:00:00'), "
+                    "('-00:00:00.5', '2024-01-02', '2024-01-01 00:00:00.5'), "
+                    "('00:00:00', '2024-01-03', '2024-01-01 00:00:01'), "
+                    "('100:00:00.000001', '2024-01-04', '2024-01-02 00:00:00')", database=db)
+    conn = cdc(mariadb)
+    schema = load_table_schema(conn, TableId(db, "tt"))
+    got = read_chunk(conn, schema, _td(us=500000, neg=True), _td(100, us=1)).to_pylist()
+    assert [r["k"] for r in got] == [_td(us=500000, neg=True), _td()]
+    got = read_chunk(conn, schema, None, _td(us=500000, neg=True)).to_pylist()
+    assert [r["k"] for r in got] == [_td(838, 59, 59, neg=True)]
+    by_d = TableSchema(schema.table_id, schema.columns, schema.primary_key, "d")
+    got = read_chunk(conn, by_d, dt.date(2024, 1, 2), dt.date(2024, 1, 4)).to_pylist()
+    assert [r["d"] for r in got] == [dt.date(2024, 1, 2), dt.date(2024, 1, 3)]
+    by_t = TableSchema(schema.table_id, schema.columns, schema.primary_key, "t")
+    got = read_chunk(conn, by_t, dt.datetime(2024, 1, 1, 0, 0, 0, 500000),
+                     dt.datetime(2024, 1, 2)).to_pylist()
+    assert [r["t"] for r in got] == [dt.datetime(2024, 1, 1, 0, 0, 0, 500000),
+                                     dt.datetime(2024, 1, 1, 0, 0, 1)]
