@@ -1,0 +1,47 @@
+"""Typed options of the ``postgres`` sink."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcdc.sinks.base import REQUIRED, Opt, Options
+
+OPTIONS = {
+    "host": Opt("127.0.0.1", "the server's host name or IP"),
+    "port": Opt("5432", "an integer port, 1-65535"),
+    "user": Opt(REQUIRED, "the user name (needs CREATE on the schema, or an existing table)"),
+    "password": Opt("", "the password"),
+    "database": Opt(REQUIRED, "the database name"),
+    "schema": Opt("public", "the schema holding the table and _sparkcdc_batches"),
+    "table": Opt(REQUIRED, "the target table's name (created from the change rows if absent)"),
+    "app-id": Opt("sparkcdc", "the application id under which batch ids are recorded "
+                              "in _sparkcdc_batches"),
+    "connect-timeout": Opt("30", "seconds, a positive integer"),
+}
+
+
+@dataclass(frozen=True)
+class PostgresConfig:
+    user: str
+    database: str
+    table: str
+    host: str = "127.0.0.1"
+    port: int = 5432
+    password: str = ""
+    schema: str = "public"
+    app_id: str = "sparkcdc"
+    connect_timeout: int = 30
+
+    def __repr__(self) -> str:  # never print the password
+        return (f"PostgresConfig(host={self.host!r}, port={self.port}, user={self.user!r}, "
+                f"database={self.database!r}, table={self.schema}.{self.table})")
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "PostgresConfig":
+        o = Options("postgres", OPTIONS, options)
+        return cls(host=o.text("host"), port=o.integer("port", 1, 65535), user=o.text("user"),
+                   password=o.get("password") or "", database=o.text("database"),
+                   schema=o.text("schema"), table=o.text("table"), app_id=o.text("app-id"),
+                   connect_timeout=o.integer("connect-timeout", lo=1))

@@ -1,0 +1,232 @@
+"""PostgreSQL through psycopg 3: one transaction per batch, bulk statements only.
+
+Per batch, in one transaction: lock this app's row of ``_sparkcdc_batches`` (so two writers
+of one target serialize) and skip the batch if it is already recorded; COPY the planned rows
+into a temporary staging table; then ``DELETE ... USING`` the staging table for deletes,
+``INSERT ... SELECT ... ON CONFLICT (keys) DO UPDATE`` for upserts and patches (SCD type 2:
+``UPDATE ... FROM`` to close versions, ``INSERT`` for new ones); record the batch id; commit.
+
+Types: TINYINT/SMALLINT -> smallint, INT -> integer, BIGINT -> bigint, DECIMAL -> numeric,
+FLOAT -> real, DOUBLE -> double precision, BIT(1) -> boolean, binary -> bytea, text -> text,
+DATE -> date, TIME -> interval, DATETIME -> timestamp, TIMESTAMP -> timestamptz.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
+from sparkcdc.sinks import require
+from sparkcdc.sinks.base import (
+    BATCHES_TABLE, END_AT, OP, START_AT, ChangeSet, Sink, WriteResult, check_key_not_null, log,
+)
+from sparkcdc.sinks.postgres.config import PostgresConfig
+
+
+def pg_type(t: pa.DataType) -> str:
+    if pa.types.is_int8(t) or pa.types.is_int16(t):
+        return "smallint"
+    if pa.types.is_int32(t):
+        return "integer"
+    if pa.types.is_int64(t):
+        return "bigint"
+    if pa.types.is_decimal(t):
+        return f"numeric({t.precision},{t.scale})"
+    if pa.types.is_float32(t):
+        return "real"
+    if pa.types.is_float64(t):
+        return "double precision"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "bytea"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "text"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_duration(t):
+        return "interval"
+    if pa.types.is_timestamp(t):
+        return "timestamptz" if t.tz else "timestamp"
+    raise SchemaError(f"the postgres sink cannot store Arrow type {t}",
+                      fix="cast the column or drop it with except_column_list")
+
+
+class PostgresSink(Sink):
+    type = "postgres"
+
+    def __init__(self, config: PostgresConfig):
+        self.config = config
+        self._pg = require("psycopg", "postgres")
+        self._conn = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "PostgresSink":
+        return cls(PostgresConfig.parse(options))
+
+    # -- connection ----------------------------------------------------------------------
+
+    def connection(self):
+        if self._conn is None or self._conn.closed:
+            c = self.config
+            try:
+                self._conn = self._pg.connect(
+                    host=c.host, port=c.port, user=c.user, password=c.password,
+                    dbname=c.database, connect_timeout=c.connect_timeout,
+                    options="-c TimeZone=UTC -c client_encoding=UTF8")
+            except self._pg.OperationalError as e:
+                text = str(e)
+                if "password authentication failed" in text:
+                    raise AuthenticationFailed(
+                        f"PostgreSQL at {c.host}:{c.port} refused user {c.user!r}",
+                        fix="check the postgres sink's user and password") from None
+                raise ConnectionFailed(f"cannot reach PostgreSQL at {c.host}:{c.port}: {text}",
+                                       fix="check host/port and that the server runs") from None
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _ident(self, *names: str):
+        return self._pg.sql.Identifier(*names)
+
+    @property
+    def _target(self):
+        return self._ident(self.config.schema, self.config.table)
+
+    @property
+    def _batches(self):
+        return self._ident(self.config.schema, BATCHES_TABLE)
+
+    # -- batch ids -----------------------------------------------------------------------
+
+    def _ensure_batches(self, cur) -> None:
+        cur.execute(self._pg.sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (app_id text NOT NULL, target text NOT NULL, "
+            "batch_id bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
+            "PRIMARY KEY (app_id, target))").format(self._batches))
+
+    def last_batch_id(self) -> int | None:
+        conn = self.connection()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s)",
+                        (f'"{self.config.schema}"."{BATCHES_TABLE}"',))
+            if cur.fetchone()[0] is None:
+                return None
+            cur.execute(self._pg.sql.SQL("SELECT batch_id FROM {} WHERE app_id = %s AND target = %s")
+                        .format(self._batches), (self.config.app_id, self.config.table))
+            row = cur.fetchone()
+            return None if row is None else row[0]
+
+    # -- writes --------------------------------------------------------------------------
+
+    def _create(self, cur, changes: ChangeSet) -> list[str]:
+        sql = self._pg.sql.SQL
+        schema = changes.target_schema
+        cols = [sql("{} {}").format(self._ident(f.name), sql(pg_type(f.type))) for f in schema]
+        pk = list(changes.keys) + ([START_AT] if changes.scd_type == 2 else [])
+        cur.execute(sql("CREATE SCHEMA IF NOT EXISTS {}").format(self._ident(self.config.schema)))
+        cur.execute(sql("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
+            self._target, sql(", ").join(cols), sql(", ").join(map(self._ident, pk))))
+        cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
+                    "AND attnum > 0 AND NOT attisdropped",
+                    (f'"{self.config.schema}"."{self.config.table}"',))
+        existing = {r[0] for r in cur.fetchall()}
+        missing = [n for n in schema.names if n not in existing]
+        if missing:
+            raise SchemaError(f"the postgres table {self.config.schema}.{self.config.table} "
+                              f"lacks columns {missing}",
+                              fix="add them (ALTER TABLE) or drop them with except_column_list")
+        return schema.names
+
+    def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
+        sql = self._pg.sql.SQL
+        check_key_not_null(changes)
+        conn = self.connection()
+        names = changes.target_schema.names
+        with conn.transaction(), conn.cursor() as cur:
+            self._ensure_batches(cur)
+            self._create(cur, changes)
+            cur.execute(sql("INSERT INTO {} (app_id, target, batch_id) VALUES (%s, %s, -1) "
+                            "ON CONFLICT DO NOTHING").format(self._batches),
+                        (self.config.app_id, self.config.table))
+            cur.execute(sql("SELECT batch_id FROM {} WHERE app_id = %s AND target = %s "
+                            "FOR UPDATE").format(self._batches),
+                        (self.config.app_id, self.config.table))
+            last = cur.fetchone()[0]
+            if batch_id <= last:
+                return WriteResult(batch_id, skipped=True)
+            if changes.num_rows:
+                self._stage(cur, changes, names)
+                if changes.scd_type == 2:
+                    self._apply_scd2(cur, changes, names)
+                else:
+                    self._apply_scd1(cur, changes, names)
+            cur.execute(sql("UPDATE {} SET batch_id = %s, updated_at = now() "
+                            "WHERE app_id = %s AND target = %s").format(self._batches),
+                        (batch_id, self.config.app_id, self.config.table))
+        return WriteResult(batch_id, counts=changes.counts())
+
+    def _stage(self, cur, changes: ChangeSet, names: list[str]) -> None:
+        sql = self._pg.sql.SQL
+        stage = self._ident("__sparkcdc_stage")
+        cur.execute(sql("DROP TABLE IF EXISTS {}").format(stage))
+        cur.execute(sql("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {}, NULL::text AS {} "
+                        "FROM {} WITH NO DATA").format(
+            stage, sql(", ").join(map(self._ident, names)), self._ident(OP), self._target))
+        table = changes.table.select(names + [OP])
+        columns = [c.to_pylist() for c in table.columns]
+        with cur.copy(sql("COPY {} ({}) FROM STDIN").format(
+                stage, sql(", ").join(map(self._ident, names + [OP])))) as copy:
+            for row in zip(*columns):
+                copy.write_row(row)
+        log.debug("staged %d rows for %s", table.num_rows, self.config.table)
+
+    def _apply_scd1(self, cur, changes: ChangeSet, names: list[str]) -> None:
+        sql, I = self._pg.sql.SQL, self._ident
+        stage = I("__sparkcdc_stage")
+        keys = list(changes.keys)
+        on = sql(" AND ").join(sql("t.{0} = s.{0}").format(I(k)) for k in keys)
+        cur.execute(sql("DELETE FROM {} t USING {} s WHERE {} AND s.{} = 'delete'").format(
+            self._target, stage, on, I(OP)))
+        values = [n for n in names if n not in keys]
+        col_list = sql(", ").join(map(I, names))
+        for op, template in (("upsert", "EXCLUDED.{0}"), ("patch", "COALESCE(EXCLUDED.{0}, t.{0})")):
+            if values:
+                action = sql("DO UPDATE SET ") + sql(", ").join(
+                    sql("{} = ").format(I(c)) + sql(template).format(I(c)) for c in values)
+            else:
+                action = sql("DO NOTHING")
+            cur.execute(sql("INSERT INTO {} AS t ({}) SELECT {} FROM {} WHERE {} = %s "
+                            "ON CONFLICT ({}) {}").format(
+                self._target, col_list, col_list, stage, I(OP),
+                sql(", ").join(map(I, keys)), action), (op,))
+
+    def _apply_scd2(self, cur, changes: ChangeSet, names: list[str]) -> None:
+        sql, I = self._pg.sql.SQL, self._ident
+        stage = I("__sparkcdc_stage")
+        on = sql(" AND ").join(sql("t.{0} = s.{0}").format(I(k)) for k in changes.keys)
+        cur.execute(sql("UPDATE {} t SET {} = s.{} FROM {} s WHERE {} AND t.{} IS NULL "
+                        "AND s.{} = 'close'").format(
+            self._target, I(END_AT), I(END_AT), stage, on, I(END_AT), I(OP)))
+        col_list = sql(", ").join(map(I, names))
+        cur.execute(sql("INSERT INTO {} ({}) SELECT {} FROM {} WHERE {} = 'version'").format(
+            self._target, col_list, col_list, stage, I(OP)))
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def read(self) -> pa.Table:
+        conn = self.connection()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s)", (f'"{self.config.schema}"."{self.config.table}"',))
+            if cur.fetchone()[0] is None:
+                return pa.table({})
+            cur.execute(self._pg.sql.SQL("SELECT * FROM {}").format(self._target))
+            names = [d.name for d in cur.description]
+            rows = cur.fetchall()
+        return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
