@@ -165,8 +165,19 @@ def test_rotation_in_the_middle_of_the_window(mariadb, t):
     assert len({x.offset.file for x in recs}) == 3
     assert [x["id"] for x in rows(r.read_window(recs[1].offset, end))] == [2, 3]
     assert [x["id"] for x in rows(r.read_window(start, mid))] == [1, 2]
-    # a window that ends right at the start of a fresh file
     assert [x["id"] for x in rows(r.read_window(mid, end))] == [3]
+    # a window that ends right at the start of a fresh file, nothing written after it
+    mariadb.execute("FLUSH BINARY LOGS")
+    tip = current_offset(conn)
+    assert tip.file != end.file and list(r.read_window(end, tip)) == []
+    assert [x["id"] for x in rows(r.read_window(start, tip))] == [1, 2, 3]
+    it = r.tail(end, heartbeat_interval=0.2)
+    try:  # heartbeats reach the server's position (MariaDB may add checkpoint events later)
+        beat = next(x for x in it if isinstance(x, Heartbeat)
+                    and x.offset == current_offset(conn))
+        assert beat.offset >= tip and beat.offset.file == tip.file
+    finally:
+        it.close()
 
 
 def test_only_captured_schema_table_pairs(mariadb, t):

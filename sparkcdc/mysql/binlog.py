@@ -649,21 +649,20 @@ class BinlogReader:
              heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat]:
         state = _State(self.flavor, start)
         failures = 0
-        last_beat = time.monotonic()
+        beat = [time.monotonic()]  # when the last heartbeat went out
         while True:
             resume = state.restart_point()
             stream = self._open(resume, blocking=end is None, heartbeat=heartbeat)
             progress = state.progress
+            short = False  # the stream ended cleanly before ``end``
             try:
-                beat = [last_beat]
                 yield from self._consume(stream, state, end, heartbeat, beat)
-                last_beat = beat[0]
                 if state.done:
                     return
-                # the server said EOF before ``end``: retry, it may not have flushed yet
-                reason = f"the binlog ended at {state.boundary()} before the window end {end}"
-                if end is None:
-                    reason = "the server closed the binlog stream"
+                # EOF before ``end``: retry, the server may not have sent it all yet
+                short = end is not None
+                reason = (f"the binlog ended at {state.boundary()} before the window end {end}"
+                          if short else "the server closed the binlog stream")
             except _Reconnect:
                 reason = "the binlog connection was lost"
             except Exception as e:
@@ -680,7 +679,7 @@ class BinlogReader:
                         f"user {self.conn.username!r} may not read the binlog of {self.conn}",
                         fix="GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO the user"
                     ) from None
-                if code not in _RETRYABLE_CODES:
+                if not _retryable(e):
                     raise
                 reason = f"the binlog connection failed ({code}): {_first_line(e)}"
             finally:
@@ -689,7 +688,7 @@ class BinlogReader:
                 failures = 0
             failures += 1
             if failures > self.max_retries:
-                if end is not None and "before the window end" in reason:
+                if short:
                     raise OffsetError(reason, fix="the window end must come from the server's "
                                       "current offset (SHOW MASTER STATUS)")
                 raise ConnectionFailed(
@@ -859,14 +858,18 @@ class BinlogReader:
     def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
+            FormatDescriptionEvent,
             GtidEvent,
             HeartbeatLogEvent,
+            MariadbBinLogCheckPointEvent,
             MariadbGtidEvent,
             MariadbGtidListEvent,
+            MariadbStartEncryptionEvent,
             NotImplementedEvent,
             PreviousGtidsEvent,
             QueryEvent,
             RotateEvent,
+            StopEvent,
             XAPrepareEvent,
             XidEvent,
         )
@@ -902,10 +905,14 @@ class BinlogReader:
         return BinLogStreamReader(
             connection_settings=settings, server_id=self.server_id,
             resume_stream=True, blocking=blocking, log_file=start.file, log_pos=start.pos,
+            # every event that can sit between transactions moves the boundary, so the
+            # window end and heartbeats land exactly on SHOW MASTER STATUS positions
             only_events=[RotateEvent, XidEvent, QueryEvent, GtidEvent, MariadbGtidEvent,
                          MariadbGtidListEvent, PreviousGtidsEvent, XAPrepareEvent,
                          HeartbeatLogEvent, TableMapEvent, WriteRowsEvent, UpdateRowsEvent,
-                         DeleteRowsEvent, PartialUpdateRowsEvent, NotImplementedEvent],
+                         DeleteRowsEvent, PartialUpdateRowsEvent, NotImplementedEvent,
+                         FormatDescriptionEvent, MariadbBinLogCheckPointEvent, StopEvent,
+                         MariadbStartEncryptionEvent],
             filter_non_implemented_events=False, freeze_schema=False, is_mariadb=False,
             slave_heartbeat=heartbeat, pymysql_wrapper=connect, enable_logging=False)
 
@@ -950,6 +957,15 @@ def _mysql_code(e: BaseException) -> int | None:
     if isinstance(e, pymysql.err.MySQLError) and e.args and isinstance(e.args[0], int):
         return e.args[0]
     return None
+
+
+def _retryable(e: BaseException) -> bool:
+    """A broken connection (worth a reconnect), as opposed to a refusal or a bug."""
+    import pymysql
+
+    if isinstance(e, pymysql.err.InterfaceError):
+        return True  # pymysql's "connection already closed"
+    return _mysql_code(e) in _RETRYABLE_CODES
 
 
 def _first_line(e: BaseException) -> str:
