@@ -43,16 +43,16 @@ def _writer(mariadb, db, kind, stop: threading.Event, errors: list, seed: int):
     rnd = random.Random(seed)
     t = f"`{db}`.`{kind}`"
     conn = mariadb.admin_connection(db)
-    next_new = ROWS + 1 + seed * 10_000_000
+    next_new = ROWS + 1 + seed * 1_000_000  # disjoint per writer
     try:
         with conn.cursor() as cur:
-            while not stop.is_set():
+            while not stop.wait(0.002):  # a few hundred changes a second per writer
                 op = rnd.random()
                 n = rnd.randint(1, ROWS)
                 if kind == "int_pk" or kind == "no_pk":
                     key = "id"
                     if op < 0.25:
-                        cur.execute(f"INSERT INTO {t} VALUES (%s, 1, 'new')", (next_new,))
+                        cur.execute(f"INSERT IGNORE INTO {t} VALUES (%s, 1, 'new')", (next_new,))
                         next_new += 1
                     elif op < 0.55:
                         cur.execute(f"UPDATE {t} SET v = v + 1, s = 'upd' WHERE id = %s", (n,))
@@ -61,7 +61,7 @@ def _writer(mariadb, db, kind, stop: threading.Event, errors: list, seed: int):
                     else:  # key change, often across chunk boundaries
                         m = rnd.randint(1, ROWS * 2)
                         cur.execute(f"UPDATE IGNORE {t} SET id = %s, s = 'moved' WHERE id = %s",
-                                    (m + 10_000_000 * (seed + 1), n))
+                                    (m + 100_000_000 * (seed + 1), n))
                 elif kind == "str_pk":
                     k = f"{'K' if n % 2 else 'k'}{n:07d}"
                     if op < 0.25:
@@ -98,10 +98,10 @@ def _writer(mariadb, db, kind, stop: threading.Event, errors: list, seed: int):
 def test_snapshot_plus_stream_equals_final_table(mariadb, db, kind):
     create, fill = TABLES[kind]
     t = f"`{db}`.`{kind}`"
-    mariadb.execute(create.format(t=t), fill.format(t=t, n=ROWS))
+    mariadb.execute(create.format(t=t), fill.format(t=t, n=ROWS), database=db)
     info = mariadb.info
     conn = ConnectionOptions(info.host, info.port, info.cdc_user, info.cdc_password)
-    chunk_key = f"{db}.{kind}:id" if kind == "no_pk" else None
+    chunk_key = {f"{db}\\.{kind}": "id"} if kind == "no_pk" else None
     tables = discover(conn, db, f"{db}\\.{kind}", None, chunk_key)
     schema = tables[next(iter(tables))]
 
@@ -112,7 +112,6 @@ def test_snapshot_plus_stream_equals_final_table(mariadb, db, kind):
     for w in writers:
         w.start()
     state: dict = {}
-    windows_with_changes = 0
     try:
         dialect = MySQLDialect(conn, server_id=9101, tables=tables,
                                chunking=ChunkingOptions(chunk_size=4000))
@@ -146,7 +145,7 @@ def test_backfill_applies_changes_made_between_the_watermarks(mariadb, db):
     select and HW; the chunk must come out as of HW."""
     t = f"`{db}`.`t`"
     mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(10))",
-                    f"INSERT INTO {t} SELECT seq, 'a' FROM seq_1_to_100")
+                    f"INSERT INTO {t} SELECT seq, 'a' FROM seq_1_to_100", database=db)
     info = mariadb.info
     conn = ConnectionOptions(info.host, info.port, info.cdc_user, info.cdc_password)
     tables = discover(conn, db, f"{db}\\.t")

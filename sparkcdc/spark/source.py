@@ -50,12 +50,14 @@ ROWS_PER_ARROW_BATCH = 8192
 # -- driver-side helpers -------------------------------------------------------------------------
 
 def _discover(config: SourceConfig) -> tuple[dict[TableId, TableSchema], str]:
-    from sparkcdc.mysql.discovery import discover
+    from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
     from sparkcdc.mysql.validation import validate_server
 
     info = validate_server(config.connection, list(config.server_ids))
+    chunk_keys = (dict(parse_chunk_key_option(config.chunk_key_columns))
+                  if config.chunk_key_columns else None)
     tables = discover(config.connection, config.database_name, config.table_name,
-                      config.table_exclude, config.chunk_key_columns)
+                      config.table_exclude, chunk_keys)
     return dict(sorted(tables.items())), info.flavor
 
 
