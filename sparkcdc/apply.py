@@ -232,18 +232,20 @@ def apply_changes(*args: Any, keys: Sequence[str] | str, sequence_by: str = "_se
 
 def materialize(changelog, *, keys: Sequence[str] | str, sequence_by: str = "_seq",
                 apply_as_deletes: str | None = None, column_list: Sequence[str] | None = None,
-                except_column_list: Sequence[str] | None = None, stored_as_scd_type: int = 1):
+                except_column_list: Sequence[str] | None = None,
+                ignore_null_updates: bool = False, stored_as_scd_type: int = 1):
     """The table a whole changelog (e.g. what the ``files`` sink wrote) describes, as a Spark
     DataFrame: the latest row per live key (type 1), or every version with
     ``__START_AT``/``__END_AT`` (type 2)."""
     from pyspark.sql import functions as F
 
     spec = _spec(keys, sequence_by, apply_as_deletes, column_list, except_column_list,
-                 False, stored_as_scd_type)
+                 ignore_null_updates, stored_as_scd_type)
     planned = plan_changes(changelog, spec)
     if spec.stored_as_scd_type == 2:
         return planned.filter(F.col(OP) == VERSION).drop(OP)
-    return planned.filter(F.col(OP) == UPSERT).drop(OP)
+    # folded from an empty table, a patch is the row itself
+    return planned.filter(F.col(OP).isin(UPSERT, PATCH)).drop(OP)
 
 
 __all__ = ["apply_changes", "ApplyChanges", "ApplySpec", "plan_changes", "collect_changes",

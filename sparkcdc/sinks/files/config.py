@@ -1,0 +1,29 @@
+"""Typed options of the ``files`` sink."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcdc.sinks.base import REQUIRED, Opt, Options
+
+FORMATS = ("parquet", "json")
+OPTIONS = {
+    "path": Opt(REQUIRED, "a directory Spark can write (local path or a Hadoop URI)"),
+    "format": Opt("parquet", "one of " + ", ".join(FORMATS)),
+    "compression": Opt(None, "a codec of Spark's writer for the format (snappy, zstd, gzip...)"),
+}
+
+
+@dataclass(frozen=True)
+class FilesConfig:
+    path: str
+    format: str = "parquet"
+    compression: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "FilesConfig":
+        o = Options("files", OPTIONS, options)
+        return cls(path=o.text("path").rstrip("/"), format=o.choice("format", FORMATS),
+                   compression=o.text("compression"))

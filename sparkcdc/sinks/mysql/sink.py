@@ -1,0 +1,328 @@
+"""MySQL and MariaDB targets through PyMySQL: one transaction per batch, bulk statements.
+
+Per batch, in one InnoDB transaction: lock this app's row of ``_sparkcdc_batches`` and skip
+the batch if it is already recorded; ``DELETE ... WHERE key IN (...)`` for deletes;
+multi-row ``INSERT ... ON DUPLICATE KEY UPDATE`` for upserts and patches (SCD type 2:
+stage the closes in a temporary table and ``UPDATE ... JOIN`` it, then multi-row ``INSERT``
+the versions); record the batch id; commit.
+
+Statements are built column-wise with Arrow compute (no per-row Python formatting for the
+common types), with ``NO_BACKSLASH_ESCAPES`` so string literals need only quote doubling.
+
+Types: as in MySQL, except TIMESTAMP -> DATETIME(6) holding UTC (TIMESTAMP's range ends in
+2038), text -> LONGTEXT (VARCHAR(255) in keys), binary -> LONGBLOB (VARBINARY(255) in keys),
+TIME -> TIME(6). The table's collation is utf8mb4_bin: keys compare as Spark compares them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
+from sparkcdc.sinks import require
+from sparkcdc.sinks.base import (
+    BATCHES_TABLE, CLOSE, DELETE, END_AT, PATCH, START_AT, UPSERT, VERSION, ChangeSet, Sink,
+    WriteResult, check_key_not_null,
+)
+from sparkcdc.sinks.mysql.config import MySQLConfig
+
+
+def q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def mysql_type(t: pa.DataType, key: bool = False) -> str:
+    if pa.types.is_int8(t):
+        return "TINYINT"
+    if pa.types.is_int16(t):
+        return "SMALLINT"
+    if pa.types.is_int32(t):
+        return "INT"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if pa.types.is_float32(t):
+        return "FLOAT"
+    if pa.types.is_float64(t):
+        return "DOUBLE"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "VARBINARY(255)" if key else "LONGBLOB"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR(255)" if key else "LONGTEXT"
+    if pa.types.is_date(t):
+        return "DATE"
+    if pa.types.is_duration(t):
+        return "TIME(6)"
+    if pa.types.is_timestamp(t):
+        return "DATETIME(6)"
+    raise SchemaError(f"the mysql sink cannot store Arrow type {t}",
+                      fix="cast the column or drop it with except_column_list")
+
+
+def _quoted(strings: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise("'", pc.replace_substring(strings, "'", "''"), "'", "")
+
+
+def _time_literal(v: dt.timedelta | None) -> str | None:
+    if v is None:
+        return None
+    us = v // dt.timedelta(microseconds=1)
+    sign, us = ("-" if us < 0 else ""), abs(us)
+    s, frac = divmod(us, 1_000_000)
+    return f"'{sign}{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}.{frac:06d}'"
+
+
+def literals(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One column as SQL literals (strings), NULL for nulls; NO_BACKSLASH_ESCAPES assumed."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_decimal(t):
+        out = pc.cast(col, pa.string())
+    elif pa.types.is_floating(t):
+        finite = pc.is_finite(col)
+        if pc.any(pc.invert(pc.fill_null(finite, True))).as_py():
+            raise SchemaError("MySQL cannot store NaN or infinite floats",
+                              fix="filter or null them before the mysql sink")
+        # float32 through its exact double value: "3.4028235e+38" (the shortest float32
+        # text) reads as a double above FLT_MAX, which MySQL rejects for FLOAT
+        out = pc.cast(pc.cast(col, pa.float64()), pa.string())
+    elif pa.types.is_boolean(t):
+        out = pc.if_else(col, "TRUE", "FALSE")
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        out = _quoted(pc.cast(col, pa.string()))
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        out = pa.array([None if b is None else "X'" + b.hex() + "'" for b in col.to_pylist()],
+                       pa.string())
+    elif pa.types.is_date(t):
+        out = _quoted(pc.cast(col, pa.string()))
+    elif pa.types.is_timestamp(t):
+        naive = pc.cast(col, pa.timestamp(t.unit)) if t.tz else col  # UTC wall clock
+        out = _quoted(pc.strftime(naive, format="%Y-%m-%d %H:%M:%S"))
+    elif pa.types.is_duration(t):
+        out = pa.array([_time_literal(v) for v in col.to_pylist()], pa.string())
+    else:
+        raise SchemaError(f"the mysql sink cannot write Arrow type {t}")
+    return pc.fill_null(out, "NULL")
+
+
+def row_tuples(table: pa.Table) -> pa.Array:
+    """'(v1,v2,...)' per row."""
+    cols = [literals(c) for c in table.columns]
+    inner = pc.binary_join_element_wise(*cols, ",") if len(cols) > 1 else cols[0]
+    return pc.binary_join_element_wise("(", inner, ")", "")
+
+
+def chunks(tuples: pa.Array, max_bytes: int) -> Iterator[str]:
+    """Comma-joined runs of tuples, each under about max_bytes."""
+    rows = tuples.to_pylist()
+    start, size = 0, 0
+    for i, r in enumerate(rows):
+        size += len(r) + 1
+        if size >= max_bytes:
+            yield ",".join(rows[start:i + 1])
+            start, size = i + 1, 0
+    if start < len(rows):
+        yield ",".join(rows[start:])
+
+
+class MySQLSink(Sink):
+    type = "mysql"
+
+    def __init__(self, config: MySQLConfig):
+        self.config = config
+        self._pymysql = require("pymysql", "mysql")
+        self._conn = None
+        self._flavor: str | None = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "MySQLSink":
+        return cls(MySQLConfig.parse(options))
+
+    def connection(self):
+        if self._conn is None or not self._conn.open:
+            c, pm = self.config, self._pymysql
+            try:
+                self._conn = pm.connect(
+                    host=c.hostname, port=c.port, user=c.username, password=c.password,
+                    charset="utf8mb4", autocommit=False, connect_timeout=c.connect_timeout,
+                    init_command="SET time_zone = '+00:00', "
+                                 "sql_mode = 'STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES,"
+                                 "NO_ENGINE_SUBSTITUTION'")
+            except pm.err.OperationalError as e:
+                if e.args and e.args[0] == 1045:
+                    raise AuthenticationFailed(
+                        f"MySQL at {c.hostname}:{c.port} refused user {c.username!r}",
+                        fix="check the mysql sink's username and password") from None
+                raise ConnectionFailed(f"cannot reach MySQL at {c.hostname}:{c.port}: {e}",
+                                       fix="check hostname/port and that the server runs") from None
+            with self._conn.cursor() as cur:
+                cur.execute("SELECT VERSION()")
+                version = cur.fetchone()[0]
+            self._flavor = "mariadb" if "mariadb" in version.lower() else "mysql"
+            self._new_alias = self._flavor == "mysql" and _version(version) >= (8, 0, 19)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def _target(self) -> str:
+        return f"{q(self.config.database)}.{q(self.config.table)}"
+
+    @property
+    def _batches(self) -> str:
+        return f"{q(self.config.database)}.{q(BATCHES_TABLE)}"
+
+    def _table_exists(self, cur, name: str) -> bool:
+        cur.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+                    "AND table_name = %s", (self.config.database, name))
+        return cur.fetchone() is not None
+
+    def last_batch_id(self) -> int | None:
+        conn = self.connection()
+        with conn.cursor() as cur:
+            if not self._table_exists(cur, BATCHES_TABLE):
+                conn.commit()
+                return None
+            cur.execute(f"SELECT batch_id FROM {self._batches} WHERE app_id = %s AND target = %s",
+                        (self.config.app_id, self.config.table))
+            row = cur.fetchone()
+        conn.commit()
+        return None if row is None else row[0]
+
+    def _create(self, cur, changes: ChangeSet) -> None:
+        """DDL commits implicitly in MySQL, so it runs before the batch's transaction."""
+        db = q(self.config.database)
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {db}")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {self._batches} (app_id VARCHAR(255) NOT NULL, "
+                    "target VARCHAR(255) NOT NULL, batch_id BIGINT NOT NULL, "
+                    "updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
+                    "PRIMARY KEY (app_id, target)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+        pk = list(changes.keys) + ([START_AT] if changes.scd_type == 2 else [])
+        cols = ", ".join(f"{q(f.name)} {mysql_type(f.type, f.name in pk)}"
+                         + (" NOT NULL" if f.name in pk else "")
+                         for f in changes.target_schema)
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {self._target} ({cols}, PRIMARY KEY "
+                    f"({', '.join(map(q, pk))})) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 "
+                    "COLLATE=utf8mb4_bin")
+        cur.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                    "AND table_name = %s", (self.config.database, self.config.table))
+        existing = {r[0] for r in cur.fetchall()}
+        missing = [n for n in changes.target_schema.names if n not in existing]
+        if missing:
+            raise SchemaError(f"the mysql table {self.config.database}.{self.config.table} "
+                              f"lacks columns {missing}",
+                              fix="add them (ALTER TABLE) or drop them with except_column_list")
+
+    def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
+        check_key_not_null(changes)
+        conn = self.connection()
+        try:
+            with conn.cursor() as cur:
+                self._create(cur, changes)
+                conn.begin()
+                cur.execute(f"INSERT IGNORE INTO {self._batches} (app_id, target, batch_id) "
+                            "VALUES (%s, %s, -1)", (self.config.app_id, self.config.table))
+                cur.execute(f"SELECT batch_id FROM {self._batches} WHERE app_id = %s "
+                            "AND target = %s FOR UPDATE", (self.config.app_id, self.config.table))
+                if batch_id <= cur.fetchone()[0]:
+                    conn.rollback()
+                    return WriteResult(batch_id, skipped=True)
+                if changes.num_rows:
+                    if changes.scd_type == 2:
+                        self._apply_scd2(cur, changes)
+                    else:
+                        self._apply_scd1(cur, changes)
+                cur.execute(f"UPDATE {self._batches} SET batch_id = %s WHERE app_id = %s "
+                            "AND target = %s", (batch_id, self.config.app_id, self.config.table))
+            conn.commit()
+        except BaseException:
+            if conn.open:
+                conn.rollback()
+            raise
+        return WriteResult(batch_id, counts=changes.counts())
+
+    def _insert(self, cur, rows: pa.Table, update: str | None) -> None:
+        if rows.num_rows == 0:
+            return
+        head = f"INSERT INTO {self._target} ({', '.join(map(q, rows.column_names))}) VALUES "
+        for values in chunks(row_tuples(rows), self.config.statement_bytes):
+            cur.execute(head + values + (update or ""))
+
+    def _upsert_clause(self, names: list[str], keys: tuple[str, ...], patch: bool) -> str:
+        values = [n for n in names if n not in keys] or [keys[0]]
+        new = (lambda c: f"new.{q(c)}") if self._new_alias else (lambda c: f"VALUES({q(c)})")
+        expr = (lambda c: f"COALESCE({new(c)}, {q(c)})") if patch else new
+        alias = " AS new" if self._new_alias else ""
+        return f"{alias} ON DUPLICATE KEY UPDATE " + ", ".join(f"{q(c)} = {expr(c)}" for c in values)
+
+    def _delete(self, cur, keys_table: pa.Table) -> None:
+        if keys_table.num_rows == 0:
+            return
+        names = keys_table.column_names
+        tuples = row_tuples(keys_table)
+        lhs = q(names[0]) if len(names) == 1 else f"({', '.join(map(q, names))})"
+        if len(names) == 1:
+            tuples = literals(keys_table.column(0))
+        for values in chunks(tuples, self.config.statement_bytes):
+            cur.execute(f"DELETE FROM {self._target} WHERE {lhs} IN ({values})")
+
+    def _apply_scd1(self, cur, changes: ChangeSet) -> None:
+        names = changes.target_schema.names
+        self._delete(cur, changes.key_rows(DELETE))
+        self._insert(cur, changes.rows(UPSERT), self._upsert_clause(names, changes.keys, False))
+        self._insert(cur, changes.rows(PATCH), self._upsert_clause(names, changes.keys, True))
+
+    def _apply_scd2(self, cur, changes: ChangeSet) -> None:
+        closes = changes.key_rows(CLOSE)
+        stage = f"{q(self.config.database)}.{q('__sparkcdc_closes')}"
+        schema = changes.target_schema
+        cols = ", ".join(f"{q(n)} {mysql_type(schema.field(n).type, True)}"
+                         for n in closes.column_names)
+        cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {stage}")
+        cur.execute(f"CREATE TEMPORARY TABLE {stage} ({cols}) ENGINE=InnoDB "
+                    "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+        head = f"INSERT INTO {stage} ({', '.join(map(q, closes.column_names))}) VALUES "
+        for values in chunks(row_tuples(closes), self.config.statement_bytes):
+            cur.execute(head + values)
+        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in changes.keys)
+        cur.execute(f"UPDATE {self._target} t JOIN {stage} s ON {on} "
+                    f"SET t.{q(END_AT)} = s.{q(END_AT)} WHERE t.{q(END_AT)} IS NULL")
+        cur.execute(f"DROP TEMPORARY TABLE {stage}")
+        self._insert(cur, changes.rows(VERSION), None)
+
+    def read(self) -> pa.Table:
+        conn = self.connection()
+        with conn.cursor() as cur:
+            if not self._table_exists(cur, self.config.table):
+                conn.commit()
+                return pa.table({})
+            cur.execute("SELECT column_name, data_type FROM information_schema.columns "
+                        "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+                        (self.config.database, self.config.table))
+            # FLOAT travels as text with 6 digits; as DOUBLE it arrives exactly
+            cols = ", ".join(f"CAST({q(n)} AS DOUBLE) AS {q(n)}" if t.lower() == "float"
+                             else q(n) for n, t in cur.fetchall())
+            cur.execute(f"SELECT {cols} FROM {self._target}")
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        conn.commit()
+        return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for p in text.split("-")[0].split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
