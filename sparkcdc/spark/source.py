@@ -359,7 +359,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cfg = self.ctx.config
         cap = max(1, len(cfg.server_ids) - 1)  # one id stays free for the binlog window
         if isinstance(limit, ReadMaxRows):
-            return max(1, min(cap, limit.maxRows // cfg.chunk_size))
+            return max(1, min(cap, limit.max_rows // cfg.chunk_size))
         return cap
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
@@ -367,13 +367,13 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cfg = self.ctx.config
         d = self._d()
         pos = d.current_offset()
-        if self._target is not None and self._target < pos:
-            pos = self._target
         if pos < prev.pos:
             raise OffsetError(
                 f"the server's binlog position {pos} is behind the checkpoint's {prev.pos}",
                 fix="the server was reset or failed over to a replica with another binlog; "
                     "start the query with a new checkpoint location")
+        if self._target is not None:  # availableNow: not past the position at query start
+            pos = max(prev.pos, min(pos, self._target))
         assigner = prev.assigner
         chunks: list[SnapshotSplit] = []
         snapshotting = cfg.startup_mode in ("initial", "snapshot")

@@ -1,0 +1,63 @@
+"""A streaming query in its own process, for crash tests: the parent SIGKILLs or restarts it.
+
+Arguments come as one JSON document in argv[1]:
+  options        source options
+  out            directory for the sinks
+  crash_batch    if set: the foreachBatch sink writes that batch, then SIGKILLs the process
+                 (before Spark records the batch as committed, so a restart must replay it)
+
+Two queries run side by side on the same source: Spark's parquet file sink, and a
+foreachBatch sink that writes every attempt of every batch to its own folder (so replays
+can be compared byte for byte). Both use availableNow and exit when caught up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import uuid
+
+
+def main() -> None:
+    args = json.loads(sys.argv[1])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import sparkcdc
+
+    spark = (SparkSession.builder.master("local[2]").appName("sparkcdc-child")
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    sparkcdc.register(spark)
+    out = args["out"]
+    crash_batch = args.get("crash_batch")
+    attempt = uuid.uuid4().hex[:8]
+
+    def sink(df, batch_id):
+        path = os.path.join(out, "foreach", f"batch={batch_id:05d}", f"attempt={attempt}")
+        df.write.mode("overwrite").parquet(path)
+        print(f"BATCH {batch_id} {df.count()}", flush=True)
+        if crash_batch is not None and batch_id == crash_batch:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def stream():
+        return spark.readStream.format("mysql-cdc").options(**args["options"]).load()
+
+    q_files = (stream().writeStream.format("parquet")
+               .option("checkpointLocation", os.path.join(out, "ckpt-files"))
+               .trigger(availableNow=True).start(os.path.join(out, "files")))
+    q_each = (stream().writeStream.foreachBatch(sink)
+              .option("checkpointLocation", os.path.join(out, "ckpt-foreach"))
+              .trigger(availableNow=True).start())
+    q_each.awaitTermination()
+    q_files.awaitTermination()
+    print("DONE", flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+"""The mysql-cdc Spark source against the real MariaDB and a real SparkSession."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import sparkcdc
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.records import SEQ_SNAPSHOT, seq_number
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _register(spark):
+    sparkcdc.register(spark)
+
+
+def _ids() -> str:
+    base = random.randint(100_000, 4_000_000_000)
+    return f"{base}-{base + 4}"
+
+
+def options(mariadb, db, table="t", **extra):
+    return mariadb.source_options(**{"database-name": db, "table-name": f"{db}\\.{table}",
+                                     "server-id": _ids(), **extra})
+
+
+def make_table(mariadb, db, rows, table="t"):
+    mariadb.execute(f"CREATE TABLE `{db}`.`{table}` (id INT PRIMARY KEY, v INT, s VARCHAR(40))",
+                    f"INSERT INTO `{db}`.`{table}` SELECT seq, seq % 13, CONCAT('r', seq) "
+                    f"FROM seq_1_to_{rows}", database=db)
+
+
+def table_state(mariadb, db, table="t"):
+    return {r[0]: (r[1], r[2]) for r in mariadb.query(f"SELECT id, v, s FROM `{db}`.`{table}`")}
+
+
+def apply_in_seq_order(rows):
+    """Apply change rows by ``_seq``; check every update_preimage against the state."""
+    state: dict = {}
+    for r in sorted(rows, key=lambda r: r["_seq"]):
+        key, val, kind = r["id"], (r["v"], r["s"]), r["_change_type"]
+        if kind in ("insert", "update_postimage"):
+            state[key] = val
+        elif kind == "update_preimage":
+            assert state.get(key) == val, f"preimage {r} does not match {state.get(key)}"
+        elif kind == "delete":
+            assert state.pop(key, None) == val, f"delete {r} of a row not held"
+        else:
+            raise AssertionError(kind)
+    return state
+
+
+def run_available_now(spark, opts, checkpoint, path):
+    q = (spark.readStream.format("mysql-cdc").options(**opts).load()
+         .writeStream.format("parquet").option("checkpointLocation", checkpoint)
+         .trigger(availableNow=True).start(path))
+    q.awaitTermination(600)
+    assert q.exception() is None, q.exception()
+    return q
+
+
+def read_parquet_rows(path):
+    files = [p for p in Path(path).rglob("*.parquet")]
+    if not files:
+        return []
+    return [r for f in files for r in pq.read_table(f).to_pylist()]
+
+
+class Writer(threading.Thread):
+    """Inserts, updates (also of the key, across chunks) and deletes, until stopped."""
+
+    def __init__(self, mariadb, db, rows, seed, table="t"):
+        super().__init__(daemon=True)
+        self.mariadb, self.db, self.rows, self.table = mariadb, db, rows, table
+        self.rnd = random.Random(seed)
+        self.next_new = rows + 1 + seed * 1_000_000
+        self.stop_event = threading.Event()
+        self.ops = 0
+        self.error = None
+
+    def run(self):
+        t = f"`{self.db}`.`{self.table}`"
+        conn = self.mariadb.admin_connection(self.db)
+        try:
+            with conn.cursor() as cur:
+                while not self.stop_event.wait(0.003):
+                    op, n = self.rnd.random(), self.rnd.randint(1, self.rows)
+                    if op < 0.3:
+                        cur.execute(f"INSERT IGNORE INTO {t} VALUES (%s, 0, 'new')",
+                                    (self.next_new,))
+                        self.next_new += 1
+                    elif op < 0.65:
+                        cur.execute(f"UPDATE {t} SET v = v + 1, s = 'upd' WHERE id = %s", (n,))
+                    elif op < 0.8:
+                        cur.execute(f"DELETE FROM {t} WHERE id = %s", (n,))
+                    else:
+                        cur.execute(f"UPDATE IGNORE {t} SET id = %s WHERE id = %s",
+                                    (self.rnd.randint(1, self.rows * 3), n))
+                    self.ops += 1
+        except Exception as e:  # surfaced by the test
+            self.error = e
+        finally:
+            conn.close()
+
+    def stop(self):
+        self.stop_event.set()
+        self.join()
+        assert self.error is None, self.error
+
+
+# -- batch reads ---------------------------------------------------------------------------------
+
+def test_batch_read_is_one_consistent_snapshot(spark, mariadb, db):
+    make_table(mariadb, db, 20_000)
+    opts = options(mariadb, db, **{"scan.incremental.snapshot.chunk.size": "3000"})
+    df, offset = sparkcdc.read_snapshot(spark, **opts)
+    assert [f.name for f in df.schema.fields] == [
+        "id", "v", "s", "_change_type", "_database", "_table", "_op_ts", "_seq"]
+    mariadb.execute(f"UPDATE `{db}`.t SET v = -1 WHERE id <= 100",
+                    f"DELETE FROM `{db}`.t WHERE id > 19000")
+    rows = [r.asDict() for r in df.collect()]  # read after the changes: rolled back to offset
+    assert {r["id"]: (r["v"], r["s"]) for r in rows} == {
+        i: (i % 13, f"r{i}") for i in range(1, 20_001)}
+    assert {r["_seq"] for r in rows} == {Decimal(seq_number(offset, SEQ_SNAPSHOT))}
+    assert {r["_change_type"] for r in rows} == {"insert"}
+    assert all(r["_op_ts"] is None and r["_table"] == "t" for r in rows)
+    plain = spark.read.format("mysql-cdc").options(**opts).load()
+    assert plain.count() == 19_000
+
+
+# -- streaming -----------------------------------------------------------------------------------
+
+def test_concurrent_writers_then_catch_up_reproduces_the_table(spark, mariadb, db, tmp_path):
+    rows = 60_000
+    make_table(mariadb, db, rows)
+    opts = options(mariadb, db, **{"scan.incremental.snapshot.chunk.size": "2000",
+                                   "maxRowsPerBatch": "6000"})
+    writers = [Writer(mariadb, db, rows, seed) for seed in range(2)]
+    for w in writers:
+        w.start()
+    ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+    try:
+        q = run_available_now(spark, opts, ckpt, out)  # the snapshot, under writes
+    finally:
+        for w in writers:
+            w.stop()
+    assert sum(w.ops for w in writers) > 100
+    batches = q.recentProgress
+    assert len(batches) >= 5  # admission control: many bounded micro-batches
+    run_available_now(spark, opts, ckpt, out)  # catch up from the same checkpoint
+    got = read_parquet_rows(out)
+    kinds = {r["_change_type"] for r in got}
+    assert {"insert", "update_preimage", "update_postimage", "delete"} <= kinds
+    seqs = [(r["_seq"], r["_change_type"], r["id"]) for r in got]
+    assert len(seqs) == len(set(seqs))  # nothing doubled
+    assert apply_in_seq_order(got) == table_state(mariadb, db)
+
+
+def test_startup_modes(spark, mariadb, db, tmp_path):
+    make_table(mariadb, db, 10)
+    mariadb.execute(f"UPDATE `{db}`.t SET v = 100 WHERE id = 1")
+    with mariadb.admin_connection() as c, c.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+    time.sleep(1.1)
+    ts_ms = int(time.time()) * 1000  # binlog times have whole seconds: start at one
+    mariadb.execute(f"UPDATE `{db}`.t SET v = 200 WHERE id = 2")
+
+    def run(mode_opts, name):
+        opts = options(mariadb, db, **mode_opts)
+        q = (spark.readStream.format("mysql-cdc").options(**opts).load()
+             .writeStream.format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / name))
+             .trigger(availableNow=True).start())
+        q.awaitTermination(300)
+        assert q.exception() is None
+        return sorted((r["_change_type"], r["id"], r["v"])
+                      for r in spark.table(name).collect())
+
+    assert run({}, "m_initial") == sorted(
+        [("insert", i, {1: 100, 2: 200}.get(i, i % 13)) for i in range(1, 11)])
+    assert run({"scan.startup.mode": "snapshot"}, "m_snapshot") == run({}, "m_initial2")
+    assert run({"scan.startup.mode": "latest-offset"}, "m_latest") == []
+    earliest = run({"scan.startup.mode": "earliest-offset"}, "m_earliest")
+    assert [r for r in earliest if r[0] == "insert"] == [("insert", i, i % 13)
+                                                        for i in range(1, 11)]
+    assert ("update_postimage", 1, 100) in earliest and ("update_postimage", 2, 200) in earliest
+    specific = run({"scan.startup.mode": "specific-offset",
+                    "scan.startup.specific-offset.file": file,
+                    "scan.startup.specific-offset.pos": str(pos)}, "m_specific")
+    assert specific == [("update_postimage", 2, 200), ("update_preimage", 2, 2)]
+    from_ts = run({"scan.startup.mode": "timestamp",
+                   "scan.startup.timestamp-millis": str(ts_ms)}, "m_ts")
+    assert from_ts == specific
+
+
+def test_latest_offset_then_changes(spark, mariadb, db, tmp_path):
+    make_table(mariadb, db, 5)
+    opts = options(mariadb, db, **{"scan.startup.mode": "latest-offset"})
+    ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+    run_available_now(spark, opts, ckpt, out)
+    mariadb.execute(f"INSERT INTO `{db}`.t VALUES (6, 6, 'six')",
+                    f"UPDATE `{db}`.t SET id = 60 WHERE id = 6",
+                    f"DELETE FROM `{db}`.t WHERE id = 1")
+    run_available_now(spark, opts, ckpt, out)
+    got = sorted((r["_change_type"], r["id"]) for r in read_parquet_rows(out))
+    assert got == [("delete", 1), ("delete", 6), ("insert", 6), ("insert", 60)]
+
+
+# -- option errors -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("extra,needle", [
+    ({"hostnam": "x"}, "did you mean 'hostname'"),
+    ({"scan.startup.mode": "latest"}, "did you mean 'latest-offset'"),
+    ({"port": "not-a-port"}, "option 'port' must be an integer"),
+])
+def test_bad_option_fails_at_load(spark, mariadb, db, extra, needle):
+    make_table(mariadb, db, 1)
+    with pytest.raises(Exception, match=needle):
+        spark.readStream.format("mysql-cdc").options(**options(mariadb, db, **extra)).load()
+
+
+def test_table_without_key_names_the_option(spark, mariadb, db):
+    mariadb.execute(f"CREATE TABLE `{db}`.nokey (a INT, b INT)")
+    with pytest.raises(Exception, match="scan.incremental.snapshot.chunk.key-column"):
+        spark.read.format("mysql-cdc").options(**options(mariadb, db, "nokey")).load()
+
+
+def test_wrong_password_is_one_clear_error(spark, mariadb, db):
+    make_table(mariadb, db, 1)
+    opts = {**options(mariadb, db), "password": "wrong-secret-123"}
+    with pytest.raises(Exception, match="refused user 'cdc'") as e:
+        spark.read.format("mysql-cdc").options(**opts).load()
+    assert "wrong-secret-123" not in str(e.value)
+
+
+# -- crash safety ----------------------------------------------------------------------------------
+
+def _child(args: dict, timeout=300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run([sys.executable, str(Path(__file__).with_name("spark_child.py")),
+                           json.dumps(args)], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+@pytest.mark.slow
+def test_sigkill_in_snapshot_and_stream_loses_and_doubles_nothing(mariadb, db, tmp_path):
+    rows = 30_000
+    make_table(mariadb, db, rows)
+    opts = options(mariadb, db, **{"scan.incremental.snapshot.chunk.size": "2000",
+                                   "maxRowsPerBatch": "4000"})
+    out = str(tmp_path)
+    writer = Writer(mariadb, db, rows, seed=7)
+    writer.start()
+    try:
+        r1 = _child({"options": opts, "out": out, "crash_batch": 2})  # inside the snapshot
+        assert r1.returncode == -9, r1.stderr[-3000:]
+        time.sleep(1)
+        r2 = _child({"options": opts, "out": out})  # finishes the snapshot, replays batch 2
+        assert r2.returncode == 0, r2.stderr[-3000:]
+        batches_done = len(list(Path(out, "foreach").glob("batch=*")))
+        time.sleep(1)
+        r3 = _child({"options": opts, "out": out, "crash_batch": batches_done + 1})
+        assert r3.returncode in (0, -9), r3.stderr[-3000:]  # inside the stream
+    finally:
+        writer.stop()
+    r4 = _child({"options": opts, "out": out})  # catch up to the final position
+    assert r4.returncode == 0, r4.stderr[-3000:]
+    final = table_state(mariadb, db)
+
+    # the file sink: every change exactly once
+    got = read_parquet_rows(Path(out, "files"))
+    keys = [(r["_seq"], r["_change_type"], r["id"]) for r in got]
+    assert len(keys) == len(set(keys))
+    assert apply_in_seq_order(got) == final
+
+    # the foreachBatch sink: replayed batches are byte-identical; the last attempt wins
+    replayed = 0
+    each: list = []
+    for batch_dir in sorted(Path(out, "foreach").glob("batch=*")):
+        attempts = sorted(batch_dir.glob("attempt=*"))
+        tables = [pq.read_table(a).sort_by([("_seq", "ascending"), ("_change_type", "ascending"),
+                                             ("id", "ascending")]) for a in attempts]
+        for t in tables[1:]:
+            assert t.equals(tables[0])
+            replayed += 1
+        each.extend(tables[0].to_pylist())
+    assert replayed >= 1
+    assert apply_in_seq_order(each) == final
