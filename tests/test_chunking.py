@@ -127,8 +127,18 @@ def test_even_keys_step_through_the_key_space_without_queries():
     assert planner.strategy.startswith("even")
     assert [c.end for c in chunks[:-1]] == list(range(1001, 10_001, 1000))
     assert check_partition(chunks, keys) == [1000] * 10
-    # per chunk no query; the hand-over to the walk checks the tail once
-    assert probe.calls == {"min_max": 1, "row_count": 1, "next_chunk_end": 1}
+    # per chunk no query: one look at the first chunk checks the estimate, and the
+    # hand-over to the walk checks the tail once
+    assert probe.calls == {"min_max": 1, "row_count": 1, "next_chunk_end": 2}
+
+
+def test_a_stale_row_estimate_does_not_make_huge_chunks():
+    # the server estimates 300 rows for a table of 10,000 (stale statistics after a load):
+    # the factor says step 33,000, but the first chunk's end shows the real density
+    keys = list(range(1, 10_001))
+    chunks, planner = plan(FakeProbe(keys, row_count=300), chunk_size=1000)
+    assert planner.strategy.startswith("even")
+    assert max(check_partition(chunks, keys)) <= 1000
 
 
 def test_distribution_factor_scales_the_step():
