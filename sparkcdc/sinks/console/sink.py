@@ -49,7 +49,7 @@ class ConsoleSink(Sink):
         rows = changes.table.to_pylist()
         for row in rows[: self.config.num_rows]:
             self._print("  " + _fmt(row))
-        if len(rows) > self.config.num_rows:
+        if 0 < self.config.num_rows < len(rows):
             self._print(f"  ... {len(rows) - self.config.num_rows} more")
         key = lambda r: tuple(r[k] for k in changes.keys)  # noqa: E731
         names = changes.target_schema.names
