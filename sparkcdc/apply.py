@@ -95,18 +95,26 @@ class ApplySpec:
         return cols
 
 
+def _col(name: str):
+    """A column by its exact name (dots and spaces are part of the name, not paths)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
 def plan_changes(df, spec: ApplySpec):
     """The reduced change rows of one batch, as a Spark DataFrame (see ``ChangeSet``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    cols = spec.target_columns(df.columns)
-    seq = F.col(spec.sequence_by)
+    cols = [_col(c) for c in spec.target_columns(df.columns)]
+    names = spec.target_columns(df.columns)
+    seq = _col(spec.sequence_by)
     if "_change_type" in df.columns:
         df = df.filter(F.col("_change_type").isNull()
                        | (F.col("_change_type") != "update_preimage"))
     df = df.withColumn("__del", F.coalesce(F.expr(spec.apply_as_deletes), F.lit(False)))
-    keys = [F.col(k) for k in spec.keys]
+    keys = [_col(k) for k in spec.keys]
     by_key = Window.partitionBy(*keys)
 
     if spec.stored_as_scd_type == 2:
@@ -134,9 +142,9 @@ def plan_changes(df, spec: ApplySpec):
         x = x.withColumn("__seg", F.sum(F.col("__del").cast("int")).over(running))
         seg = (Window.partitionBy(*keys, F.col("__seg")).orderBy(seq)
                .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        for c in cols:
+        for c in names:
             if c not in spec.keys:
-                x = x.withColumn(c, F.last(F.col(c), ignorenulls=True).over(seg))
+                x = x.withColumn(c, F.last(_col(c), ignorenulls=True).over(seg))
         op = (F.when(F.col("__del"), F.lit(DELETE))
                .when(F.col("__seg") > 0, F.lit(UPSERT)).otherwise(F.lit(PATCH)))
     else:

@@ -2,7 +2,7 @@
 
 Per batch, in one transaction: lock this app's row of ``_sparkcdc_batches`` (so two writers
 of one target serialize) and skip the batch if it is already recorded; COPY the planned rows
-into a temporary staging table; then ``DELETE ... USING`` the staging table for deletes,
+(as COPY text built column-wise with Arrow compute) into a temporary staging table; then ``DELETE ... USING`` the staging table for deletes,
 ``INSERT ... SELECT ... ON CONFLICT (keys) DO UPDATE`` for upserts and patches (SCD type 2:
 ``UPDATE ... FROM`` to close versions, ``INSERT`` for new ones); record the batch id; commit.
 
@@ -13,10 +13,13 @@ DATE -> date, TIME -> interval, DATETIME -> timestamp, TIMESTAMP -> timestamptz.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
 from sparkcdc.sinks import require
@@ -53,6 +56,67 @@ def pg_type(t: pa.DataType) -> str:
         return "timestamptz" if t.tz else "timestamp"
     raise SchemaError(f"the postgres sink cannot store Arrow type {t}",
                       fix="cast the column or drop it with except_column_list")
+
+
+def _escaped(strings: pa.Array) -> pa.Array:
+    """COPY text escaping: backslash first, then the separators."""
+    for raw, esc in (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")):
+        strings = pc.replace_substring(strings, raw, esc)
+    return strings
+
+
+def _interval_text(v) -> str | None:
+    if v is None:
+        return None
+    us = v // dt.timedelta(microseconds=1)
+    sign, us = ("-" if us < 0 else ""), abs(us)
+    s, frac = divmod(us, 1_000_000)
+    return f"{sign}{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}.{frac:06d}"
+
+
+def copy_field(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One column in COPY's text format (NULL as \\N), built with Arrow compute."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_decimal(t):
+        out = pc.cast(col, pa.string())
+    elif pa.types.is_floating(t):
+        # float32 through its exact double value, which real rounds back to the same float
+        out = pc.cast(pc.cast(col, pa.float64()), pa.string())
+        out = pc.replace_substring(pc.replace_substring(out, "inf", "Infinity"), "nan", "NaN")
+    elif pa.types.is_boolean(t):
+        out = pc.if_else(col, "t", "f")
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        out = _escaped(pc.cast(col, pa.string()))
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        out = pa.array([None if b is None else "\\\\x" + b.hex() for b in col.to_pylist()],
+                       pa.string())
+    elif pa.types.is_date(t):
+        out = pc.cast(col, pa.string())
+    elif pa.types.is_timestamp(t):
+        naive = pc.cast(col, pa.timestamp(t.unit)) if t.tz else col  # UTC wall clock
+        out = pc.strftime(naive, format="%Y-%m-%d %H:%M:%S")
+        if t.tz:
+            out = pc.binary_join_element_wise(out, "+00", "")
+    elif pa.types.is_duration(t):
+        out = pa.array([_interval_text(v) for v in col.to_pylist()], pa.string())
+    else:
+        raise SchemaError(f"the postgres sink cannot write Arrow type {t}")
+    return pc.fill_null(out, "\\N")
+
+
+def copy_text(table: pa.Table) -> bytes:
+    """A table as COPY FROM STDIN text: tab-separated fields, one line per row."""
+    if table.num_rows == 0:
+        return b""
+    fields = [copy_field(c) for c in table.columns]
+    lines = pc.binary_join_element_wise(*fields, "\t") if len(fields) > 1 else fields[0]
+    lines = pc.binary_join_element_wise(lines, "", "\n")  # each line ends with a newline
+    # the string array's data buffer is all lines back to back: take it without a copy
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+    start, end = offsets[lines.offset], offsets[lines.offset + len(lines)]
+    return lines.buffers()[2].to_pybytes()[start:end]
 
 
 class PostgresSink(Sink):
@@ -180,11 +244,10 @@ class PostgresSink(Sink):
                         "FROM {} WITH NO DATA").format(
             stage, sql(", ").join(map(self._ident, names)), self._ident(OP), self._target))
         table = changes.table.select(names + [OP])
-        columns = [c.to_pylist() for c in table.columns]
         with cur.copy(sql("COPY {} ({}) FROM STDIN").format(
                 stage, sql(", ").join(map(self._ident, names + [OP])))) as copy:
-            for row in zip(*columns):
-                copy.write_row(row)
+            for start in range(0, table.num_rows, 50_000):
+                copy.write(copy_text(table.slice(start, 50_000)))
         log.debug("staged %d rows for %s", table.num_rows, self.config.table)
 
     def _apply_scd1(self, cur, changes: ChangeSet, names: list[str]) -> None:
