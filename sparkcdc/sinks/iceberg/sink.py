@@ -1,9 +1,9 @@
 """Apache Iceberg through pyiceberg: one transaction (one snapshot commit) per batch.
 
-Per batch, in one pyiceberg transaction: delete the touched keys' rows (copy-on-write),
-append their new rows, and set the table property ``sparkcdc.batch-id.<app-id>``, so data
-and batch id commit together. Patches (``ignore_null_updates``) and SCD2 closes read the
-affected rows first and rewrite them.
+Per batch, in one pyiceberg transaction: read the rows whose key lies in the range of the
+batch's keys, delete that range (copy-on-write), append back the untouched rows with the new
+and patched ones (SCD2: closed versions), and set the table property
+``sparkcdc.batch-id.<app-id>``, so data and batch id commit together.
 
 Iceberg has no 8/16-bit integers (stored as ``int``) and no interval type: MySQL TIME
 (Spark ``interval day to second``) is stored as a ``long`` of microseconds.
@@ -11,7 +11,7 @@ Iceberg has no 8/16-bit integers (stored as ``int``) and no interval type: MySQL
 
 from __future__ import annotations
 
-import warnings
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,8 +82,6 @@ class IcebergSink(Sink):
         return cat.create_table_if_not_exists(self.config.identifier, schema=schema)
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
-        from pyiceberg.table.upsert_util import create_match_filter
-
         check_key_not_null(changes)
         schema = storage_table(changes.rows()).schema
         table = self._table() or self._create(schema)
@@ -94,30 +92,35 @@ class IcebergSink(Sink):
         arrow_schema = table.schema().as_arrow()
         with table.transaction() as tx:
             if changes.num_rows:
+                ops = (CLOSE,) if changes.scd_type == 2 else (UPSERT, PATCH, DELETE)
+                key_schema = pa.schema([arrow_schema.field(k) for k in keys])
+                touched = _distinct(storage_table(changes.key_rows(*ops)).select(keys)
+                                    .cast(key_schema), keys)
+                # copy-on-write by key range: read the rows in the touched keys' range, keep
+                # the untouched ones, and rewrite the range (a filter of two literals; one
+                # literal per key makes pyiceberg's expression binding the bottleneck)
+                span = _key_range(touched, keys[0])
+                current = (table.scan(row_filter=span).to_arrow().cast(arrow_schema)
+                           if table.current_snapshot() is not None else arrow_schema.empty_table())
+                keep = current.join(touched, keys, join_type="left anti")
+                hit = current.join(touched, keys, join_type="left semi")
                 if changes.scd_type == 1:
-                    new_rows = storage_table(changes.rows(UPSERT))
-                    patches = storage_table(changes.rows(PATCH))
-                    if patches.num_rows:
-                        current = table.scan(row_filter=create_match_filter(patches, keys)).to_arrow()
-                        new_rows = pa.concat_tables([new_rows, _patched(patches, current, keys)])
-                    touched = storage_table(changes.rows(UPSERT, PATCH, DELETE)).select(keys)
+                    new_rows = [storage_table(changes.rows(UPSERT)).cast(arrow_schema),
+                                _patched(storage_table(changes.rows(PATCH)).cast(arrow_schema),
+                                         hit, keys)]
                 else:
-                    closes = storage_table(changes.rows(CLOSE))
-                    open_filter = (create_match_filter(closes, keys)
-                                   & _is_null(END_AT))
-                    current = table.scan(row_filter=open_filter).to_arrow()
-                    closed = _closed(current, closes.select(keys + [END_AT]), keys)
-                    new_rows = pa.concat_tables(
-                        [closed.cast(arrow_schema), storage_table(changes.rows(VERSION)).cast(arrow_schema)])
-                    touched = None
-                    if current.num_rows:
-                        tx.delete(open_filter)
-                if touched is not None and touched.num_rows:
-                    with warnings.catch_warnings():  # new keys match nothing: expected
-                        warnings.filterwarnings("ignore", "Delete operation did not match")
-                        tx.delete(create_match_filter(touched, keys))
-                if new_rows.num_rows:
-                    tx.append(new_rows.cast(arrow_schema))
+                    is_open = pc.is_null(hit[END_AT])
+                    closes = storage_table(changes.key_rows(CLOSE)).cast(
+                        pa.schema([arrow_schema.field(n) for n in keys + [END_AT]]))
+                    new_rows = [hit.filter(pc.invert(is_open)),
+                                _closed(hit.filter(is_open), closes, keys),
+                                storage_table(changes.rows(VERSION)).cast(arrow_schema)]
+                rows = pa.concat_tables([keep.select(arrow_schema.names)]
+                                        + [r.select(arrow_schema.names) for r in new_rows])
+                if current.num_rows:
+                    tx.delete(span)
+                if rows.num_rows:
+                    tx.append(rows.cast(arrow_schema))
             tx.set_properties({self.config.batch_property: str(batch_id)})
         return WriteResult(batch_id, counts=changes.counts())
 
@@ -126,15 +129,26 @@ class IcebergSink(Sink):
         return pa.table({}) if t is None else t.scan().to_arrow()
 
 
-def _is_null(col: str):
-    from pyiceberg.expressions import IsNull
+def _distinct(t: pa.Table, keys: list[str]) -> pa.Table:
+    return t.group_by(keys, use_threads=False).aggregate([]).select(keys)
 
-    return IsNull(col)
+
+def _key_range(touched: pa.Table, key: str):
+    """Rows whose first key column lies between the touched keys' least and greatest."""
+    from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, LessThanOrEqual
+
+    col = touched[key]
+    if pa.types.is_boolean(col.type) or pa.types.is_binary(col.type):
+        return AlwaysTrue()
+    lo, hi = pc.min(col).as_py(), pc.max(col).as_py()
+    if isinstance(lo, dt.date):  # dates and timestamps as ISO text
+        lo, hi = lo.isoformat(), hi.isoformat()
+    return And(GreaterThanOrEqual(key, lo), LessThanOrEqual(key, hi))
 
 
 def _patched(patches: pa.Table, current: pa.Table, keys: list[str]) -> pa.Table:
     """Patch rows with their nulls filled from the current rows (left join on the keys)."""
-    if current.num_rows == 0:
+    if current.num_rows == 0 or patches.num_rows == 0:
         return patches
     values = [c for c in patches.column_names if c not in keys]
     cur = current.select(keys + values).rename_columns(keys + [f"__cur_{c}" for c in values])
