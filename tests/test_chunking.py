@@ -137,8 +137,17 @@ def test_a_stale_row_estimate_does_not_make_huge_chunks():
     # the factor says step 33,000, but the first chunk's end shows the real density
     keys = list(range(1, 10_001))
     chunks, planner = plan(FakeProbe(keys, row_count=300), chunk_size=1000)
-    assert planner.strategy.startswith("even")
+    assert planner.strategy.startswith("walk")
     assert max(check_partition(chunks, keys)) <= 1000
+
+
+def test_dense_start_sparse_tail_is_walked_not_stepped():
+    # 12,000 dense keys then a few far away: arithmetic would cut thousands of empty chunks
+    keys = list(range(1, 12_001)) + [7_000_000 + i for i in range(50)]
+    probe = FakeProbe(keys)
+    chunks, planner = plan(probe, chunk_size=1500)
+    assert planner.strategy.startswith("walk")
+    assert len(chunks) <= 10 and max(check_partition(chunks, keys)) <= 1500
 
 
 def test_distribution_factor_scales_the_step():

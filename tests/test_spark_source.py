@@ -81,8 +81,9 @@ def read_parquet_rows(path):
 class Writer(threading.Thread):
     """Inserts, updates (also of the key, across chunks) and deletes, until stopped."""
 
-    def __init__(self, mariadb, db, rows, seed, table="t"):
+    def __init__(self, mariadb, db, rows, seed, table="t", pause=0.003):
         super().__init__(daemon=True)
+        self.pause = pause
         self.mariadb, self.db, self.rows, self.table = mariadb, db, rows, table
         self.rnd = random.Random(seed)
         self.next_new = rows + 1 + seed * 1_000_000
@@ -95,7 +96,7 @@ class Writer(threading.Thread):
         conn = self.mariadb.admin_connection(self.db)
         try:
             with conn.cursor() as cur:
-                while not self.stop_event.wait(0.003):
+                while not self.stop_event.wait(self.pause):
                     op, n = self.rnd.random(), self.rnd.randint(1, self.rows)
                     if op < 0.3:
                         cur.execute(f"INSERT IGNORE INTO {t} VALUES (%s, 0, 'new')",
@@ -143,10 +144,10 @@ def test_batch_read_is_one_consistent_snapshot(spark, mariadb, db):
 # -- streaming -----------------------------------------------------------------------------------
 
 def test_concurrent_writers_then_catch_up_reproduces_the_table(spark, mariadb, db, tmp_path):
-    rows = 60_000
+    rows = 40_000
     make_table(mariadb, db, rows)
     opts = options(mariadb, db, **{"scan.incremental.snapshot.chunk.size": "2000",
-                                   "maxRowsPerBatch": "6000"})
+                                   "maxRowsPerBatch": "8000"})
     writers = [Writer(mariadb, db, rows, seed) for seed in range(2)]
     for w in writers:
         w.start()
@@ -248,7 +249,7 @@ def test_wrong_password_is_one_clear_error(spark, mariadb, db):
 
 # -- crash safety ----------------------------------------------------------------------------------
 
-def _child(args: dict, timeout=300) -> subprocess.CompletedProcess:
+def _child(args: dict, timeout=600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     return subprocess.run([sys.executable, str(Path(__file__).with_name("spark_child.py")),
                            json.dumps(args)], capture_output=True, text=True, env=env,
@@ -257,12 +258,12 @@ def _child(args: dict, timeout=300) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_sigkill_in_snapshot_and_stream_loses_and_doubles_nothing(mariadb, db, tmp_path):
-    rows = 30_000
+    rows = 12_000
     make_table(mariadb, db, rows)
-    opts = options(mariadb, db, **{"scan.incremental.snapshot.chunk.size": "2000",
-                                   "maxRowsPerBatch": "4000"})
+    opts = options(mariadb, db, **{"scan.incremental.snapshot.chunk.size": "1500",
+                                   "maxRowsPerBatch": "3000"})
     out = str(tmp_path)
-    writer = Writer(mariadb, db, rows, seed=7)
+    writer = Writer(mariadb, db, rows, seed=7, pause=0.02)
     writer.start()
     try:
         r1 = _child({"options": opts, "out": out, "crash_batch": 2})  # inside the snapshot
@@ -299,3 +300,39 @@ def test_sigkill_in_snapshot_and_stream_loses_and_doubles_nothing(mariadb, db, t
         each.extend(tables[0].to_pylist())
     assert replayed >= 1
     assert apply_in_seq_order(each) == final
+
+
+# -- several tables ------------------------------------------------------------------------------
+
+def test_shards_share_typed_columns_and_differing_tables_use_an_envelope(spark, mariadb, db,
+                                                                         tmp_path):
+    for name in ("orders_1", "orders_2"):
+        make_table(mariadb, db, 3, table=name)
+    mariadb.execute(f"CREATE TABLE `{db}`.other (k VARCHAR(10) PRIMARY KEY, d DECIMAL(5,2))",
+                    f"INSERT INTO `{db}`.other VALUES ('a', 1.50)")
+    shards = spark.read.format("mysql-cdc").options(
+        **options(mariadb, db, "orders_[0-9]+")).load()
+    assert shards.columns[:3] == ["id", "v", "s"]
+    assert sorted((r["_table"], r["id"]) for r in shards.collect()) == [
+        (t, i) for t in ("orders_1", "orders_2") for i in (1, 2, 3)]
+
+    opts = options(mariadb, db, "(orders_1|other)")
+    env = spark.read.format("mysql-cdc").options(**opts).load()
+    assert env.columns == ["_change_type", "_database", "_table", "_op_ts", "_seq", "key", "data"]
+    got = {(r["_table"], r["key"]): json.loads(r["data"]) for r in env.collect()}
+    assert got[("other", '{"k":"a"}')] == {"k": "a", "d": "1.50"}
+    assert got[("orders_1", '{"id":2}')] == {"id": 2, "v": 2, "s": "r2"}
+
+    q = (spark.readStream.format("mysql-cdc").options(**opts).load()
+         .writeStream.format("memory").queryName("envelope_stream")
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    mariadb.execute(f"UPDATE `{db}`.other SET d = 2.25 WHERE k = 'a'")
+    q = (spark.readStream.format("mysql-cdc").options(**opts).load()
+         .writeStream.format("memory").queryName("envelope_stream2")
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    changes = sorted((r["_change_type"], r["data"]) for r in spark.table("envelope_stream2")
+                     .collect())
+    assert changes == [("update_postimage", '{"k":"a","d":"2.25"}'),
+                       ("update_preimage", '{"k":"a","d":"1.50"}')]

@@ -340,29 +340,30 @@ class ChunkPlanner:
         if lo is not None and hi is not None:
             factor = distribution_factor(lo, hi, rows)
             if factor is not None and opts.factor_lower <= factor <= opts.factor_upper:
-                self.step = self._checked_step(probe, lo, even_step(factor, opts.chunk_size))
-                self._enter(EVEN, f"even (factor {float(factor):.4g}, step {self.step})")
+                step = even_step(factor, opts.chunk_size)
+                if self._density_agrees(probe, lo, step):
+                    self.step = step
+                    self._enter(EVEN, f"even (factor {float(factor):.4g}, step {step})")
+                    return
+                self._enter(WALK, f"walk (estimate of {rows} rows disagrees with the keys)")
                 return
         if rows // opts.chunk_size > opts.sample_threshold:
             self._enter(SAMPLE, f"sample (~{rows} rows)")
             return
         self._enter(WALK, "walk")
 
-    def _checked_step(self, probe: KeyProbe, lo: int, step: int) -> int:
-        """The step, corrected by one indexed look at the first chunk.
+    def _density_agrees(self, probe: KeyProbe, lo: int, step: int) -> bool:
+        """One indexed look at the first chunk before trusting arithmetic.
 
         The row count is the server's estimate (``TABLE_ROWS``), which can be far too low
-        right after a bulk load; a step computed from it makes chunks many times larger
-        than ``chunk.size`` (and a micro-batch with them, unbounded). The key
-        ``chunk_size`` rows past the minimum tells the real density near the start.
+        right after a bulk load, and min/max say nothing about how keys are spread between
+        them. If the key ``chunk_size`` rows past the minimum lies well short of
+        ``min + step``, chunks cut by arithmetic would hold many times ``chunk.size`` rows
+        (an unbounded micro-batch), so the exact walk is used instead.
         """
-        probe_end = probe.next_chunk_end(None, self.options.chunk_size)
-        seen = None if probe_end is None else _as_int(probe_end.key)
-        if seen is not None and seen - lo < step // 2:
-            log.info("planning chunks of %s: row estimate is stale, step %d -> %d",
-                     self.table_id, step, max(1, seen - lo))
-            return max(1, seen - lo)
-        return step
+        seen = probe.next_chunk_end(None, self.options.chunk_size)
+        key = None if seen is None else _as_int(seen.key)
+        return key is None or key - lo >= step // 2
 
     def _enter(self, phase: str, strategy: str | None = None) -> None:
         self.phase = phase

@@ -5,8 +5,8 @@ Two output shapes (docs/spark-source.md):
 * ``columns``: the table's own columns, typed, then the metadata columns. Used when the
   captured tables share one schema (one table, or shards of one table).
 * ``envelope``: the metadata columns, then ``key`` and ``data`` as JSON text. Used when the
-  captured tables differ; ``sparkcdc.spark.envelope.parse`` turns one table's rows back into
-  typed columns.
+  captured tables differ; ``from_json(data, <one table's schema>)`` after filtering on
+  ``_table`` turns one table's rows back into columns.
 
 Metadata: ``_change_type`` (Delta's change-feed names), ``_database``, ``_table``,
 ``_op_ts`` (commit time; null for snapshot rows), ``_seq`` (apply order, DECIMAL(38,0)).
