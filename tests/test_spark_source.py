@@ -160,6 +160,11 @@ def test_concurrent_writers_then_catch_up_reproduces_the_table(spark, mariadb, d
     assert sum(w.ops for w in writers) > 100
     batches = q.recentProgress
     assert len(batches) >= 5  # admission control: many bounded micro-batches
+    assert max(b["numInputRows"] for b in batches) < 20_000
+    progress = json.loads(batches[-1]["sources"][0]["endOffset"])
+    assert progress["phase"] == "streaming" and progress["chunks_done"] >= 20
+    assert progress["tables_done"] == progress["tables"] == 1
+    assert json.loads(batches[-1]["sources"][0]["latestOffset"])["pos"]["file"].startswith("binlog")
     run_available_now(spark, opts, ckpt, out)  # catch up from the same checkpoint
     got = read_parquet_rows(out)
     kinds = {r["_change_type"] for r in got}
@@ -218,6 +223,21 @@ def test_latest_offset_then_changes(spark, mariadb, db, tmp_path):
     run_available_now(spark, opts, ckpt, out)
     got = sorted((r["_change_type"], r["id"]) for r in read_parquet_rows(out))
     assert got == [("delete", 1), ("delete", 6), ("insert", 6), ("insert", 60)]
+
+
+def test_idle_captured_table_does_not_hold_offsets_back(spark, mariadb, db, tmp_path):
+    """Heartbeats: writes elsewhere on the server move the offset of an idle table."""
+    make_table(mariadb, db, 3)
+    mariadb.execute(f"CREATE TABLE `{db}`.busy (id INT PRIMARY KEY)")
+    opts = options(mariadb, db, **{"scan.startup.mode": "latest-offset"})
+    ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+    run_available_now(spark, opts, ckpt, out)
+    mariadb.execute(*[f"INSERT INTO `{db}`.busy VALUES ({i})" for i in range(20)])
+    q = run_available_now(spark, opts, ckpt, out)
+    (last,) = q.recentProgress[-1:]
+    start = BinlogOffset.from_dict(json.loads(last["sources"][0]["startOffset"])["pos"])
+    end = BinlogOffset.from_dict(json.loads(last["sources"][0]["endOffset"])["pos"])
+    assert end > start and last["numInputRows"] == 0
 
 
 # -- option errors -------------------------------------------------------------------------------
