@@ -36,6 +36,19 @@ class MySQLDialect:
     # -- connections -----------------------------------------------------------------------
 
     def _connection(self):
+        """The dialect's SQL connection; a long-lived driver outlives server restarts and
+        idle timeouts, so a dropped connection is replaced (SQL here is stateless)."""
+        import pymysql
+
+        if self._sql is not None:
+            try:
+                self._sql.ping(reconnect=False)
+            except pymysql.err.Error:
+                try:
+                    self._sql.close()
+                except pymysql.err.Error:
+                    pass
+                self._sql = None
         if self._sql is None:
             self._sql = self.conn.connect()
         return self._sql
