@@ -119,3 +119,24 @@ def test_offsets_order_and_json_round_trip():
         assert BinlogOffset.from_json(o.to_json()).gtid == o.gtid
     assert d.to_json() == ('{"file":"binlog.000010","pos":4,"events":1,"rows":3,'
                            '"gtid":"0-1-42","flavor":"mariadb"}')
+
+
+def test_rollback_takes_a_chunk_back_to_the_low_watermark():
+    from sparkcdc.core.normalize import compute_rollback
+
+    at_lw = [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
+    events = [
+        upd(10, (1, "a"), (1, "a2")),     # then updated again: LW state is the first before
+        upd(11, (1, "a2"), (1, "a3")),
+        dele(20, 2, "b"),                 # deleted after LW: back in
+        ins(30, 5, "e"),                  # inserted after LW: out
+        upd(40, (3, "c"), (60, "c")),     # moved out of the chunk after LW: back in
+        upd(50, (70, "z"), (6, "z")),     # moved into the chunk after LW: out
+        dele(60, 5, "e"),                 # inserted and deleted after LW: still out
+        ins(70, 2, "b2"),                 # re-inserted: LW state is still the first event's
+    ]
+    # the select may have seen any state between LW and HW; e.g. this one:
+    selected = [{"id": 1, "v": "a2"}, {"id": 4, "v": "d"}, {"id": 5, "v": "e"}, {"id": 6, "v": "z"}]
+    patch = compute_rollback(events, SCHEMA, in_range(0, 10))
+    rows = apply_patch_rows(selected, patch, SCHEMA)
+    assert sorted(rows, key=lambda r: r["id"]) == at_lw

@@ -40,23 +40,24 @@ class ChunkPatch:
         return not self.final
 
 
+def _located(events: Iterable[ChangeRecord], schema: TableSchema,
+             in_chunk: InChunk) -> list[tuple[ChangeRecord, bool, bool]]:
+    """The table's events, each with whether its before- and after-image lie in the chunk
+    (one ``in_chunk`` call for the whole window: one server query for text keys)."""
+    mine = [ev for ev in events if ev.table_id == schema.table_id]
+    ck = schema.chunk_key
+    probe = [img[ck] for ev in mine for img in (ev.before, ev.after) if img is not None]
+    verdicts = iter(in_chunk(probe)) if probe else iter(())
+    return [(ev, next(verdicts) if ev.before is not None else False,
+             next(verdicts) if ev.after is not None else False) for ev in mine]
+
+
 def compute_patch(events: Iterable[ChangeRecord], schema: TableSchema,
                   in_chunk: InChunk) -> ChunkPatch:
     """Replay the window's events of ``schema``'s table onto an empty patch, in order."""
-    mine = [ev for ev in events if ev.table_id == schema.table_id]
-    ck = schema.chunk_key
-    probe: list[Any] = []
-    for ev in mine:
-        for img in (ev.before, ev.after):
-            if img is not None:
-                probe.append(img[ck])
-    verdicts = iter(in_chunk(probe)) if probe else iter(())
-
     patch = ChunkPatch()
     key_cols = schema.row_key
-    for ev in mine:
-        before_in = next(verdicts) if ev.before is not None else False
-        after_in = next(verdicts) if ev.after is not None else False
+    for ev, before_in, after_in in _located(events, schema, in_chunk):
         touched = False
         if before_in:  # delete, or the old side of an update (its key may change)
             k = tuple(ev.before[c] for c in key_cols)
@@ -84,16 +85,9 @@ def compute_rollback(events: Iterable[ChangeRecord], schema: TableSchema,
     (an insert, or the new side of a key change). Keys the window does not touch did not
     change, so the select saw their state at LW.
     """
-    mine = [ev for ev in events if ev.table_id == schema.table_id]
-    ck = schema.chunk_key
-    probe = [img[ck] for ev in mine for img in (ev.before, ev.after) if img is not None]
-    verdicts = iter(in_chunk(probe)) if probe else iter(())
-
     patch = ChunkPatch()
     key_cols = schema.row_key
-    for ev in mine:
-        before_in = next(verdicts) if ev.before is not None else False
-        after_in = next(verdicts) if ev.after is not None else False
+    for ev, before_in, after_in in _located(events, schema, in_chunk):
         if before_in:
             k = tuple(ev.before[c] for c in key_cols)
             if k not in patch.final:  # only the first event of a key tells its state at LW

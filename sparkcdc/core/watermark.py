@@ -54,6 +54,20 @@ class SplitResult:
     events_applied: int
 
 
+def _select_then_high_watermark(dialect: SnapshotDialect, schema: TableSchema, split_id: str,
+                                start: Any, end: Any, hooks: WatermarkHooks):
+    """Steps 2 and 3, shared by both directions of normalization."""
+    rows = dialect.read_chunk(schema, start, end)
+    log.debug("%s step 2: selected %d rows", split_id, rows.num_rows)
+    if hooks.after_select:
+        hooks.after_select()
+    high = dialect.current_offset()
+    log.debug("%s step 3: high watermark %s", split_id, high)
+    if hooks.after_high_watermark:
+        hooks.after_high_watermark()
+    return rows, high
+
+
 def read_split(dialect: SnapshotDialect, schema: TableSchema, split_id: str, start: Any,
                end: Any, *, hooks: WatermarkHooks | None = None,
                backfill: bool = True) -> SplitResult:
@@ -72,16 +86,8 @@ def read_split(dialect: SnapshotDialect, schema: TableSchema, split_id: str, sta
         hooks.after_low_watermark()
 
     # 2. one consistent select of the chunk (InnoDB: one statement, one read view)
-    rows = dialect.read_chunk(schema, start, end)
-    log.debug("%s step 2: selected %d rows", split_id, rows.num_rows)
-    if hooks.after_select:
-        hooks.after_select()
-
     # 3. high watermark: the binlog position after the select
-    high = dialect.current_offset()
-    log.debug("%s step 3: high watermark %s", split_id, high)
-    if hooks.after_high_watermark:
-        hooks.after_high_watermark()
+    rows, high = _select_then_high_watermark(dialect, schema, split_id, start, end, hooks)
 
     # 4. nothing moved between the watermarks: the rows are exact as of HW
     if high == low or not backfill:
@@ -115,21 +121,13 @@ def read_split_as_of(dialect: SnapshotDialect, schema: TableSchema, split_id: st
         hooks.after_low_watermark()
 
     # 2. one consistent select of the chunk
-    rows = dialect.read_chunk(schema, start, end)
-    log.debug("%s step 2: selected %d rows", split_id, rows.num_rows)
-    if hooks.after_select:
-        hooks.after_select()
-
     # 3. high watermark
-    high = dialect.current_offset()
-    log.debug("%s step 3: high watermark %s", split_id, high)
+    rows, high = _select_then_high_watermark(dialect, schema, split_id, start, end, hooks)
     if high < low:
         raise OffsetError(f"{split_id}: the binlog position {high} is behind the planned "
                           f"low watermark {low}",
                           fix="the server's binlog was reset or the source failed over; "
                               "restart the query from a new checkpoint location")
-    if hooks.after_high_watermark:
-        hooks.after_high_watermark()
 
     # 4. nothing moved since the low watermark: the rows are exact as of it
     if high == low or not backfill:
