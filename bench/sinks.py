@@ -31,8 +31,8 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sparkcdc import sinks  # noqa: E402
-from sparkcdc.apply import ApplyChanges, ApplySpec  # noqa: E402
+from sparkcdc import sinks
+from sparkcdc.apply import ApplyChanges, ApplySpec
 
 SINKS = ["delta", "iceberg", "postgres", "mysql", "files-parquet", "files-json", "console"]
 
@@ -171,7 +171,7 @@ def main() -> None:
             timed = TimedSink(sink)
             for meth in ("write", "write_changelog"):
                 orig = getattr(sink, meth)
-                setattr(sink, meth, lambda *a, _o=orig: timed.timed(_o, *a))
+                setattr(sink, meth, lambda *a, _o=orig, _t=timed: _t.timed(_o, *a))
             applier = ApplyChanges(sink, spec)
             per_batch = []
             t0 = time.perf_counter()
@@ -200,16 +200,16 @@ def write_docs(results, n_rows: int, batch_rows: list[int], header: str) -> None
     lines = [
         "## Sinks",
         "",
-        f"`bench/sinks.py`, {dt.date.today().isoformat()}: {n_rows:,} change rows in two "
+        (f"`bench/sinks.py`, {dt.date.today().isoformat()}: {n_rows:,} change rows in two "
         f"micro-batches ({batch_rows[0]:,} inserts, then {batch_rows[1]:,} mixed: update "
         "pairs, deletes, inserts) of a 6-column table, applied with `apply_changes` (SCD "
         "type 1). *Rate* is change rows per second for the whole apply (Spark reduces the "
         "batch, collects it to the driver, the sink writes); *write* is the sink's part. "
-        "Servers are local throwaway MariaDB and PostgreSQL 15 (fsync off).",
+        "Servers are local throwaway MariaDB and PostgreSQL 15 (fsync off)."),
         "",
-        f"Machine: {header}. The machine was shared with other work while this ran, so "
+        (f"Machine: {header}. The machine was shared with other work while this ran, so "
         "treat the figures as lower bounds and compare sinks with each other, not with other "
-        "machines.",
+        "machines."),
         "",
         "| sink | rate (rows/s) | total (s) | write (s) | batch 0 / batch 1 (s) |",
         "|---|---:|---:|---:|---|",
@@ -220,7 +220,7 @@ def write_docs(results, n_rows: int, batch_rows: list[int], header: str) -> None
     section = "\n".join(lines) + "\n"
     path = ROOT / "docs" / "benchmarks.md"
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(r"^## Sinks\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(r"^## Sinks\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
     if pattern.search(text):
         text = pattern.sub(lambda _m: section + "\n", text).rstrip() + "\n"
     else:

@@ -28,7 +28,17 @@ from typing import Any
 from sparkcdc.errors import ConfigError, SchemaError
 from sparkcdc.sinks import create as create_sink
 from sparkcdc.sinks.base import (
-    CLOSE, DELETE, END_AT, OP, PATCH, START_AT, UPSERT, VERSION, ChangeSet, Sink, WriteResult,
+    CLOSE,
+    DELETE,
+    END_AT,
+    OP,
+    PATCH,
+    START_AT,
+    UPSERT,
+    VERSION,
+    ChangeSet,
+    Sink,
+    WriteResult,
 )
 
 log = logging.getLogger("sparkcdc.apply")
@@ -256,5 +266,12 @@ def materialize(changelog, *, keys: Sequence[str] | str, sequence_by: str = "_se
     return planned.filter(F.col(OP).isin(UPSERT, PATCH)).drop(OP)
 
 
-__all__ = ["apply_changes", "ApplyChanges", "ApplySpec", "plan_changes", "collect_changes",
-           "materialize", "META_COLUMNS"]
+__all__ = [
+    "META_COLUMNS",
+    "ApplyChanges",
+    "ApplySpec",
+    "apply_changes",
+    "collect_changes",
+    "materialize",
+    "plan_changes",
+]

@@ -19,7 +19,7 @@ from sparkcdc import sinks
 from sparkcdc.apply import materialize
 from sparkcdc.sinks.base import END_AT, START_AT
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 D = decimal.Decimal
 
 # every sink, as test ids; files twice (both formats)
@@ -175,5 +175,17 @@ def all_types_rows() -> list[tuple]:
     ]
 
 
-__all__ = ["pg_server", "make_target", "TargetFactory", "changes_df", "table_rows", "conform",
-           "arrow_schema", "ALL_TYPES_DDL", "all_types_rows", "SINK_IDS", "UTC", "D"]
+__all__ = [
+    "ALL_TYPES_DDL",
+    "SINK_IDS",
+    "UTC",
+    "D",
+    "TargetFactory",
+    "all_types_rows",
+    "arrow_schema",
+    "changes_df",
+    "conform",
+    "make_target",
+    "pg_server",
+    "table_rows",
+]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from sink_fixtures import ALL_TYPES_DDL, all_types_rows, changes_df
+
 from sparkcdc import formats
 from sparkcdc.errors import ConfigError
 
@@ -68,8 +68,8 @@ def test_changelog_json_is_flinks_shape(stream):
     vals = [json.loads(r.value) for r in formats.encode(stream, "changelog-json").collect()]
     ops = sorted(v["op"] for v in vals)
     assert ops == sorted(["+I", "+I", "-U", "+U", "-U", "+U", "+I", "-D"])
-    assert {"data": {"id": 3, "name": "c", "qty": 3}, "op": "+I"}.items() <= [
-        v for v in vals if v["seq"] == "121"][0].items()
+    insert = next(v for v in vals if v["seq"] == "121")
+    assert {"data": {"id": 3, "name": "c", "qty": 3}, "op": "+I"}.items() <= insert.items()
 
 
 def test_canal_old_holds_only_changed_columns(stream):

@@ -8,8 +8,8 @@ import pickle
 
 import pyarrow as pa
 import pytest
-
 from sink_fixtures import changes_df
+
 from sparkcdc import sinks
 from sparkcdc.apply import ApplySpec, apply_changes
 from sparkcdc.errors import ConfigError, SchemaError

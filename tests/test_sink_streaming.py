@@ -15,9 +15,9 @@ import random
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from sink_fixtures import *  # noqa: F401,F403
+from sink_fixtures import *
 from sink_fixtures import SINK_IDS, D, TargetFactory, arrow_schema, table_rows
+
 from sparkcdc.apply import apply_changes
 
 DDL = "id int, name string, qty long, price decimal(10,2)"

@@ -7,14 +7,17 @@ console), applies hand-made change batches of the Spark source's shape through
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pytest
-
-from sink_fixtures import *  # noqa: F401,F403  (fixtures: pg_server, make_target)
+from sink_fixtures import *
 from sink_fixtures import (
-    ALL_TYPES_DDL, D, all_types_rows, arrow_schema, changes_df, table_rows,
+    ALL_TYPES_DDL,
+    D,
+    all_types_rows,
+    arrow_schema,
+    changes_df,
+    table_rows,
 )
-from sparkcdc.apply import apply_changes, collect_changes, ApplySpec
+
+from sparkcdc.apply import ApplySpec, apply_changes, collect_changes
 from sparkcdc.sinks.base import END_AT, START_AT
 
 DDL = "id int, name string, qty int"

@@ -58,4 +58,4 @@ def decode(df, format: str, schema):
     return _module(format).decode(df, schema)
 
 
-__all__ = ["encode", "decode", "FORMATS"]
+__all__ = ["FORMATS", "decode", "encode"]

@@ -17,12 +17,21 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType, LongType, MapType, StringType, StructField, StructType,
+    ArrayType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
 )
 
 from sparkcdc.formats.debezium import data_schema, key_json, paired
 from sparkcdc.formats.values import (
-    READ_OPTIONS, as_schema, from_wire, to_json, wire_schema,
+    READ_OPTIONS,
+    as_schema,
+    from_wire,
+    to_json,
+    wire_schema,
 )
 
 
@@ -71,7 +80,7 @@ def decode(df: DataFrame, schema) -> DataFrame:
     before = F.struct(*[
         F.when(F.coalesce(F.map_contains_key(has, f.name), F.lit(False)), old[f.name])
          .otherwise(F.col(f"__data.`{f.name}`")).alias(f.name) for f in wire.fields])
-    rec = lambda kind, row, seq: F.struct(F.lit(kind).alias("kind"), row.alias("row"),  # noqa: E731
+    rec = lambda kind, row, seq: F.struct(F.lit(kind).alias("kind"), row.alias("row"),
                                           seq.alias("seq"))
     t, e = F.col("__e.type"), F.col("__e")
     recs = (F.when(t == "INSERT", F.array(rec("insert", F.col("__data"), e.seq)))

@@ -16,7 +16,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sparkcdc.formats.debezium import data_schema, key_json
-from sparkcdc.formats.values import READ_OPTIONS, as_schema, from_wire, row_struct, to_json, wire_schema
+from sparkcdc.formats.values import (
+    READ_OPTIONS,
+    as_schema,
+    from_wire,
+    row_struct,
+    to_json,
+    wire_schema,
+)
 
 OPS = {"insert": "+I", "update_preimage": "-U", "update_postimage": "+U", "delete": "-D"}
 

@@ -21,7 +21,12 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sparkcdc import __version__
 from sparkcdc.formats.values import (
-    READ_OPTIONS, as_schema, from_wire, row_struct, to_json, wire_schema,
+    READ_OPTIONS,
+    as_schema,
+    from_wire,
+    row_struct,
+    to_json,
+    wire_schema,
 )
 
 META = ("_change_type", "_database", "_table", "_op_ts", "_seq")
@@ -90,7 +95,7 @@ def decode(df: DataFrame, schema) -> DataFrame:
                       StructField("ts_ms", LongType())])
     keep = [c for c in df.columns if c not in ("key", "value") and c not in schema.names]
     e = F.col("__e")
-    rec = lambda kind, row, seq: F.struct(F.lit(kind).alias("kind"), row.alias("row"),  # noqa: E731
+    rec = lambda kind, row, seq: F.struct(F.lit(kind).alias("kind"), row.alias("row"),
                                           seq.alias("seq"))
     recs = (F.when(e.op.isin("c", "r"), F.array(rec("insert", e.after, e.source.seq)))
              .when(e.op == "u", F.array(rec("update_preimage", e.before, e.source.seq_before),

@@ -64,4 +64,4 @@ def require(module: str, sink_type: str):
                           fix=f"pip install '{req}'") from e
 
 
-__all__ = ["create", "sink_class", "sink_types", "REGISTRY", "Sink", "ChangeSet", "WriteResult"]
+__all__ = ["REGISTRY", "ChangeSet", "Sink", "WriteResult", "create", "sink_class", "sink_types"]

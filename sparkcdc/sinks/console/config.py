@@ -20,6 +20,6 @@ class ConsoleConfig:
     show_table: bool = False
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "ConsoleConfig":
+    def parse(cls, options: Mapping[str, Any]) -> ConsoleConfig:
         o = Options("console", OPTIONS, options)
         return cls(num_rows=o.integer("num-rows", lo=0), show_table=o.flag("show-table"))

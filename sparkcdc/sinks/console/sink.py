@@ -13,7 +13,15 @@ from typing import Any, TextIO
 import pyarrow as pa
 
 from sparkcdc.sinks.base import (
-    CLOSE, DELETE, END_AT, PATCH, UPSERT, VERSION, ChangeSet, Sink, WriteResult,
+    CLOSE,
+    DELETE,
+    END_AT,
+    PATCH,
+    UPSERT,
+    VERSION,
+    ChangeSet,
+    Sink,
+    WriteResult,
 )
 from sparkcdc.sinks.console.config import ConsoleConfig
 
@@ -30,7 +38,7 @@ class ConsoleSink(Sink):
         self._versions: list[dict] = []  # SCD2: history rows
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "ConsoleSink":
+    def from_options(cls, options: Mapping[str, Any]) -> ConsoleSink:
         return cls(ConsoleConfig.parse(options))
 
     def last_batch_id(self) -> int | None:
@@ -51,7 +59,7 @@ class ConsoleSink(Sink):
             self._print("  " + _fmt(row))
         if 0 < self.config.num_rows < len(rows):
             self._print(f"  ... {len(rows) - self.config.num_rows} more")
-        key = lambda r: tuple(r[k] for k in changes.keys)  # noqa: E731
+        key = lambda r: tuple(r[k] for k in changes.keys)
         names = changes.target_schema.names
         if changes.scd_type == 1:
             for r in rows:

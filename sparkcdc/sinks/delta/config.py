@@ -30,7 +30,7 @@ class DeltaConfig:
     storage_options: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "DeltaConfig":
+    def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
         o = Options("delta", OPTIONS, options, prefixes=(STORAGE_PREFIX,))
         return cls(path=o.text("path"), partition_by=o.names("partition-by"),
                    app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),

@@ -19,7 +19,14 @@ import pyarrow as pa
 from sparkcdc.errors import SchemaError
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
-    END_AT, OP, ChangeSet, Sink, WriteResult, check_key_not_null, log, micros,
+    END_AT,
+    OP,
+    ChangeSet,
+    Sink,
+    WriteResult,
+    check_key_not_null,
+    log,
+    micros,
 )
 from sparkcdc.sinks.delta.config import DeltaConfig
 
@@ -45,7 +52,7 @@ class DeltaSink(Sink):
         self._batches = 0
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "DeltaSink":
+    def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
         return cls(DeltaConfig.parse(options))
 
     def _table(self):

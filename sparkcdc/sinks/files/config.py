@@ -23,7 +23,7 @@ class FilesConfig:
     compression: str | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "FilesConfig":
+    def parse(cls, options: Mapping[str, Any]) -> FilesConfig:
         o = Options("files", OPTIONS, options)
         return cls(path=o.text("path").rstrip("/"), format=o.choice("format", FORMATS),
                    compression=o.text("compression"))

@@ -41,7 +41,7 @@ class FilesSink(Sink):
         self.config = config
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "FilesSink":
+    def from_options(cls, options: Mapping[str, Any]) -> FilesSink:
         return cls(FilesConfig.parse(options))
 
     def _fs(self, spark):
@@ -57,9 +57,9 @@ class FilesSink(Sink):
         done = []
         for st in fs.listStatus(root):
             name = st.getPath().getName()
-            if st.isDirectory() and name.startswith(BATCH_COLUMN + "="):
-                if fs.exists(jvm.org.apache.hadoop.fs.Path(st.getPath(), "_SUCCESS")):
-                    done.append(int(name.split("=", 1)[1]))
+            if (st.isDirectory() and name.startswith(BATCH_COLUMN + "=")
+                    and fs.exists(jvm.org.apache.hadoop.fs.Path(st.getPath(), "_SUCCESS"))):
+                done.append(int(name.split("=", 1)[1]))
         return sorted(done)
 
     def last_batch_id(self) -> int | None:

@@ -38,7 +38,7 @@ class IcebergConfig:
         return f"sparkcdc.batch-id.{self.app_id}"
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "IcebergConfig":
+    def parse(cls, options: Mapping[str, Any]) -> IcebergConfig:
         o = Options("iceberg", OPTIONS, options, prefixes=(CATALOG_PREFIX,))
         ns, name = table_name_parts("iceberg", "table", o.text("table"), 2)
         props = dict(o.prefixed[CATALOG_PREFIX])

@@ -20,8 +20,18 @@ import pyarrow.compute as pc
 
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
-    CLOSE, DELETE, END_AT, PATCH, UPSERT, VERSION, ChangeSet, Sink, WriteResult,
-    check_key_not_null, log, micros,
+    CLOSE,
+    DELETE,
+    END_AT,
+    PATCH,
+    UPSERT,
+    VERSION,
+    ChangeSet,
+    Sink,
+    WriteResult,
+    check_key_not_null,
+    log,
+    micros,
 )
 from sparkcdc.sinks.iceberg.config import IcebergConfig
 
@@ -51,7 +61,7 @@ class IcebergSink(Sink):
         self._catalog = None
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "IcebergSink":
+    def from_options(cls, options: Mapping[str, Any]) -> IcebergSink:
         return cls(IcebergConfig.parse(options))
 
     def catalog(self):

@@ -41,7 +41,7 @@ class MySQLConfig:
                 f"username={self.username!r}, table={self.database}.{self.table})")
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "MySQLConfig":
+    def parse(cls, options: Mapping[str, Any]) -> MySQLConfig:
         o = Options("mysql", OPTIONS, options)
         return cls(hostname=o.text("hostname"), port=o.integer("port", 1, 65535),
                    username=o.text("username"), password=o.get("password") or "",

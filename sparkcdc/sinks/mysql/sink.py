@@ -26,8 +26,18 @@ import pyarrow.compute as pc
 from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
-    BATCHES_TABLE, CLOSE, DELETE, END_AT, PATCH, START_AT, UPSERT, VERSION, ChangeSet, Sink,
-    WriteResult, check_key_not_null,
+    BATCHES_TABLE,
+    CLOSE,
+    DELETE,
+    END_AT,
+    PATCH,
+    START_AT,
+    UPSERT,
+    VERSION,
+    ChangeSet,
+    Sink,
+    WriteResult,
+    check_key_not_null,
 )
 from sparkcdc.sinks.mysql.config import MySQLConfig
 
@@ -143,7 +153,7 @@ class MySQLSink(Sink):
         self._flavor: str | None = None
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "MySQLSink":
+    def from_options(cls, options: Mapping[str, Any]) -> MySQLSink:
         return cls(MySQLConfig.parse(options))
 
     def connection(self):

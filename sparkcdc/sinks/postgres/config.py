@@ -39,7 +39,7 @@ class PostgresConfig:
                 f"database={self.database!r}, table={self.schema}.{self.table})")
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "PostgresConfig":
+    def parse(cls, options: Mapping[str, Any]) -> PostgresConfig:
         o = Options("postgres", OPTIONS, options)
         return cls(host=o.text("host"), port=o.integer("port", 1, 65535), user=o.text("user"),
                    password=o.get("password") or "", database=o.text("database"),

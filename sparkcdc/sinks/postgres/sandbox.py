@@ -52,7 +52,7 @@ class PostgresSandbox:
         self._proc: subprocess.Popen | None = None
         self._root: str | None = None
 
-    def __enter__(self) -> "PostgresSandbox":
+    def __enter__(self) -> PostgresSandbox:
         self.start()
         return self
 
@@ -84,7 +84,7 @@ class PostgresSandbox:
         if uid is not None:
             for p in (root, pwfile):
                 os.chown(p, uid, gid)
-        kw = dict(user=uid, group=gid, extra_groups=[]) if uid is not None else {}
+        kw = {"user": uid, "group": gid, "extra_groups": []} if uid is not None else {}
         data = os.path.join(root, "data")
         proc = subprocess.run(
             [_binary("initdb"), "-D", data, "-U", "sparkcdc", f"--pwfile={pwfile}",

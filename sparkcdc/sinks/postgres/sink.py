@@ -24,7 +24,15 @@ import pyarrow.compute as pc
 from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
-    BATCHES_TABLE, END_AT, OP, START_AT, ChangeSet, Sink, WriteResult, check_key_not_null, log,
+    BATCHES_TABLE,
+    END_AT,
+    OP,
+    START_AT,
+    ChangeSet,
+    Sink,
+    WriteResult,
+    check_key_not_null,
+    log,
 )
 from sparkcdc.sinks.postgres.config import PostgresConfig
 
@@ -128,7 +136,7 @@ class PostgresSink(Sink):
         self._conn = None
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "PostgresSink":
+    def from_options(cls, options: Mapping[str, Any]) -> PostgresSink:
         return cls(PostgresConfig.parse(options))
 
     # -- connection ----------------------------------------------------------------------
