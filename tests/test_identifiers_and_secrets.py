@@ -1,0 +1,93 @@
+"""Odd identifiers are captured correctly; the password never lands in checkpoints, plans,
+progress or error messages."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+import sparkcdc
+
+DB_SUFFIX = "wëird db`x"
+TABLE = "sel`ect tâble ß"  # identifiers are BMP-only on MariaDB
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _register(spark):
+    sparkcdc.register(spark)
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def test_backticks_spaces_unicode_and_keywords(spark, mariadb, tmp_path):
+    db = f"t_{random.randint(0, 10**9)} {DB_SUFFIX}"
+    mariadb.execute(f"CREATE DATABASE {_q(db)}")
+    try:
+        t = f"{_q(db)}.{_q(TABLE)}"
+        mariadb.execute(
+            f"CREATE TABLE {t} (`select` INT PRIMARY KEY, `my col` VARCHAR(20), `ü` INT, "
+            f"`a``b` INT, `from` DATE)",
+            f"INSERT INTO {t} VALUES (1, 'one', 10, 100, '2024-01-01'), "
+            f"(2, 'two', 20, 200, NULL)")
+        base = random.randint(10_000, 4_000_000_000)
+        opts = mariadb.source_options(**{
+            "database-name": ".*" + DB_SUFFIX.replace("`", "`"),
+            "table-name": ".*\\.sel`ect tâble ß", "server-id": f"{base}-{base + 3}"})
+        df = spark.read.format("mysql-cdc").options(**opts).load()
+        assert df.columns[:5] == ["select", "my col", "ü", "a`b", "from"]
+        assert sorted(tuple(r)[:4] for r in df.collect()) == [(1, "one", 10, 100),
+                                                              (2, "two", 20, 200)]
+        seen: list = []
+
+        def collect(batch, batch_id):
+            seen.extend(r.asDict() for r in batch.collect())
+
+        def run():
+            q = (spark.readStream.format("mysql-cdc").options(**opts).load()
+                 .writeStream.foreachBatch(collect)
+                 .option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination(300)
+            assert q.exception() is None
+
+        run()
+        mariadb.execute(f"UPDATE {t} SET `my col` = 'uno', `select` = 11 WHERE `select` = 1",
+                        f"DELETE FROM {t} WHERE `ü` = 20")
+        run()
+        changes = sorted((r["_change_type"], r["select"], r["my col"]) for r in seen
+                         if r["_op_ts"] is not None)
+        assert changes == [("delete", 1, "one"), ("delete", 2, "two"), ("insert", 11, "uno")]
+    finally:
+        mariadb.execute(f"DROP DATABASE {_q(db)}")
+
+
+def test_password_never_leaks(spark, mariadb, db, tmp_path):
+    mariadb.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+                    f"INSERT INTO `{db}`.t VALUES (1, 1), (2, 2)")
+    base = random.randint(10_000, 4_000_000_000)
+    opts = mariadb.source_options(**{"database-name": db, "table-name": f"{db}\\.t",
+                                     "server-id": f"{base}-{base + 3}"})
+    secret = opts["password"]
+    stream = spark.readStream.format("mysql-cdc").options(**opts).load()
+    q = (stream.writeStream.format("parquet")
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start(str(tmp_path / "out")))
+    q.awaitTermination(300)
+    mariadb.execute(f"UPDATE `{db}`.t SET v = 5")
+    texts = [str(q.lastProgress), str(q.recentProgress), q._jsq.toString()]
+    plan = spark.read.format("mysql-cdc").options(**opts).load()
+    texts.append(plan._jdf.queryExecution().toString())
+    for f in Path(tmp_path).rglob("*"):
+        if f.is_file():
+            texts.append(f.read_bytes().decode("utf-8", "replace"))
+    assert any("binlog" in t for t in texts)  # the offsets really are in there
+    assert not [t[:200] for t in texts if secret in t]
+    # an error about the connection names the user and host, not the password
+    bad = {**opts, "port": str(mariadb.info.port), "username": "nobody"}
+    with pytest.raises(Exception) as e:
+        spark.read.format("mysql-cdc").options(**bad).load()
+    assert "nobody" in str(e.value) and secret not in str(e.value)
