@@ -43,6 +43,7 @@ def spark():
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.authenticate.socketTimeout", "120s")  # slow starts under load
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

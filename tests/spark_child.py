@@ -30,6 +30,7 @@ def main() -> None:
     spark = (SparkSession.builder.master("local[2]").appName("sparkcdc-child")
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.python.authenticate.socketTimeout", "120s")  # slow starts under load
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     sparkcdc.register(spark)
