@@ -1,0 +1,554 @@
+"""A pipeline YAML, parsed into plain definitions before anything runs (docs/pipelines.md).
+
+The file follows Flink CDC 3.x: ``source``, ``sink``, ``route``, ``transform``, ``pipeline``.
+The YAML is composed into nodes first, so every value keeps the line it came from and every
+error names the file, the line and the key (``pipeline.yaml:7: 'source.port': ...``).
+``${VAR}`` (or ``${VAR:-default}``) in a value is replaced from the environment.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sparkcdc.errors import ConfigError
+from sparkcdc.mysql.options import OPTIONS as SOURCE_OPTIONS
+from sparkcdc.mysql.options import parse_duration
+
+BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
+SECTIONS = ("source", "sink", "route", "transform", "pipeline")
+# source keys handled by the pipeline itself (the rest go to the mysql-cdc source)
+SOURCE_OWN = ("type", "name", "tables", "tables.exclude")
+# Flink CDC source keys that are accepted for compatibility and need nothing from us
+SOURCE_ACCEPTED = ("scan.newly-added-table.enabled", "schema-change.enabled",
+                   "include-comments.enabled", "scan.binlog.newly-added-table.enabled")
+# source keys the pipeline sets per table (from `tables`); not allowed in the YAML
+SOURCE_DERIVED = ("database-name", "table-name", "table-name.exclude")
+PIPELINE_KEYS = {
+    "name": "a name for the pipeline (used in application ids and the Spark app name)",
+    "parallelism": "a positive integer: concurrent chunk reads per table",
+    "checkpoint.location": "a directory for the pipeline's checkpoints (relative paths are "
+                           "relative to the YAML file)",
+    "trigger.interval": "a duration like '5s' between micro-batches",
+    "discovery.interval": "a duration like '10s' between looks for new and changed tables",
+    "schema.change.behavior": "one of " + ", ".join(BEHAVIORS),
+    "local-time-zone": "a time zone for Spark's session, like 'UTC' or 'Europe/Berlin'",
+    "max-rows-per-batch": "a positive integer: snapshot rows admitted per micro-batch",
+    "spark": "a mapping of Spark configuration keys to values",
+}
+ROUTE_KEYS = ("source-table", "sink-table", "replace-symbol", "description")
+TRANSFORM_KEYS = ("source-table", "projection", "filter", "primary-keys", "partition-keys",
+                  "description")
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+# -- definitions ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TablePattern:
+    """A Flink CDC table pattern: the first unescaped ``.`` separates database and table
+    regexes; ``\\.`` is the regex's any-character dot. ``db.orders_\\.*`` -> db ``db``,
+    table ``orders_.*``."""
+
+    text: str
+    database: str
+    table: str
+
+    @property
+    def regex(self) -> str:
+        """One regex over ``db.table``; the pattern's own groups keep their numbers."""
+        return f"(?:{self.database})\\.(?:{self.table})"
+
+    def compiled(self) -> re.Pattern:
+        return re.compile(self.regex)
+
+
+@dataclass(frozen=True)
+class SourceDef:
+    type: str
+    options: dict[str, str]  # mysql-cdc options, without the table selection
+    tables: tuple[TablePattern, ...]
+    exclude: tuple[TablePattern, ...] = ()
+    line: int = 0
+
+    @property
+    def database_regex(self) -> str:
+        return "|".join(f"(?:{p.database})" for p in self.tables)
+
+    @property
+    def table_regex(self) -> str:
+        return "|".join(p.regex for p in self.tables)
+
+    @property
+    def exclude_regex(self) -> str | None:
+        return "|".join(p.regex for p in self.exclude) or None
+
+    def options_for(self, table: str | None = None, **extra: str) -> dict[str, str]:
+        """Source options capturing ``table`` (``db.table``) alone, or every matched table."""
+        opts = dict(self.options)
+        if table is None:
+            opts["database-name"] = self.database_regex
+            opts["table-name"] = self.table_regex
+            if self.exclude_regex:
+                opts["table-name.exclude"] = self.exclude_regex
+        else:
+            db, _, name = table.partition(".")
+            opts["database-name"] = re.escape(db)
+            opts["table-name"] = re.escape(db) + "\\." + re.escape(name)
+        opts.update(extra)
+        return opts
+
+
+@dataclass(frozen=True)
+class SinkDef:
+    type: str
+    options: dict[str, str]
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class RouteDef:
+    source_table: TablePattern
+    sink_table: str
+    replace_symbol: str | None = None
+    description: str | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class TransformDef:
+    source_table: TablePattern
+    projection: str | None = None
+    filter: str | None = None
+    primary_keys: tuple[str, ...] = ()
+    partition_keys: tuple[str, ...] = ()
+    description: str | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    name: str = "sparkcdc"
+    parallelism: int = 4
+    checkpoint_location: str = "checkpoints"
+    trigger_interval: float = 5.0
+    discovery_interval: float = 10.0
+    schema_change_behavior: str = "lenient"
+    local_time_zone: str | None = None
+    max_rows_per_batch: int | None = None
+    spark: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PipelineDef:
+    source: SourceDef
+    sink: SinkDef
+    routes: tuple[RouteDef, ...] = ()
+    transforms: tuple[TransformDef, ...] = ()
+    pipeline: PipelineSettings = field(default_factory=PipelineSettings)
+    path: str = "<string>"
+    lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def where(self, key: str) -> str:
+        """``file:line`` of a key path like ``source.port`` (or of its nearest parent)."""
+        k = key
+        while k and k not in self.lines:
+            k = k.rpartition(".")[0] if "." in k else ""
+        return f"{self.path}:{self.lines.get(k, 1)}"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return Path(self.pipeline.checkpoint_location)
+
+
+# -- parsing --------------------------------------------------------------------------------------
+
+class _Reader:
+    """Walks composed YAML nodes, keeping each key's line for error messages."""
+
+    def __init__(self, path: str, env: Mapping[str, str]):
+        self.path = path
+        self.env = env
+        self.lines: dict[str, int] = {}
+
+    def error(self, key: str, line: int, message: str, fix: str | None = None) -> ConfigError:
+        return ConfigError(f"{self.path}:{line}: '{key}': {message}", fix=fix)
+
+    def mapping(self, node: yaml.Node, key: str) -> dict[str, tuple[yaml.Node, int]]:
+        line = node.start_mark.line + 1
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(key or "(top level)", line, "expected a mapping of keys to values")
+        out: dict[str, tuple[yaml.Node, int]] = {}
+        for k, v in node.value:
+            if not isinstance(k, yaml.ScalarNode):
+                raise self.error(key, k.start_mark.line + 1, "keys must be plain text")
+            name = k.value
+            kline = k.start_mark.line + 1
+            full = f"{key}.{name}" if key else name
+            if name in out:
+                raise self.error(full, kline, "appears twice", fix="keep one of the two")
+            out[name] = (v, kline)
+            self.lines[full] = kline
+        return out
+
+    def scalar(self, node: yaml.Node, key: str, line: int) -> str:
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag.endswith(":null"):
+                return ""
+            return self.substitute(node.value, key, node.start_mark.line + 1)
+        if isinstance(node, yaml.SequenceNode) and all(
+                isinstance(n, yaml.ScalarNode) for n in node.value):
+            return ",".join(self.substitute(n.value, key, n.start_mark.line + 1)
+                            for n in node.value)
+        raise self.error(key, line, "expected a single value, not a mapping")
+
+    def substitute(self, value: str, key: str, line: int) -> str:
+        def one(m: re.Match) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in self.env:
+                return self.env[name]
+            if default is not None:
+                return default
+            raise self.error(key, line, f"the environment variable {name} is not set",
+                             fix=f"export {name}=... before running, or write "
+                                 f"${{{name}:-default}}")
+        return _ENV.sub(one, value)
+
+    def unknown(self, key: str, line: int, name: str, known) -> ConfigError:
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return self.error(key, line, "unknown key",
+                          fix=f"{hint}accepted here: {', '.join(sorted(known))}")
+
+
+def split_patterns(text: str) -> list[str]:
+    """Split a comma-separated pattern list, ignoring commas inside (), [] and {}."""
+    out, depth, cur, esc = [], 0, [], False
+    for ch in text:
+        if esc:
+            cur.append(ch)
+            esc = False
+            continue
+        if ch == "\\":
+            cur.append(ch)
+            esc = True
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur).strip())
+    return [p for p in out if p]
+
+
+def parse_table_pattern(text: str) -> TablePattern:
+    """``db.table`` in Flink's syntax (see ``TablePattern``); raises ValueError."""
+    parts: list[list[str]] = [[]]
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            parts[-1].append("." if nxt == "." else ch + nxt)
+            i += 2
+            continue
+        if ch == "." and len(parts) == 1:
+            parts.append([])
+        else:
+            parts[-1].append(ch)
+        i += 1
+    if len(parts) != 2 or not parts[0] or not parts[1]:
+        raise ValueError(f"{text!r} is not 'database.table'")
+    db, table = "".join(parts[0]), "".join(parts[1])
+    for part in (db, table):
+        re.compile(part)
+    return TablePattern(text, db, table)
+
+
+def _patterns(r: _Reader, node: yaml.Node, key: str, line: int) -> tuple[TablePattern, ...]:
+    text = r.scalar(node, key, line)
+    if not text.strip():
+        raise r.error(key, line, "is empty", fix="e.g. 'shop.orders' or 'shop.\\.*'")
+    out = []
+    for p in split_patterns(text):
+        try:
+            out.append(parse_table_pattern(p))
+        except (ValueError, re.error) as e:
+            raise r.error(key, line, f"bad table pattern {p!r}: {e}",
+                          fix="write 'database.table' regexes; the first '.' separates them "
+                              "and '\\.' is the regex dot, e.g. 'shop.orders_\\.*'") from None
+    return tuple(out)
+
+
+def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
+    m = r.mapping(node, "source")
+    known = set(SOURCE_OPTIONS) | set(SOURCE_OWN) | set(SOURCE_ACCEPTED)
+    opts: dict[str, str] = {}
+    tables: tuple[TablePattern, ...] = ()
+    exclude: tuple[TablePattern, ...] = ()
+    stype = "mysql"
+    for name, (v, kline) in m.items():
+        key = f"source.{name}"
+        if name in SOURCE_DERIVED:
+            raise r.error(key, kline, "is set by the pipeline from 'tables'",
+                          fix="select tables with 'tables' (and 'tables.exclude')")
+        if name not in known:
+            raise r.unknown(key, kline, name, known)
+        if name == "type":
+            stype = r.scalar(v, key, kline).strip().lower()
+            if stype not in ("mysql", "mariadb"):
+                raise r.error(key, kline, f"unsupported source type {stype!r}",
+                              fix="use type: mysql (MariaDB is served by the same source)")
+        elif name == "tables":
+            tables = _patterns(r, v, key, kline)
+        elif name == "tables.exclude":
+            exclude = _patterns(r, v, key, kline)
+        elif name in SOURCE_ACCEPTED or name == "name":
+            continue
+        else:
+            opts[name] = r.scalar(v, key, kline)
+    if not tables:
+        raise r.error("source.tables", line, "is required",
+                      fix="e.g. tables: shop.\\.* (every table of database shop)")
+    for req in ("hostname", "username"):
+        if req not in opts:
+            raise r.error(f"source.{req}", line, "is required",
+                          fix=f"'{req}' accepts {SOURCE_OPTIONS[req][1]}")
+    _check_source_options(r, opts)
+    return SourceDef(stype, opts, tables, exclude, line)
+
+
+def _check_source_options(r: _Reader, opts: dict[str, str]) -> None:
+    """Parse the options once now, so a malformed value fails at its own line."""
+    from sparkcdc.mysql.options import SourceConfig
+
+    trial = {**opts, "database-name": "x", "table-name": "x"}
+    try:
+        SourceConfig.parse(trial)
+    except ConfigError as e:
+        m = re.search(r"'([a-z][a-zA-Z0-9_.\-]*)'", e.message)
+        name = m.group(1) if m and m.group(1) in opts else next(iter(opts))
+        raise r.error(f"source.{name}", r.lines.get(f"source.{name}", 1), e.message,
+                      fix=e.fix) from None
+
+
+def _resolve(base: Path, value: str) -> str:
+    if "://" in value or os.path.isabs(value):
+        return value
+    return str((base / value).resolve())
+
+
+PATH_OPTIONS = {"delta": ("path",), "files": ("path",), "iceberg": ("warehouse",)}
+
+
+def _sink(r: _Reader, node: yaml.Node, line: int, base: Path) -> SinkDef:
+    from sparkcdc.sinks import REGISTRY, sink_types
+
+    m = r.mapping(node, "sink")
+    if "type" not in m:
+        raise r.error("sink.type", line, "is required", fix=f"one of {', '.join(sink_types())}")
+    tnode, tline = m["type"]
+    stype = r.scalar(tnode, "sink.type", tline).strip().lower()
+    if stype not in REGISTRY:
+        close = difflib.get_close_matches(stype, list(REGISTRY), n=1, cutoff=0.4)
+        raise r.error("sink.type", tline, f"unknown sink type {stype!r}",
+                      fix=(f"did you mean '{close[0]}'? " if close else "")
+                      + f"sink types: {', '.join(sink_types())}")
+    opts = {}
+    for name, (v, kline) in m.items():
+        if name in ("type", "name"):
+            continue
+        opts[name] = r.scalar(v, f"sink.{name}", kline)
+        if name in PATH_OPTIONS.get(stype, ()):
+            opts[name] = _resolve(base, opts[name])
+    from sparkcdc.pipeline.targets import check_sink_options
+
+    try:
+        check_sink_options(stype, opts)
+    except ConfigError as e:
+        m2 = re.search(r"option '([^']+)'", e.message)
+        name = m2.group(1) if m2 and m2.group(1) in opts else "type"
+        raise r.error(f"sink.{name}", r.lines.get(f"sink.{name}", line), e.message,
+                      fix=e.fix) from None
+    return SinkDef(stype, opts, line)
+
+
+def _list(r: _Reader, node: yaml.Node, key: str) -> list[tuple[yaml.Node, int, str]]:
+    if isinstance(node, yaml.MappingNode):  # a single entry is fine too
+        items = [node]
+    elif isinstance(node, yaml.SequenceNode):
+        items = node.value
+    elif isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
+        return []
+    else:
+        raise r.error(key, node.start_mark.line + 1, "expected a list of entries")
+    return [(n, n.start_mark.line + 1, f"{key}[{i}]") for i, n in enumerate(items)]
+
+
+def _routes(r: _Reader, node: yaml.Node) -> tuple[RouteDef, ...]:
+    out = []
+    for n, line, key in _list(r, node, "route"):
+        m = r.mapping(n, key)
+        for name, (_v, kline) in m.items():
+            if name not in ROUTE_KEYS:
+                raise r.unknown(f"{key}.{name}", kline, name, ROUTE_KEYS)
+        for req in ("source-table", "sink-table"):
+            if req not in m:
+                raise r.error(f"{key}.{req}", line, "is required",
+                              fix="a route needs source-table (a pattern) and sink-table")
+        src = _patterns(r, m["source-table"][0], f"{key}.source-table", m["source-table"][1])
+        if len(src) != 1:
+            raise r.error(f"{key}.source-table", m["source-table"][1],
+                          "takes one pattern", fix="write one route per pattern")
+        sink_table = r.scalar(m["sink-table"][0], f"{key}.sink-table", m["sink-table"][1])
+        symbol = (r.scalar(m["replace-symbol"][0], f"{key}.replace-symbol",
+                           m["replace-symbol"][1]) if "replace-symbol" in m else None)
+        desc = (r.scalar(m["description"][0], f"{key}.description", m["description"][1])
+                if "description" in m else None)
+        groups = src[0].compiled().groups
+        for ref in re.findall(r"\$(\d+)", sink_table):
+            if int(ref) > groups or int(ref) == 0:
+                raise r.error(f"{key}.sink-table", m["sink-table"][1],
+                              f"refers to ${ref} but source-table has {groups} group(s)",
+                              fix="capture with parentheses in source-table, e.g. "
+                                  "'shop.orders_(\\d+)' and use $1")
+        if "." not in sink_table.replace(symbol or "\0", "x"):
+            raise r.error(f"{key}.sink-table", m["sink-table"][1],
+                          f"{sink_table!r} is not 'database.table'",
+                          fix="name the target as database.table")
+        out.append(RouteDef(src[0], sink_table, symbol, desc, line))
+    return tuple(out)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _transforms(r: _Reader, node: yaml.Node) -> tuple[TransformDef, ...]:
+    out = []
+    for n, line, key in _list(r, node, "transform"):
+        m = r.mapping(n, key)
+        for name, (_v, kline) in m.items():
+            if name not in TRANSFORM_KEYS:
+                raise r.unknown(f"{key}.{name}", kline, name, TRANSFORM_KEYS)
+        if "source-table" not in m:
+            raise r.error(f"{key}.source-table", line, "is required")
+        src = _patterns(r, m["source-table"][0], f"{key}.source-table", m["source-table"][1])
+        if len(src) != 1:
+            raise r.error(f"{key}.source-table", m["source-table"][1], "takes one pattern")
+
+        def get(name: str) -> str | None:
+            if name not in m:
+                return None
+            v = r.scalar(m[name][0], f"{key}.{name}", m[name][1]).strip()
+            return v or None
+
+        if get("projection") is None and get("filter") is None:
+            raise r.error(key, line, "has neither projection nor filter",
+                          fix="add projection: '*, expr AS name' and/or filter: 'expr'")
+        out.append(TransformDef(src[0], get("projection"), get("filter"),
+                                _names(get("primary-keys") or ""),
+                                _names(get("partition-keys") or ""), get("description"), line))
+    return tuple(out)
+
+
+def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSettings:
+    if node is None:
+        return PipelineSettings(checkpoint_location=_resolve(base, "checkpoints"))
+    m = r.mapping(node, "pipeline")
+    vals: dict[str, Any] = {}
+    for name, (v, kline) in m.items():
+        key = f"pipeline.{name}"
+        if name not in PIPELINE_KEYS:
+            raise r.unknown(key, kline, name, PIPELINE_KEYS)
+        if name == "spark":
+            sm = r.mapping(v, key)
+            vals["spark"] = {k: r.scalar(sv, f"{key}.{k}", sl) for k, (sv, sl) in sm.items()}
+            continue
+        text = r.scalar(v, key, kline).strip()
+        bad = r.error(key, kline, f"malformed value {text!r}", fix=PIPELINE_KEYS[name])
+        if name == "name":
+            if not re.fullmatch(r"[A-Za-z0-9_.\-]+", text):
+                raise r.error(key, kline, f"{text!r} is not a plain name",
+                              fix="letters, digits, '_', '-' and '.'")
+            vals["name"] = text
+        elif name in ("parallelism", "max-rows-per-batch"):
+            if not text.isdigit() or int(text) < 1:
+                raise bad
+            vals[name.replace("-", "_")] = int(text)
+        elif name == "checkpoint.location":
+            vals["checkpoint_location"] = _resolve(base, text)
+        elif name in ("trigger.interval", "discovery.interval"):
+            try:
+                seconds = parse_duration("heartbeat.interval", text)
+            except ConfigError:
+                raise bad from None
+            if seconds <= 0 and name == "discovery.interval":
+                raise bad
+            vals[name.replace(".", "_")] = seconds
+        elif name == "schema.change.behavior":
+            b = text.lower()
+            if b not in BEHAVIORS:
+                close = difflib.get_close_matches(b, BEHAVIORS, n=1, cutoff=0.4)
+                raise r.error(key, kline, f"unknown behavior {text!r}",
+                              fix=(f"did you mean '{close[0]}'? " if close else "")
+                              + "one of " + ", ".join(BEHAVIORS))
+            vals["schema_change_behavior"] = b
+        elif name == "local-time-zone":
+            vals["local_time_zone"] = text
+    vals.setdefault("checkpoint_location", _resolve(base, "checkpoints"))
+    return PipelineSettings(**vals)
+
+
+def parse_pipeline(text: str, path: str = "<string>", env: Mapping[str, str] | None = None,
+                   base_dir: str | os.PathLike | None = None) -> PipelineDef:
+    """Parse YAML text into a ``PipelineDef``; raises ``ConfigError`` naming key and line."""
+    r = _Reader(path, os.environ if env is None else env)
+    base = Path(base_dir) if base_dir else Path.cwd()
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        raise ConfigError(f"{path}:{line}: not valid YAML: {getattr(e, 'problem', e)}",
+                          fix="check the indentation and quoting around that line") from None
+    if root is None:
+        raise ConfigError(f"{path}:1: the pipeline file is empty",
+                          fix="it needs at least 'source' and 'sink' (see docs/pipelines.md)")
+    top = r.mapping(root, "")
+    for name, (_v, line) in top.items():
+        if name not in SECTIONS:
+            raise r.unknown(name, line, name, SECTIONS)
+    for req in ("source", "sink"):
+        if req not in top:
+            raise r.error(req, 1, "is required", fix="see docs/pipelines.md for an example")
+    source = _source(r, *top["source"])
+    sink = _sink(r, *top["sink"], base)
+    routes = _routes(r, top["route"][0]) if "route" in top else ()
+    transforms = _transforms(r, top["transform"][0]) if "transform" in top else ()
+    settings = _pipeline(r, top["pipeline"][0] if "pipeline" in top else None, base)
+    if settings.max_rows_per_batch and "maxRowsPerBatch" not in source.options:
+        source.options["maxRowsPerBatch"] = str(settings.max_rows_per_batch)
+    return PipelineDef(source, sink, routes, transforms, settings, path, dict(r.lines))
+
+
+def load_pipeline(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> PipelineDef:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read the pipeline file {str(p)!r}: {e.strerror}",
+                          fix="pass the path of a pipeline YAML file") from None
+    return parse_pipeline(text, str(p), env, p.resolve().parent)

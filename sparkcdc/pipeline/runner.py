@@ -1,0 +1,644 @@
+"""The pipeline runner: one Spark stream per captured table, applied to its routed target.
+
+Why one stream per table: the ``mysql-cdc`` source gives typed columns for one table (or
+for shards of one schema), and a table's schema change then restarts that table alone.
+Shards routed to one target each have their own stream; their writes to the target are
+serialized by a lock in the driver and recorded under their own application ids.
+
+The loop, on the driver:
+
+1. discover the matched tables; start a stream for each active one (``TableState`` in
+   ``pipeline.json`` says which generation, from where, with which schema);
+2. every second: look at every query (progress for the display and ``live/``; a failed
+   query is examined at once);
+3. every ``discovery.interval``: re-discover; a new matching table gets a stream (snapshot
+   first), a dropped one is stopped, a changed schema follows ``schema.change.behavior``.
+
+Schema changes (docs/pipelines.md has the table of what each behavior does): the table's
+stream is stopped; where the target stands is read from the sink (its last applied batch id)
+and Spark's offset log; the rows between there and the DDL are applied with the old schema
+(``read_gap``); a new generation of the stream starts right after the DDL with the new
+schema, its rows conformed to the target (columns added to the target, dropped ones kept as
+null, or new ones left out). A change during the table's snapshot starts the table over.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcdc.core.schema import TableId, TableSchema
+from sparkcdc.errors import ConfigError, SchemaError, SparkCDCError
+from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, write_json
+from sparkcdc.pipeline.definition import PipelineDef
+from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
+from sparkcdc.pipeline import schema_change as sc
+from sparkcdc.pipeline import targets
+
+log = logging.getLogger("sparkcdc.pipeline")
+
+
+class SchemaChangeStop(SparkCDCError):
+    """schema.change.behavior is ``exception`` and a captured table changed."""
+
+
+class PipelineFailed(SparkCDCError):
+    """A table's stream failed for a reason other than a schema change."""
+
+
+def _spark_type(json_schema: list) -> Any:
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson({"type": "struct", "fields": json_schema})
+
+
+@dataclass
+class TableRun:
+    """A running table stream and what the display shows about it."""
+
+    state: TableState
+    schema: TableSchema
+    sink: Any
+    shaper: Shaper
+    keys: tuple[str, ...]
+    query: Any = None
+    rows: int = 0
+    batches: int = 0
+    seen_batch: int = -1
+    phase: str = "starting"
+    chunks_done: int = 0
+    chunks_total: int | None = None
+    rate: float = 0.0
+    lag_bytes: int | None = None
+    pos: dict | None = None
+    started: float = field(default_factory=time.monotonic)
+    snapshot_started: float | None = None
+    error: str | None = None
+    restarts: int = 0
+
+
+class Runner:
+    """Runs a pipeline. ``run()`` blocks until stopped (``stop()``, Ctrl-C, SIGTERM) or, with
+    ``until_caught_up``, until every table reached the binlog position of its start."""
+
+    def __init__(self, defn: PipelineDef, spark=None, *, master: str | None = None,
+                 until_caught_up: bool = False, display=None,
+                 on_batch: Callable[[str, Any, int], None] | None = None):
+        self.defn = defn
+        self.settings = defn.pipeline
+        self._spark = spark
+        self._own_spark = spark is None
+        self.master = master
+        self.until_caught_up = until_caught_up
+        self.display = display
+        self.on_batch = on_batch
+        self.ckpt = Checkpoint(defn.checkpoint_dir)
+        self.runs: dict[str, TableRun] = {}
+        self.states: dict[str, TableState] = {}
+        self._stop = threading.Event()
+        self._target_locks: dict[str, threading.Lock] = {}
+        self._ids_used = 0
+        self._flavor = "mariadb"
+        self._config = None
+
+    # -- setup -----------------------------------------------------------------------------
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from pyspark.sql import SparkSession
+
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            b = SparkSession.builder.appName(f"sparkcdc:{self.settings.name}")
+            b = b.master(self.master or "local[*]")
+            conf = {"spark.sql.execution.arrow.pyspark.enabled": "true",
+                    "spark.sql.shuffle.partitions": str(max(2, self.settings.parallelism)),
+                    "spark.ui.showConsoleProgress": "false",
+                    **self.settings.spark}
+            if self.settings.local_time_zone:
+                conf["spark.sql.session.timeZone"] = self.settings.local_time_zone
+            for k, v in conf.items():
+                b = b.config(k, v)
+            self._spark = b.getOrCreate()
+            self._spark.sparkContext.setLogLevel("ERROR")
+        return self._spark
+
+    def _source_config(self):
+        from sparkcdc.mysql.options import SourceConfig
+
+        if self._config is None:
+            self._config = SourceConfig.parse(self.defn.source.options_for())
+        return self._config
+
+    def discover(self) -> dict[str, TableSchema]:
+        from sparkcdc.spark.source import _discover
+
+        tables, self._flavor = _discover(self._source_config())
+        return {str(t): s for t, s in tables.items()}
+
+    def _server_ids(self) -> str:
+        n = self.settings.parallelism + 1  # one id for the binlog window, the rest for chunks
+        pool = self.defn.source.options.get("server-id")
+        if pool:
+            from sparkcdc.mysql.options import parse_server_ids
+
+            ids = parse_server_ids(pool)
+            lo = self._ids_used * n
+            if lo + n > len(ids):
+                raise ConfigError(
+                    f"source.server-id {pool!r} has {len(ids)} ids; the pipeline needs "
+                    f"{n} per table stream (parallelism + 1) and has {self._ids_used + 1} "
+                    "streams so far",
+                    fix=f"widen the range to at least {n * (self._ids_used + 1)} ids, or "
+                        "remove server-id to use random ids")
+            self._ids_used += 1
+            return f"{ids[lo]}-{ids[lo + n - 1]}"
+        base = 1_000_000_000 + secrets.randbelow(2_000_000_000)
+        return f"{base}-{base + n - 1}"
+
+    def _app_id(self, table: str) -> str:
+        return f"{self.settings.name}.{table}"
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        import sparkcdc
+
+        old_term = None
+        if threading.current_thread() is threading.main_thread():
+            old_term = signal.signal(signal.SIGTERM, lambda *_: self.stop())
+        try:
+            sparkcdc.register(self.spark)
+            self.states = self.ckpt.load_tables()
+            self._reconcile(self.discover(), starting=True)
+            self._save()
+            last_discovery = time.monotonic()
+            while not self._stop.is_set():
+                self._poll()
+                if self.until_caught_up and self.runs and all(
+                        r.query is not None and not r.query.isActive for r in self.runs.values()):
+                    self._poll()
+                    break
+                if not self.runs and self.until_caught_up:
+                    break
+                if (not self.until_caught_up and
+                        time.monotonic() - last_discovery >= self.settings.discovery_interval):
+                    self._reconcile(self.discover())
+                    self._save()
+                    last_discovery = time.monotonic()
+                self._stop.wait(1.0)
+        except KeyboardInterrupt:
+            log.info("interrupted: stopping the streams")
+        finally:
+            self._stop_all()
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+        return 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        """Stop the SparkSession if this runner created it."""
+        if self._own_spark and self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+
+    def _save(self) -> None:
+        self.ckpt.save_tables(self.settings.name, self.states)
+
+    def _stop_all(self) -> None:
+        for run in self.runs.values():
+            if run.query is not None and run.query.isActive:
+                try:
+                    run.query.stop()
+                except Exception as e:  # stopping must not hide the reason we stop
+                    log.warning("stopping the stream of %s: %s", run.state.table, e)
+        for run in self.runs.values():
+            self._write_live(run, running=False)
+            run.sink.close()
+        if self.display is not None:
+            self.display.update(self)
+
+    # -- reconciling discovered tables with the state -------------------------------------
+
+    def _reconcile(self, found: dict[str, TableSchema], starting: bool = False) -> None:
+        for table, schema in found.items():
+            st = self.states.get(table)
+            if st is None or st.status == "dropped" and table not in self.runs:
+                if st is not None:  # dropped and created again: a fresh start
+                    st = TableState(table, st.target, st.generation + 1,
+                                    batch_base=self._next_base(st), app_id=st.app_id)
+                else:
+                    st = TableState(table, target_of(self.defn, table), app_id=self._app_id(table))
+                    if not starting:
+                        log.info("new table %s: capturing it into %s", table, st.target)
+                st.schema = schema.to_dict()
+                st.status = "active"
+                self.states[table] = st
+                self._save()
+                self._start(st, schema)
+                continue
+            if st.status == "failed":
+                continue
+            old = TableSchema.from_dict(st.schema)
+            d = sc.diff(old, schema)
+            if d:
+                self._schema_changed(st, old, schema, d)
+            elif table not in self.runs:
+                if st.gap:
+                    self._apply_gap(st)
+                self._start(st, schema)
+        for table, st in self.states.items():
+            if table not in found and st.status == "active":
+                self._dropped(st)
+
+    def _next_base(self, st: TableState) -> int:
+        last = self._sink_for(st).last_batch_id()
+        return (last + 1) if last is not None else st.batch_base
+
+    def _dropped(self, st: TableState) -> None:
+        if self.settings.schema_change_behavior == "exception":
+            raise SchemaChangeStop(
+                f"table {st.table} was dropped (or renamed) on the source",
+                fix="schema.change.behavior is 'exception': restore the table, or choose "
+                    "another behavior (the target is then kept as it is)")
+        log.warning("table %s is gone from the source: its stream stops, target %s is kept",
+                    st.table, st.target)
+        run = self.runs.pop(st.table, None)
+        if run is not None and run.query is not None and run.query.isActive:
+            run.query.stop()
+        st.status = "dropped"
+        st.note = "dropped on the source"
+        self._save()
+
+    # -- streams -----------------------------------------------------------------------------
+
+    def _sink_for(self, st: TableState):
+        return targets.create_sink(self.defn.sink.type, self.defn.sink.options, st.target,
+                                   st.app_id)
+
+    def _lock(self, target: str) -> threading.Lock:
+        return self._target_locks.setdefault(target, threading.Lock())
+
+    def _start(self, st: TableState, schema: TableSchema) -> None:
+        extra = {"server-id": self._server_ids()}
+        start = st.start
+        if start["mode"] == "specific-offset":
+            off = start["offset"]
+            extra.update({"scan.startup.mode": "specific-offset",
+                          "scan.startup.specific-offset.file": off["file"],
+                          "scan.startup.specific-offset.pos": str(off["pos"]),
+                          "scan.startup.specific-offset.skip-events": str(off.get("events", 0)),
+                          "scan.startup.specific-offset.skip-rows": str(off.get("rows", 0))})
+        elif start["mode"] == "initial":
+            if st.generation > 0:
+                extra["scan.startup.mode"] = "initial"
+        opts = self.defn.source.options_for(st.table, **extra)
+        shaper = shaper_for(self.defn, st.table)
+        keys = shaper.keys(schema.primary_key or (schema.chunk_key,))
+        df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
+        shaped = shaper.apply(df)
+        data_cols = [f for f in shaped.schema.fields if f.name not in META]
+        if st.columns is None:
+            st.columns = [f.jsonValue() for f in data_cols]
+        shaped = self._conform(st, shaped)
+        missing = [k for k in keys if k not in shaped.columns]
+        if missing:
+            raise ConfigError(f"key column(s) {missing} of {st.table} are not in its rows "
+                              f"after the transform",
+                              fix="keep the key in the projection, or set primary-keys in the "
+                                  "table's transform")
+        sink = self._sink_for(st)
+        run = TableRun(st, schema, sink, shaper, tuple(keys))
+        fn = self._batch_fn(run)
+        ckdir = self.ckpt.stream_dir(st.table, st.generation)
+        writer = (shaped.writeStream.foreachBatch(fn)
+                  .option("checkpointLocation", str(ckdir))
+                  .queryName(f"{self.settings.name}:{st.table}:g{st.generation}"))
+        if self.until_caught_up:
+            writer = writer.trigger(availableNow=True)
+        elif self.settings.trigger_interval > 0:
+            writer = writer.trigger(processingTime=f"{self.settings.trigger_interval} seconds")
+        run.query = writer.start()
+        self.runs[st.table] = run
+        log.info("stream %s g%d -> %s (%s)", st.table, st.generation, st.target,
+                 start["mode"])
+
+    def _conform(self, st: TableState, df):
+        """The rows shaped like the target: columns the target has but the table no longer
+        has are null; new columns are kept or left out (``st.columns`` is the target's)."""
+        from pyspark.sql import functions as F
+
+        want = _spark_type(st.columns)
+        have = {f.name: f.dataType for f in df.schema.fields}
+        cols = []
+        for f in want.fields:
+            if f.name in have:
+                c = F.col(f"`{f.name}`")
+                cols.append(c if have[f.name] == f.dataType else c.cast(f.dataType).alias(f.name))
+            else:
+                cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+        return df.select(*cols, *[F.col(m) for m in META])
+
+    def _batch_fn(self, run: TableRun):
+        from sparkcdc.apply import apply_changes
+
+        apply = apply_changes(run.sink, keys=list(run.keys))
+        lock = self._lock(run.state.target)
+        base = run.state.batch_base
+        hook = self.on_batch
+        table = run.state.table
+
+        def fn(df, batch_id):
+            if hook is not None:
+                df = df.persist()
+            try:
+                with lock:
+                    apply.apply(df, base + int(batch_id))
+                if hook is not None:
+                    hook(table, df, int(batch_id))
+            finally:
+                if hook is not None:
+                    df.unpersist()
+        return fn
+
+    # -- watching ----------------------------------------------------------------------------
+
+    def _poll(self) -> None:
+        failed = []
+        for table, run in list(self.runs.items()):
+            q = run.query
+            for p in (q.recentProgress or []):
+                if p["batchId"] > run.seen_batch:
+                    run.seen_batch = p["batchId"]
+                    run.rows += int(p.get("numInputRows") or 0)
+                    if p.get("numInputRows"):
+                        run.batches += 1
+                    self._progress(run, p)
+            if not q.isActive and q.exception() is not None and run.error is None:
+                failed.append(run)
+            self._write_live(run, running=q.isActive)
+        if self.display is not None:
+            self.display.update(self)
+        for run in failed:
+            self._examine_failure(run)
+
+    def _progress(self, run: TableRun, p: dict) -> None:
+        import json
+
+        src = (p.get("sources") or [{}])[0]
+        end = src.get("endOffset")
+        if not end:
+            return
+        off = json.loads(end) if isinstance(end, str) else end
+        run.pos = off.get("pos")
+        phase = sc.table_phase(off, run.state.table) or off.get("phase", "")
+        if phase in ("planning", "snapshotting") and run.snapshot_started is None:
+            run.snapshot_started = time.monotonic()
+        run.phase = "streaming" if off.get("phase") == "streaming" else f"snapshot"
+        run.chunks_done = int(off.get("chunks_done") or 0)
+        run.chunks_total = chunks_total(off, run.state.table, run.chunks_done)
+        run.rate = float(p.get("processedRowsPerSecond") or 0.0)
+        latest = src.get("latestOffset")
+        if latest:
+            lat = json.loads(latest) if isinstance(latest, str) else latest
+            run.lag_bytes = lag_bytes(run.pos, (lat or {}).get("pos"))
+
+    def _write_live(self, run: TableRun, running: bool) -> None:
+        write_json(self.ckpt.live_path(run.state.table), {
+            "table": run.state.table, "target": run.state.target,
+            "generation": run.state.generation, "running": running, "pid": os.getpid(),
+            "rows": run.rows, "batches": run.batches, "rate": run.rate,
+            "lag_bytes": run.lag_bytes, "updated": time.time(), "error": run.error})
+
+    def _examine_failure(self, run: TableRun) -> None:
+        st = run.state
+        msg = str(run.query.exception())
+        if _transient(msg) and run.restarts < 3:
+            run.restarts += 1
+            log.warning("the stream of %s failed (%s): restarting it (%d of 3)", st.table,
+                        _first_error(msg), run.restarts)
+            self.runs.pop(st.table, None)
+            run.sink.close()
+            self._start(st, run.schema)
+            self.runs[st.table].restarts = run.restarts
+            return
+        found = self.discover()
+        if st.table in found and sc.diff(TableSchema.from_dict(st.schema), found[st.table]):
+            self._reconcile(found)
+            self._save()
+            return
+        if st.table not in found:
+            self._reconcile(found)
+            self._save()
+            return
+        run.error = msg.splitlines()[0][:500]
+        raise PipelineFailed(f"the stream of {st.table} failed: {_first_error(msg)}",
+                             fix="fix the cause and run again: the pipeline resumes from its "
+                                 f"checkpoint ({self.ckpt.root})")
+
+    # -- schema changes --------------------------------------------------------------------
+
+    def _schema_changed(self, st: TableState, old: TableSchema, new: TableSchema,
+                        d: sc.Diff) -> None:
+        behavior = self.settings.schema_change_behavior
+        what = f"table {st.table} changed: {d.describe()}"
+        if behavior == "exception":
+            raise SchemaChangeStop(what, fix="schema.change.behavior is 'exception': revert the "
+                                             "change, or choose evolve, try_evolve, lenient or "
+                                             "ignore and run again")
+        log.warning("%s (%s)", what, behavior)
+        run = self.runs.pop(st.table, None)
+        if run is not None and run.query is not None:
+            if run.query.isActive:
+                run.query.stop()
+            run.sink.close()
+        sink = self._sink_for(st)
+        last = sink.last_batch_id()
+        applied = last is not None and last >= st.batch_base
+        offset = (self.ckpt.offset(st.table, st.generation, last - st.batch_base)
+                  if applied else None)
+        snapshot_done = (offset is not None and sc.table_phase(offset, st.table) == "done") or (
+            not applied and st.start["mode"] == "specific-offset")
+        conn = self._source_config().connection
+        if not snapshot_done:
+            # changed during its snapshot: take the table again from the start
+            if last is not None and applied:
+                if self._shared(st):
+                    raise SchemaError(
+                        f"{what} during its snapshot, and its target {st.target} is shared "
+                        "with other tables", fix="let the snapshot finish before altering, or "
+                        "start the pipeline again with a new checkpoint location")
+                targets.reset_target(sink)
+            st.start = {"mode": "initial"}
+            st.columns = None
+            new_base = (last + 1) if last is not None else st.batch_base
+        else:
+            after = (sc.offset_pos(offset) if offset is not None
+                     else _offset_of(st.start["offset"]))
+            ddl = sc.find_ddl(conn, after, new.table_id.database, new.table_id.table,
+                              self._flavor)
+            resume = after
+            new_base = (last + 1) if last is not None else st.batch_base
+            if ddl is not None:
+                if after < ddl.start:
+                    st.gap = {"from": after.to_dict(), "to": ddl.start.to_dict(),
+                              "schema": st.schema, "batch": new_base,
+                              "assigner": offset["assigner"] if offset else None,
+                              "generation": st.generation, "columns": st.columns}
+                    new_base += 1
+                resume = max(after, ddl.end)
+                log.info("%s at %s: %s", st.table, ddl.start, ddl.statement[:200])
+            st.start = {"mode": "specific-offset", "offset": resume.to_dict()}
+            st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
+        st.generation += 1
+        st.batch_base = new_base
+        st.schema = new.to_dict()
+        st.note = f"{behavior}: {d.describe()}"
+        self._save()
+        if st.gap:
+            self._apply_gap(st)
+        self._start(st, new)
+
+    def _shared(self, st: TableState) -> bool:
+        return any(o.target == st.target and o.table != st.table and o.status == "active"
+                   for o in self.states.values())
+
+    def _evolve_columns(self, st: TableState, old: TableSchema, new: TableSchema,
+                        d: sc.Diff, sink, behavior: str) -> list:
+        """The target's columns for the new generation, after changing the target."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from sparkcdc.mysql.types import arrow_schema
+
+        cols = list(st.columns or [])
+        names = {c["name"] for c in cols}
+        # the new table's columns as the shaped stream will have them (transforms aside)
+        new_fields = {f.name: f for f in from_arrow_schema(arrow_schema(new),
+                                                           prefer_timestamp_ntz=True).fields}
+        added = [c for c in d.added if c in new_fields and c not in names
+                 and (self.defn.transforms == () or shaper_for(self.defn, st.table).transform
+                      is None)]
+        if behavior == "ignore" or not added:
+            return cols
+        if not targets.can_add_columns(sink):
+            if behavior in ("try_evolve", "lenient"):
+                log.warning("%s: the %s sink cannot add columns %s; they are left out",
+                            st.table, sink.type, added)
+                return cols
+            raise SchemaError(f"table {st.table} added columns {added}, and adding columns "
+                              f"to the {sink.type} target is not supported",
+                              fix="use schema.change.behavior: try_evolve, lenient or ignore")
+        from pyspark.sql.pandas.types import to_arrow_type
+        import pyarrow as pa
+
+        try:
+            targets.add_columns(sink, [pa.field(c, to_arrow_type(new_fields[c].dataType))
+                                       for c in added])
+        except Exception as e:
+            if behavior == "evolve":
+                raise SchemaError(f"could not add columns {added} to {st.target}: {e}",
+                                  fix="use try_evolve to go on without them") from e
+            log.warning("could not add columns %s to %s (%s): left out", added, st.target, e)
+            return cols
+        return cols + [new_fields[c].jsonValue() for c in added]
+
+    def _apply_gap(self, st: TableState) -> None:
+        """Apply the old schema's rows between the last applied batch and the DDL, as one
+        more batch of the old generation (idempotent through the sink's batch id)."""
+        from sparkcdc.apply import apply_changes
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        gap = st.gap
+        old = TableSchema.from_dict(gap["schema"])
+        sink = self._sink_for(st)
+        last = sink.last_batch_id()
+        if last is None or last < gap["batch"]:
+            assigner = gap["assigner"] or _done_assigner(old)
+            rows = sc.read_gap(self._source_config(), self._flavor, old,
+                               _offset_of(gap["from"]), _offset_of(gap["to"]), assigner)
+            log.info("%s: %d change rows before the DDL, applied as batch %d", st.table,
+                     rows.num_rows, gap["batch"])
+            df = self.spark.createDataFrame(rows, schema=from_arrow_schema(
+                rows.schema, prefer_timestamp_ntz=True))
+            shaper = shaper_for(self.defn, st.table)
+            keys = shaper.keys(old.primary_key or (old.chunk_key,))
+            saved = st.columns
+            st.columns = gap["columns"] or saved
+            shaped = self._conform(st, shaper.apply(df))
+            st.columns = saved
+            with self._lock(st.target):
+                apply_changes(shaped, gap["batch"], sink, keys=list(keys))
+        sink.close()
+        st.gap = None
+        self._save()
+
+
+def _offset_of(d: dict):
+    from sparkcdc.core.offsets import BinlogOffset
+
+    return BinlogOffset.from_dict(d)
+
+
+def _done_assigner(schema: TableSchema) -> dict:
+    from sparkcdc.core.assigner import SplitAssigner
+
+    return SplitAssigner.streaming_only([schema.table_id]).to_dict()
+
+
+_TRANSIENT = ("Python worker failed to connect back", "ConnectionFailed",
+              "Lost connection to MySQL server", "Connection refused")
+
+
+def _transient(msg: str) -> bool:
+    return any(t in msg for t in _TRANSIENT)
+
+
+def _first_error(msg: str) -> str:
+    for line in msg.splitlines():
+        if "sparkcdc.errors." in line or "Error:" in line:
+            return line.strip()[:600]
+    return msg.splitlines()[0][:600] if msg else "unknown error"
+
+
+def chunks_total(offset: dict, table: str, done: int) -> int | None:
+    """The table's number of chunks when its planner can tell (even splitting), else None."""
+    from decimal import Decimal
+
+    for t in offset.get("assigner", {}).get("tables", []):
+        if t.get("table") != table:
+            continue
+        if t.get("phase") == "done":
+            return int(t.get("chunks_done") or done)
+        p = t.get("planner") or {}
+        try:
+            if p.get("strategy") == "even" and p.get("step"):
+                lo, hi = _value(p.get("min")), _value(p.get("max"))
+                return max(done, int((Decimal(hi) - Decimal(lo)) / Decimal(p["step"])) + 1)
+        except (TypeError, ValueError, ArithmeticError):
+            return None
+    return None
+
+
+def _value(v):
+    from sparkcdc.core.chunking import decode_value
+
+    return decode_value(v)
+
+
+def lag_bytes(pos: dict | None, latest: dict | None) -> int | None:
+    """Bytes of binlog between two positions (same file), or None when unknown."""
+    if not pos or not latest:
+        return None
+    if pos.get("file") == latest.get("file"):
+        return max(0, int(latest.get("pos", 0)) - int(pos.get("pos", 0)))
+    return None
