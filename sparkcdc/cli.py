@@ -1,4 +1,5 @@
-"""The ``sparkcdc`` command line."""
+"""The ``sparkcdc`` command line: run, validate, status and verify a pipeline YAML
+(docs/pipelines.md), and a throwaway MariaDB sandbox."""
 
 from __future__ import annotations
 
@@ -41,6 +42,79 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
     raise AssertionError(args.action)
 
 
+def _logging(verbose: int) -> None:
+    import logging
+
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from sparkcdc.pipeline import load_pipeline
+    from sparkcdc.pipeline.progress import make_display
+    from sparkcdc.pipeline.runner import Runner
+
+    _logging(args.verbose)
+    defn = load_pipeline(args.pipeline)
+    display = None if args.no_progress else make_display()
+    runner = Runner(defn, master=args.master, until_caught_up=args.until_caught_up,
+                    display=display)
+    try:
+        runner.run()
+    finally:
+        if display is not None:
+            display.close()
+        runner.close()
+    what = "caught up" if args.until_caught_up else "stopped"
+    print(f"pipeline {defn.pipeline.name!r} {what}; checkpoint: {defn.checkpoint_dir}")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from sparkcdc.pipeline import load_pipeline
+    from sparkcdc.pipeline.validate import render, validate_pipeline
+
+    _logging(args.verbose)
+    defn = load_pipeline(args.pipeline)
+    report = validate_pipeline(defn)
+    render(report)
+    return 0 if report.ok else 1
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from sparkcdc.pipeline import load_pipeline
+    from sparkcdc.pipeline.status import render, server_position, table_statuses
+
+    _logging(args.verbose)
+    defn = load_pipeline(args.pipeline)
+    current, why = server_position(defn)
+    statuses = table_statuses(defn, current)
+    if not statuses:
+        print(f"pipeline {defn.pipeline.name!r} has not run yet "
+              f"(no state in {defn.checkpoint_dir})")
+        return 1
+    note = None
+    if current is None:
+        note = f"binlog lag unknown: the source is not reachable ({why})"
+    else:
+        note = f"server binlog position: {current['file']}:{current['pos']}"
+    render(statuses, note=note)
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from sparkcdc.pipeline import load_pipeline
+    from sparkcdc.pipeline.verify import Verifier, render
+
+    _logging(args.verbose)
+    defn = load_pipeline(args.pipeline)
+    results = Verifier(defn, rows_per_range=args.rows_per_range, rechecks=args.rechecks,
+                       catch_up_timeout=args.timeout).run()
+    ok = render(results, max_keys=args.max_keys)
+    return 0 if ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkcdc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +126,36 @@ def build_parser() -> argparse.ArgumentParser:
                          "minimal-image, noblob-image, minimal-metadata")
     sb.add_argument("--show-password", action="store_true", help="status: print the password")
     sb.set_defaults(func=_cmd_sandbox)
+
+    def pipeline_cmd(name: str, help: str, func):
+        p = sub.add_parser(name, help=help, description=help)
+        p.add_argument("pipeline", help="the pipeline YAML file")
+        p.add_argument("-v", "--verbose", action="count", default=0,
+                       help="log more (-v: info, -vv: debug)")
+        p.set_defaults(func=func)
+        return p
+
+    run = pipeline_cmd("run", "run a pipeline: snapshot, then stream changes (Ctrl-C stops it; "
+                              "running it again resumes)", _cmd_run)
+    run.add_argument("--until-caught-up", action="store_true",
+                     help="stop once every table reached the binlog position of the start")
+    run.add_argument("--master", default=None,
+                     help="Spark master URL (default local[*]), e.g. spark://host:7077")
+    run.add_argument("--no-progress", action="store_true", help="no live progress display")
+    pipeline_cmd("validate", "check the server, privileges, tables, keys, routes and sink; "
+                             "print each problem with its fix", _cmd_validate)
+    pipeline_cmd("status", "per table phase, chunks, rows, position and binlog lag, read from "
+                           "the checkpoint", _cmd_status)
+    ver = pipeline_cmd("verify", "prove each target equals its source tables by chunked "
+                                 "checksums; print differing keys", _cmd_verify)
+    ver.add_argument("--rows-per-range", type=int, default=100_000,
+                     help="rows per checksummed key range (default 100000)")
+    ver.add_argument("--rechecks", type=int, default=3,
+                     help="re-checks of differing ranges after catching up (default 3)")
+    ver.add_argument("--timeout", type=float, default=60.0,
+                     help="seconds to wait for a running pipeline to catch up before a "
+                          "re-check (default 60)")
+    ver.add_argument("--max-keys", type=int, default=10, help="differing keys printed per table")
     return parser
 
 

@@ -122,6 +122,7 @@ class Runner:
             conf = {"spark.sql.execution.arrow.pyspark.enabled": "true",
                     "spark.sql.shuffle.partitions": str(max(2, self.settings.parallelism)),
                     "spark.ui.showConsoleProgress": "false",
+                    "spark.python.authenticate.socketTimeout": "120s",  # slow starts under load
                     **self.settings.spark}
             if self.settings.local_time_zone:
                 conf["spark.sql.session.timeZone"] = self.settings.local_time_zone

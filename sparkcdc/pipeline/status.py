@@ -1,0 +1,132 @@
+"""``sparkcdc status``: where each table of a pipeline stands, read from its checkpoint.
+
+Everything comes from files, so it works while the pipeline runs and after it stopped:
+``pipeline.json`` (tables, targets, generations), Spark's offset and commit logs (phase,
+chunks done, binlog position of the last committed batch) and ``live/`` (rows and rate, as
+the runner last saw them). With the source reachable, the lag is the distance from the
+committed position to the server's current one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from sparkcdc.pipeline.checkpoint import Checkpoint, read_json
+from sparkcdc.pipeline.definition import PipelineDef
+from sparkcdc.pipeline.runner import chunks_total
+from sparkcdc.pipeline.schema_change import table_phase
+
+
+@dataclass
+class TableStatus:
+    table: str
+    target: str
+    generation: int
+    status: str  # active | dropped | failed
+    phase: str  # not started | snapshot | streaming
+    chunks_done: int
+    chunks_total: int | None
+    rows: int | None
+    batches: int  # committed micro-batches of this generation
+    position: dict | None  # binlog position of the last committed batch
+    lag_bytes: int | None = None
+    lag_files: int | None = None
+    running: bool = False
+    note: str = ""
+
+    def lag_text(self) -> str:
+        if self.position is None:
+            return "-"
+        if self.lag_files:
+            return f"{self.lag_files} binlog file(s)"
+        if self.lag_bytes is None:
+            return "?"
+        return _bytes(self.lag_bytes)
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[TableStatus]:
+    """One ``TableStatus`` per table the pipeline has seen. ``current`` is the server's
+    binlog position (``{"file", "pos"}``) for the lag, when known."""
+    ck = Checkpoint(defn.checkpoint_dir)
+    out = []
+    for table, st in sorted(ck.load_tables().items()):
+        committed = ck.last_committed(table, st.generation)
+        off = ck.offset(table, st.generation, committed) if committed is not None else None
+        live = read_json(ck.live_path(table)) or {}
+        running = bool(live.get("running")) and _alive(int(live.get("pid", 0))) and (
+            time.time() - float(live.get("updated", 0)) < 120)
+        if off is None:
+            phase, done, total, pos = "not started", 0, None, None
+        else:
+            tp = table_phase(off, table)
+            phase = "streaming" if off.get("phase") == "streaming" or tp == "done" else "snapshot"
+            done = int(off.get("chunks_done") or 0)
+            total = chunks_total(off, table, done)
+            pos = off.get("pos")
+        ts = TableStatus(table, st.target, st.generation, st.status, phase, done, total,
+                         live.get("rows") if live.get("generation") == st.generation else None,
+                         (committed + 1) if committed is not None else 0, pos,
+                         running=running, note=st.note)
+        if pos and current:
+            if pos.get("file") == current.get("file"):
+                ts.lag_bytes = max(0, int(current["pos"]) - int(pos["pos"]))
+            else:
+                from sparkcdc.core.offsets import file_index
+
+                ts.lag_files = file_index(current["file"]) - file_index(pos["file"])
+        out.append(ts)
+    return out
+
+
+def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
+    """The source's current binlog position, or (None, why not)."""
+    from sparkcdc.mysql.options import SourceConfig
+    from sparkcdc.mysql.offsets import current_offset
+
+    try:
+        conn = SourceConfig.parse(defn.source.options_for()).connection
+        with conn.connect() as c:
+            off = current_offset(c)
+        return {"file": off.file, "pos": off.pos}, None
+    except Exception as e:  # status must work with the server down
+        return None, str(e).splitlines()[0]
+
+
+def render(statuses: list[TableStatus], console=None, note: str | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    t = Table(title="pipeline status", title_justify="left")
+    for col in ("table", "target", "state", "phase", "chunks", "rows", "batches", "position",
+                "lag"):
+        t.add_column(col, justify="right" if col in ("chunks", "rows", "batches") else "left")
+    for s in statuses:
+        chunks = f"{s.chunks_done}/{s.chunks_total}" if s.chunks_total else f"{s.chunks_done}/?"
+        state = ("running" if s.running else "stopped") if s.status == "active" else s.status
+        pos = f"{s.position['file']}:{s.position['pos']}" if s.position else "-"
+        t.add_row(s.table, s.target, f"{state} g{s.generation}", s.phase, chunks,
+                  "-" if s.rows is None else f"{s.rows:,}", str(s.batches), pos, s.lag_text())
+    console.print(t)
+    if note:
+        console.print(note)
