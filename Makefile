@@ -1,10 +1,10 @@
-# Two commands for a newcomer: `make test` (and, once the pipeline lands, `make demo`).
+# Two commands for a newcomer: `make demo` and `make test`.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkcdc-installed
 
-.PHONY: setup test test-fast clean
+.PHONY: setup test test-fast demo clean
 
 setup: $(STAMP)
 
@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml scripts/setup.sh
 
 test: setup
 	$(PY) -m pytest tests
+
+# A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.
+demo: setup
+	$(PY) demo/demo.py
 
 test-fast: setup
 	$(PY) -m pytest tests -m "not slow"
