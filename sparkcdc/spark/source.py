@@ -38,7 +38,7 @@ from sparkcdc.core.assigner import Phase, SplitAssigner
 from sparkcdc.core.chunking import ChunkingOptions, SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableId, TableSchema
-from sparkcdc.errors import ConfigError, OffsetError, SchemaError
+from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
 from sparkcdc.mysql.options import SourceConfig
 
 log = logging.getLogger(__name__)
@@ -372,6 +372,14 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"the server's binlog position {pos} is behind the checkpoint's {prev.pos}",
                 fix="the server was reset or failed over to a replica with another binlog; "
                     "start the query with a new checkpoint location")
+        if pos.file != prev.pos.file and prev.pos.file not in d.binlog_files():
+            raise BinlogUnavailable(
+                f"binlog file {prev.pos.file!r}, where this query stopped ({prev.pos}), has "
+                f"been purged from the server {self.ctx.config.connection}; the changes "
+                f"since then are lost to it",
+                fix="start the query with a new checkpoint location (scan.startup.mode "
+                    "'initial' takes a new snapshot), and keep binlogs longer than the "
+                    "longest pause of the query (binlog_expire_logs_seconds)")
         if self._target is not None:  # availableNow: not past the position at query start
             pos = max(prev.pos, min(pos, self._target))
         assigner = prev.assigner
