@@ -55,8 +55,17 @@ def target_options(sink_type: str, options: Mapping[str, str], target: str,
 
 def check_sink_options(sink_type: str, options: Mapping[str, str]) -> None:
     """Fail now, naming the option, if the sink would refuse these options."""
+    import difflib
+
     from sparkcdc.sinks import sink_class
 
+    spec = _spec(sink_type)
+    for name in options:
+        if name not in spec and not name.startswith(("storage.", "catalog.")):
+            close = difflib.get_close_matches(name, list(spec), n=1, cutoff=0.5)
+            raise ConfigError(f"unknown option '{name}' for the {sink_type} sink",
+                              fix=(f"did you mean '{close[0]}'? " if close else "")
+                              + f"accepted options: {', '.join(sorted(spec))}")
     for name in PER_TABLE.get(sink_type, ()):
         if name in options and not (sink_type in ("delta", "files") and name == "path"):
             raise ConfigError(f"option '{name}' is set by the pipeline for each target table",
