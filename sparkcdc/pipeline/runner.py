@@ -622,7 +622,7 @@ def chunks_total(offset: dict, table: str, done: int) -> int | None:
             return int(t.get("chunks_done") or done)
         p = t.get("planner") or {}
         try:
-            if p.get("strategy") == "even" and p.get("step"):
+            if str(p.get("strategy", "")).startswith("even") and p.get("step"):
                 lo, hi = _value(p.get("min")), _value(p.get("max"))
                 return max(done, int((Decimal(hi) - Decimal(lo)) / Decimal(p["step"])) + 1)
         except (TypeError, ValueError, ArithmeticError):
