@@ -232,6 +232,18 @@ class Runner:
     # -- reconciling discovered tables with the state -------------------------------------
 
     def _reconcile(self, found: dict[str, TableSchema], starting: bool = False) -> None:
+        if self.settings.schema_change_behavior == "exception":  # before starting anything
+            for table, st in self.states.items():
+                if st.status != "active":
+                    continue
+                if table not in found:
+                    self._dropped(st)
+                d = sc.diff(TableSchema.from_dict(st.schema), found[table])
+                if d:
+                    raise SchemaChangeStop(
+                        f"table {table} changed: {d.describe()}",
+                        fix="schema.change.behavior is 'exception': revert the change, or "
+                            "choose evolve, try_evolve, lenient or ignore and run again")
         for table, schema in found.items():
             st = self.states.get(table)
             if st is None or st.status == "dropped" and table not in self.runs:
