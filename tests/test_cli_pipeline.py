@@ -1,0 +1,150 @@
+"""The ``sparkcdc`` commands as a user runs them: separate processes, real servers.
+
+``run`` costs a JVM start each time, so one test does the lot: a continuous run that picks up
+a table created while it runs and stops cleanly on Ctrl-C, then ``status``, ``verify`` (OK,
+then DIFFERENT with the missing keys while the pipeline is stopped), a resumed
+``run --until-caught-up``, and ``verify`` OK again."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import deltalake
+
+from sparkcdc.pipeline.definition import load_pipeline
+from sparkcdc.pipeline.status import table_statuses
+from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
+
+
+def cli(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparkcdc.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def write_pipeline(path, options, db, lake, ckpt):
+    base = random.randint(100_000, 3_000_000_000)
+    path.write_text(f"""\
+source:
+  type: mysql
+  hostname: {options['hostname']}
+  port: {options['port']}
+  username: {options['username']}
+  password: ${{CLI_TEST_PW}}
+  tables: {db}.\\.*
+  server-id: {base}-{base + 19}
+sink:
+  type: delta
+  path: {lake}
+pipeline:
+  name: cli
+  parallelism: 1
+  checkpoint.location: {ckpt}
+  trigger.interval: 1s
+  discovery.interval: 1s
+""")
+
+
+def wait_for(check, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def delta_ids(lake, db, table):
+    path = str(lake / db / table)
+    if not deltalake.DeltaTable.is_deltatable(path):
+        return set()
+    return {r["id"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()}
+
+
+def test_run_status_verify_and_resume(mariadb, db, tmp_path):
+    mariadb.execute("CREATE TABLE t1 (id INT PRIMARY KEY, v VARCHAR(10))",
+                    "INSERT INTO t1 SELECT seq, CONCAT('v', seq) FROM seq_1_to_50", database=db)
+    yaml_path, lake, ckpt = tmp_path / "p.yaml", tmp_path / "lake", tmp_path / "ckpt"
+    write_pipeline(yaml_path, mariadb.source_options(), db, lake, ckpt)
+    env = {**os.environ, "CLI_TEST_PW": mariadb.info.cdc_password,
+           "PYSPARK_PYTHON": sys.executable}
+    defn = load_pipeline(yaml_path, env=env)
+    log = open(tmp_path / "run.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
+                             "--no-progress", "--master", "local[2]"], stdout=log,
+                            stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for(lambda: delta_ids(lake, db, "t1") == set(range(1, 51)), 240, "the snapshot")
+        mariadb.execute("CREATE TABLE t2 (id INT PRIMARY KEY)", "INSERT INTO t2 VALUES (1), (2)",
+                        "INSERT INTO t1 VALUES (51, 'new')", "DELETE FROM t1 WHERE id = 1",
+                        database=db)
+        wait_for(lambda: delta_ids(lake, db, "t2") == {1, 2}, 120, "the new table")
+        wait_for(lambda: delta_ids(lake, db, "t1") == set(range(2, 52)), 60, "the changes")
+        running = {s.table: s.running for s in table_statuses(defn)}
+        assert running == {f"{db}.t1": True, f"{db}.t2": True}
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.seek(0)
+        out = log.read()
+    assert "pipeline 'cli' stopped" in out, out[-3000:]
+
+    status = cli("status", str(yaml_path), env=env)
+    assert status.returncode == 0, status.stderr
+    for needle in (f"{db}.t1", f"{db}.t2", "streaming", "stopped g0", "server binlog position"):
+        assert needle in status.stdout, status.stdout
+
+    ok = cli("verify", str(yaml_path), env=env)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert f"OK {db}.t1 <- {db}.t1: 50 rows" in ok.stdout and f"OK {db}.t2" in ok.stdout
+
+    mariadb.execute("INSERT INTO t1 VALUES (1001, 'late'), (1002, 'late')", database=db)
+    behind = cli("verify", str(yaml_path), "--rechecks", "1", "--timeout", "1", env=env)
+    assert behind.returncode == 1
+    assert f"DIFFERENT {db}.t1" in behind.stdout
+    assert "missing in the target (2): 1001, 1002" in behind.stdout, behind.stdout
+
+    resumed = cli("run", str(yaml_path), "--until-caught-up", "--no-progress", "--master",
+                  "local[2]", env=env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert "caught up" in resumed.stdout
+    assert cli("verify", str(yaml_path), env=env).returncode == 0
+
+
+def test_validate_prints_every_problem_with_its_fix(tmp_path):
+    with MariaDBSandbox(ServerSettings.misconfigured("statement"), name="validate") as sb:
+        sb.execute("CREATE DATABASE shop", "CREATE TABLE shop.nokey (a INT, b INT)",
+                   "CREATE TABLE shop.nokey2 (c INT)", "CREATE TABLE shop.ok (id INT PRIMARY KEY)")
+        yaml_path = tmp_path / "p.yaml"
+        write_pipeline(yaml_path, sb.source_options(), "shop", tmp_path / "lake",
+                       tmp_path / "ckpt")
+        env = {**os.environ, "CLI_TEST_PW": sb.info.cdc_password}
+        r = cli("validate", str(yaml_path), env=env, timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr
+        out = r.stdout
+        assert "binlog_format" in out and "STATEMENT" in out
+        assert "table shop.nokey: table shop.nokey has no primary key" in out
+        assert "table shop.nokey2:" in out  # not hidden by the first keyless table
+        assert ("fix: name a chunk key column with the option "
+                "scan.incremental.snapshot.chunk.key-column") in out
+        assert "shop.ok -> shop.ok" in out and out.count("fix:") >= 3
+
+        yaml_path.write_text(yaml_path.read_text().replace("tables: shop", "tables: nowhere"))
+        r = cli("validate", str(yaml_path), env=env, timeout=120)
+        assert r.returncode == 1
+        assert "no table visible to 'cdc' matches nowhere" in r.stdout, r.stdout
+
+
+def test_a_bad_file_fails_before_anything_runs(tmp_path):
+    p = tmp_path / "p.yaml"
+    write_pipeline(p, {"hostname": "127.0.0.1", "port": "not-a-port", "username": "u"}, "d",
+                   tmp_path / "l", tmp_path / "c")
+    r = cli("run", str(p), env={**os.environ, "CLI_TEST_PW": "x"}, timeout=60)
+    assert r.returncode == 2
+    assert "p.yaml:4: 'source.port'" in r.stderr and "must be an integer" in r.stderr
