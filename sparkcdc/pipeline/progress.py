@@ -95,10 +95,16 @@ class LineDisplay:
         pass
 
 
-def make_display(console=None, live: bool | None = None):
+def make_console():
+    """A rich console; wide enough for the tables when the output is not a terminal."""
     from rich.console import Console
 
-    console = console or Console()
+    c = Console()
+    return c if c.is_terminal else Console(width=160)
+
+
+def make_display(console=None, live: bool | None = None):
+    console = console or make_console()
     if live is None:
         live = console.is_terminal
     return LiveDisplay(console) if live else LineDisplay()

@@ -113,10 +113,11 @@ def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
 
 
 def render(statuses: list[TableStatus], console=None, note: str | None = None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from sparkcdc.pipeline.progress import make_console
+
+    console = console or make_console()
     t = Table(title="pipeline status", title_justify="left")
     for col in ("table", "target", "state", "phase", "chunks", "rows", "batches", "position",
                 "lag"):

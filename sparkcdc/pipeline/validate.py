@@ -161,9 +161,9 @@ def _check_sink(defn: PipelineDef, report: Report) -> None:
 
 
 def render(report: Report, console=None) -> None:
-    from rich.console import Console
+    from sparkcdc.pipeline.progress import make_console
 
-    console = console or Console()
+    console = console or make_console()
     for table, target in sorted(report.tables.items()):
         console.print(f"  {table} -> {target}")
     for p in report.problems:

@@ -304,7 +304,7 @@ class Verifier:
         with self._connect() as c, c.cursor() as cur:
             for s in schemas:
                 q = quote_ident(key)
-                cur.execute(f"SELECT MIN({q}), MAX({q}), COUNT(*) FROM {s.table_id.quoted}")
+                cur.execute(f"SELECT MIN({q}), MAX({q}), COUNT(*) FROM {s.table_id.quoted()}")
                 a, b, n = cur.fetchone()
                 count += int(n)
                 if a is not None:
@@ -320,7 +320,7 @@ class Verifier:
                 for r in ranges:
                     where = r.sql(key) if key else "1=1"
                     cur.execute(f"SELECT COUNT(*), COALESCE(BIT_XOR({h}), 0) FROM "
-                                f"{s.table_id.quoted} WHERE {where}")
+                                f"{s.table_id.quoted()} WHERE {where}")
                     n, x = cur.fetchone()
                     cn, cx = out[r.index]
                     out[r.index] = (cn + int(n), cx ^ int(x))
@@ -386,7 +386,7 @@ class Verifier:
             for s in schemas:
                 for r in ranges:
                     where = r.sql(res.key) if res.key else "1=1"
-                    cur.execute(f"SELECT {kq}, {h} FROM {s.table_id.quoted} WHERE {where}")
+                    cur.execute(f"SELECT {kq}, {h} FROM {s.table_id.quoted()} WHERE {where}")
                     for row in cur.fetchall():
                         src[tuple(row[:-1])] = int(row[-1])
         idx = self._range_index(table, ranges, res.key)
@@ -402,9 +402,9 @@ class Verifier:
 
 
 def render(results: list[TargetResult], console=None, max_keys: int = 10) -> bool:
-    from rich.console import Console
+    from sparkcdc.pipeline.progress import make_console
 
-    console = console or Console()
+    console = console or make_console()
     ok = True
     for r in results:
         name = f"{r.target} <- {', '.join(r.tables)}"
