@@ -538,6 +538,18 @@ class Runner:
         # the new table's columns as the shaped stream will have them (transforms aside)
         new_fields = {f.name: f for f in from_arrow_schema(arrow_schema(new),
                                                            prefer_timestamp_ntz=True).fields}
+        changed = [c for c, _a, _b in d.modified if c in names and c in new_fields and
+                   new_fields[c].dataType.jsonValue() != next(
+                       x["type"] for x in cols if x["name"] == c)]
+        if changed and behavior == "evolve":
+            raise SchemaError(
+                f"table {st.table} changed the type of {changed}; the {sink.type} target "
+                "cannot change a column's type",
+                fix="use try_evolve or lenient (the target keeps its type and values are "
+                    "cast), or recreate the target with a new checkpoint location")
+        if changed:
+            log.warning("%s: %s keep their type in the target; values are cast", st.table,
+                        changed)
         added = [c for c in d.added if c in new_fields and c not in names
                  and (self.defn.transforms == () or shaper_for(self.defn, st.table).transform
                       is None)]
