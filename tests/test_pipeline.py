@@ -158,3 +158,28 @@ def test_ignore_keeps_the_target_schema_and_a_keyless_transform_fails_clearly(
         "ckpt", "ckpt2").replace("    filter: \"country = 'DE'\"\n", "")
     with pytest.raises(ConfigError, match=r"key column\(s\) \['id'\] .* not in its rows"):
         run(parse_pipeline(bad, "t.yaml", env={"TEST_PW": mariadb.info.cdc_password}), spark)
+
+
+def test_truncate_drop_and_evolve(spark, mariadb, db, tmp_path):
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
+                    "INSERT INTO t VALUES (1, 1), (2, 2)",
+                    "CREATE TABLE gone (id INT PRIMARY KEY)", "INSERT INTO gone VALUES (1)",
+                    database=db)
+    defn = load(mariadb, db, tmp_path, "evolve")
+    run(defn, spark)
+    mariadb.execute("TRUNCATE TABLE t", "INSERT INTO t VALUES (5, 5)",
+                    "ALTER TABLE t ADD COLUMN b VARCHAR(5)", "INSERT INTO t VALUES (6, 6, 'six')",
+                    "DROP TABLE gone", database=db)
+    with pytest.raises(SchemaChangeStop, match=rf"table {db}\.t was truncated"):
+        run(load(mariadb, db, tmp_path, "exception"), spark)
+    run(defn, spark)  # evolve: the truncate empties the target, the new column is added
+    rows = delta_rows(tmp_path, db, "t", "id")
+    assert {k: (r["a"], r["b"]) for k, r in rows.items()} == {5: (5, None), 6: (6, "six")}
+    sts = {s.table: s for s in table_statuses(defn)}
+    assert sts[f"{db}.gone"].status == "dropped"
+    assert sorted(delta_rows(tmp_path, db, "gone", "id")) == [1]  # the target is kept
+    assert [r.ok for r in Verifier(defn).run() if r.target == f"{db}.t"] == [True]
+
+    with Runner(defn, spark)._lock_checkpoint():  # one run per checkpoint at a time
+        with pytest.raises(ConfigError, match="already running with checkpoint"):
+            run(defn, spark)

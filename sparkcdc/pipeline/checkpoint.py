@@ -59,6 +59,7 @@ class TableState:
     app_id: str = ""  # the sink's application id for this table (all generations)
     columns: list | None = None  # the target's data columns (Spark StructField JSON)
     gap: dict | None = None  # old-schema rows before a DDL, still to apply
+    ddl_seen: dict | None = None  # end of the last TRUNCATE handled (binlog offset)
     note: str = ""
 
     def to_dict(self) -> dict:

@@ -108,6 +108,7 @@ class Runner:
         self._ids_used = 0
         self._flavor = "mariadb"
         self._config = None
+        self._scan_from = None
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -174,12 +175,15 @@ class Runner:
         import sparkcdc
 
         old_term = None
+        lock = self._lock_checkpoint()
         if threading.current_thread() is threading.main_thread():
             old_term = signal.signal(signal.SIGTERM, lambda *_: self.stop())
         try:
             sparkcdc.register(self.spark)
             self.states = self.ckpt.load_tables()
-            self._reconcile(self.discover(), starting=True)
+            found = self.discover()
+            self._check_truncates(self._committed_floor())
+            self._reconcile(found, starting=True)
             self._save()
             last_discovery = time.monotonic()
             while not self._stop.is_set():
@@ -193,16 +197,42 @@ class Runner:
                 if (not self.until_caught_up and
                         time.monotonic() - last_discovery >= self.settings.discovery_interval):
                     self._reconcile(self.discover())
+                    self._check_truncates(self._scan_from)
                     self._save()
                     last_discovery = time.monotonic()
                 self._stop.wait(1.0)
         except KeyboardInterrupt:
             log.info("interrupted: stopping the streams")
         finally:
-            self._stop_all()
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
+            try:
+                self._stop_all()
+            finally:
+                lock.close()  # releases the flock
+                if old_term is not None:
+                    signal.signal(signal.SIGTERM, old_term)
         return 0
+
+    def _lock_checkpoint(self):
+        """One runner per checkpoint: a second one would corrupt Spark's logs."""
+        import fcntl
+
+        self.ckpt.root.mkdir(parents=True, exist_ok=True)
+        f = open(self.ckpt.root / ".lock", "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise ConfigError(f"the pipeline is already running with checkpoint "
+                              f"{self.ckpt.root} (pid {holder})",
+                              fix="stop that run first (Ctrl-C), or give this one another "
+                                  "checkpoint.location") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        return f
 
     def stop(self) -> None:
         self._stop.set()
@@ -273,6 +303,71 @@ class Runner:
         for table, st in self.states.items():
             if table not in found and st.status == "active":
                 self._dropped(st)
+
+    # -- TRUNCATE TABLE (no row events: found in the binlog's statements) ------------------
+
+    def _committed_floor(self):
+        """The smallest binlog position any active table has committed (None: none has)."""
+        floor = None
+        for table, st in self.states.items():
+            if st.status != "active":
+                continue
+            b = self.ckpt.last_committed(table, st.generation)
+            off = self.ckpt.offset(table, st.generation, b) if b is not None else None
+            if off is None:
+                continue
+            pos = sc.offset_pos(off)
+            floor = pos if floor is None or pos < floor else floor
+        return floor
+
+    def _check_truncates(self, after) -> None:
+        from sparkcdc.mysql.offsets import current_offset
+
+        conn = self._source_config().connection
+        with conn.connect() as c:
+            now = current_offset(c)
+        if after is not None:
+            active = {t for t, st in self.states.items() if st.status == "active"}
+            for table, ddl in sc.find_truncates(conn, after, active, self._flavor):
+                st = self.states[table]
+                if st.ddl_seen and not (_offset_of(st.ddl_seen) < ddl.end):
+                    continue
+                self._truncated(st, ddl)
+        self._scan_from = now
+
+    def _truncated(self, st: TableState, ddl) -> None:
+        behavior = self.settings.schema_change_behavior
+        what = f"table {st.table} was truncated ({ddl.statement.strip()[:120]})"
+        if behavior == "exception":
+            raise SchemaChangeStop(what, fix="schema.change.behavior is 'exception': choose "
+                                             "evolve or try_evolve to empty the target too, "
+                                             "or lenient or ignore to keep its rows")
+        st.ddl_seen = ddl.end.to_dict()
+        if behavior in ("lenient", "ignore"):
+            log.warning("%s: the target keeps its rows (%s)", what, behavior)
+            self._save()
+            return
+        log.warning("%s: emptying %s and taking the table again", what, st.target)
+        if self._shared(st):
+            raise SchemaError(f"{what}, and its target {st.target} is shared with other tables",
+                              fix="use schema.change.behavior: lenient to keep the rows, or "
+                                  "empty the target yourself and restart")
+        run = self.runs.pop(st.table, None)
+        if run is not None and run.query is not None:
+            if run.query.isActive:
+                run.query.stop()
+            run.sink.close()
+        sink = self._sink_for(st)
+        last = sink.last_batch_id()
+        targets.reset_target(sink)
+        sink.close()
+        st.generation += 1
+        st.batch_base = (last + 1) if last is not None else st.batch_base
+        st.start = {"mode": "initial"}
+        st.note = f"{behavior}: truncated"
+        self._save()
+        if run is not None:
+            self._start(st, run.schema)
 
     def _next_base(self, st: TableState) -> int:
         last = self._sink_for(st).last_batch_id()
@@ -493,7 +588,7 @@ class Runner:
                         "start the pipeline again with a new checkpoint location")
                 targets.reset_target(sink)
             st.start = {"mode": "initial"}
-            st.columns = None
+            st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
             new_base = (last + 1) if last is not None else st.batch_base
         else:
             after = (sc.offset_pos(offset) if offset is not None

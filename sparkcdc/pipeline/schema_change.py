@@ -155,3 +155,46 @@ def table_phase(offset: dict, table: str) -> str:
 
 def dumps(o) -> str:
     return json.dumps(o, sort_keys=True)
+
+
+_TRUNCATE = re.compile(
+    r"^\s*TRUNCATE\s+(?:TABLE\s+)?(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)(?:\.(`(?:[^`]|``)+`|"
+    r"[A-Za-z0-9_$]+))?\s*;?\s*$", re.IGNORECASE)
+
+
+def _ident(s: str) -> str:
+    return s[1:-1].replace("``", "`") if s.startswith("`") else s
+
+
+def find_truncates(conn: ConnectionOptions, after: BinlogOffset, captured: set[str],
+                   flavor: str) -> list[tuple[str, DDLEvent]]:
+    """``TRUNCATE TABLE`` statements of captured tables (``db.table``) at or after ``after``.
+    They write no row events, so the streams never see them."""
+    out = []
+    with conn.connect() as c, c.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        files = [r[0] for r in cur.fetchall()]
+        if after.file not in files:
+            return out
+        txn_start = None
+        for f in files[files.index(after.file):]:
+            pos = after.boundary().pos if f == after.file else 4
+            for log_name, p, etype, _sid, end_pos, info in _events(cur, f, pos):
+                if etype in ("Gtid", "Anonymous_Gtid"):
+                    txn_start = p
+                if etype != "Query" or not info or "truncate" not in info.lower():
+                    continue
+                m = _USE.match(info)
+                current_db = m.group(1).replace("``", "`") if m else None
+                t = _TRUNCATE.match(_USE.sub("", info))
+                if not t:
+                    continue
+                db, table = ((_ident(t.group(1)), _ident(t.group(2))) if t.group(2)
+                             else (current_db, _ident(t.group(1))))
+                name = f"{db}.{table}"
+                if name in captured:
+                    start = BinlogOffset(log_name, txn_start if txn_start is not None else p,
+                                         flavor=flavor)
+                    out.append((name, DDLEvent(start, BinlogOffset(log_name, end_pos,
+                                                                   flavor=flavor), info)))
+    return out
