@@ -4,13 +4,16 @@ every behavior class, a table created later, status from the checkpoint, and ver
 
 from __future__ import annotations
 
+import io
 import random
 
 import deltalake
 import pytest
+from rich.console import Console
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.pipeline.progress import LiveDisplay
 from sparkcdc.pipeline.runner import Runner, SchemaChangeStop
 from sparkcdc.pipeline.status import server_position, table_statuses
 from sparkcdc.pipeline.validate import validate_pipeline
@@ -77,7 +80,13 @@ def test_whole_database_sync(spark, mariadb, db, tmp_path):
     assert report.ok, report.problems
     assert report.tables[f"{db}.orders_2"] == "out.orders"
 
-    run(defn, spark)
+    screen = io.StringIO()
+    display = LiveDisplay(Console(file=screen, force_terminal=True, width=160))
+    Runner(defn, spark, until_caught_up=True, display=display).run()
+    display.close()
+    shown = screen.getvalue()
+    for needle in (f"{db}.orders_1", "out.orders", f"{db}.customers", "streaming", "1/1"):
+        assert needle in shown  # the live table (rich), as a terminal shows it
     orders = delta_rows(tmp_path, "out", "orders", "id")
     assert sorted(orders) == list(range(1, 201))  # two shards, one target
     cust = delta_rows(tmp_path, db, "customers", "id")
