@@ -9,7 +9,7 @@ See docs/pipelines.md.
 
 from sparkcdc.pipeline.definition import PipelineDef, load_pipeline, parse_pipeline
 
-__all__ = ["PipelineDef", "load_pipeline", "parse_pipeline", "Runner"]
+__all__ = ["PipelineDef", "Runner", "load_pipeline", "parse_pipeline"]
 
 
 def __getattr__(name):

@@ -66,7 +66,7 @@ class TableState:
         return dict(self.__dict__)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TableState":
+    def from_dict(cls, d: dict) -> TableState:
         return cls(**d)
 
 

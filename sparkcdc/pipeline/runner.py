@@ -35,13 +35,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkcdc.core.schema import TableId, TableSchema
+from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import ConfigError, SchemaError, SparkCDCError
+from sparkcdc.pipeline import schema_change as sc
+from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, write_json
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
-from sparkcdc.pipeline import schema_change as sc
-from sparkcdc.pipeline import targets
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -512,7 +512,7 @@ class Runner:
         phase = sc.table_phase(off, run.state.table) or off.get("phase", "")
         if phase in ("planning", "snapshotting") and run.snapshot_started is None:
             run.snapshot_started = time.monotonic()
-        run.phase = "streaming" if off.get("phase") == "streaming" else f"snapshot"
+        run.phase = "streaming" if off.get("phase") == "streaming" else "snapshot"
         run.chunks_done = int(off.get("chunks_done") or 0)
         run.chunks_total = chunks_total(off, run.state.table, run.chunks_done)
         run.rate = float(p.get("processedRowsPerSecond") or 0.0)
@@ -658,8 +658,8 @@ class Runner:
             raise SchemaError(f"table {st.table} added columns {added}, and adding columns "
                               f"to the {sink.type} target is not supported",
                               fix="use schema.change.behavior: try_evolve, lenient or ignore")
-        from pyspark.sql.pandas.types import to_arrow_type
         import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_type
 
         try:
             targets.add_columns(sink, [pa.field(c, to_arrow_type(new_fields[c].dataType))
@@ -675,8 +675,9 @@ class Runner:
     def _apply_gap(self, st: TableState) -> None:
         """Apply the old schema's rows between the last applied batch and the DDL, as one
         more batch of the old generation (idempotent through the sink's batch id)."""
-        from sparkcdc.apply import apply_changes
         from pyspark.sql.pandas.types import from_arrow_schema
+
+        from sparkcdc.apply import apply_changes
 
         gap = st.gap
         old = TableSchema.from_dict(gap["schema"])

@@ -100,8 +100,8 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
 
 def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
     """The source's current binlog position, or (None, why not)."""
-    from sparkcdc.mysql.options import SourceConfig
     from sparkcdc.mysql.offsets import current_offset
+    from sparkcdc.mysql.options import SourceConfig
 
     try:
         conn = SourceConfig.parse(defn.source.options_for()).connection
