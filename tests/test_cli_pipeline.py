@@ -84,6 +84,13 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
                         database=db)
         wait_for(lambda: delta_ids(lake, db, "t2") == {1, 2}, 120, "the new table")
         wait_for(lambda: delta_ids(lake, db, "t1") == set(range(2, 52)), 60, "the changes")
+        mariadb.execute("UPDATE t1 SET v = 'pre' WHERE id = 2",  # while it runs: a DDL
+                        "ALTER TABLE t1 ADD COLUMN w INT", "INSERT INTO t1 VALUES (52, 'x', 7)",
+                        database=db)
+        wait_for(lambda: 52 in delta_ids(lake, db, "t1"), 120, "the altered table")
+        rows = {r["id"]: r for r in deltalake.DeltaTable(str(lake / db / "t1"))
+                .to_pyarrow_table().to_pylist()}
+        assert (rows[52]["w"], rows[2]["v"], rows[3]["w"]) == (7, "pre", None)
         running = {s.table: s.running for s in table_statuses(defn)}
         assert running == {f"{db}.t1": True, f"{db}.t2": True}
         proc.send_signal(signal.SIGINT)  # Ctrl-C
@@ -97,14 +104,15 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
 
     status = cli("status", str(yaml_path), env=env)
     assert status.returncode == 0, status.stderr
-    for needle in (f"{db}.t1", f"{db}.t2", "streaming", "stopped g0", "server binlog position"):
+    for needle in (f"{db}.t1", f"{db}.t2", "streaming", "stopped g1", "stopped g0",
+                   "server binlog position"):
         assert needle in status.stdout, status.stdout
 
     ok = cli("verify", str(yaml_path), env=env)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert f"OK {db}.t1 <- {db}.t1: 50 rows" in ok.stdout and f"OK {db}.t2" in ok.stdout
+    assert f"OK {db}.t1 <- {db}.t1: 51 rows" in ok.stdout and f"OK {db}.t2" in ok.stdout
 
-    mariadb.execute("INSERT INTO t1 VALUES (1001, 'late'), (1002, 'late')", database=db)
+    mariadb.execute("INSERT INTO t1 VALUES (1001, 'late', 1), (1002, 'late', 2)", database=db)
     behind = cli("verify", str(yaml_path), "--rechecks", "1", "--timeout", "1", env=env)
     assert behind.returncode == 1
     assert f"DIFFERENT {db}.t1" in behind.stdout
