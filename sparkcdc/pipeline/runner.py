@@ -39,7 +39,7 @@ from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import ConfigError, SchemaError, SparkCDCError
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline import targets
-from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, write_json
+from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, read_json, write_json
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
 
@@ -427,6 +427,9 @@ class Runner:
                                   "table's transform")
         sink = self._sink_for(st)
         run = TableRun(st, schema, sink, shaper, tuple(keys))
+        live = read_json(self.ckpt.live_path(st.table)) or {}
+        if live.get("generation") == st.generation:  # counts go on across runs
+            run.rows, run.batches = int(live.get("rows") or 0), int(live.get("batches") or 0)
         fn = self._batch_fn(run)
         ckdir = self.ckpt.stream_dir(st.table, st.generation)
         writer = (shaped.writeStream.foreachBatch(fn)
