@@ -9,7 +9,7 @@ STAMP := $(VENV)/.sparkcdc-installed
 setup: $(STAMP)
 
 # Re-runs only when the dependency list changes; a second `make setup` is a no-op.
-$(STAMP): pyproject.toml scripts/setup.sh
+$(STAMP): pyproject.toml setup.py sparkcdc/mysql/_fastdecode.c scripts/setup.sh
 	bash scripts/setup.sh
 	touch $(STAMP)
 

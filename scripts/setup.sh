@@ -9,6 +9,13 @@ command -v mariadb >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
 command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
 # the postgres sink tests run their own PostgreSQL server (initdb + postgres, no system cluster)
 command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
+# the compiled row decoder (setup.py, optional: without these sparkcdc falls back to Python)
+command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if command -v "$PYTHON" >/dev/null 2>&1 && ! [ -f "$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then
+    need_pkgs+=(python3-dev)
+fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_pkgs[*]}"
     SUDO=""
@@ -20,8 +27,6 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     $SUDO systemctl disable --now postgresql >/dev/null 2>&1 || true
 fi
 
-PYTHON=${PYTHON:-python3.11}
-command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv with $PYTHON"
     "$PYTHON" -m venv .venv
@@ -29,4 +34,5 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 echo "setup: installing sparkcdc (editable) with the dev extra"
 .venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -c "from sparkcdc.mysql import fastdecode as f; print('setup: compiled row decoder', 'built' if f.available() else 'NOT built (pure-Python fallback)')"
 echo "setup: done"

@@ -27,6 +27,7 @@ from sparkcdc.errors import OffsetError
 _FILE_RE = re.compile(r"^(?P<base>.+)\.(?P<num>\d+)$")
 
 
+@functools.lru_cache(maxsize=1024)
 def file_index(name: str) -> int:
     m = _FILE_RE.match(name)
     if not m:
@@ -75,6 +76,14 @@ class BinlogOffset:
 
     def boundary(self) -> "BinlogOffset":
         return replace(self, events=0, rows=0)
+
+    def at_row(self, rows: int) -> "BinlogOffset":
+        """``replace(self, rows=rows)`` without validating again: the binlog reader builds
+        one offset per row change, and a frozen dataclass's ``__init__`` is its main cost."""
+        o = object.__new__(BinlogOffset)
+        o.__dict__.update(self.__dict__)
+        o.__dict__["rows"] = int(rows)
+        return o
 
     # -- JSON ------------------------------------------------------------------------------
 

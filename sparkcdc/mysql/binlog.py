@@ -14,7 +14,8 @@ What the adapter owns, and why:
   or skip. Here its connection factory refuses a second connection, and the adapter
   reconnects itself from its own last offset, a bounded number of times, dropping every
   record before the last one it yielded: no duplicates, no endless loop.
-* **Decoding.** Row images are decoded by a swappable ``RowDecoder``. The default reads the
+* **Decoding.** Row images are decoded by a swappable ``RowDecoder``. The default
+  (``default_decoder``: compiled ``fastdecode.CRowDecoder``, else ``PyRowDecoder``) reads the
   event bytes itself, because the library's own values are lossy (negative TIME with a
   fraction, YEAR 0000, empty SET, BIT as text, TIMESTAMP as naive datetime) and the
   canonical values must equal the snapshot's (``sparkcdc.mysql.types``).
@@ -208,6 +209,14 @@ def _op_of(event: Any) -> str:
     if isinstance(event, UpdateRowsEvent):
         return UPDATE
     return DELETE if isinstance(event, DeleteRowsEvent) else INSERT
+
+
+def default_decoder() -> RowDecoder:
+    """The compiled decoder when its extension is built, else ``PyRowDecoder``
+    (``sparkcdc.mysql.fastdecode``; ``SPARKCDC_ROW_DECODER`` overrides)."""
+    from sparkcdc.mysql.fastdecode import default_decoder as pick
+
+    return pick()
 
 
 # -- per-column decoders ---------------------------------------------------------------------
@@ -617,7 +626,7 @@ class BinlogReader:
         self.conn = conn
         self.server_id = int(server_id)
         self.flavor = flavor
-        self.decoder = decoder or PyRowDecoder()
+        self.decoder = decoder or default_decoder()
         self.read_timeout = read_timeout
         self.max_retries = conn.max_retries if max_retries is None else max_retries
         if isinstance(tables, dict):
@@ -775,19 +784,26 @@ class BinlogReader:
                 if schema is None or key[:3] < low_key[:3]:
                     continue  # uncaptured, or wholly before the start: never decoded
                 op = _op_of(ev)
-                for i, (before, after) in enumerate(self.decoder.decode(ev, schema)):
-                    k = (key[0], key[1], e, i)
-                    if k < low_key:
-                        continue
-                    if reached(k):
-                        state.done = True
-                        return
-                    off = BinlogOffset(state.file, state.txn_pos, e, i,
-                                       gtid=state.txn_gtid_before, flavor=flavor)
-                    rec = ChangeRecord(op, schema.table_id, before, after, off,
-                                       state.txn_ts * 1000, state.txn_gtid)
-                    state.low_key = low_key = (k[0], k[1], e, i + 1)
-                    yield rec
+                decoded = self.decoder.decode(ev, schema)
+                # the rows of this event inside [low_key, end_key): a slice, not a
+                # comparison per row (this loop runs for every captured row change)
+                first = low_key[3] if key[:3] == low_key[:3] else 0
+                stop = len(decoded)
+                if end_key is not None and end_key[:3] == key[:3]:
+                    stop = min(stop, end_key[3])
+                if first < stop:
+                    base = BinlogOffset(state.file, state.txn_pos, e, first,
+                                        gtid=state.txn_gtid_before, flavor=flavor)
+                    tid, ts, gtid = schema.table_id, state.txn_ts * 1000, state.txn_gtid
+                    for i in range(first, stop):
+                        before, after = decoded[i]
+                        off = base if i == first else base.at_row(i)
+                        rec = ChangeRecord(op, tid, before, after, off, ts, gtid)
+                        state.low_key = low_key = (key[0], key[1], e, i + 1)
+                        yield rec
+                if stop < len(decoded):
+                    state.done = True
+                    return
                 continue
             if isinstance(ev, TableMapEvent):
                 continue
@@ -1035,6 +1051,7 @@ __all__ = [
     "LibraryRowDecoder",
     "PyRowDecoder",
     "RowDecoder",
+    "default_decoder",
     "file_start_timestamps",
     "load_table_schema",
 ]
