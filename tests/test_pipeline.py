@@ -136,14 +136,19 @@ def test_whole_database_sync(spark, mariadb, db, tmp_path):
     assert results[f"{db}.plain"].ok and results[f"{db}.later"].ok
     assert results[f"{db}.customers"].not_verified  # a transform: said, not hidden
 
-    # a target that lost a row and has a stale one is caught, key by key
+    # a target that lost a row and holds a wrong value is caught, key by key; a source row
+    # changed after the target's position is not a difference (compared at that position)
     target = deltalake.DeltaTable(str(tmp_path / "lake" / "out" / "orders"))
     target.delete("id = 7")
-    mariadb.execute("UPDATE orders_2 SET note = 'drift' WHERE id = 120", database=db)
+    target.update(updates={"note": "'tampered'"}, predicate="id = 130")
+    mariadb.execute("UPDATE orders_2 SET note = 'later' WHERE id = 120", database=db)
     bad = Verifier(defn, rows_per_range=40, rechecks=1, catch_up_timeout=0).run()
     orders_result = next(r for r in bad if r.target == "out.orders")
-    assert not orders_result.ok
-    assert orders_result.missing == [(7,)] and orders_result.different == [(120,)]
+    assert not orders_result.ok and orders_result.as_of
+    assert orders_result.missing == [(7,)] and orders_result.different == [(130,)]
+    assert orders_result.extra == []
+    assert [x.range.describe("id") for x in orders_result.ranges if not x.equal] == [
+        "id in [-inf, 201)"]  # ids 1..1000: five ranges of 200
     assert not render(bad)
 
 

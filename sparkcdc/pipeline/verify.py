@@ -7,11 +7,15 @@ columns, each rendered as text with its length); the target is read back through
 and the same hash is computed per row in Python (Arrow compute renders the values). Shards
 merged into one target are summed (counts) and XORed (hashes) over all their tables.
 
-No locks, and writes may go on: a range that differs is checked again after the pipeline
-has caught up with the server's binlog position of that moment (read from its checkpoint);
-a range that still differs after the re-checks is compared key by key, and the differing
-keys are printed. FLOAT, DOUBLE and spatial columns are not part of the hash (their text
-forms differ between the server and Python); the tables and columns left out are listed.
+No locks, and writes may go on. A range that differs is compared again *at a fixed
+position*: the target is read together with the batch ids it holds (read before and after
+the rows, so none landed in between), each source table's position is the end of its last
+applied batch (Spark's offset log), and the source range is selected and rolled back to that
+position with the binlog (``read_split_as_of``, the same step the snapshot uses). Both sides
+are then hashed row by row, so the differing keys are exact. Without a known position (a
+table still in its snapshot, no checkpoint) differing ranges are re-checked after the
+pipeline caught up instead. FLOAT, DOUBLE and spatial columns are not part of the hash (their
+text forms differ between the server and Python); the columns left out are listed.
 """
 
 from __future__ import annotations
@@ -193,6 +197,7 @@ class TargetResult:
     not_verified: str | None = None
     source_rows: int = 0
     target_rows: int = 0
+    as_of: dict | None = None  # source table -> binlog offset dict, for a fixed-position check
 
     @property
     def ok(self) -> bool:
@@ -227,7 +232,7 @@ class Verifier:
         from sparkcdc.pipeline.routing import target_of
         from sparkcdc.spark.source import _discover
 
-        found, _ = _discover(self.config)
+        found, self.flavor = _discover(self.config)
         found = {str(t): s for t, s in found.items()}
         states = Checkpoint(self.defn.checkpoint_dir).load_tables()
         groups: dict[str, list[TableSchema]] = {}
@@ -265,24 +270,114 @@ class Verifier:
         src = self._source_sums(schemas, cols, ranges, res.key)
         tgt = self._target_sums(table, cols, ranges, res.key)
         res.ranges = [RangeResult(r, src[r.index], tgt[r.index]) for r in ranges]
-        for _ in range(self.rechecks):
-            bad = [r.range for r in res.ranges if not r.equal]
-            if not bad:
-                break
-            res.rechecks += 1
-            self._wait_caught_up(res.tables, states)
-            table = self._read_target(sink)
-            src = self._source_sums(schemas, cols, bad, res.key)
-            tgt = self._target_sums(table, cols, bad, res.key)
-            fresh = {r.index: RangeResult(r, src[r.index], tgt[r.index]) for r in bad}
-            res.ranges = [fresh.get(r.range.index, r) for r in res.ranges]
         bad = [r.range for r in res.ranges if not r.equal]
-        if bad:
-            self._key_diff(res, schemas, cols, keys, bad, table)
+        snap = self._target_snapshot(target, res.tables, states) if bad else None
+        if snap is not None:
+            # compare at a fixed position: the target as of its last applied batches, the
+            # source ranges rolled back to the same binlog positions (no locks, writes go on)
+            table, positions = snap
+            res.as_of = {t: p.to_dict() for t, p in positions.items()}
+            src_keys = self._source_as_of(schemas, cols, keys, bad, res.key, positions)
+            tgt_keys = self._target_keys(table, cols, keys, bad, res.key)
+            fresh = {}
+            for r in bad:
+                a, b = src_keys[r.index], tgt_keys[r.index]
+                fresh[r.index] = RangeResult(r, _fold(a), _fold(b))
+            res.ranges = [fresh.get(r.range.index, r) for r in res.ranges]
+            res.rechecks = 1
+            merged_src = {k: h for d in src_keys.values() for k, h in d.items()}
+            merged_tgt = {k: h for d in tgt_keys.values() for k, h in d.items()}
+            _diff_keys(res, merged_src, merged_tgt)
+        else:
+            for _ in range(self.rechecks):
+                bad = [r.range for r in res.ranges if not r.equal]
+                if not bad:
+                    break
+                res.rechecks += 1
+                self._wait_caught_up(res.tables, states)
+                table = self._read_target(sink)
+                src = self._source_sums(schemas, cols, bad, res.key)
+                tgt = self._target_sums(table, cols, bad, res.key)
+                fresh = {r.index: RangeResult(r, src[r.index], tgt[r.index]) for r in bad}
+                res.ranges = [fresh.get(r.range.index, r) for r in res.ranges]
+            bad = [r.range for r in res.ranges if not r.equal]
+            if bad:
+                self._key_diff(res, schemas, cols, keys, bad, table)
         res.source_rows = sum(r.source[0] for r in res.ranges)
         res.target_rows = sum(r.target[0] for r in res.ranges)
         sink.close()
         return res
+
+    # -- the fixed-position check --------------------------------------------------------------
+
+    def _target_snapshot(self, target: str, tables: list[str], states):
+        """The target's rows and, per source table, the binlog position they stand at: the
+        end of the table's last applied batch (read before and after the rows, so no batch
+        landed in between). None when a position is unknown (a table still in its snapshot,
+        or no state)."""
+        from sparkcdc.pipeline import targets
+        from sparkcdc.pipeline.checkpoint import Checkpoint
+        from sparkcdc.pipeline.schema_change import offset_pos, table_phase
+
+        if any(t not in states for t in tables):
+            return None
+        ck = Checkpoint(self.defn.checkpoint_dir)
+        sinks = {t: targets.create_sink(self.defn.sink.type, self.defn.sink.options, target,
+                                        states[t].app_id) for t in tables}
+        try:
+            main = next(iter(sinks.values()))
+            for _ in range(5):
+                before = {t: s.last_batch_id() for t, s in sinks.items()}
+                data = main.read()
+                after = {t: s.last_batch_id() for t, s in sinks.items()}
+                if before == after:
+                    break
+            else:
+                return None
+        finally:
+            for s in sinks.values():
+                s.close()
+        positions = {}
+        for t, b in after.items():
+            st = states[t]
+            if b is None:
+                return None
+            if b < st.batch_base:  # nothing applied since this generation started
+                if st.start.get("mode") != "specific-offset" or st.gap:
+                    return None
+                positions[t] = _offset(st.start["offset"])
+                continue
+            off = ck.offset(t, st.generation, b - st.batch_base)
+            if off is None or table_phase(off, t) != "done":
+                return None
+            positions[t] = offset_pos(off)
+        return data, positions
+
+    def _source_as_of(self, schemas, cols, keys, ranges, key, positions) -> dict[int, dict]:
+        """Per range, ``{key tuple: row hash}`` of the source rows as of each table's
+        position (the chunk is selected now and rolled back with the binlog since)."""
+        from sparkcdc.core.watermark import read_split_as_of
+        from sparkcdc.spark.source import _dialect
+
+        out: dict[int, dict] = {r.index: {} for r in ranges}
+        for s in schemas:
+            d = _dialect(self.config, self.flavor, {s.table_id: s})
+            try:
+                for r in ranges:
+                    rows = read_split_as_of(d, s, f"{s.table_id}:verify-{r.index}", r.lo,
+                                            r.hi, positions[str(s.table_id)]).rows
+                    out[r.index].update(_key_hashes(rows, cols, keys))
+            finally:
+                d.close()
+        return out
+
+    def _target_keys(self, table: pa.Table, cols, keys, ranges, key) -> dict[int, dict]:
+        idx = self._range_index(table, ranges, key)
+        out = {}
+        for r in ranges:
+            sub = table.filter(pa.array(idx == r.index))
+            out[r.index] = _key_hashes(sub, cols, keys)
+        return out
 
     def _sink(self, target: str, states, table: str):
         from sparkcdc.pipeline import targets
@@ -396,9 +491,32 @@ class Verifier:
         hashes = arrow_row_hashes(sub, cols)
         key_rows = zip(*[sub.column(k).to_pylist() for k in keys])
         tgt = {tuple(k): int(hv) for k, hv in zip(key_rows, hashes)}
-        res.missing = sorted((k for k in src if k not in tgt), key=repr)
-        res.extra = sorted((k for k in tgt if k not in src), key=repr)
-        res.different = sorted((k for k in src if k in tgt and src[k] != tgt[k]), key=repr)
+        _diff_keys(res, src, tgt)
+
+
+def _diff_keys(res: TargetResult, src: dict, tgt: dict) -> None:
+    res.missing = sorted((k for k in src if k not in tgt), key=repr)
+    res.extra = sorted((k for k in tgt if k not in src), key=repr)
+    res.different = sorted((k for k in src if k in tgt and src[k] != tgt[k]), key=repr)
+
+
+def _key_hashes(rows: pa.Table, cols: list[Column], keys: list[str]) -> dict:
+    hashes = arrow_row_hashes(rows, cols)
+    key_rows = zip(*[rows.column(k).to_pylist() for k in keys])
+    return {tuple(k): int(h) for k, h in zip(key_rows, hashes)}
+
+
+def _fold(d: dict) -> tuple[int, int]:
+    x = 0
+    for h in d.values():
+        x ^= h
+    return (len(d), x)
+
+
+def _offset(d: dict):
+    from sparkcdc.core.offsets import BinlogOffset
+
+    return BinlogOffset.from_dict(d)
 
 
 def render(results: list[TargetResult], console=None, max_keys: int = 10) -> bool:
@@ -413,16 +531,21 @@ def render(results: list[TargetResult], console=None, max_keys: int = 10) -> boo
             ok = False
             continue
         n_bad = sum(not x.equal for x in r.ranges)
+        at = ""
+        if r.as_of:
+            ps = sorted({f"{p['file']}:{p['pos']}" for p in r.as_of.values()})
+            at = f" as of binlog position {', '.join(ps)}"
         if r.ok:
             console.print(f"[bold green]OK[/] {name}: {r.source_rows:,} rows in "
-                          f"{len(r.ranges)} range(s) match"
-                          + (f" (after {r.rechecks} re-check(s))" if r.rechecks else ""),
+                          f"{len(r.ranges)} range(s) match{at}"
+                          + (" (the source has moved on since: `sparkcdc status` shows the lag)"
+                             if r.as_of else ""),
                           highlight=False)
         else:
             ok = False
             console.print(f"[bold red]DIFFERENT[/] {name}: {n_bad} of {len(r.ranges)} range(s) "
-                          f"differ (source {r.source_rows:,} rows, target {r.target_rows:,})",
-                          highlight=False)
+                          f"differ{at} (source {r.source_rows:,} rows, target "
+                          f"{r.target_rows:,})", highlight=False)
             for x in r.ranges:
                 if not x.equal:
                     console.print(f"    {x.range.describe(r.key)}: source count {x.source[0]}, "
