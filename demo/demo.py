@@ -5,7 +5,8 @@
    of both tables into local Delta tables, then the binlog, while a writer inserts, updates
    and deletes, with the live progress display;
 3. a few of the captured changes, printed as changelog-json;
-4. the writer stops, the pipeline catches up, `sparkcdc status` and `sparkcdc verify` (OK);
+4. `sparkcdc verify` (OK) while the writer and the pipeline keep going; then the writer
+   stops, the pipeline catches up and stops, and `sparkcdc status` shows where it stands;
 5. Spark and the sandbox stop; the exit code is 0 only if verify said OK.
 """
 
@@ -177,6 +178,13 @@ def main() -> int:
                     if time.monotonic() - streaming_since >= STREAM_SECONDS:
                         break
                 time.sleep(0.5)
+            runner.display = None  # the display stops here: verify prints below it
+            display.close()
+            if thread.is_alive():
+                say("sparkcdc verify demo/pipeline.yaml  (chunked checksums, source vs Delta, "
+                    "while the writer keeps writing and the pipeline keeps running)")
+                results = verify_mod.Verifier(defn, catch_up_timeout=10).run()
+                ok = verify_mod.render(results)
             writer.stop_event.set()
             writer.join()
             if writer.error is not None:
@@ -199,9 +207,6 @@ def main() -> int:
             current, _ = status_mod.server_position(defn)
             status_mod.render(status_mod.table_statuses(defn, current))
 
-            say("sparkcdc verify demo/pipeline.yaml  (chunked checksums, source vs Delta)")
-            results = verify_mod.Verifier(defn, catch_up_timeout=10).run()
-            ok = verify_mod.render(results)
     finally:
         if runner is not None:
             runner.close()  # stops Spark

@@ -160,12 +160,15 @@ def test_ignore_keeps_the_target_schema_and_a_keyless_transform_fails_clearly(
         f"source-table: {db}.customers", f"source-table: {db}.nothing")
     defn = parse_pipeline(text, "t.yaml", env={"TEST_PW": mariadb.info.cdc_password})
     run(defn, spark)
-    mariadb.execute("ALTER TABLE t DROP COLUMN b, ADD COLUMN c INT",
+    mariadb.execute("ALTER TABLE t DROP COLUMN b, ADD COLUMN c INT, MODIFY a BIGINT",
                     "INSERT INTO t VALUES (2, 2, 2)", database=db)
     run(defn, spark)
     rows = delta_rows(tmp_path, db, "t", "id")
     assert {k: (r["a"], r["b"]) for k, r in rows.items()} == {1: (1, 1), 2: (2, None)}
     assert "c" not in rows[2]  # ignore: the new column stays out of the target
+    fields = deltalake.DeltaTable(str(tmp_path / "lake" / db / "t")).schema().fields
+    assert [f.type.type for f in fields if f.name == "a"] == ["integer"]  # not long: a
+    # retyped column keeps the target's type
 
     bad = text.replace('projection: "*, UPPER(name) AS name_upper, __table_name__ AS src"',
                        'projection: "a"').replace(f"{db}.nothing", f"{db}.t").replace(

@@ -538,9 +538,7 @@ def render(results: list[TargetResult], console=None, max_keys: int = 10) -> boo
         if r.ok:
             console.print(f"[bold green]OK[/] {name}: {r.source_rows:,} rows in "
                           f"{len(r.ranges)} range(s) match{at}"
-                          + (" (the source has moved on since: `sparkcdc status` shows the lag)"
-                             if r.as_of else ""),
-                          highlight=False)
+                          + (" (the target's position)" if r.as_of else ""), highlight=False)
         else:
             ok = False
             console.print(f"[bold red]DIFFERENT[/] {name}: {n_bad} of {len(r.ranges)} range(s) "
