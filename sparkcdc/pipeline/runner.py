@@ -267,7 +267,8 @@ class Runner:
                 if st.status != "active":
                     continue
                 if table not in found:
-                    self._dropped(st)
+                    self._dropped(st)  # raises: the behavior is exception
+                    continue
                 d = sc.diff(TableSchema.from_dict(st.schema), found[table])
                 if d:
                     raise SchemaChangeStop(
