@@ -200,3 +200,36 @@ def test_truncate_drop_and_evolve(spark, mariadb, db, tmp_path):
     with Runner(defn, spark)._lock_checkpoint():  # one run per checkpoint at a time
         with pytest.raises(ConfigError, match="already running with checkpoint"):
             run(defn, spark)
+
+
+def test_into_a_mysql_target_with_routes(spark, mariadb, db, tmp_path):
+    """The same pipeline shape into another sink type: target `db.table` becomes the MySQL
+    database and table, written back to the same server by its admin user."""
+    mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY, d DATE, t TIME(3), b VARBINARY(8))",
+                    "INSERT INTO items VALUES (1, '2024-02-29', '-12:00:00.250', x'00ff'), "
+                    "(2, NULL, '838:59:59', NULL)", database=db)
+    info = mariadb.info
+    text = pipeline_yaml(mariadb, db, tmp_path).replace(f"""sink:
+  type: delta
+  path: {tmp_path}/lake
+""", f"""sink:
+  type: mysql
+  hostname: 127.0.0.1
+  port: {info.port}
+  username: {info.admin_user}
+  password: {info.admin_password}
+""").replace("sink-table: out.orders", f"sink-table: {db}_copy.orders")
+    text = text.replace("route:\n", f"route:\n  - source-table: {db}.items\n"
+                                    f"    sink-table: {db}_copy.goods\n")
+    defn = parse_pipeline(text, "t.yaml", env={"TEST_PW": info.cdc_password})
+    try:
+        run(defn, spark)
+        mariadb.execute("UPDATE items SET b = x'01' WHERE id = 2", database=db)
+        run(defn, spark)
+        got = mariadb.query(f"SELECT id, d, b FROM `{db}_copy`.goods ORDER BY id")
+        assert [(r[0], str(r[1]), r[2]) for r in got] == [
+            (1, "2024-02-29", b"\x00\xff"), (2, "None", b"\x01")]
+        (res,) = Verifier(defn).run()
+        assert res.target == f"{db}_copy.goods" and res.ok, render([res])
+    finally:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{db}_copy`")

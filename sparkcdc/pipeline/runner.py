@@ -413,7 +413,13 @@ class Runner:
                 extra["scan.startup.mode"] = "initial"
         opts = self.defn.source.options_for(st.table, **extra)
         shaper = shaper_for(self.defn, st.table)
-        keys = shaper.keys(schema.primary_key or (schema.chunk_key,))
+        keys = shaper.keys(schema.primary_key)
+        if not keys:
+            raise ConfigError(
+                f"table {st.table} has no primary key, so its target has no key to apply "
+                "changes by",
+                fix=f"add a transform for {st.table} with primary-keys: the columns that "
+                    "identify a row (or add a primary key to the table)")
         df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
         shaped = shaper.apply(df)
         data_cols = [f for f in shaped.schema.fields if f.name not in META]
@@ -696,7 +702,7 @@ class Runner:
             df = self.spark.createDataFrame(rows, schema=from_arrow_schema(
                 rows.schema, prefer_timestamp_ntz=True))
             shaper = shaper_for(self.defn, st.table)
-            keys = shaper.keys(old.primary_key or (old.chunk_key,))
+            keys = shaper.keys(old.primary_key)
             saved = st.columns
             st.columns = gap["columns"] or saved
             shaped = self._conform(st, shaper.apply(df))

@@ -132,6 +132,11 @@ def _check_routes(defn: PipelineDef, schemas: dict, report: Report) -> None:
 def _check_transforms(defn: PipelineDef, schemas: dict, report: Report) -> None:
     for table, schema in schemas.items():
         t = transform_of(defn, table)
+        if not schema.primary_key and not (t and t.primary_keys):
+            report.problems.append(Problem(
+                f"table {table}", f"{table} has no primary key, so its target has no key to "
+                "apply changes by", f"add a transform for {table} with primary-keys: the "
+                "columns that identify a row (or add a primary key to the table)"))
         if t is None:
             continue
         if t.primary_keys and not t.projection:
@@ -141,8 +146,6 @@ def _check_transforms(defn: PipelineDef, schemas: dict, report: Report) -> None:
                     f"transform of {table} ({defn.path}:{t.line})",
                     f"primary-keys {missing} are not columns of {table}",
                     f"its columns: {', '.join(schema.column_names)}"))
-        if t.projection is None and not schema.primary_key and not t.primary_keys:
-            pass  # the chunk key identifies rows (discovery already required it)
 
 
 def _check_sink(defn: PipelineDef, report: Report) -> None:
