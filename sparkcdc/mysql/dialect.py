@@ -92,6 +92,15 @@ class MySQLDialect:
         reader = BinlogReader(self.conn, self.server_id, tables, flavor=self.flavor)
         return reader.read_window(start, end)
 
+    def split_window(self, start: BinlogOffset, end: BinlogOffset, split_bytes: int,
+                     max_parts: int) -> list[tuple[BinlogOffset, BinlogOffset]]:
+        """``[start, end)`` cut at transaction boundaries for parallel readers
+        (``mysql/window_split.py``); one piece when it is small."""
+        from sparkcdc.mysql.window_split import split_window
+
+        with self._cursor() as cur:
+            return split_window(cur, start, end, split_bytes, max_parts)
+
     def in_chunk(self, schema: TableSchema, start: Any, end: Any,
                  values: Sequence[Any]) -> list[bool]:
         return self._locator.in_chunk(schema, start, end, values)

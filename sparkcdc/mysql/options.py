@@ -52,6 +52,9 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
     "scan.incremental.snapshot.backfill.skip": ("false", "true or false"),
     "scan.snapshot.as-of": (None, "a binlog offset as JSON (set by sparkcdc.read_snapshot)"),
     "maxRowsPerBatch": (None, "a positive integer: rows admitted per micro-batch"),
+    "scan.binlog.parallel.split-size": (
+        "64mb", "a size like '64mb', '512kb' or a number of bytes: a micro-batch's binlog "
+                "window larger than this is read by several tasks; 0 turns that off"),
 }
 _CANONICAL = {k.lower(): k for k in OPTIONS}
 
@@ -77,6 +80,17 @@ def _int(name: str, value: str, lo: int | None = None, hi: int | None = None) ->
         raise ConfigError(f"option '{name}' is out of range: {n}",
                           fix=f"'{name}' accepts {OPTIONS[name][1]}")
     return n
+
+
+def parse_size(name: str, value: str) -> int:
+    """Bytes, from '64mb', '512kb', '1gb' or a plain number of bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*(b|kb|k|mb|m|gb|g)?\s*", value.lower())
+    if not m:
+        raise ConfigError(f"option '{name}' has the malformed value {value!r}",
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}")
+    unit = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3,
+            "gb": 1024**3}[m.group(2) or "b"]
+    return int(m.group(1)) * unit
 
 
 def _float(name: str, value: str) -> float:
@@ -153,6 +167,7 @@ class SourceConfig:
     backfill_skip: bool
     max_rows_per_batch: int | None
     raw: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    binlog_split_bytes: int = 64 * 1024**2  # 0: a micro-batch's window is never split
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "SourceConfig":
@@ -251,4 +266,6 @@ class SourceConfig:
                                 get("scan.incremental.snapshot.backfill.skip")),
             max_rows_per_batch=(_int("maxRowsPerBatch", max_rows, 1) if max_rows else None),
             raw={k: v for k, v in opts.items() if k != "password"},
+            binlog_split_bytes=parse_size("scan.binlog.parallel.split-size",
+                                          get("scan.binlog.parallel.split-size")),
         )

@@ -132,12 +132,17 @@ class SourceOffset:
 
 @dataclass
 class WindowItem:
-    """The binlog window ``[start, end)``, filtered by what ``assigner`` had covered."""
+    """The binlog window ``[start, end)``, filtered by what ``assigner`` had covered.
+
+    A large window is read as several items (``split_window``): each reads its own
+    ``[start, end)`` and filters as the whole window would, from ``view_at`` (the whole
+    window's start)."""
 
     start: dict
     end: dict
     assigner: dict
     min_ts_ms: int | None
+    view_at: dict | None = None
 
 
 @dataclass
@@ -213,7 +218,8 @@ def _read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Rec
 
     start, end = BinlogOffset.from_dict(item.start), BinlogOffset.from_dict(item.end)
     assigner = SplitAssigner.from_dict(item.assigner)
-    view = assigner.finished_view(start)
+    view = assigner.finished_view(BinlogOffset.from_dict(item.view_at) if item.view_at
+                                  else start)
     progress = {t: TableProgress(ctx.tables[t], splits, complete)
                 for t, (splits, complete) in view.items() if t in ctx.tables}
     flt = StreamFilter(progress, dialect.locate)
@@ -405,8 +411,14 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         s, e = SourceOffset.from_dict(start), SourceOffset.from_dict(end)
         items: list = []
         if self.ctx.config.startup_mode != "snapshot" and s.pos < e.pos:
-            items.append(WindowItem(s.pos.to_dict(), e.pos.to_dict(), s.assigner.to_dict(),
-                                    s.min_ts_ms))
+            # a backlog is decoded by several tasks at once, each with its own server id;
+            # the sub-windows partition [s.pos, e.pos) exactly, and _seq restores the order
+            cfg = self.ctx.config
+            windows = self._d().split_window(s.pos, e.pos, cfg.binlog_split_bytes,
+                                             len(cfg.server_ids))
+            view_at = s.pos.to_dict() if len(windows) > 1 else None
+            items.extend(WindowItem(a.to_dict(), b.to_dict(), s.assigner.to_dict(),
+                                    s.min_ts_ms, view_at) for a, b in windows)
         items.extend(ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks)
         return _group(items, self.ctx.config.server_ids)
 

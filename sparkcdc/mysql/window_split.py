@@ -1,0 +1,162 @@
+"""Cutting a large binlog window into sub-windows that several readers decode at once.
+
+A window ``[start, end)`` of a backlog can be read in parallel, one reader (and one
+``server_id``) per sub-window, if the cuts are transaction boundaries: a record's offset is
+the start of its transaction plus skip counters (``sparkcdc.core.records``), so a cut ``c``
+at the start of a transaction puts every record wholly on one side of it, and the
+sub-windows ``[start, c1), [c1, c2), ..., [ck, end)`` hold exactly the records of the window,
+each once. Two kinds of cut are used:
+
+* **file starts** ``(file, 4)``: transactions never span binlog files;
+* **transaction starts inside a file**: the positions of ``Gtid`` (MariaDB, MySQL) or
+  ``Anonymous_Gtid`` events that ``SHOW BINLOG EVENTS IN f FROM p LIMIT skip, n`` lists.
+  The server walks the file itself; the driver only pages through a few hundred events
+  around each cut it wants.
+
+Cuts are placed near equal byte shares of the window (sizes from ``SHOW BINARY LOGS``);
+a cut that lands a bit late is still exact, only less balanced. A cut carries no GTID state
+(the reader rebuilds it from the next file's GTID list, and the Spark source does not use
+it). When the server cannot be asked, the window stays whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from dataclasses import dataclass
+
+from sparkcdc.core.offsets import BinlogOffset, file_index
+
+log = logging.getLogger(__name__)
+
+_TXN_START = {"gtid", "anonymous_gtid"}
+_PAGE = 400  # events per SHOW BINLOG EVENTS page
+_MAX_PAGES = 200  # per cut: a transaction larger than this many pages is not cut inside
+
+
+@dataclass(frozen=True)
+class _Event:
+    pos: int
+    end: int
+    kind: str
+
+
+def window_bytes(files: list[tuple[str, int]], start: BinlogOffset, end: BinlogOffset) -> int:
+    """The bytes of binlog between ``start`` and ``end`` (``files``: SHOW BINARY LOGS)."""
+    if start.file == end.file:
+        return max(0, end.pos - start.pos)
+    lo, hi = file_index(start.file), file_index(end.file)
+    total = 0
+    for name, size in files:
+        i = file_index(name)
+        if i == lo:
+            total += max(0, size - start.pos)
+        elif lo < i < hi:
+            total += size
+        elif i == hi:
+            total += end.pos
+    return total
+
+
+def split_window(cur, start: BinlogOffset, end: BinlogOffset, split_bytes: int,
+                 max_parts: int) -> list[tuple[BinlogOffset, BinlogOffset]]:
+    """``[start, end)`` as consecutive sub-windows of about ``split_bytes`` each, at most
+    ``max_parts`` of them, cut at transaction boundaries. ``cur`` is a pymysql cursor."""
+    whole = [(start, end)]
+    if split_bytes <= 0 or max_parts <= 1 or not start < end:
+        return whole
+    import pymysql
+
+    try:
+        cur.execute("SHOW BINARY LOGS")
+        files = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
+        lo, hi = file_index(start.file), file_index(end.file)
+        span = [(n, s) for n, s in files if lo <= file_index(n) <= hi]
+        names = [n for n, _ in span]
+        if start.file not in names or end.file not in names:
+            return whole  # the reader reports a purged file better than a split would
+        total = window_bytes(span, start, end)
+        parts = min(max_parts, math.ceil(total / split_bytes))
+        if parts <= 1:
+            return whole
+        cuts = _cuts(cur, span, start, end, total, parts)
+    except pymysql.err.MySQLError as e:
+        log.warning("binlog window %s .. %s not split (reading it whole): %s", start, end, e)
+        return whole
+    bounds = [start] + cuts + [end]
+    return list(itertools.pairwise(bounds))
+
+
+def _cuts(cur, span: list[tuple[str, int]], start: BinlogOffset, end: BinlogOffset,
+          total: int, parts: int) -> list[BinlogOffset]:
+    """Transaction starts near ``k * total / parts``, strictly inside ``(start, end)``."""
+    flavor = start.flavor
+    # where each file's bytes begin in the window
+    layout, acc = [], 0
+    for name, size in span:
+        first = start.pos if name == start.file else 4
+        last = end.pos if name == end.file else size
+        layout.append((name, first, last, acc))
+        acc += max(0, last - first)
+    cuts: list[BinlogOffset] = []
+    for k in range(1, parts):
+        want = k * total / parts
+        for idx, (name, first, last, at) in enumerate(layout):
+            if at + (last - first) <= want and idx + 1 < len(layout):
+                continue
+            target = first + int(want - at)
+            prev = cuts[-1] if cuts else start
+            floor = prev.pos if prev.file == name else first
+            cut = _txn_start_at_or_after(cur, name, floor, max(target, floor + 1), last)
+            if cut is None and idx + 1 < len(layout):
+                cut = BinlogOffset(layout[idx + 1][0], 4, flavor=flavor)
+            elif cut is not None:
+                cut = BinlogOffset(name, cut, flavor=flavor)
+            if cut is not None and (prev < cut < end) and (not cuts or cut != cuts[-1]):
+                cuts.append(cut)
+            break
+    return cuts
+
+
+def _txn_start_at_or_after(cur, file: str, known: int, target: int, limit: int) -> int | None:
+    """The first transaction start in ``file`` at or after ``target`` and before ``limit``.
+
+    ``known`` is an event start at or before ``target`` (4, the window start, or an earlier
+    cut). The first page estimates the event size, so the server skips to about ``target``
+    in one step; the pages after it walk forward.
+    """
+    pos, skip = known, 0
+    for _ in range(_MAX_PAGES):
+        events = _events(cur, file, pos, skip, _PAGE)
+        if not events:
+            if skip == 0:
+                return None
+            skip //= 2  # the estimate went past the end of the file
+            continue
+        for ev in events:
+            if ev.pos >= limit:
+                return None
+            if ev.pos >= target and ev.kind in _TXN_START:
+                return ev.pos
+        last = events[-1]
+        if last.end >= limit:
+            return None
+        pos, skip = last.end, 0
+        if last.end < target and len(events) > 1:
+            avg = max(1.0, (last.end - events[0].pos) / len(events))
+            skip = max(0, int((target - last.end) / avg) - _PAGE // 4)
+    return None
+
+
+def _events(cur, file: str, pos: int, skip: int, n: int) -> list[_Event]:
+    cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(pos)} LIMIT {int(skip)}, {int(n)}",
+                (file,))
+    out = []
+    for r in cur.fetchall():
+        # Log_name, Pos, Event_type, Server_id, End_log_pos, Info
+        out.append(_Event(int(r[1]), int(r[4]), str(r[2]).lower()))
+    return out
+
+
+__all__ = ["split_window", "window_bytes"]
