@@ -23,5 +23,11 @@ demo: setup
 test-fast: setup
 	$(PY) -m pytest tests -m "not slow"
 
+# side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
+# mariadb-binlog and Debezium embedded; writes docs/benchmarks.md (bench/throughput.py --help)
+bench: setup
+	$(VENV)/bin/python -m pip install -q -e '.[dev,bench]'
+	$(PY) bench/throughput.py $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
