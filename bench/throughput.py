@@ -636,7 +636,7 @@ def machine() -> dict:
 def render(b: Bench, started: str, args) -> str:
     res, m = b.results["sections"], machine()
     out = [BEGIN, "", "## Throughput, latency, memory and planning (issue 7)", ""]
-    out.append(f"`bench/throughput.py` (`make bench`), run {started}, {args.rounds} rounds per "
+    out.append(f"`bench/throughput.py` (`make bench`), {args.rounds} rounds per "
                "comparison, tools interleaved within each round, median reported. "
                f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, Linux "
                f"{m['kernel']}; " + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
@@ -653,7 +653,7 @@ def render(b: Bench, started: str, args) -> str:
         if key not in res:
             continue
         sec = res[key]
-        out += [f"### {titles[key]} ({sec['count']:,} {sec['unit']})", "",
+        out += [f"### {titles[key]} ({sec['count']:,} {sec['unit']}; run {sec['started']})", "",
                 f"| tool | {sec['unit']}/s (median) | seconds per round | load |",
                 "|---|---:|---|---|"]
         for name, r in sec["tools"].items():
@@ -724,6 +724,8 @@ def main() -> None:
     p.add_argument("--only", default="snapshot,catchup,single,latency,memory,planning")
     p.add_argument("--no-write-docs", action="store_true")
     p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--merge", help="results JSON of an earlier run: its sections that this "
+                                   "run does not repeat are kept in the report")
     args = p.parse_args()
     args.memory_rows = [int(x) for x in args.memory_rows.split(",") if x]
     started = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
@@ -734,6 +736,17 @@ def main() -> None:
             getattr(b, section.strip())()
     finally:
         b.stop()
+    b.results["log"] = list(LOG)
+    b.results["started"] = started
+    if args.merge:
+        prev = json.loads(Path(args.merge).read_text())
+        for name, sec in prev["sections"].items():
+            if name not in b.results["sections"]:
+                sec.setdefault("started", prev.get("started"))
+                b.results["sections"][name] = sec
+        LOG[:0] = prev.get("log", [])
+    for sec in b.results["sections"].values():
+        sec.setdefault("started", started)
     if args.json:
         Path(args.json).write_text(json.dumps(b.results, indent=1, default=str))
     text = render(b, started, args)

@@ -47,6 +47,7 @@ from sparkcdc.errors import (
     ServerConfigError,
     SparkCDCError,
 )
+from sparkcdc.mysql import tablemap_cache
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.connection import ConnectionOptions
 
@@ -912,7 +913,9 @@ class BinlogReader:
             # stream connection only once: a second one would be a silent reconnect
             if kw.get("db") == "information_schema":
                 kw.pop("read_timeout", None)
-                return _connect_renaming_db(**kw)
+                ctl = _connect_renaming_db(**kw)
+                tablemap_cache.enable(ctl)  # each distinct TABLE_MAP parsed once
+                return ctl
             if opened[0]:
                 raise _Reconnect()
             opened[0] += 1
