@@ -617,7 +617,7 @@ def machine() -> dict:
                 "java": (java.splitlines() or ["?"])[0],
                 "mariadb": mdb.strip().split(" Ver ")[-1] if mdb else "?",
                 "compiled decoder": "built" if fastdecode.available() else "absent"}
-    for mod in ("connectorx", "pymysqlreplication"):
+    for mod in ("connectorx",):
         try:
             m = __import__(mod)
             versions[mod] = getattr(m, "__version__", "?")
@@ -662,7 +662,8 @@ def render(b: Bench, started: str, args) -> str:
                 continue
             extra = f" (first JDBC read in the JVM, not timed: {r['warmup_s']} s)" \
                 if "warmup_s" in r else ""
-            count = f" ({r['count']:,})" if r["count"] != sec["count"] else ""
+            count = f" ({r['count']:,})" if r["count"] != sec["count"] and "first" not in name \
+                else ""
             out.append(f"| {name}{count}{extra} | {r['rate']:,} | "
                        f"{', '.join(f'{s:.2f}' for s in r['seconds'])} | "
                        f"{', '.join(str(x) for x in r['load'])} |")

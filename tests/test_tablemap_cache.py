@@ -4,13 +4,12 @@ reading without it, and other users of python-mysql-replication untouched."""
 from __future__ import annotations
 
 import pytest
+from test_types import cdc
 
 from sparkcdc.core.schema import TableId
 from sparkcdc.mysql import tablemap_cache
 from sparkcdc.mysql.binlog import BinlogReader, load_table_schema
 from sparkcdc.mysql.offsets import current_offset
-
-from test_types import cdc
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,11 +60,11 @@ def test_the_library_alone_parses_as_before(txns):
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import TableMapEvent, WriteRowsEvent
 
-    conn, schema, start, end = txns
+    conn, _, start, end = txns
     tablemap_cache.install()
-    s = BinLogStreamReader(connection_settings=dict(host=conn.hostname, port=conn.port,
-                                                    user=conn.username,
-                                                    password=conn.password),
+    settings = {"host": conn.hostname, "port": conn.port, "user": conn.username,
+                "password": conn.password}
+    s = BinLogStreamReader(connection_settings=settings,
                            server_id=7503, resume_stream=True, blocking=False,
                            log_file=start.file, log_pos=start.pos,
                            only_events=[TableMapEvent, WriteRowsEvent])

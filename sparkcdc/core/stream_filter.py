@@ -68,6 +68,9 @@ class TableProgress:
         return max((s.hw for s in self.splits), default=None)
 
 
+_VERDICT = {(b, a): Verdict(b, a) for b in (False, True) for a in (False, True)}
+
+
 class StreamFilter:
     def __init__(self, tables: Mapping[TableId, TableProgress], locate: Locate):
         self.tables = tables
@@ -77,14 +80,20 @@ class StreamFilter:
         """A verdict per record; batched so string keys cost one server query per table."""
         verdicts: list[Verdict | None] = [None] * len(records)
         pending: dict[TableId, list[int]] = {}
+        fast: dict[TableId, tuple | None] = {}  # the fast path's bound, once per table
         for i, rec in enumerate(records):
-            prog = self.tables.get(rec.table_id)
+            tid = rec.table_id
+            prog = self.tables.get(tid)
             if prog is None or not prog.splits:
-                verdicts[i] = Verdict(False, False)
-            elif prog.complete and rec.offset >= prog.max_hw:
-                verdicts[i] = Verdict(rec.before is not None, rec.after is not None)
+                verdicts[i] = _VERDICT[False, False]
+                continue
+            if tid not in fast:
+                fast[tid] = prog.max_hw.sort_key() if prog.complete else None
+            bound = fast[tid]
+            if bound is not None and rec.offset.sort_key() >= bound:
+                verdicts[i] = _VERDICT[rec.before is not None, rec.after is not None]
             else:
-                pending.setdefault(rec.table_id, []).append(i)
+                pending.setdefault(tid, []).append(i)
         for table_id, idxs in pending.items():
             prog = self.tables[table_id]
             ck = prog.schema.chunk_key
