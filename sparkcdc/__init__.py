@@ -25,11 +25,11 @@ def read_snapshot(spark, **options: str):
     binlog offset it is consistent at (start a stream there with
     ``scan.startup.mode=specific-offset`` to continue exactly from it)."""
     from sparkcdc.mysql.options import SourceConfig
-    from sparkcdc.spark.source import _dialect, _discover
+    from sparkcdc.spark.source import discover_tables, open_dialect
 
     config = SourceConfig.parse(options)
-    tables, flavor = _discover(config)
-    with _dialect(config, flavor, tables) as d:
+    tables, flavor = discover_tables(config)
+    with open_dialect(config, flavor, tables) as d:
         as_of = d.current_offset()
     register(spark)
     reader = spark.read.format("mysql-cdc").options(**options)

@@ -141,9 +141,9 @@ class Runner:
         return self._config
 
     def discover(self) -> dict[str, TableSchema]:
-        from sparkcdc.spark.source import _discover
+        from sparkcdc.spark.source import discover_tables
 
-        tables, self._flavor = _discover(self._source_config())
+        tables, self._flavor = discover_tables(self._source_config())
         return {str(t): s for t, s in tables.items()}
 
     def _server_ids(self) -> str:

@@ -127,14 +127,14 @@ def read_gap(config, flavor: str, schema: TableSchema, start: BinlogOffset, end:
     own next batch would have emitted them."""
     from sparkcdc.mysql.types import arrow_schema
     from sparkcdc.spark.rows import COLUMNS, output_schema
-    from sparkcdc.spark.source import ReadContext, WindowItem, _dialect, _read_window
+    from sparkcdc.spark.source import ReadContext, WindowItem, open_dialect, read_window
 
     tables = {schema.table_id: schema}
     out = output_schema(arrow_schema(schema))
     ctx = ReadContext(config, flavor, tables, out, COLUMNS)
-    dialect = _dialect(config, flavor, tables)
+    dialect = open_dialect(config, flavor, tables)
     try:
-        batches = list(_read_window(ctx, dialect, WindowItem(start.to_dict(), end.to_dict(),
+        batches = list(read_window(ctx, dialect, WindowItem(start.to_dict(), end.to_dict(),
                                                              assigner, None)))
     finally:
         dialect.close()

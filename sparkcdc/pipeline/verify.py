@@ -230,9 +230,9 @@ class Verifier:
         """Targets and their source tables (from the checkpoint's state, else routing)."""
         from sparkcdc.pipeline.checkpoint import Checkpoint
         from sparkcdc.pipeline.routing import target_of
-        from sparkcdc.spark.source import _discover
+        from sparkcdc.spark.source import discover_tables
 
-        found, self.flavor = _discover(self.config)
+        found, self.flavor = discover_tables(self.config)
         found = {str(t): s for t, s in found.items()}
         states = Checkpoint(self.defn.checkpoint_dir).load_tables()
         groups: dict[str, list[TableSchema]] = {}
@@ -357,11 +357,11 @@ class Verifier:
         """Per range, ``{key tuple: row hash}`` of the source rows as of each table's
         position (the chunk is selected now and rolled back with the binlog since)."""
         from sparkcdc.core.watermark import read_split_as_of
-        from sparkcdc.spark.source import _dialect
+        from sparkcdc.spark.source import open_dialect
 
         out: dict[int, dict] = {r.index: {} for r in ranges}
         for s in schemas:
-            d = _dialect(self.config, self.flavor, {s.table_id: s})
+            d = open_dialect(self.config, self.flavor, {s.table_id: s})
             try:
                 for r in ranges:
                     rows = read_split_as_of(d, s, f"{s.table_id}:verify-{r.index}", r.lo,

@@ -49,7 +49,10 @@ ROWS_PER_ARROW_BATCH = 8192
 
 # -- driver-side helpers -------------------------------------------------------------------------
 
-def _discover(config: SourceConfig) -> tuple[dict[TableId, TableSchema], str]:
+def discover_tables(config: SourceConfig) -> tuple[dict[TableId, TableSchema], str]:
+    """Validate the server and find the captured tables (sorted) and the server flavor.
+
+    Public for the pipeline layer, which plans one stream per table from the same result."""
     from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
     from sparkcdc.mysql.validation import validate_server
 
@@ -83,7 +86,9 @@ def _chunking(config: SourceConfig) -> ChunkingOptions:
                            factor_upper=config.factor_upper)
 
 
-def _dialect(config: SourceConfig, flavor: str, tables, server_id: int | None = None):
+def open_dialect(config: SourceConfig, flavor: str, tables, server_id: int | None = None):
+    """A dialect for ``tables`` with the source's chunking; ``server_id`` names the binlog
+    reader (one per concurrent reader). Public for the pipeline's verify and DDL paths."""
     from sparkcdc.mysql.dialect import MySQLDialect
 
     return MySQLDialect(config.connection, flavor=flavor,
@@ -185,13 +190,13 @@ class ReadContext:
 
 
 def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
-    dialect = _dialect(ctx.config, ctx.flavor, ctx.tables, part.server_id)
+    dialect = open_dialect(ctx.config, ctx.flavor, ctx.tables, part.server_id)
     try:
         for item in part.items:
             if isinstance(item, ChunkItem):
                 yield from _read_chunk(ctx, dialect, item)
             else:
-                yield from _read_window(ctx, dialect, item)
+                yield from read_window(ctx, dialect, item)
     finally:
         dialect.close()
 
@@ -212,7 +217,7 @@ def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem) -> Iterator[pa.Recor
                                 ROWS_PER_ARROW_BATCH)
 
 
-def _read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.RecordBatch]:
+def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.RecordBatch]:
     from sparkcdc.core.stream_filter import StreamFilter, TableProgress
     from sparkcdc.spark.rows import RowBuilder
 
@@ -264,7 +269,7 @@ class MySQLCDCDataSource(DataSource):
 
     def _load(self) -> dict[TableId, TableSchema]:
         if self._tables is None:
-            self._tables, self._flavor = _discover(self.config)
+            self._tables, self._flavor = discover_tables(self.config)
         return self._tables
 
     def _context(self) -> ReadContext:
@@ -297,7 +302,7 @@ class SnapshotReader(DataSourceReader):
 
     def partitions(self):
         cfg = self.ctx.config
-        with _dialect(cfg, self.ctx.flavor, self.ctx.tables) as d:
+        with open_dialect(cfg, self.ctx.flavor, self.ctx.tables) as d:
             as_of = _as_of_option(cfg) or d.current_offset()
             assigner = SplitAssigner.for_snapshot(
                 d.planner(t)[0] for t in self.ctx.tables)
@@ -327,7 +332,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _d(self):
         if self._dialect is None:
-            self._dialect = _dialect(self.ctx.config, self.ctx.flavor, self.ctx.tables)
+            self._dialect = open_dialect(self.ctx.config, self.ctx.flavor, self.ctx.tables)
         return self._dialect
 
     # -- offsets ---------------------------------------------------------------------------
