@@ -117,20 +117,34 @@ class Runner:
         if self._spark is None:
             from pyspark.sql import SparkSession
 
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            b = SparkSession.builder.appName(f"sparkcdc:{self.settings.name}")
-            b = b.master(self.master or "local[*]")
+            from sparkcdc.pipeline import cluster
+
             conf = {"spark.sql.execution.arrow.pyspark.enabled": "true",
                     "spark.sql.shuffle.partitions": str(max(2, self.settings.parallelism)),
                     "spark.ui.showConsoleProgress": "false",
                     "spark.python.authenticate.socketTimeout": "120s",  # slow starts under load
                     **self.settings.spark}
+            # PySpark takes the executors' interpreter from the environment only
+            if conf.get("spark.pyspark.python"):
+                os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            shipping = not cluster.is_local(self.master)
+            if shipping:  # executors import the driver's sparkcdc (pipeline/cluster.py)
+                conf = cluster.ship_conf(conf, cluster.package_archive())
             if self.settings.local_time_zone:
                 conf["spark.sql.session.timeZone"] = self.settings.local_time_zone
+            b = SparkSession.builder.appName(f"sparkcdc:{self.settings.name}")
+            b = b.master(self.master or "local[*]")
             for k, v in conf.items():
                 b = b.config(k, v)
             self._spark = b.getOrCreate()
             self._spark.sparkContext.setLogLevel("ERROR")
+            if shipping:
+                try:
+                    cluster.probe_executors(self._spark)
+                except BaseException:
+                    self.close()
+                    raise
         return self._spark
 
     def _source_config(self):
