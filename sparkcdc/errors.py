@@ -57,6 +57,11 @@ class AuthenticationFailed(SparkCDCError):
     """The server refused the user name or password. Terminal."""
 
 
+class TLSError(SparkCDCError):
+    """TLS to the server failed: not offered, the certificate is not trusted or does not
+    name the host, or the account requires TLS that is turned off. Terminal."""
+
+
 class BinlogUnavailable(SparkCDCError):
     """A binlog file the reader needs has been purged from the server. Terminal."""
 

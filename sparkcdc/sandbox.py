@@ -49,6 +49,7 @@ class ServerSettings:
     server_id: int | None = None  # None: a free-ish random id
     version: str | None = None  # override what the server reports (e.g. for Debezium)
     time_zone: str | None = None  # e.g. "+02:00"; None keeps the server default (SYSTEM)
+    tls: "TLSFiles | None" = None  # serve TLS with these files (see make_tls_files)
     extra_args: tuple[str, ...] = ()
 
     @classmethod
@@ -69,6 +70,55 @@ class ServerSettings:
                 fix=f"use one of: {', '.join(sorted(variants))}",
             )
         return variants[what]
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """A throwaway CA and the PEM files signed by it (see ``make_tls_files``)."""
+
+    ca: str
+    ca_key: str
+    server_cert: str
+    server_key: str
+    client_cert: str
+    client_key: str
+
+
+def make_tls_files(directory: str | os.PathLike,
+                   names: tuple[str, ...] = ("127.0.0.1", "localhost"), *,
+                   ca_name: str = "sparkcdc test CA") -> TLSFiles:
+    """A self-signed CA plus a server certificate for ``names`` (IPs and DNS names in its
+    subjectAltName) and a client certificate, made with the openssl CLI in ``directory``."""
+    openssl = _find_binary("openssl")
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+
+    def run(*args: str) -> None:
+        p = subprocess.run([openssl, *args], capture_output=True, text=True, cwd=d)
+        if p.returncode != 0:
+            raise SandboxError(f"openssl {args[0]} failed: {p.stderr.strip()[-1000:]}")
+
+    san = ",".join((f"IP:{n}" if n.replace(".", "").isdigit() or ":" in n else f"DNS:{n}")
+                   for n in names)
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    run("req", "-x509", *key, "-days", "3", "-subj", f"/CN={ca_name}",
+        "-keyout", "ca-key.pem", "-out", "ca.pem",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    for who, usage, ext in (("server", "serverAuth", f"subjectAltName={san}\n"),
+                            ("client", "clientAuth", "")):
+        run("req", *key, "-subj", f"/CN=sparkcdc test {who}",
+            "-keyout", f"{who}-key.pem", "-out", f"{who}.csr")
+        (d / f"{who}.ext").write_text(
+            ext + "basicConstraints=CA:FALSE\n"
+            "keyUsage=critical,digitalSignature\n"
+            f"extendedKeyUsage={usage}\n")
+        run("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem",
+            "-CAcreateserial", "-days", "3", "-out", f"{who}-cert.pem",
+            "-extfile", f"{who}.ext")
+    return TLSFiles(ca=str(d / "ca.pem"), ca_key=str(d / "ca-key.pem"),
+                    server_cert=str(d / "server-cert.pem"), server_key=str(d / "server-key.pem"),
+                    client_cert=str(d / "client-cert.pem"), client_key=str(d / "client-key.pem"))
 
 
 @dataclass
@@ -255,6 +305,9 @@ class MariaDBSandbox:
             args.append(f"--version={s.version}")
         if s.time_zone:
             args.append(f"--default-time-zone={s.time_zone}")
+        if s.tls:
+            args += [f"--ssl-ca={s.tls.ca}", f"--ssl-cert={s.tls.server_cert}",
+                     f"--ssl-key={s.tls.server_key}"]
         args += list(s.extra_args)
         return args
 
@@ -440,5 +493,6 @@ def port_in_use(port: int) -> bool:
 
 __all__ = [
     "MariaDBSandbox", "ServerSettings", "SandboxInfo", "start_detached", "stop_detached",
-    "status_detached", "read_state", "free_port", "port_in_use", "CDC_PRIVILEGES",
+    "status_detached", "read_state", "free_port", "port_in_use", "CDC_PRIVILEGES", "TLSFiles",
+    "make_tls_files",
 ]

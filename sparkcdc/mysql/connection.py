@@ -1,16 +1,38 @@
 """Connection options for a MySQL/MariaDB source and the one place connections are opened.
 
+Every connection sparkcdc opens to the source takes its settings from here: the control
+connections (``ConnectionOptions.connect``), the binlog streams (``pymysql_kwargs``, passed to
+``pymysql.connect`` by the binlog reader), and the connectorx chunk reads
+(``connectorx_url``). So TLS (``ssl.mode``, ``ssl.ca``, ``ssl.cert``, ``ssl.key``, modeled on
+Debezium's) and ``connect.timeout`` apply to all of them.
+
 The password never appears in ``repr``, ``str`` or error messages.
 """
 
 from __future__ import annotations
 
+import socket
+import ssl
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from sparkcdc.errors import AuthenticationFailed, ConnectionFailed
+from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, TLSError
+
+SSL_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
+VERIFY_MODES = ("verify_ca", "verify_identity")
+
+_AUTH_CODES = (1044, 1045, 1698)
+_INSECURE_TRANSPORT = 3159  # MySQL: require_secure_transport=ON
+_CR_SSL_CONNECTION_ERROR = 2026
+
+# (host, port) -> whether the server offered TLS, learned from pymysql connections in this
+# process; ssl.mode=preferred gives connectorx TLS only where pymysql got it
+_TLS_SEEN: dict[tuple[str, int], bool] = {}
+_CONTEXTS: dict[tuple, ssl.SSLContext] = {}
+_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -22,43 +44,219 @@ class ConnectionOptions:
     connect_timeout: float = 30.0
     max_retries: int = 3
     server_time_zone: str | None = None  # e.g. "UTC" or "+02:00"; None: the server's
+    ssl_mode: str = "preferred"  # one of SSL_MODES
+    ssl_ca: str | None = None  # PEM file of the CA(s) that sign the server's certificate
+    ssl_cert: str | None = None  # PEM client certificate (with ssl_key)
+    ssl_key: str | None = None
 
     def __str__(self) -> str:
         return f"{self.username}@{self.hostname}:{self.port}"
 
+    # -- TLS ---------------------------------------------------------------------------------
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The client TLS context for modes that demand TLS; None for disabled/preferred."""
+        if self.ssl_mode in ("disabled", "preferred"):
+            return None
+        key = (self.ssl_mode, self.ssl_ca, self.ssl_cert, self.ssl_key)
+        with _LOCK:
+            ctx = _CONTEXTS.get(key)
+            if ctx is None:
+                ctx = build_ssl_context(self.ssl_mode, self.ssl_ca, self.ssl_cert, self.ssl_key)
+                _CONTEXTS[key] = ctx
+        return ctx
+
     def pymysql_kwargs(self, database: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for ``pymysql.connect``: every pymysql connection to the source
+        (control connections and binlog streams) is opened with these, TLS included."""
         kw: dict[str, Any] = dict(host=self.hostname, port=self.port, user=self.username,
                                   password=self.password, database=database,
-                                  connect_timeout=max(1, int(self.connect_timeout)),
+                                  connect_timeout=max(0.001, float(self.connect_timeout)),
                                   charset="utf8mb4", autocommit=True)
         if self.server_time_zone:
             kw["init_command"] = f"SET time_zone = '{_tz_literal(self.server_time_zone)}'"
+        if self.ssl_mode == "disabled":
+            kw["ssl_disabled"] = True
+        else:
+            ctx = self.ssl_context()
+            if ctx is not None:  # pymysql then refuses a server without TLS
+                kw["ssl"] = ctx
+            # preferred: pymysql's own default (TLS when the server offers it, unverified)
         return kw
 
     def connect(self, database: str | None = None, **extra: Any):
-        """A pymysql connection; retries transient failures ``max_retries`` times."""
+        """A pymysql connection. ``connect.timeout`` bounds the whole attempt (TCP connect,
+        handshake, TLS, authentication, retries); transient failures are retried up to
+        ``max_retries`` times within it. TLS and authentication failures are not retried."""
         import pymysql
 
-        last: Exception | None = None
-        for attempt in range(self.max_retries + 1):
+        budget = max(0.001, float(self.connect_timeout))
+        deadline = time.monotonic() + budget
+        read_timeout = extra.pop("read_timeout", None)
+        last: BaseException | None = None
+        attempts = 0
+        while attempts <= self.max_retries:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            attempts += 1
+            kw = dict(self.pymysql_kwargs(database), **extra)
+            kw["connect_timeout"] = remaining
+            # pymysql bounds only the TCP connect by connect_timeout; a server that accepts
+            # and never answers would hang the handshake, so reads are bounded too until
+            # the connection is up
+            kw["read_timeout"] = remaining if read_timeout is None else min(remaining,
+                                                                            read_timeout)
             try:
-                return pymysql.connect(**self.pymysql_kwargs(database), **extra)
+                conn = pymysql.connect(**kw)
             except pymysql.err.OperationalError as e:
-                code = e.args[0] if e.args else None
-                if code in (1045, 1044, 1698):
-                    raise AuthenticationFailed(
-                        f"the server {self} refused user {self.username!r} ({code})",
-                        fix="check the username and password options") from None
+                self._raise_terminal(e)
                 last = e
-                if attempt < self.max_retries:
-                    time.sleep(min(0.2 * 2 ** attempt, 2.0))
+                if attempts <= self.max_retries:
+                    time.sleep(max(0.0, min(0.2 * 2 ** (attempts - 1), 2.0,
+                                            deadline - time.monotonic())))
+                continue
+            conn._read_timeout = read_timeout  # pymysql applies it on the next read
+            _record_tls(self.hostname, self.port, is_tls(conn))
+            return conn
         raise ConnectionFailed(
-            f"cannot connect to {self} after {self.max_retries + 1} attempts: {last}",
-            fix="check hostname and port, that the server runs, and connect.timeout") from None
+            f"cannot connect to {self} within connect.timeout {budget:g}s "
+            f"({attempts} attempt{'s' if attempts != 1 else ''}): {_describe(last)}",
+            fix="check hostname and port, that the server runs and is reachable from here "
+                "(firewall), and connect.timeout / connect.max-retries") from None
+
+    def _raise_terminal(self, e: BaseException) -> None:
+        """Turn authentication and TLS failures into their one clear error."""
+        code = e.args[0] if e.args else None
+        cause = getattr(e, "original_exception", None)
+        if code in _AUTH_CODES:
+            if self.ssl_mode == "disabled" and self._tls_would_authenticate():
+                raise TLSError(
+                    f"the server {self} refused user {self.username!r} without TLS: the "
+                    f"account requires TLS (REQUIRE SSL) and ssl.mode is 'disabled'",
+                    fix="set ssl.mode to 'verify_ca' or 'verify_identity' with ssl.ca (or "
+                        "'required' to encrypt without checking the certificate)") from None
+            raise AuthenticationFailed(
+                f"the server {self} refused user {self.username!r} ({code})",
+                fix="check the username and password options"
+                    + (" (and whether the account requires TLS: ssl.mode)"
+                       if self.ssl_mode == "disabled" else "")) from None
+        if code == _INSECURE_TRANSPORT:
+            raise TLSError(
+                f"the server {self} requires TLS (require_secure_transport) and ssl.mode is "
+                f"'{self.ssl_mode}'",
+                fix="set ssl.mode to 'verify_ca' or 'verify_identity' with ssl.ca") from None
+        if code == _CR_SSL_CONNECTION_ERROR:
+            raise TLSError(
+                f"the server {self} does not offer TLS and ssl.mode is '{self.ssl_mode}'",
+                fix="enable TLS on the server (ssl_cert, ssl_key, ssl_ca in my.cnf; see "
+                    "docs/operations.md) or set ssl.mode to 'preferred'") from None
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            why = cause.verify_message or str(cause)
+            if "hostname" in why.lower() or "ip address mismatch" in why.lower():
+                raise TLSError(
+                    f"TLS to {self}: the server's certificate does not name host "
+                    f"{self.hostname!r} ({why}; ssl.mode=verify_identity)",
+                    fix="connect with a hostname the certificate lists (its subjectAltName), "
+                        "reissue the certificate for this name, or use ssl.mode=verify_ca"
+                ) from None
+            raise TLSError(
+                f"TLS to {self}: the server's certificate is not trusted: {why} (ssl.ca="
+                f"{self.ssl_ca}, ssl.mode={self.ssl_mode})",
+                fix="set ssl.ca to the PEM file of the CA that signed the server's "
+                    "certificate (the server's ssl_ca)") from None
+        if isinstance(cause, ssl.SSLError):
+            raise TLSError(f"TLS to {self} failed: {cause} (ssl.mode={self.ssl_mode})",
+                           fix="check the server's TLS setup and ssl.* options") from None
+
+    def _tls_would_authenticate(self) -> bool:
+        """With ssl.mode=disabled and an access denial: would the same login pass with TLS?
+        (MariaDB answers a REQUIRE SSL account without TLS with a plain 'access denied'.)"""
+        import pymysql
+
+        kw = self.pymysql_kwargs()
+        kw.pop("ssl_disabled", None)
+        kw["ssl"] = build_ssl_context("required", None, None, None)
+        kw["read_timeout"] = kw["connect_timeout"]
+        try:
+            pymysql.connect(**kw).close()
+            return True
+        except pymysql.err.MySQLError:
+            return False
+
+    # -- connectorx --------------------------------------------------------------------------
+
+    @property
+    def connectorx_supported(self) -> bool:
+        """connectorx cannot present a client certificate; chunk reads then go through
+        pymysql (``sparkcdc.mysql.snapshot``)."""
+        return not self.ssl_cert
 
     def connectorx_url(self, database: str | None = None) -> str:
-        return (f"mysql://{quote(self.username, safe='')}:{quote(self.password, safe='')}"
-                f"@{self.hostname}:{self.port}/{quote(database or '', safe='')}")
+        """The connectorx URL, with the same TLS verification and connect timeout."""
+        url = (f"mysql://{quote(self.username, safe='')}:{quote(self.password, safe='')}"
+               f"@{self.hostname}:{self.port}/{quote(database or '', safe='')}")
+        params = [f"tcp_connect_timeout_ms={max(1, int(self.connect_timeout * 1000))}"]
+        mode = self.ssl_mode
+        if mode == "preferred":
+            mode = "required" if self.server_offers_tls() else "disabled"
+        if mode != "disabled":
+            params.append(f"ssl-mode={mode.upper()}")
+        if mode in VERIFY_MODES:
+            params.append(f"ssl-ca={quote(self.ssl_ca or '', safe='/')}")
+        return url + "?" + "&".join(params)
+
+    def server_offers_tls(self) -> bool:
+        """Whether a pymysql connection to this server got TLS (asked once per process)."""
+        key = (self.hostname, self.port)
+        if key not in _TLS_SEEN:
+            self.connect().close()
+        return _TLS_SEEN.get(key, False)
+
+
+def is_tls(conn: Any) -> bool:
+    """Whether an open pymysql connection is encrypted."""
+    return isinstance(getattr(conn, "_sock", None), ssl.SSLSocket)
+
+
+def _record_tls(host: str, port: int, tls: bool) -> None:
+    _TLS_SEEN[(host, port)] = tls
+
+
+def build_ssl_context(mode: str, ca: str | None, cert: str | None,
+                      key: str | None) -> ssl.SSLContext:
+    """A client context: ``required`` encrypts without checking the certificate,
+    ``verify_ca`` checks it was signed by ``ca``, ``verify_identity`` also that it names the
+    host. Raises ``ssl.SSLError``/``OSError`` for unreadable or malformed files."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if mode in VERIFY_MODES:
+        ctx.load_verify_locations(cafile=ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.check_hostname = mode == "verify_identity"
+        # a private CA may lack extensions X509_STRICT insists on (Python >= 3.13 sets it)
+        ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert:
+        ctx.load_cert_chain(cert, keyfile=key)
+    return ctx
+
+
+def _describe(e: BaseException | None) -> str:
+    if e is None:
+        return "no attempt could start"
+    cause = getattr(e, "original_exception", None)
+    if isinstance(cause, (socket.timeout, TimeoutError)):
+        return "timed out (no answer from the server)"
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused (nothing listens on that port)"
+    if e.args and e.args[0] == 2013 and "timed out" in str(e.args[-1]):
+        return "the server accepted the connection but did not answer (timed out)"
+    if e.args and len(e.args) > 1:
+        return f"{e.args[1]} ({e.args[0]})"
+    return str(e) or type(e).__name__
 
 
 def _tz_literal(tz: str) -> str:

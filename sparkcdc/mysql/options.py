@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.connection import (
+    SSL_MODES,
+    VERIFY_MODES,
+    ConnectionOptions,
+    build_ssl_context,
+)
 
 STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset",
                  "timestamp")
@@ -46,9 +51,15 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
     "scan.snapshot.fetch.size": ("1024", "a positive integer"),
     "chunk-key.even-distribution.factor.upper-bound": ("1000.0", "a positive number"),
     "chunk-key.even-distribution.factor.lower-bound": ("0.05", "a positive number"),
-    "connect.timeout": ("30s", "a duration like '30s', '500ms', '2min'"),
+    "connect.timeout": ("30s", "a duration like '30s', '500ms', '2min': the longest opening "
+                               "one connection may take, retries included"),
     "connect.max-retries": ("3", "a non-negative integer"),
     "heartbeat.interval": ("30s", "a duration like '30s'"),
+    "ssl.mode": ("preferred", "one of " + ", ".join(SSL_MODES)),
+    "ssl.ca": (None, "the path of a PEM file with the CA certificate(s) that sign the "
+                     "server's certificate (verify_ca, verify_identity)"),
+    "ssl.cert": (None, "the path of a PEM client certificate (with 'ssl.key')"),
+    "ssl.key": (None, "the path of the PEM private key of 'ssl.cert'"),
     "scan.incremental.snapshot.backfill.skip": ("false", "true or false"),
     "scan.snapshot.as-of": (None, "a binlog offset as JSON (set by sparkcdc.read_snapshot)"),
     "maxRowsPerBatch": (None, "a positive integer: rows admitted per micro-batch"),
@@ -139,6 +150,56 @@ def parse_server_ids(value: str | None) -> tuple[int, ...]:
     return tuple(range(lo, hi + 1))
 
 
+def _tls_options(get) -> dict[str, Any]:
+    """ssl.mode / ssl.ca / ssl.cert / ssl.key, checked together; files must be readable
+    (on the driver here, and at the same path on every executor)."""
+    mode = get("ssl.mode").strip().lower().replace("-", "_")
+    if mode not in SSL_MODES:
+        close = difflib.get_close_matches(mode, SSL_MODES, n=1, cutoff=0.4)
+        raise ConfigError(f"option 'ssl.mode' has the unknown value {get('ssl.mode')!r}",
+                          fix=f"use one of {', '.join(SSL_MODES)}"
+                              + (f" (did you mean '{close[0]}'?)" if close else ""))
+    ca, cert, key = get("ssl.ca") or None, get("ssl.cert") or None, get("ssl.key") or None
+    if mode in VERIFY_MODES and not ca:
+        raise ConfigError(f"ssl.mode '{mode}' needs 'ssl.ca'",
+                          fix="set 'ssl.ca' to the PEM file of the CA that signed the server's "
+                              "certificate (the server's ssl_ca)")
+    if mode == "disabled" and (ca or cert or key):
+        raise ConfigError("ssl.mode 'disabled' turns TLS off, but ssl.ca/ssl.cert/ssl.key are set",
+                          fix="remove the ssl.* file options or choose another ssl.mode")
+    if ca and mode not in VERIFY_MODES:
+        raise ConfigError(f"'ssl.ca' is set but ssl.mode '{mode}' does not check the server's "
+                          f"certificate",
+                          fix="use ssl.mode 'verify_ca' or 'verify_identity' to verify with it")
+    if cert and mode == "preferred":
+        raise ConfigError("a client certificate ('ssl.cert') needs TLS, but ssl.mode "
+                          "'preferred' may connect without it",
+                          fix="use ssl.mode 'verify_ca' or 'verify_identity' (or 'required')")
+    if bool(cert) != bool(key):
+        raise ConfigError("'ssl.cert' and 'ssl.key' go together (a client certificate and its "
+                          "private key)", fix="set both or neither")
+    for name, path in (("ssl.ca", ca), ("ssl.cert", cert), ("ssl.key", key)):
+        if path is None:
+            continue
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+        except OSError as e:
+            raise ConfigError(f"option '{name}': cannot read {path!r} ({e.strerror})",
+                              fix=f"'{name}' accepts {OPTIONS[name][1]}; it must be readable "
+                                  "by the driver and at the same path on every executor"
+                              ) from None
+    if mode not in ("disabled", "preferred"):
+        try:
+            build_ssl_context(mode, ca, cert, key)
+        except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+            raise ConfigError(f"the TLS files are not usable: {e} (ssl.ca={ca}, "
+                              f"ssl.cert={cert}, ssl.key={key})",
+                              fix="ssl.ca and ssl.cert must be PEM certificates, ssl.key the "
+                                  "PEM private key matching ssl.cert") from None
+    return dict(ssl_mode=mode, ssl_ca=ca, ssl_cert=cert, ssl_key=key)
+
+
 @dataclass(frozen=True)
 class StartupOffset:
     file: str | None = None
@@ -226,6 +287,7 @@ class SourceConfig:
             startup = StartupOffset(timestamp_ms=_int(
                 "scan.startup.timestamp-millis", required("scan.startup.timestamp-millis"), 0))
 
+        tls = _tls_options(get)
         timeout = parse_duration("connect.timeout", get("connect.timeout"))
         if timeout <= 0:
             raise ConfigError("option 'connect.timeout' must be positive")
@@ -237,6 +299,7 @@ class SourceConfig:
             connect_timeout=timeout,
             max_retries=_int("connect.max-retries", get("connect.max-retries"), 0, 100),
             server_time_zone=get("server-time-zone"),
+            **tls,
         )
         lower = _float("chunk-key.even-distribution.factor.lower-bound",
                        get("chunk-key.even-distribution.factor.lower-bound"))

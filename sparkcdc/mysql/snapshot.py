@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.core.schema import Column, TableSchema, quote_ident
-from sparkcdc.errors import ConfigError, ConnectionFailed, DecodeError
+from sparkcdc.errors import ConfigError, ConnectionFailed, DecodeError, TLSError
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.connection import ConnectionOptions
 
@@ -184,7 +184,10 @@ def read_chunk(conn: ConnectionOptions, schema: TableSchema, start: Any, end: An
     ``reader`` (url, sql) -> Arrow table is a seam for tests and other engines.
     """
     sql = chunk_query(schema, start, end, chunk_key=chunk_key)
-    url = conn.connectorx_url()
+    if reader is None and not conn.connectorx_supported:
+        # connectorx cannot present a client certificate (ssl.cert): read through pymysql
+        return to_canonical(_pymysql_read(conn, sql), schema)
+    url = conn.connectorx_url()  # carries the same ssl.mode, ssl.ca and connect timeout
     try:
         raw = (reader or _connectorx_read)(url, sql)
     except BaseException as e:  # connectorx panics surface as pyo3 PanicException
@@ -192,6 +195,12 @@ def read_chunk(conn: ConnectionOptions, schema: TableSchema, start: Any, end: An
             raise
         msg = _scrub(str(e).splitlines()[0] if str(e) else type(e).__name__, conn)
         low = msg.lower()
+        if "tlserror" in low or "certificate verify failed" in low:
+            raise TLSError(f"reading {schema.table_id} from {conn}: TLS failed: {msg} "
+                           f"(ssl.mode={conn.ssl_mode}, ssl.ca={conn.ssl_ca})",
+                           fix="set ssl.ca to the CA that signed the server's certificate; "
+                               "verify_identity also needs the hostname in the certificate"
+                           ) from None
         if any(w in low for w in ("connection refused", "timed out", "can't connect",
                                   "broken pipe", "connection reset", "io error")):
             raise ConnectionFailed(f"reading {schema.table_id} from {conn}: {msg}") from None
@@ -205,6 +214,18 @@ def _connectorx_read(url: str, sql: str) -> pa.Table:
     import connectorx as cx
 
     return cx.read_sql(url, sql, return_type="arrow")
+
+
+def _pymysql_read(conn: ConnectionOptions, sql: str) -> pa.Table:
+    """The same SELECT through pymysql (slower: Python objects): for TLS with a client
+    certificate, which connectorx cannot present. Columns come back in the types
+    ``to_canonical`` casts from (the select list makes every value castable)."""
+    with conn.connect() as c, c.cursor() as cur:
+        cur.execute(sql)
+        names = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+    columns = list(zip(*rows)) if rows else [() for _ in names]
+    return pa.table([pa.array(list(col)) for col in columns], names=names)
 
 
 def _scrub(text: str, conn: ConnectionOptions) -> str:
