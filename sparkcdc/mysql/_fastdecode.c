@@ -557,6 +557,67 @@ fail:
     return NULL;
 }
 
+/* -- the replication stream: packets to events ------------------------------------------- */
+
+/* split_events(buf, pos, seq) -> (events, pos, seq, status)
+ *
+ * Walks the MySQL packets of ``buf`` from ``pos`` while they are whole binlog events (an OK
+ * byte, then the event) of less than 16 MB with the expected sequence number. Each event is
+ * (timestamp, type, server_id, event_size, log_pos, flags, start, end) with its bytes at
+ * buf[start:end]. status 0: the packet at ``pos`` is not complete yet (read more); 2: the
+ * packet at ``pos`` is one the caller handles itself (an error, the EOF of a non-blocking
+ * dump, an event of 16 MB or more, a wrong sequence number, a malformed packet). */
+static PyObject *fd_split_events(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos;
+    int seq, status = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*ni", &buf, &pos, &seq)) return NULL;
+    const unsigned char *d = (const unsigned char *)buf.buf;
+    Py_ssize_t len = buf.len;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) goto fail;
+    if (pos < 0 || pos > len) {
+        PyErr_SetString(PyExc_ValueError, "position outside the buffer");
+        goto fail;
+    }
+    for (;;) {
+        if (len - pos < 4) break;
+        Py_ssize_t n = (Py_ssize_t)le(d + pos, 3);
+        if (d[pos + 3] != (unsigned char)seq || n >= 0xFFFFFF) {
+            status = 2;
+            break;
+        }
+        if (len - pos - 4 < n) break;
+        const unsigned char *e = d + pos + 4;
+        if (n < 20 || e[0] != 0) {
+            status = 2;
+            break;
+        }
+        uint64_t size = le(e + 10, 4);
+        if (size != (uint64_t)(n - 1)) {
+            status = 2;
+            break;
+        }
+        PyObject *ev = Py_BuildValue("(kikkkinn)", (unsigned long)le(e + 1, 4), (int)e[5],
+                                     (unsigned long)le(e + 6, 4), (unsigned long)size,
+                                     (unsigned long)le(e + 14, 4), (int)le(e + 18, 2),
+                                     pos + 5, pos + 4 + n);
+        if (ev == NULL) goto fail;
+        int rc = PyList_Append(out, ev);
+        Py_DECREF(ev);
+        if (rc < 0) goto fail;
+        seq = (seq + 1) & 0xFF;
+        pos += 4 + n;
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("(Nnii)", out, pos, seq, status);
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
 /* -- the plan type ------------------------------------------------------------------------ */
 
 static void plan_dealloc(PlanObject *self) {
@@ -646,6 +707,9 @@ static PyTypeObject PlanType = {
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))fd_decode, METH_VARARGS,
      "decode(plan, data, mode) -> list of (before, after); mode 0 insert, 1 delete, 2 update"},
+    {"split_events", (PyCFunction)(void (*)(void))fd_split_events, METH_VARARGS,
+     "split_events(buf, pos, seq) -> (events, pos, seq, status): the whole binlog events "
+     "of a replication stream's bytes"},
     {NULL, NULL, 0, NULL},
 };
 

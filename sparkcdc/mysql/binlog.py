@@ -1,19 +1,22 @@
-"""A narrow adapter over python-mysql-replication: binlog windows and tails as ChangeRecords.
+"""Binlog windows and tails as ChangeRecords.
 
-What the adapter owns, and why:
+What the reader owns, and why:
 
-* **Positions.** Every stream starts from an explicit file and position (``resume_stream``
-  with ``is_mariadb=False`` on both flavors: the library's MariaDB mode ignores the file and
-  position, and without ``blocking`` it can loop and drop events). Record offsets are the
-  start of their transaction plus two counters (see ``sparkcdc.core.records``). ``events``
-  counts *every* row event of the transaction, captured or not, so an offset means the same
-  thing whatever tables a later run captures. That is also why the library's
-  ``only_tables``/``only_schemas`` are not used: its filter drops events before they can be
-  counted. Events of uncaptured tables are still skipped without decoding their rows.
-* **Reconnection.** The library silently reconnects after a lost connection and may replay
-  or skip. Here its connection factory refuses a second connection, and the adapter
-  reconnects itself from its own last offset, a bounded number of times, dropping every
-  record before the last one it yielded: no duplicates, no endless loop.
+* **Events.** By default the reader speaks the replication protocol itself through
+  ``sparkcdc.mysql.events`` (``events="native"``): its own dump request, packet splitting
+  (in C when the extension is built), event headers, table maps parsed once per distinct
+  body, and row events handed straight to the row decoder, so no per-event work goes through
+  python-mysql-replication's event classes. The library's events remain behind
+  ``events="library"`` (``SPARKCDC_BINLOG_EVENTS``) as the reference the tests compare with.
+* **Positions.** Every stream starts from an explicit file and position (on the library
+  path ``is_mariadb=False`` on both flavors: the library's MariaDB mode ignores the file and
+  position). Record offsets are the start of their transaction plus two counters (see
+  ``sparkcdc.core.records``). ``events`` counts *every* row event of the transaction,
+  captured or not, so an offset means the same thing whatever tables a later run captures.
+  Events of uncaptured tables are still skipped without decoding their rows.
+* **Reconnection.** The reader reconnects itself from its own last offset, a bounded number
+  of times, dropping every record before the last one it yielded: no duplicates, no endless
+  loop (on the library path the library's silent reconnect is refused).
 * **Decoding.** Row images are decoded by a swappable ``RowDecoder``. The default
   (``default_decoder``: compiled ``fastdecode.CRowDecoder``, else ``PyRowDecoder``) reads the
   event bytes itself, because the library's own values are lossy (negative TIME with a
@@ -40,6 +43,7 @@ from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import (
     AuthenticationFailed,
     BinlogUnavailable,
+    ConfigError,
     ConnectionFailed,
     DecodeError,
     OffsetError,
@@ -81,10 +85,17 @@ _BINLOG_ERROR = 1236
 class RowDecoder(Protocol):
     """Turns one row event into ``(before, after)`` canonical row dicts, in event order.
 
-    ``event`` is a python-mysql-replication rows event whose header has been read (its
-    ``packet`` is positioned at the first row image; ``event.columns`` holds the TABLE_MAP
-    metadata); ``schema`` is the captured table. A later decoder (C, Arrow) plugs in here.
+    ``decode_rows`` serves our own event layer: ``table_map`` is an ``events.TableMap``
+    (``columns`` with the TABLE_MAP metadata), ``mode`` 0 insert, 1 delete, 2 update, and
+    ``data`` the event's row images. ``decode`` serves the library's events: ``event`` is a
+    python-mysql-replication rows event whose header has been read. ``schema`` is the
+    captured table. A decoder without ``decode_rows`` makes the reader use the library's
+    events.
     """
+
+    def decode_rows(self, table_map: Any, schema: TableSchema, mode: int,
+                    data: bytes) -> list[tuple[dict | None, dict | None]]:
+        ...
 
     def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
         ...
@@ -116,6 +127,7 @@ class PyRowDecoder:
 
     def __init__(self) -> None:
         self._plans: dict[tuple, list[_Field]] = {}
+        self._by_map: dict[Any, tuple[TableSchema, list[_Field]]] = {}
 
     def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
         from pymysqlreplication.row_event import PartialUpdateRowsEvent, UpdateRowsEvent
@@ -124,8 +136,7 @@ class PyRowDecoder:
             raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be decoded",
                               fix="set binlog_row_value_options='' on the server")
         plan = self._plan(event, schema)
-        names = schema.column_names
-        ncols = len(names)
+        ncols = len(schema.columns)
         _all_present(event.columns_present_bitmap, ncols, schema)
         update = isinstance(event, UpdateRowsEvent)
         if update:
@@ -133,8 +144,28 @@ class PyRowDecoder:
         delete = _op_of(event) == DELETE
         pkt = event.packet
         data = pkt.read(event.event_size - pkt.read_bytes)
+        return self._decode_data(plan, schema, data, update, delete)
+
+    def decode_rows(self, table_map: Any, schema: TableSchema, mode: int,
+                    data: bytes) -> list[tuple[dict | None, dict | None]]:
+        """The row images of one rows event (``data``: after its header and bitmaps) for
+        our own event layer (``sparkcdc.mysql.events``); ``mode`` 0 insert, 1 delete,
+        2 update."""
+        hit = self._by_map.get(table_map)
+        if hit is not None and hit[0] is schema:
+            plan = hit[1]
+        else:
+            plan = self._plan_for(table_map.columns, schema)
+            if len(self._by_map) > 1024:
+                self._by_map.clear()
+            self._by_map[table_map] = (schema, plan)
+        return self._decode_data(plan, schema, data, mode == 2, mode == 1)
+
+    def _decode_data(self, plan: list[_Field], schema: TableSchema, data: bytes,
+                     update: bool, delete: bool) -> list[tuple[dict | None, dict | None]]:
+        names = schema.column_names
+        nbits = (len(names) + 7) // 8
         pos, end = 0, len(data)
-        nbits = (ncols + 7) // 8
         out: list[tuple[dict | None, dict | None]] = []
         try:
             while pos < end:
@@ -152,7 +183,9 @@ class PyRowDecoder:
         return out
 
     def _plan(self, event: Any, schema: TableSchema) -> list[_Field]:
-        cols = event.columns
+        return self._plan_for(event.columns, schema)
+
+    def _plan_for(self, cols: list, schema: TableSchema) -> list[_Field]:
         sig = (schema.table_id, tuple(c.column_type for c in schema.columns),
                tuple(_meta_sig(c) for c in cols))
         plan = self._plans.get(sig)
@@ -520,6 +553,52 @@ def _mysql_json(b: bytes) -> str | None:
 
 # -- the reader --------------------------------------------------------------------------------
 
+_BIG_EVENT = 1 << 20  # bytes; row images of bigger events go to the decoder as a memoryview
+_OPS = (INSERT, DELETE, UPDATE)  # by the event layer's mode: 0 insert, 1 delete, 2 update
+
+
+def _event_layer(choice: str | None, decoder: Any) -> str:
+    """``native`` (our own ``sparkcdc.mysql.events``) or ``library``
+    (python-mysql-replication's event classes); ``SPARKCDC_BINLOG_EVENTS`` overrides the
+    default. ``LibraryRowDecoder`` needs the library's events."""
+    import os
+
+    if isinstance(decoder, LibraryRowDecoder):
+        return "library"
+    choice = (choice or os.environ.get("SPARKCDC_BINLOG_EVENTS", "") or "native").strip().lower()
+    if choice not in ("native", "library"):
+        raise ConfigError(f"binlog event layer {choice!r} does not exist",
+                          fix="use 'native' or 'library' (SPARKCDC_BINLOG_EVENTS)")
+    if choice == "native" and not hasattr(decoder, "decode_rows"):
+        return "library"  # a decoder written for the library's events
+    return choice
+
+
+def _offset(file: str, pos: int, events: int, rows: int, gtid: str | None,
+            flavor: str) -> BinlogOffset:
+    """``BinlogOffset(...)`` without validating again (the reader's own values)."""
+    o = object.__new__(BinlogOffset)
+    o.__dict__.update(file=file, pos=pos, events=events, rows=rows, gtid=gtid, flavor=flavor)
+    return o
+
+
+def _check_present(present: int, present2: int | None, ncols: int,
+                   schema: TableSchema) -> None:
+    if ncols != len(schema.columns):
+        raise DecodeError(
+            f"{schema.table_id}: the binlog has {ncols} columns, the captured "
+            f"schema {len(schema.columns)}",
+            fix="the table was altered; restart capture with a new snapshot")
+    for bitmap in (present, present2):
+        if bitmap is None:
+            continue
+        for i in range(ncols):
+            if not bitmap >> i & 1:
+                raise DecodeError(f"{schema.table_id}: the binlog row image lacks column "
+                                  f"{schema.columns[i].name!r}",
+                                  fix="set binlog_row_image=FULL on the server")
+
+
 class _Reconnect(Exception):
     """The library tried to reconnect on its own; the adapter restarts from its offset."""
 
@@ -585,11 +664,16 @@ class _State:
 
     def _merge(self, txn_gtid: str) -> str | None:
         if self.flavor == "mariadb":
+            domains = self._mariadb_domains
             try:
-                self._mariadb_domains[int(txn_gtid.split("-")[0])] = txn_gtid
+                domain = int(txn_gtid.partition("-")[0])
             except ValueError:
                 return self.gtid
-            return ",".join(self._mariadb_domains[d] for d in sorted(self._mariadb_domains))
+            if len(domains) <= 1 and (not domains or domain in domains):
+                domains[domain] = txn_gtid  # one domain: the position is its last GTID
+                return txn_gtid
+            domains[domain] = txn_gtid
+            return ",".join(domains[d] for d in sorted(domains))
         if self.gtid is None:
             return None  # an unknown executed set stays unknown
         try:
@@ -621,13 +705,17 @@ class BinlogReader:
     def __init__(self, conn: ConnectionOptions, server_id: int,
                  tables: dict[TableId, TableSchema] | Iterable[TableId],
                  flavor: str = "mariadb", decoder: RowDecoder | None = None, *,
-                 read_timeout: float = 60.0, max_retries: int | None = None):
+                 read_timeout: float = 60.0, max_retries: int | None = None,
+                 events: str | None = None):
         if flavor not in ("mariadb", "mysql"):
             raise ValueError(f"flavor must be 'mariadb' or 'mysql', not {flavor!r}")
         self.conn = conn
         self.server_id = int(server_id)
         self.flavor = flavor
         self.decoder = decoder or default_decoder()
+        self.events = _event_layer(events, self.decoder)
+        # each distinct TABLE_MAP body parsed once (native layer), across this reader's streams
+        self._table_maps: dict[bytes, Any] = {}
         self.read_timeout = read_timeout
         self.max_retries = conn.max_retries if max_retries is None else max_retries
         if isinstance(tables, dict):
@@ -715,6 +803,214 @@ class BinlogReader:
     def _consume(self, stream, state: _State, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]
                  ) -> Iterator[ChangeRecord | Heartbeat]:
+        if self.events == "native":
+            return self._consume_native(stream, state, end, heartbeat, beat)
+        return self._consume_library(stream, state, end, heartbeat, beat)
+
+    def _consume_native(self, stream, state: _State, end: BinlogOffset | None,
+                        heartbeat: float | None, beat: list[float]
+                        ) -> Iterator[ChangeRecord | Heartbeat]:
+        """The loop over our own event layer (``sparkcdc.mysql.events``); the same records,
+        offsets and boundaries as ``_consume_library``."""
+        from sparkcdc.mysql import events as E
+
+        end_key = end.sort_key() if end is not None else None
+        low_key = state.low_key
+        flavor = self.flavor
+
+        def reached(key: tuple) -> bool:
+            return end_key is not None and key >= end_key
+
+        def make_beat() -> Heartbeat:
+            beat[0] = time.monotonic()
+            return Heartbeat(state.boundary(), int(time.time() * 1000))
+
+        if reached(state.key(state.boundary_pos)):
+            state.done = True
+            return
+        csum = 4 if stream.checksum else 0
+        query_post, tid_len = 13, 6
+        maps: dict[int, Any] = {}  # table id -> TableMap, for this file
+        cache = self._table_maps
+        decoder = self.decoder
+        decode_rows = decoder.decode_rows
+        takes_buffers = getattr(decoder, "takes_buffers", False)
+        row_events = E.ROW_EVENTS
+        mgtid = E.MARIADB_GTID_BODY.unpack_from
+        ignored = E.IGNORED_EVENTS
+        schemas = self._schemas
+        T_HEARTBEAT, T_ROTATE, T_FD, T_TABLE_MAP = (E.HEARTBEAT, E.ROTATE,
+                                                    E.FORMAT_DESCRIPTION, E.TABLE_MAP)
+        T_MGTID, T_XID, T_QUERY = E.MARIADB_GTID, E.XID, E.QUERY
+        for data, evs in stream.batches():
+            for _ts, etype, server_id, size, log_pos, flags, s, e in evs:
+                if etype == T_HEARTBEAT:
+                    if heartbeat is not None and not state.in_txn:
+                        yield make_beat()
+                    continue
+                if etype == T_ROTATE:
+                    name, pos = E.rotate(data, s, e, None)
+                    if state.in_txn:  # transactions never span files
+                        raise DecodeError(f"binlog rotated from {state.file} to {name} "
+                                          f"inside a transaction")
+                    state.set_file(name, pos)
+                    maps.clear()
+                    if reached(state.key(state.boundary_pos)):
+                        state.done = True
+                        return
+                    continue
+                if etype == T_FD:
+                    checksum, post = E.format_description(data, s, e)
+                    csum = 4 if checksum else 0
+                    if len(post) >= T_QUERY:
+                        query_post = post[T_QUERY - 1]
+                    # 4-byte table ids: servers before 5.1.4 (and their files)
+                    tid_len = 4 if len(post) >= T_TABLE_MAP and post[T_TABLE_MAP - 1] == 6 \
+                        else 6
+                if etype in ignored or log_pos == 0 or flags & _LOG_EVENT_ARTIFICIAL:
+                    continue  # e.g. the dump's fake format description: no position of its own
+                state.progress += 1
+                ev_end = log_pos
+                rows = row_events.get(etype)
+                if rows is not None:
+                    if not state.in_txn:
+                        raise DecodeError(f"row event outside a transaction at "
+                                          f"{state.file}:{log_pos - size}",
+                                          fix="start from a transaction boundary (an offset "
+                                              "from SHOW MASTER STATUS or from a record)")
+                    ev = state.events
+                    state.events += 1
+                    key = (state.fidx, state.txn_pos, ev, 0)
+                    if end_key is not None and key >= end_key:
+                        state.done = True
+                        return
+                    mode, version = rows
+                    tid = int.from_bytes(data[s + 19:s + 19 + tid_len], "little")
+                    tm = maps.get(tid)
+                    if tm is None:
+                        raise DecodeError(f"row event for table id {tid} without its "
+                                          f"TABLE_MAP at {state.file}:{log_pos - size}",
+                                          fix="start from a transaction boundary (an offset "
+                                              "from SHOW MASTER STATUS or from a record)")
+                    skey = tm.key
+                    if skey not in schemas or key[:3] < low_key[:3]:
+                        continue  # uncaptured, or wholly before the start: never decoded
+                    schema = schemas[skey] or self._schema(*skey)
+                    if etype == E.PARTIAL_UPDATE_ROWS:
+                        raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be "
+                                          f"decoded",
+                                          fix="set binlog_row_value_options='' on the server")
+                    p = s + 21 + tid_len  # after the table id and the flags
+                    if version == 2:
+                        p += data[p] | data[p + 1] << 8  # extra data, its length included
+                    ncols = data[p]
+                    if ncols < 251:
+                        nb = (ncols + 7) >> 3
+                        present = int.from_bytes(data[p + 1:p + 1 + nb], "little")
+                        p += 1 + nb
+                        present2 = None
+                        if mode == 2:
+                            present2 = int.from_bytes(data[p:p + nb], "little")
+                            p += nb
+                    else:
+                        _tid, ncols, present, present2, p = E.rows_header(
+                            data, s + 19, e, version, mode == 2, tid_len)
+                    full = tm.full
+                    if present & full != full or (mode == 2 and present2 & full != full) \
+                            or ncols != tm.ncols:
+                        _check_present(present, present2, ncols, schema)
+                    if e - s < _BIG_EVENT or not takes_buffers:
+                        decoded = decode_rows(tm, schema, mode, data[p:e - csum])
+                    else:  # a big event: its row images are not copied
+                        with memoryview(data) as view, view[p:e - csum] as images:
+                            decoded = decode_rows(tm, schema, mode, images)
+                    op = _OPS[mode]
+                    # the rows of this event inside [low_key, end_key): a slice, not a
+                    # comparison per row (this loop runs for every captured row change)
+                    first = low_key[3] if key[:3] == low_key[:3] else 0
+                    stop = len(decoded)
+                    if end_key is not None and end_key[:3] == key[:3]:
+                        stop = min(stop, end_key[3])
+                    if first < stop:
+                        base = _offset(state.file, state.txn_pos, ev, first,
+                                       state.txn_gtid_before, flavor)
+                        table_id, ts, gtid = schema.table_id, state.txn_ts * 1000, state.txn_gtid
+                        for i in range(first, stop):
+                            before, after = decoded[i]
+                            off = base if i == first else base.at_row(i)
+                            rec = ChangeRecord(op, table_id, before, after, off, ts, gtid)
+                            state.low_key = low_key = (key[0], key[1], ev, i + 1)
+                            yield rec
+                    if stop < len(decoded):
+                        state.done = True
+                        return
+                    continue
+                if etype == T_TABLE_MAP:
+                    body = data[s + 19:e - csum]
+                    tm = cache.get(body)
+                    if tm is None:
+                        tm = E.parse_table_map(body, flavor, tid_len)
+                        if len(cache) >= 512:
+                            cache.clear()
+                        cache[body] = tm
+                    maps[tm.table_id] = tm
+                    continue
+                ev_start = log_pos - size
+                if etype == T_MGTID:
+                    if end_key is not None and (state.fidx, ev_start, 0, 0) >= end_key:
+                        state.done = True
+                        return
+                    seq, domain, gflags = mgtid(data, s + 19)
+                    state.begin(ev_start, f"{domain}-{server_id}-{seq}", _ts,
+                                explicit=not gflags & 1)
+                    continue
+                if etype == E.GTID or etype == E.ANONYMOUS_GTID:
+                    if reached(state.key(ev_start)):
+                        state.done = True
+                        return
+                    gtid = E.mysql_gtid(data, s) if etype == E.GTID else None
+                    state.begin(ev_start, gtid, _ts, explicit=False)
+                    continue
+                if etype == T_XID or etype == E.XA_PREPARE:
+                    state.commit(ev_end)
+                elif etype == T_QUERY:
+                    q = E.query_text(data, s, e - csum, query_post)
+                    head = q[:8].upper()
+                    if head.startswith(b"BEGIN") and q.upper() == b"BEGIN" or head == b"XA START":
+                        if not state.in_txn:
+                            if reached(state.key(ev_start)):
+                                state.done = True
+                                return
+                            state.begin(ev_start, None, _ts, explicit=True)
+                        state.explicit = True
+                    elif (len(q) <= 8 and q.upper() in (b"COMMIT", b"ROLLBACK")) \
+                            or not (state.in_txn and state.explicit):
+                        state.commit(ev_end)  # the end of a transaction, or a DDL on its own
+                elif etype == E.MARIADB_GTID_LIST:
+                    state.set_gtid_list(E.mariadb_gtid_list(data, s, e))
+                    state.boundary_pos = ev_end
+                elif etype == E.PREVIOUS_GTIDS:
+                    state.set_gtid_list(E.previous_gtids(data, s))
+                    state.boundary_pos = ev_end
+                elif etype in _UNSUPPORTED_EVENTS:
+                    raise DecodeError(f"{_UNSUPPORTED_EVENTS[etype]} at {state.file}:{ev_start} "
+                                      f"cannot be decoded",
+                                      fix="turn binlog compression off on the server")
+                elif not state.in_txn:
+                    state.boundary_pos = ev_end  # format description, checkpoint, stop...
+                if not state.in_txn:
+                    bkey = (state.fidx, state.boundary_pos, 0, 0)
+                    if end_key is not None and bkey >= end_key:
+                        state.done = True
+                        return
+                    if bkey > low_key:
+                        state.low_key = low_key = bkey
+                    if heartbeat is not None and time.monotonic() - beat[0] >= heartbeat:
+                        yield make_beat()
+
+    def _consume_library(self, stream, state: _State, end: BinlogOffset | None,
+                         heartbeat: float | None, beat: list[float]
+                         ) -> Iterator[ChangeRecord | Heartbeat]:
         from pymysqlreplication.event import (
             GtidEvent,
             HeartbeatLogEvent,
@@ -873,6 +1169,24 @@ class BinlogReader:
         return schema
 
     def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
+        if self.events == "native":
+            return self._open_native(start, blocking=blocking, heartbeat=heartbeat)
+        return self._open_library(start, blocking=blocking, heartbeat=heartbeat)
+
+    def _open_native(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
+        from sparkcdc.mysql.events import DumpStream
+
+        base = self.conn.pymysql_kwargs()
+        for k in ("database", "autocommit", "init_command"):
+            base.pop(k, None)  # the session time zone does not matter here
+        read_timeout = self.read_timeout
+        if heartbeat is not None:
+            read_timeout = max(3 * heartbeat, 10.0)
+        return DumpStream(base, self.server_id, start.file, start.pos, blocking=blocking,
+                          heartbeat=heartbeat, read_timeout=read_timeout)
+
+    def _open_library(self, start: BinlogOffset, *, blocking: bool,
+                      heartbeat: float | None):
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
             FormatDescriptionEvent,
@@ -1018,27 +1332,28 @@ def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[s
                           flavor: str = "mariadb") -> list[int | None]:
     """When each binlog file was started (epoch seconds of its first event); None if gone."""
     import pymysql
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import FormatDescriptionEvent, RotateEvent
+
+    from sparkcdc.mysql import events as E
 
     base = conn.pymysql_kwargs()
     for k in ("database", "autocommit", "init_command"):
         base.pop(k, None)
     out: list[int | None] = []
     for f in files:
-        stream = BinLogStreamReader(
-            connection_settings=dict(base, read_timeout=30), server_id=server_id,
-            resume_stream=True, blocking=False, log_file=f, log_pos=4, is_mariadb=False,
-            only_events=[FormatDescriptionEvent, RotateEvent], enable_logging=False,
-            pymysql_wrapper=_connect_renaming_db)
         ts: int | None = None
         try:
-            while True:
-                ev = stream.fetchone()
-                if ev is None:
-                    break
-                if isinstance(ev, FormatDescriptionEvent) and ev.packet.log_pos:
-                    ts = ev.timestamp
+            stream = E.DumpStream(base, server_id, f, 4, blocking=False, heartbeat=None,
+                                  read_timeout=30)
+        except pymysql.err.MySQLError as e:
+            if _mysql_code(e) != _BINLOG_ERROR:
+                raise
+            out.append(None)
+            continue
+        try:
+            for _data, evs in stream.batches():
+                first = next((h for h in evs if h[1] == E.FORMAT_DESCRIPTION and h[4]), None)
+                if first is not None:
+                    ts = first[0]
                     break
         except pymysql.err.MySQLError as e:
             if _mysql_code(e) != _BINLOG_ERROR:

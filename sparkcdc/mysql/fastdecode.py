@@ -62,6 +62,8 @@ def default_decoder() -> B.RowDecoder:
 class CRowDecoder:
     """``RowDecoder`` over the C extension."""
 
+    takes_buffers = True  # decode_rows accepts a memoryview (big events are not copied)
+
     def __init__(self) -> None:
         if _C is None:
             raise ConfigError("the compiled row decoder (sparkcdc.mysql._fastdecode) is not "
@@ -71,6 +73,7 @@ class CRowDecoder:
         # the library builds one column list per TABLE_MAP event: the last one seen per
         # table spares computing the signature again for every row event that follows it
         self._last: dict[Any, tuple[Any, TableSchema, Any, int]] = {}
+        self._by_map: dict[Any, tuple[TableSchema, Any]] = {}  # events.TableMap -> plan
 
     def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
         from pymysqlreplication.row_event import (
@@ -101,6 +104,27 @@ class CRowDecoder:
             B._all_present(event.columns_present_bitmap2, ncols, schema)
         pkt = event.packet
         data = pkt.read(event.event_size - pkt.read_bytes)
+        try:
+            return _C.decode(plan, data, mode)
+        except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
+            raise DecodeError(f"{schema.table_id}: malformed row event: {e}",
+                              fix="the table's binlog metadata and schema disagree; if the "
+                                  "table was altered, restart capture with a new snapshot") \
+                from None
+
+    def decode_rows(self, table_map: Any, schema: TableSchema, mode: int,
+                    data: bytes) -> list[tuple[dict | None, dict | None]]:
+        """The row images of one rows event for our own event layer
+        (``sparkcdc.mysql.events``): ``data`` starts after the event's bitmaps; ``mode``
+        0 insert, 1 delete, 2 update."""
+        hit = self._by_map.get(table_map)
+        if hit is not None and hit[0] is schema:
+            plan = hit[1]
+        else:
+            plan = self._plan(table_map.columns, schema)[0]
+            if len(self._by_map) > 1024:
+                self._by_map.clear()
+            self._by_map[table_map] = (schema, plan)
         try:
             return _C.decode(plan, data, mode)
         except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
