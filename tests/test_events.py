@@ -188,6 +188,7 @@ def test_table_maps_equal_the_librarys(mariadb, db):
                           read_timeout=30)
     got = []
     try:
+        stream.connect()
         csum = 4 if stream.checksum else 0
         for data, evs in stream.batches():
             for _ts, etype, _sid, _size, log_pos, _fl, s, e in evs:
@@ -270,3 +271,22 @@ def test_checksum_off_then_on_between_files(no_checksum):
         assert got == ours
     finally:
         sb.execute("SET GLOBAL binlog_checksum = NONE")
+
+
+def test_a_server_that_is_down_is_retried_then_reported(monkeypatch):
+    """Connecting is part of the reader's bounded retries (a restarting server), and the
+    failure names the offset to resume from."""
+    from sparkcdc.core.offsets import BinlogOffset
+    from sparkcdc.errors import ConnectionFailed
+    from sparkcdc.sandbox import free_port
+
+    conn = B.ConnectionOptions(hostname="127.0.0.1", port=free_port(), connect_timeout=1,
+                               max_retries=2)
+    r = BinlogReader(conn, 7620, set())
+    opened = []
+    real = r._open
+    monkeypatch.setattr(r, "_open", lambda *a, **k: opened.append(1) or real(*a, **k))
+    start = BinlogOffset("binlog.000001", 4)
+    with pytest.raises(ConnectionFailed, match="binlog.000001:4") as e:
+        list(r.read_window(start, BinlogOffset("binlog.000001", 400)))
+    assert e.value.retryable and len(opened) == 3 and r.reconnects == 2

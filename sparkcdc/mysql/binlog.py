@@ -828,6 +828,7 @@ class BinlogReader:
         if reached(state.key(state.boundary_pos)):
             state.done = True
             return
+        stream.connect()  # here, inside _run's retries: the server may be restarting
         csum = 4 if stream.checksum else 0
         query_post, tid_len = 13, 6
         maps: dict[int, Any] = {}  # table id -> TableMap, for this file
@@ -1341,14 +1342,8 @@ def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[s
     out: list[int | None] = []
     for f in files:
         ts: int | None = None
-        try:
-            stream = E.DumpStream(base, server_id, f, 4, blocking=False, heartbeat=None,
-                                  read_timeout=30)
-        except pymysql.err.MySQLError as e:
-            if _mysql_code(e) != _BINLOG_ERROR:
-                raise
-            out.append(None)
-            continue
+        stream = E.DumpStream(base, server_id, f, 4, blocking=False, heartbeat=None,
+                              read_timeout=30)
         try:
             for _data, evs in stream.batches():
                 first = next((h for h in evs if h[1] == E.FORMAT_DESCRIPTION and h[4]), None)

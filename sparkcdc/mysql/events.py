@@ -102,10 +102,23 @@ class DumpStream:
 
     def __init__(self, connect_kwargs: dict[str, Any], server_id: int, file: str, pos: int, *,
                  blocking: bool, heartbeat: float | None, read_timeout: float):
+        self._args = (dict(connect_kwargs, read_timeout=read_timeout), server_id, file, pos,
+                      blocking, heartbeat, read_timeout)
+        self.connection: Any = None
+        self.checksum = False  # the server's binlog_checksum at connect (before any FD event)
+        self._closed = False
+
+    def connect(self) -> None:
+        """Open the connection and send the dump request (once; ``batches`` does it too).
+        Connection errors are pymysql's, raised here, inside the reader's retry loop."""
         import pymysql
 
-        self.read_timeout = read_timeout
-        self.connection = pymysql.connect(**dict(connect_kwargs, read_timeout=read_timeout))
+        if self.connection is not None:
+            return
+        if self._closed:
+            raise _lost("the stream is closed")
+        kwargs, server_id, file, pos, blocking, heartbeat, read_timeout = self._args
+        self.connection = pymysql.connect(**kwargs)
         try:
             with self.connection.cursor() as cur:
                 cur.execute("SELECT @@global.binlog_checksum")
@@ -116,8 +129,9 @@ class DumpStream:
                 if heartbeat is not None:
                     # nanoseconds; at most half the read timeout, so an idle stream never
                     # times out between two heartbeats
-                    period = min(heartbeat, read_timeout / 2.0, 4294967.0)
-                    cur.execute("SET @master_heartbeat_period = %s", (int(period * 1e9),))
+                    period = int(min(heartbeat, read_timeout / 2.0, 4294967.0) * 1e9)
+                    cur.execute("SET @master_heartbeat_period = %s, "
+                                "@source_heartbeat_period = %s", (period, period))
             self.checksum = alg != "NONE"
             self._command(_COM_REGISTER_SLAVE, struct.pack("<I", server_id) + b"\0\0\0"
                           + struct.pack("<HII", 0, 0, 0))
@@ -134,6 +148,7 @@ class DumpStream:
         self.connection._execute_command(command, payload)
 
     def close(self) -> None:
+        self._closed = True
         c = self.connection
         if c is not None:
             self.connection = None
@@ -146,10 +161,8 @@ class DumpStream:
         bytes (header and body, checksum included) at ``data[start:end]``. Returns at the EOF
         of a non-blocking dump; a lost connection or an error packet raises pymysql's error.
         """
-        conn = self.connection
-        if conn is None:
-            raise _lost("the stream is closed")
-        rfile = conn._rfile
+        self.connect()
+        rfile = self.connection._rfile
         split = _C.split_events if _C is not None and hasattr(_C, "split_events") \
             else split_events
         buf, p, seq = b"", 0, 1
