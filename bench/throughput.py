@@ -209,6 +209,27 @@ class Bench:
              .write.format("noop").mode("overwrite").save())
             return time.monotonic() - t0, n
 
+        def sparkcdc_delta():
+            # what a user does for a one-off snapshot into Delta: the batch read, applied
+            # with apply_changes through the project's delta sink (delta-rs; Spark's own
+            # Delta writer needs the delta-spark jars, which this machine has no Maven for)
+            from deltalake import DeltaTable
+
+            from sparkcdc import sinks
+            from sparkcdc.apply import apply_changes
+
+            path = Path(tempfile.mkdtemp(dir=self.tmp)) / "snap"
+            t0 = time.monotonic()
+            df = spark.read.format("mysql-cdc").options(**self.source_options(
+                "snap", **{"scan.incremental.snapshot.chunk.size": "100000",
+                           "server-id": self.server_ids(4)})).load()
+            apply_changes(df, 0, sinks.create("delta", {"path": str(path)}), keys=["id"])
+            secs = time.monotonic() - t0
+            got = DeltaTable(str(path)).to_pyarrow_dataset().count_rows()
+            shutil.rmtree(path.parent, ignore_errors=True)
+            assert got == n, (got, n)
+            return secs, n
+
         def jdbc_reader():
             return (spark.read.format("jdbc").option("url", jdbc_url)
                     .option("driver", "com.mysql.cj.jdbc.Driver")
@@ -224,7 +245,8 @@ class Bench:
 
         tools = {"mariadb-dump (to /dev/null)": dump,
                  "connectorx alone (2 partitions, Arrow)": cx,
-                 "sparkcdc → Spark noop sink": sparkcdc_noop}
+                 "sparkcdc → Spark noop sink": sparkcdc_noop,
+                 "sparkcdc → Delta (batch read, apply_changes, delta sink)": sparkcdc_delta}
         notes = {}
         if self.mysql_jdbc_jar():
             t0 = time.monotonic()

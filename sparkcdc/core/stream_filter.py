@@ -72,17 +72,29 @@ _VERDICT = {(b, a): Verdict(b, a) for b in (False, True) for a in (False, True)}
 
 
 class StreamFilter:
-    def __init__(self, tables: Mapping[TableId, TableProgress], locate: Locate):
+    """``floor``, when given, is an offset no judged record precedes (the start of the
+    window being read): a table whose whole key space was finished at or before it passes
+    every record on its images alone, without comparing offsets (the steady state)."""
+
+    def __init__(self, tables: Mapping[TableId, TableProgress], locate: Locate,
+                 floor: BinlogOffset | None = None):
         self.tables = tables
         self.locate = locate
+        self._open = {t for t, p in tables.items()
+                      if floor is not None and p.complete and p.splits
+                      and p.max_hw <= floor}
 
     def judge(self, records: Sequence[ChangeRecord]) -> list[Verdict]:
         """A verdict per record; batched so string keys cost one server query per table."""
         verdicts: list[Verdict | None] = [None] * len(records)
         pending: dict[TableId, list[int]] = {}
         fast: dict[TableId, tuple | None] = {}  # the fast path's bound, once per table
+        is_open = self._open
         for i, rec in enumerate(records):
             tid = rec.table_id
+            if tid in is_open:
+                verdicts[i] = _VERDICT[rec.before is not None, rec.after is not None]
+                continue
             prog = self.tables.get(tid)
             if prog is None or not prog.splits:
                 verdicts[i] = _VERDICT[False, False]

@@ -9,11 +9,17 @@ and the select) and so check the backfill where it matters.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sparkcdc.core.normalize import apply_patch, compute_patch, compute_rollback
+from sparkcdc.core.normalize import (
+    ChunkPatch,
+    InChunk,
+    apply_patch,
+    compute_patch,
+    compute_rollback,
+)
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import TableSchema
@@ -105,12 +111,92 @@ def read_split(dialect: SnapshotDialect, schema: TableSchema, split_id: str, sta
                        patch.events_applied)
 
 
+class RollbackLog:
+    """The binlog after ``as_of``, reduced to what rolling chunks back to ``as_of`` needs,
+    shared by every chunk a task reads as of the same position.
+
+    The state of a key at ``as_of`` is told by the first change after ``as_of`` that names
+    it: its before-image, or "absent" when that change creates the key. That holds whatever
+    the window's end, as long as the end is at or after the chunk's high watermark: a key
+    first changed after the chunk's select was untouched when the chunk was selected, so the
+    select saw its state at ``as_of``, which is also that later change's before-image (and a
+    key first created after the select is absent from both). So one window
+    ``[as_of, W)``, read once and extended as later chunks' high watermarks move ``W``,
+    rolls back every chunk; reading ``[as_of, HW)`` again for each chunk (one binlog
+    connection each, the window growing with every chunk) is not needed.
+
+    Only the first image of each (row key, chunk-key value) is kept, with its place in the
+    window: a chunk's patch takes, per row key, the earliest of those whose chunk-key value
+    lies in the chunk, which is exactly what ``compute_rollback`` takes from the full event
+    list (an update may move a row between chunks when the chunk key is not the row key).
+    Memory is one entry per key touched in the window, not one per event.
+    """
+
+    def __init__(self, dialect: SnapshotDialect, as_of: BinlogOffset,
+                 tables: Mapping[Any, TableSchema]):
+        self.dialect = dialect
+        self.tables = tables  # the captured tables: read_window(None, ...) reads them all
+        self.as_of = as_of
+        self.end = as_of
+        self.events = 0  # change events read so far
+        self.reads = 0  # binlog windows opened
+        self._first: dict[Any, dict[tuple, tuple[int, Any, dict[str, Any] | None]]] = {}
+
+    def advance(self, high: BinlogOffset) -> None:
+        """Extend the window to ``high`` (a chunk's high watermark)."""
+        if not high > self.end:
+            return
+        n = self.events
+        self.reads += 1
+        for ev in self.dialect.read_window(None, self.end, high):
+            self._note(ev, n)
+            n += 1
+        self.events = n
+        self.end = high
+
+    def _note(self, ev: ChangeRecord, n: int) -> None:
+        tid = ev.table_id
+        schema = self.tables.get(tid)
+        if schema is None:
+            return
+        first = self._first.setdefault(tid, {})
+        key_cols, ck = schema.row_key, schema.chunk_key
+        if ev.before is not None:
+            k = (tuple(ev.before[c] for c in key_cols), ev.before[ck])
+            if k not in first:
+                first[k] = (2 * n, ev.before[ck], ev.before)
+        if ev.after is not None:
+            k = (tuple(ev.after[c] for c in key_cols), ev.after[ck])
+            if k not in first:
+                first[k] = (2 * n + 1, ev.after[ck], None)
+
+    def patch(self, schema: TableSchema, in_chunk: InChunk) -> ChunkPatch:
+        """The rollback patch of a chunk of ``schema``'s table selected before ``self.end``."""
+        first = self._first.get(schema.table_id)
+        patch = ChunkPatch()
+        if not first:
+            return patch
+        entries = list(first.items())
+        verdicts = in_chunk([v[1] for _, v in entries])
+        best: dict[tuple, tuple[int, dict[str, Any] | None]] = {}
+        for ((rk, _ck), (order, _v, image)), inside in zip(entries, verdicts):
+            if inside and (rk not in best or order < best[rk][0]):
+                best[rk] = (order, image)
+        for rk, (_order, image) in sorted(best.items(), key=lambda kv: kv[1][0]):
+            patch.final[rk] = image
+            patch.events_applied += 1
+        return patch
+
+
 def read_split_as_of(dialect: SnapshotDialect, schema: TableSchema, split_id: str, start: Any,
                      end: Any, as_of: BinlogOffset, *, hooks: WatermarkHooks | None = None,
-                     backfill: bool = True) -> SplitResult:
+                     backfill: bool = True, log_: RollbackLog | None = None) -> SplitResult:
     """Select chunk ``[start, end)`` and roll it back to ``as_of``, a low watermark fixed
     before this call (by the Spark driver, docs/spark-source.md), so that every replay of
     the same ``as_of`` returns the same rows however late it runs.
+
+    ``log_`` (a ``RollbackLog`` at ``as_of``) is shared by the chunks one task reads: the
+    binlog after ``as_of`` is then read once for all of them.
     """
     hooks = hooks or WatermarkHooks()
 
@@ -136,6 +222,16 @@ def read_split_as_of(dialect: SnapshotDialect, schema: TableSchema, split_id: st
         return SplitResult(rows, low, low, 0, 0)
 
     # 5. undo the window [LW, HW) on the rows: the chunk as of LW
+    if log_ is not None:
+        if log_.as_of != low:
+            raise ValueError(f"{split_id}: a rollback log at {log_.as_of} cannot roll back "
+                             f"to {low}")
+        log_.advance(high)
+        patch = log_.patch(schema, lambda values: dialect.in_chunk(schema, start, end, values))
+        log.debug("%s step 5: shared window to %s (%d events), %d keys rolled back",
+                  split_id, log_.end, log_.events, patch.events_applied)
+        return SplitResult(apply_patch(rows, patch, schema), low, low, log_.events,
+                           patch.events_applied)
     events = list(dialect.read_window(schema, low, high))
     patch = compute_rollback(events, schema,
                              lambda values: dialect.in_chunk(schema, start, end, values))

@@ -119,7 +119,10 @@ def _select_expr(column: Column) -> str:
     if k == T.BIT1:
         return f"({q} + 0)"
     if k in (T.DATE, T.DATETIME):
-        return f"IF(YEAR({q}) = 0 OR MONTH({q}) = 0 OR DAYOFMONTH({q}) = 0, NULL, {q})"
+        # zero dates and dates with a zero part become NULL (connectorx panics on them):
+        # TO_DAYS is NULL for a zero month or day and below 366 in year 0, so this one call
+        # is "YEAR = 0 OR MONTH = 0 OR DAYOFMONTH = 0" at about half the server's CPU
+        return f"IF(TO_DAYS({q}) >= 366, {q}, NULL)"
     if k == T.TIME:
         return f"CAST(TIME_TO_SEC({q}) * 1000000 AS SIGNED)"
     if k == T.TIMESTAMP:

@@ -20,7 +20,7 @@ import base64
 import datetime as dt
 import decimal
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -68,82 +68,177 @@ def row_json(row: dict[str, Any], columns: Sequence[str]) -> str:
                       separators=(",", ":"))
 
 
+_KINDS = (INSERT, PRE, POST, DELETE)
+_KIND_ARRAY = pa.array(_KINDS, pa.string())
+_K_INSERT, _K_PRE, _K_POST, _K_DELETE = range(4)
+_TXN_SCALE = 10 ** 18  # _seq = (file * 10**13 + pos) * 10**18 + events * 10**9 + rows * 10 + sub
+
+
 class RowBuilder:
     """Accumulates output rows for one partition and cuts them into Arrow batches.
 
-    Values are kept column by column (one list per output field) and turned into Arrow
-    arrays once per batch: a binlog backlog passes here at every row change, and building a
-    dict per row then ``from_pylist`` cost more than decoding the binlog."""
+    A binlog backlog passes here at every row change, so the per-row work is a few list
+    appends: the row image itself (a reference), a change-kind code, a table code, the
+    commit time and the low part of ``_seq``. Everything else is done once per batch in
+    Arrow: the data columns from the images (``Table.from_pylist``), the kind and table
+    columns by ``take`` from small dictionaries, and ``_seq`` as 128-bit integers built with
+    numpy from the transaction's high part (shared by all its rows) and the low part."""
 
     def __init__(self, out_schema: pa.Schema, shape: str):
         self.schema = out_schema
         self.shape = shape
         self.data_names = [n for n in out_schema.names
                            if n not in META_NAMES and shape == COLUMNS]
+        self._data_schema = pa.schema([out_schema.field(n) for n in self.data_names])
+        self._tables: list[TableSchema] = []  # table code -> schema
+        self._table_code: dict[Any, tuple[int, Any]] = {}  # table id -> (code, key getter)
         self._reset()
 
     def _reset(self) -> None:
-        names = self.data_names if self.shape == COLUMNS else ["key", "data"]
-        self._data: dict[str, list] = {n: [] for n in names}
-        self._columns = list(self._data.items())
-        self._kind: list[str] = []
-        self._db: list[str] = []
-        self._table: list[str] = []
-        self._ts_us: list[int | None] = []
-        self._seq: list[int] = []
+        self._images: list[dict[str, Any]] = []
+        self._kind: list[int] = []
+        self._tcode: list[int] = []
+        self._ts_ms: list[int | None] = []
+        self._hcode: list[int] = []  # index into self._highs: the transaction's (file, pos)
+        self._low: list[int] = []  # events * 10**9 + rows * 10 + sub
+        self._highs: list[int] = []
+        self._last_txn: tuple | None = None
 
-    def _add(self, schema: TableSchema, row: dict[str, Any], kind: str, ts_ms: int | None,
-             seq: int) -> None:
-        if self.shape == COLUMNS:
-            get = row.get
-            for n, col in self._columns:
-                col.append(get(n))
-        else:
-            self._data["key"].append(row_json(row, schema.row_key))
-            self._data["data"].append(row_json(row, schema.column_names))
-        self._kind.append(kind)
-        self._db.append(schema.table_id.database)
-        self._table.append(schema.table_id.table)
-        self._ts_us.append(None if ts_ms is None else ts_ms * 1000)
-        self._seq.append(seq)
+    def _table(self, schema: TableSchema) -> tuple[int, Any]:
+        got = self._table_code.get(schema.table_id)
+        if got is None:
+            from operator import itemgetter
+
+            key = schema.row_key
+            getter = itemgetter(*key) if key else (lambda row: ())
+            got = (len(self._tables), getter)
+            self._tables.append(schema)
+            self._table_code[schema.table_id] = got
+        return got
 
     def add_change(self, schema: TableSchema, rec: ChangeRecord, verdict: Verdict) -> None:
-        seq = seq_number(rec.offset, 0)  # + SEQ_BEFORE / SEQ_AFTER: the sub-order digit
-        if rec.op == "c":
-            if verdict.after:
-                self._add(schema, rec.after, INSERT, rec.ts_ms, seq + SEQ_AFTER)
-        elif rec.op == "d":
-            if verdict.before:
-                self._add(schema, rec.before, DELETE, rec.ts_ms, seq + SEQ_BEFORE)
-        else:
-            same_key = rec.key(schema.row_key, "before") == rec.key(schema.row_key, "after")
-            if verdict.before:
-                self._add(schema, rec.before, PRE if same_key else DELETE, rec.ts_ms,
-                          seq + SEQ_BEFORE)
-            if verdict.after:
-                self._add(schema, rec.after, POST if same_key else INSERT, rec.ts_ms,
-                          seq + SEQ_AFTER)
+        self.add_changes([rec], [verdict], {rec.table_id: schema})
+
+    def add_changes(self, records: Sequence[ChangeRecord], verdicts: Sequence[Verdict],
+                    schemas: Mapping[Any, TableSchema]) -> None:
+        """Output rows for ``records`` as judged (``StreamFilter.judge``). An update is a
+        preimage and a postimage, or a delete and an insert when it changes the row key."""
+        images, kind, tcode, ts_ms = self._images, self._kind, self._tcode, self._ts_ms
+        hcode, low = self._hcode, self._low
+        add_img, add_kind, add_t, add_ts = images.append, kind.append, tcode.append, ts_ms.append
+        add_h, add_low = hcode.append, low.append
+        last_tid, code, keyget = None, 0, None
+        last_txn, h = self._last_txn, len(self._highs) - 1
+        for rec, v in zip(records, verdicts):
+            vb, va = v.before, v.after
+            if not (vb or va):
+                continue
+            tid = rec.table_id
+            if tid != last_tid:
+                code, keyget = self._table(schemas[tid])
+                last_tid = tid
+            off = rec.offset
+            txn = (off.file, off.pos)
+            if txn != last_txn:
+                self._highs.append(seq_number(BinlogOffset(off.file, off.pos), 0) // _TXN_SCALE)
+                h = len(self._highs) - 1
+                last_txn = txn
+            e, r = off.events, off.rows
+            if e >= 10**9 or r >= 10**8:
+                seq_number(off, 0)  # raises: the offset does not fit the _seq layout
+            lo = e * 10**9 + r * 10
+            ts = rec.ts_ms
+            op = rec.op
+            if op == "c":
+                if va:
+                    add_img(rec.after); add_kind(_K_INSERT); add_low(lo + SEQ_AFTER)
+                    add_t(code); add_ts(ts); add_h(h)
+            elif op == "d":
+                if vb:
+                    add_img(rec.before); add_kind(_K_DELETE); add_low(lo + SEQ_BEFORE)
+                    add_t(code); add_ts(ts); add_h(h)
+            else:
+                same = keyget(rec.before) == keyget(rec.after)
+                if vb:
+                    add_img(rec.before); add_kind(_K_PRE if same else _K_DELETE)
+                    add_low(lo + SEQ_BEFORE); add_t(code); add_ts(ts); add_h(h)
+                if va:
+                    add_img(rec.after); add_kind(_K_POST if same else _K_INSERT)
+                    add_low(lo + SEQ_AFTER); add_t(code); add_ts(ts); add_h(h)
+        self._last_txn = last_txn
 
     def __len__(self) -> int:
         return len(self._kind)
 
+    def _seq_array(self) -> pa.Array:
+        """``_seq`` = high * 10**18 + low as decimal128(38, 0): two 64-bit words per row."""
+        import numpy as np
+
+        n = len(self._low)
+        hs = [hi * _TXN_SCALE for hi in self._highs]
+        h_lo = np.array([x & 0xFFFFFFFFFFFFFFFF for x in hs], dtype=np.uint64)
+        h_hi = np.array([x >> 64 for x in hs], dtype=np.uint64)
+        idx = np.array(self._hcode, dtype=np.intp)
+        lo = np.array(self._low, dtype=np.uint64)
+        base = h_lo[idx]
+        low_word = base + lo  # wraps modulo 2**64; the carry goes to the high word
+        words = np.empty((n, 2), dtype="<u8")  # Arrow's decimals: little-endian, low first
+        words[:, 0] = low_word
+        words[:, 1] = h_hi[idx] + (low_word < base)
+        return pa.Array.from_buffers(pa.decimal128(38, 0), n, [None, pa.py_buffer(words)])
+
     def flush(self) -> pa.RecordBatch | None:
         if not self._kind:
             return None
+        import pyarrow.compute as pc
+
+        tcode = pa.array(self._tcode, pa.int32())
         meta = {
-            "_change_type": self._kind, "_database": self._db, "_table": self._table,
-            "_seq": self._seq,
+            "_change_type": _KIND_ARRAY.take(pa.array(self._kind, pa.int8())),
+            "_database": pa.array([t.table_id.database for t in self._tables],
+                                  pa.string()).take(tcode),
+            "_table": pa.array([t.table_id.table for t in self._tables],
+                               pa.string()).take(tcode),
+            "_op_ts": pc.multiply(pa.array(self._ts_ms, pa.int64()), 1000).cast(
+                pa.timestamp("us", tz="UTC")),
+            "_seq": self._seq_array(),
         }
-        arrays = []
-        for f in self.schema:
-            if f.name == "_op_ts":
-                arrays.append(pa.array(self._ts_us, pa.int64()).cast(f.type))
-            else:
-                values = meta[f.name] if f.name in meta else self._data[f.name]
-                arrays.append(pa.array(values, f.type))
+        if self.shape == COLUMNS:
+            data = pa.Table.from_pylist(self._images, schema=self._data_schema)
+            cols = {n: data.column(n).combine_chunks() for n in self.data_names}
+        else:
+            schemas = [self._tables[c] for c in self._tcode]
+            cols = {
+                "key": pa.array([row_json(r, s.row_key)
+                                 for r, s in zip(self._images, schemas)], pa.string()),
+                "data": pa.array([row_json(r, s.column_names)
+                                  for r, s in zip(self._images, schemas)], pa.string()),
+            }
+        arrays = [meta[f.name] if f.name in meta else cols[f.name] for f in self.schema]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._reset()
         return batch
+
+
+def in_key_order(table: pa.Table, key: Sequence[str]) -> pa.Table:
+    """``table`` sorted by ``key`` (Arrow's order): the deterministic order that makes a
+    replayed chunk byte-identical. A chunk read by its primary key usually arrives in that
+    order already (InnoDB reads the clustered index in order); one vectorized comparison
+    finds that out and saves the sort, which costs more than the check."""
+    if table.num_rows < 2:
+        return table
+    if len(key) == 1:
+        import pyarrow.compute as pc
+
+        col = table.column(key[0])
+        if col.null_count == 0:
+            try:
+                ordered = pc.all(pc.less(col[:-1], col[1:])).as_py()
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+                ordered = False  # a type Arrow cannot compare: sort (which may also refuse)
+            if ordered is True:
+                return table
+    return table.sort_by([(c, "ascending") for c in key])
 
 
 def snapshot_batches(table: pa.Table, schema: TableSchema, as_of: BinlogOffset,
@@ -154,12 +249,13 @@ def snapshot_batches(table: pa.Table, schema: TableSchema, as_of: BinlogOffset,
     if n == 0:
         return
     seq = pa.scalar(decimal.Decimal(seq_number(as_of, SEQ_SNAPSHOT)), pa.decimal128(38, 0))
+    # constant columns are built in Arrow (pa.repeat), not from Python lists of n values
     meta = {
-        "_change_type": pa.array([INSERT] * n, pa.string()),
-        "_database": pa.array([schema.table_id.database] * n, pa.string()),
-        "_table": pa.array([schema.table_id.table] * n, pa.string()),
+        "_change_type": pa.repeat(pa.scalar(INSERT, pa.string()), n),
+        "_database": pa.repeat(pa.scalar(schema.table_id.database, pa.string()), n),
+        "_table": pa.repeat(pa.scalar(schema.table_id.table, pa.string()), n),
         "_op_ts": pa.nulls(n, pa.timestamp("us", tz="UTC")),
-        "_seq": pa.array([seq.as_py()] * n, pa.decimal128(38, 0)),
+        "_seq": pa.repeat(seq, n),
     }
     if shape == COLUMNS:
         cols = [table.column(f.name).cast(f.type) if f.name not in meta else meta[f.name]

@@ -18,8 +18,11 @@ Executors never send anything back: Spark's model has no channel for it.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
+import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 
 OFFSET_VERSION = 1
 ROWS_PER_ARROW_BATCH = 8192
+PROFILE_ENV = "SPARKCDC_PROFILE_DIR"  # set: each task writes a cProfile of its reading there
 
 
 # -- driver-side helpers -------------------------------------------------------------------------
@@ -190,29 +194,63 @@ class ReadContext:
 
 
 def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
+    prof_dir = os.environ.get(PROFILE_ENV)
+    if prof_dir:  # where a task's time goes (docs/benchmarks.md): one pstats file per task
+        yield from _profiled(prof_dir, _read_partition(ctx, part))
+    else:
+        yield from _read_partition(ctx, part)
+
+
+def _profiled(prof_dir: str, it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        while True:
+            prof.enable()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            finally:
+                prof.disable()
+            yield batch
+    finally:
+        os.makedirs(prof_dir, exist_ok=True)
+        prof.dump_stats(os.path.join(prof_dir, f"task-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+                                                ".pstats"))
+
+
+def _read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
+    from sparkcdc.core.watermark import RollbackLog
+
     dialect = open_dialect(ctx.config, ctx.flavor, ctx.tables, part.server_id)
+    logs: dict[str, RollbackLog] = {}  # chunks rolled back to one position share its binlog
     try:
         for item in part.items:
             if isinstance(item, ChunkItem):
-                yield from _read_chunk(ctx, dialect, item)
+                key = json.dumps(item.as_of, sort_keys=True)
+                if key not in logs:
+                    logs[key] = RollbackLog(dialect, BinlogOffset.from_dict(item.as_of),
+                                            ctx.tables)
+                yield from _read_chunk(ctx, dialect, item, logs[key])
             else:
                 yield from read_window(ctx, dialect, item)
     finally:
         dialect.close()
 
 
-def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem) -> Iterator[pa.RecordBatch]:
+def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
+                rollback=None) -> Iterator[pa.RecordBatch]:
     from sparkcdc.core.watermark import read_split_as_of
-    from sparkcdc.spark.rows import snapshot_batches
+    from sparkcdc.spark.rows import in_key_order, snapshot_batches
 
     split = SnapshotSplit.from_dict(item.split)
     schema = ctx.tables[split.table_id]
     as_of = BinlogOffset.from_dict(item.as_of)
     result = read_split_as_of(dialect, schema, split.split_id, split.start, split.end, as_of,
-                              backfill=not ctx.config.backfill_skip)
-    rows = result.rows
-    if rows.num_rows:  # a deterministic order, so a replayed batch is byte-identical
-        rows = rows.sort_by([(c, "ascending") for c in schema.row_key])
+                              backfill=not ctx.config.backfill_skip, log_=rollback)
+    rows = in_key_order(result.rows, schema.row_key)  # a replay is byte-identical
     yield from snapshot_batches(rows, schema, as_of, ctx.out_schema, ctx.shape,
                                 ROWS_PER_ARROW_BATCH)
 
@@ -227,29 +265,41 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
                                   else start)
     progress = {t: TableProgress(ctx.tables[t], splits, complete)
                 for t, (splits, complete) in view.items() if t in ctx.tables}
-    flt = StreamFilter(progress, dialect.locate)
+    flt = StreamFilter(progress, dialect.locate, floor=start)
     builder = RowBuilder(ctx.out_schema, ctx.shape)
     pending = []
 
     def drain():
-        verdicts = flt.judge(pending)
-        for rec, v in zip(pending, verdicts):
-            if v.any:
-                builder.add_change(ctx.tables[rec.table_id], rec, v)
+        builder.add_changes(pending, flt.judge(pending), ctx.tables)
         pending.clear()
         return builder.flush()
 
-    for rec in dialect.read_window(None, start, end):
-        if item.min_ts_ms is not None and rec.ts_ms < item.min_ts_ms:
-            continue
-        pending.append(rec)
-        if len(pending) >= ROWS_PER_ARROW_BATCH:
-            batch = drain()
-            if batch is not None:
-                yield batch
-    batch = drain()
-    if batch is not None:
-        yield batch
+    min_ts = item.min_ts_ms
+    with _few_gc_passes():
+        for rec in dialect.read_window(None, start, end):
+            if min_ts is not None and rec.ts_ms < min_ts:
+                continue
+            pending.append(rec)
+            if len(pending) >= ROWS_PER_ARROW_BATCH:
+                batch = drain()
+                if batch is not None:
+                    yield batch
+        batch = drain()
+        if batch is not None:
+            yield batch
+
+
+@contextlib.contextmanager
+def _few_gc_passes(threshold: int = 50_000):
+    """A window allocates a few objects per row change (records, row dicts), none of them
+    cyclic; the collector's default young-generation threshold (700) made it scan them over
+    and over (~10% of a window's time). Restored afterwards: the worker process is reused."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(threshold, old[0]), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 # -- the data source ----------------------------------------------------------------------------
