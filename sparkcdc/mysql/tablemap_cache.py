@@ -1,4 +1,8 @@
-"""Parse each distinct TABLE_MAP event once per binlog stream.
+"""Parse each distinct TABLE_MAP event once per binlog stream, on the library path.
+
+The reader's default event layer (``sparkcdc.mysql.events``) has its own per-reader cache of
+parsed table maps and never builds the library's event objects; this module serves
+``BinlogReader(..., events="library")`` (the reference the tests compare with).
 
 The server writes a TABLE_MAP event before the rows of every statement, so a stream of
 single-row transactions carries one per row change, and python-mysql-replication parses each
