@@ -290,3 +290,27 @@ def test_a_server_that_is_down_is_retried_then_reported(monkeypatch):
     with pytest.raises(ConnectionFailed, match="binlog.000001:4") as e:
         list(r.read_window(start, BinlogOffset("binlog.000001", 400)))
     assert e.value.retryable and len(opened) == 3 and r.reconnects == 2
+
+
+@pytest.mark.parametrize("decoder", [F.CRowDecoder, PyRowDecoder])
+def test_a_row_image_without_every_column_is_named(mariadb, db, decoder):
+    """binlog_row_image=MINIMAL (a session can set it): the missing column is named, on both
+    event layers alike."""
+    from sparkcdc.errors import DecodeError
+
+    conn = cdc(mariadb)
+    mariadb.execute("CREATE TABLE m (id INT PRIMARY KEY, a INT, b VARCHAR(10))", database=db)
+    mariadb.execute("INSERT INTO m VALUES (1, 1, 'x')", database=db)
+    start = current_offset(conn)
+    with mariadb.admin_connection(db) as c, c.cursor() as cur:
+        cur.execute("SET SESSION binlog_row_image = 'MINIMAL'")
+        cur.execute("UPDATE m SET a = 2 WHERE id = 1")
+    end = current_offset(conn)
+    schema = load_table_schema(conn, TableId(db, "m"))
+    errors = []
+    for layer in ("native", "library"):
+        r = BinlogReader(conn, 7630, {schema.table_id: schema}, decoder=decoder(), events=layer)
+        with pytest.raises(DecodeError, match="lacks column 'a'|lacks column 'b'") as e:
+            list(r.read_window(start, end))
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "binlog_row_image=FULL" in errors[0]

@@ -557,6 +557,68 @@ fail:
     return NULL;
 }
 
+/* decode_event(plan, data, start, end, table_id_len, version, mode) -> list | None
+ *
+ * A whole rows event in one call: its body is data[start:end] (after the 19-byte header,
+ * without the checksum). Reads the post-header (table id, flags, v2 extra data), the column
+ * count and the columns-present bitmap(s), then decodes the row images with the plan.
+ * Returns None when the event does not carry every column of the plan in every image (the
+ * caller then names the missing column). */
+static PyObject *fd_decode_event(PyObject *self, PyObject *args) {
+    PlanObject *plan;
+    Py_buffer buf;
+    Py_ssize_t start, end;
+    int tid_len, version, mode;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!y*nniii", &PlanType, &plan, &buf, &start, &end, &tid_len,
+                          &version, &mode))
+        return NULL;
+    if (start < 0 || end > buf.len || start > end || tid_len < 1 || tid_len > 8) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "a rows event outside its buffer");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)buf.buf;
+    Py_ssize_t p = start + tid_len + 2, ncols = 0;
+    int ok = 1;
+    if (version == 2) {
+        if (end - p < 2) ok = 0;
+        else p += (Py_ssize_t)le(d + p, 2);
+    }
+    if (ok && p < end) {
+        unsigned c = d[p];
+        if (c < 251) { ncols = c; p += 1; }
+        else if (c == 252 && end - p >= 3) { ncols = (Py_ssize_t)le(d + p + 1, 2); p += 3; }
+        else if (c == 253 && end - p >= 4) { ncols = (Py_ssize_t)le(d + p + 1, 3); p += 4; }
+        else ok = 0;
+    } else
+        ok = 0;
+    Py_ssize_t nb = (ncols + 7) / 8;
+    if (ok && ncols != plan->ncols) ok = 0;
+    for (int img = 0; ok && img < (mode == 2 ? 2 : 1); img++) {
+        if (end - p < nb) { ok = 0; break; }
+        for (Py_ssize_t i = 0; i < ncols; i++)
+            if (!(d[p + (i >> 3)] >> (i & 7) & 1)) { ok = 0; break; }
+        p += nb;
+    }
+    if (!ok) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_NONE;
+    }
+    PyObject *rest = PyMemoryView_FromMemory((char *)d + p, end - p, PyBUF_READ);
+    PyObject *out = NULL;
+    if (rest != NULL) {
+        PyObject *a = Py_BuildValue("(OOi)", (PyObject *)plan, rest, mode);
+        if (a != NULL) {
+            out = fd_decode(NULL, a);
+            Py_DECREF(a);
+        }
+        Py_DECREF(rest);
+    }
+    PyBuffer_Release(&buf);
+    return out;
+}
+
 /* -- the replication stream: packets to events ------------------------------------------- */
 
 /* split_events(buf, pos, seq) -> (events, pos, seq, status)
@@ -707,6 +769,9 @@ static PyTypeObject PlanType = {
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))fd_decode, METH_VARARGS,
      "decode(plan, data, mode) -> list of (before, after); mode 0 insert, 1 delete, 2 update"},
+    {"decode_event", (PyCFunction)(void (*)(void))fd_decode_event, METH_VARARGS,
+     "decode_event(plan, data, start, end, table_id_len, version, mode) -> list of "
+     "(before, after), or None when a columns-present bitmap lacks a column"},
     {"split_events", (PyCFunction)(void (*)(void))fd_split_events, METH_VARARGS,
      "split_events(buf, pos, seq) -> (events, pos, seq, status): the whole binlog events "
      "of a replication stream's bytes"},

@@ -835,7 +835,8 @@ class BinlogReader:
         cache = self._table_maps
         decoder = self.decoder
         decode_rows = decoder.decode_rows
-        takes_buffers = getattr(decoder, "takes_buffers", False)
+        # a decoder that takes whole rows events (header, bitmaps, images) in one C call
+        decode_event = decoder.decode_event if getattr(decoder, "event_in_c", False) else None
         row_events = E.ROW_EVENTS
         mgtid = E.MARIADB_GTID_BODY.unpack_from
         ignored = E.IGNORED_EVENTS
@@ -901,30 +902,17 @@ class BinlogReader:
                         raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be "
                                           f"decoded",
                                           fix="set binlog_row_value_options='' on the server")
-                    p = s + 21 + tid_len  # after the table id and the flags
-                    if version == 2:
-                        p += data[p] | data[p + 1] << 8  # extra data, its length included
-                    ncols = data[p]
-                    if ncols < 251:
-                        nb = (ncols + 7) >> 3
-                        present = int.from_bytes(data[p + 1:p + 1 + nb], "little")
-                        p += 1 + nb
-                        present2 = None
-                        if mode == 2:
-                            present2 = int.from_bytes(data[p:p + nb], "little")
-                            p += nb
+                    if decode_event is not None:  # the whole event in one C call
+                        decoded = decode_event(tm, schema, data, s + 19, e - csum, tid_len,
+                                               version, mode)
+                        if decoded is None:  # a column is missing: name it
+                            _tid, ncols, present, present2, p = E.rows_header(
+                                data, s + 19, e, version, mode == 2, tid_len)
+                            _check_present(present, present2, ncols, schema)
+                            decoded = decode_rows(tm, schema, mode, data[p:e - csum])
                     else:
-                        _tid, ncols, present, present2, p = E.rows_header(
-                            data, s + 19, e, version, mode == 2, tid_len)
-                    full = tm.full
-                    if present & full != full or (mode == 2 and present2 & full != full) \
-                            or ncols != tm.ncols:
-                        _check_present(present, present2, ncols, schema)
-                    if e - s < _BIG_EVENT or not takes_buffers:
-                        decoded = decode_rows(tm, schema, mode, data[p:e - csum])
-                    else:  # a big event: its row images are not copied
-                        with memoryview(data) as view, view[p:e - csum] as images:
-                            decoded = decode_rows(tm, schema, mode, images)
+                        decoded = self._decode_event_py(tm, schema, data, s, e - csum,
+                                                        tid_len, version, mode)
                     op = _OPS[mode]
                     # the rows of this event inside [low_key, end_key): a slice, not a
                     # comparison per row (this loop runs for every captured row change)
@@ -935,7 +923,8 @@ class BinlogReader:
                     if first < stop:
                         base = _offset(state.file, state.txn_pos, ev, first,
                                        state.txn_gtid_before, flavor)
-                        table_id, ts, gtid = schema.table_id, state.txn_ts * 1000, state.txn_gtid
+                        table_id, ts, gtid = (schema.table_id, state.txn_ts * 1000,
+                                              state.txn_gtid)
                         for i in range(first, stop):
                             before, after = decoded[i]
                             off = base if i == first else base.at_row(i)
@@ -1008,6 +997,37 @@ class BinlogReader:
                         state.low_key = low_key = bkey
                     if heartbeat is not None and time.monotonic() - beat[0] >= heartbeat:
                         yield make_beat()
+
+    def _decode_event_py(self, tm: Any, schema: TableSchema, data: bytes, s: int, end: int,
+                         tid_len: int, version: int, mode: int
+                         ) -> list[tuple[dict | None, dict | None]]:
+        """A rows event (header at ``data[s]``, ``end`` without the checksum) through the
+        decoder's ``decode_rows``: the rows header and bitmaps read here."""
+        from sparkcdc.mysql import events as E
+
+        p = s + 21 + tid_len  # after the table id and the flags
+        if version == 2:
+            p += data[p] | data[p + 1] << 8  # extra data, its length included
+        ncols = data[p]
+        if ncols < 251:
+            nb = (ncols + 7) >> 3
+            present = int.from_bytes(data[p + 1:p + 1 + nb], "little")
+            p += 1 + nb
+            present2 = None
+            if mode == 2:
+                present2 = int.from_bytes(data[p:p + nb], "little")
+                p += nb
+        else:
+            _tid, ncols, present, present2, p = E.rows_header(
+                data, s + 19, end, version, mode == 2, tid_len)
+        full = tm.full
+        if present & full != full or (mode == 2 and present2 & full != full) \
+                or ncols != tm.ncols:
+            _check_present(present, present2, ncols, schema)
+        if end - s < _BIG_EVENT or not getattr(self.decoder, "takes_buffers", False):
+            return self.decoder.decode_rows(tm, schema, mode, data[p:end])
+        with memoryview(data) as view, view[p:end] as images:  # a big event: not copied
+            return self.decoder.decode_rows(tm, schema, mode, images)
 
     def _consume_library(self, stream, state: _State, end: BinlogOffset | None,
                          heartbeat: float | None, beat: list[float]

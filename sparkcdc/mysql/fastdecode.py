@@ -63,6 +63,8 @@ class CRowDecoder:
     """``RowDecoder`` over the C extension."""
 
     takes_buffers = True  # decode_rows accepts a memoryview (big events are not copied)
+    # decode_event: a whole rows event in one C call (an extension built before it lacks it)
+    event_in_c = _C is not None and hasattr(_C, "decode_event")
 
     def __init__(self) -> None:
         if _C is None:
@@ -106,6 +108,28 @@ class CRowDecoder:
         data = pkt.read(event.event_size - pkt.read_bytes)
         try:
             return _C.decode(plan, data, mode)
+        except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
+            raise DecodeError(f"{schema.table_id}: malformed row event: {e}",
+                              fix="the table's binlog metadata and schema disagree; if the "
+                                  "table was altered, restart capture with a new snapshot") \
+                from None
+
+    def decode_event(self, table_map: Any, schema: TableSchema, data: bytes, start: int,
+                     end: int, table_id_len: int, version: int, mode: int
+                     ) -> list[tuple[dict | None, dict | None]] | None:
+        """A whole rows event (body at ``data[start:end]``) in one C call: header, bitmaps
+        and row images. None when a columns-present bitmap lacks a column (the caller
+        names it)."""
+        hit = self._by_map.get(table_map)
+        if hit is not None and hit[0] is schema:
+            plan = hit[1]
+        else:
+            plan = self._plan(table_map.columns, schema)[0]
+            if len(self._by_map) > 1024:
+                self._by_map.clear()
+            self._by_map[table_map] = (schema, plan)
+        try:
+            return _C.decode_event(plan, data, start, end, table_id_len, version, mode)
         except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
             raise DecodeError(f"{schema.table_id}: malformed row event: {e}",
                               fix="the table's binlog metadata and schema disagree; if the "
