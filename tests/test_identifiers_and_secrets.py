@@ -3,7 +3,11 @@ progress or error messages."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +95,38 @@ def test_password_never_leaks(spark, mariadb, db, tmp_path):
     with pytest.raises(Exception) as e:
         spark.read.format("mysql-cdc").options(**bad).load()
     assert "nobody" in str(e.value) and secret not in str(e.value)
+
+
+def test_password_not_in_spark_ui_or_driver_log(mariadb, db, tmp_path):
+    """A Spark session with its UI on (a child process, INFO logs) runs a batch read, a stream
+    and a failing read; every UI page (jobs, stages, SQL plans, environment, streaming, the
+    REST API) and the driver's log are searched for the password."""
+    mariadb.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+                    f"INSERT INTO `{db}`.t VALUES (1, 1), (2, 2), (3, 3)")
+    base = random.randint(10_000, 4_000_000_000)
+    opts = mariadb.source_options(**{"database-name": db, "table-name": f"{db}\\.t",
+                                     "server-id": f"{base}-{base + 3}"})
+    secret = opts["password"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, str(Path(__file__).parent / "ui_child.py"),
+                           str(tmp_path)], input=json.dumps(opts), capture_output=True,
+                          text=True, timeout=900, env=env)
+    log = proc.stdout + proc.stderr
+    (tmp_path / "driver.log").write_text(log)
+    assert proc.returncode == 0, log[-3000:]
+    assert "ROWS 3" in log and "STREAM None" in log and "FAILED" in log
+    pages = {p.name: p.read_text(errors="replace") for p in (tmp_path / "ui").iterdir()}
+    urls = {v.splitlines()[0] for v in pages.values()}
+    text = "\n".join(pages.values())
+    # the crawl saw query plans, the environment, the streaming query and the failed read
+    assert any("/SQL/execution/" in u for u in urls), sorted(urls)
+    assert any("/StreamingQuery/statistics/" in u for u in urls), sorted(urls)
+    assert "BatchScan mysql-cdc" in text and "spark.app.name" in text
+    assert f"nobody@{opts['hostname']}:{opts['port']}" in text  # the error, without password
+    assert "INFO:py4j" in log and " WARN " in log  # both the Python and the JVM logs
+    leaks = [v.splitlines()[0] for v in pages.values() if secret in v]
+    assert not leaks, f"the password is on UI pages: {leaks[:5]}"
+    assert secret not in log, "the password is in the driver's log"
+    for f in tmp_path.rglob("*"):  # checkpoint, offsets, commits, data
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
