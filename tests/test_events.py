@@ -10,8 +10,10 @@ import os
 import struct
 import uuid
 
+import pymysql
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_fastdecode import _ROW_FIELDS, RANDOM_DDL, _rows, assert_rows_same
 from test_types import _expected, _insert_all_types, cdc
 
@@ -314,3 +316,78 @@ def test_a_row_image_without_every_column_is_named(mariadb, db, decoder):
             list(r.read_window(start, end))
         errors.append(str(e.value))
     assert errors[0] == errors[1] and "binlog_row_image=FULL" in errors[0]
+
+
+def _packet(seq: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "little") + bytes([seq & 0xFF]) + payload
+
+
+def _event(etype: int, body: bytes, log_pos: int = 1000) -> bytes:
+    return struct.pack("<IBIIIH", 7, etype, 3, 19 + len(body), log_pos, 0) + body
+
+
+_payloads = st.lists(st.one_of(
+    st.binary(max_size=40).map(lambda b: b"\0" + _event(E.QUERY, b)),  # events
+    st.just(b"\xfe\0\0\0\0"),  # EOF
+    st.just(b"\xff\x14\x04#HY000boom"),  # an error
+    st.binary(min_size=1, max_size=25),  # anything
+), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(payloads=_payloads, seqs=st.lists(st.integers(0, 3), max_size=8),
+       cut=st.integers(0, 400), start_seq=st.integers(0, 255))
+def test_the_two_splitters_agree_on_any_bytes(payloads, seqs, cut, start_seq):
+    if E._C is None or not hasattr(E._C, "split_events"):
+        pytest.skip("the compiled splitter is not built")  # pragma: no cover
+    seq, buf = start_seq, b""
+    for k, p in enumerate(payloads):
+        seq = (seq + (seqs[k] if k < len(seqs) else 1)) & 0xFF
+        buf += _packet(seq, p)
+    buf = buf[:cut] if cut < len(buf) else buf
+    for pos in (0, min(3, len(buf))):
+        assert E._C.split_events(buf, pos, (start_seq + 1) & 0xFF) == \
+            E.split_events(buf, pos, (start_seq + 1) & 0xFF)
+    # a 16 MB packet header is left to the caller
+    big = b"\xff\xff\xff" + bytes([1]) + b"\0"
+    assert E._C.split_events(big, 0, 1) == E.split_events(big, 0, 1) == ([], 0, 1, 2)
+
+
+class _Bytes:
+    """A socket's bytes as pymysql's buffered reader hands them out (in small pieces)."""
+
+    def __init__(self, data: bytes, piece: int):
+        self.data, self.pos, self.piece = data, 0, piece
+
+    def read1(self, n: int) -> bytes:
+        out = self.data[self.pos:self.pos + min(n, self.piece)]
+        self.pos += len(out)
+        return out
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_batches_join_a_multi_packet_event_and_stop_at_eof(compiled, monkeypatch):
+    if not compiled:
+        monkeypatch.setattr(E, "_C", None)
+    small = [_event(E.XID, struct.pack("<Q", i)) for i in range(3)]
+    huge = _event(E.WRITE_ROWS_V1, os.urandom(1 << 10) * (20 << 10))  # 20 MiB
+    wire, seq = b"", 1
+    for ev in small[:2]:
+        wire += _packet(seq, b"\0" + ev)
+        seq += 1
+    payload = b"\0" + huge
+    while True:  # 2^24-1 byte packets, then a shorter one (maybe empty)
+        part, payload = payload[:0xFFFFFF], payload[0xFFFFFF:]
+        wire += _packet(seq, part)
+        seq += 1
+        if len(part) < 0xFFFFFF:
+            break
+    wire += _packet(seq, b"\0" + small[2]) + _packet(seq + 1, b"\xfe\0\0\0\0")
+    stream = E.DumpStream({}, 1, "binlog.000001", 4, blocking=False, heartbeat=None,
+                          read_timeout=1)
+    stream.connection = type("Conn", (), {"_rfile": _Bytes(wire, 1 << 20)})()
+    got = [bytes(data[h[6]:h[7]]) for data, evs in stream.batches() for h in evs]
+    assert got == small[:2] + [huge] + small[2:]
+    stream.connection = type("Conn", (), {"_rfile": _Bytes(wire[:-9], 1 << 20)})()
+    with pytest.raises(pymysql.err.OperationalError, match="closed the connection"):
+        list(stream.batches())
