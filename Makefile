@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkcdc-installed
 
-.PHONY: setup test test-fast demo clean
+.PHONY: setup test test-fast test-faults demo clean
 
 setup: $(STAMP)
 
@@ -13,15 +13,20 @@ $(STAMP): pyproject.toml setup.py sparkcdc/mysql/_fastdecode.c scripts/setup.sh
 	bash scripts/setup.sh
 	touch $(STAMP)
 
+# the full fault-injection suite (marker `faults`) is left to `make test-faults`
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -m "not faults"
 
 # A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.
 demo: setup
 	$(PY) demo/demo.py
 
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow"
+	$(PY) -m pytest tests -m "not slow and not faults"
+
+# SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md)
+test-faults: setup
+	$(PY) -m pytest $(wildcard tests/test_faults*.py)
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded; writes docs/benchmarks.md (bench/throughput.py --help)

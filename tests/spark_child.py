@@ -5,6 +5,11 @@ Arguments come as one JSON document in argv[1]:
   out            directory for the sinks
   crash_batch    if set: the foreachBatch sink writes that batch, then SIGKILLs the process
                  (before Spark records the batch as committed, so a restart must replay it)
+  master         Spark master (default local[2]; local[2,3] retries failed tasks)
+  continuous     if true: processing-time triggers until killed (fault tests kill it from
+                 outside at random points), instead of availableNow
+  batch_read     if set: a batch read (spark.read) written as parquet to this directory,
+                 instead of the streams
 
 Two queries run side by side on the same source: Spark's parquet file sink, and a
 foreachBatch sink that writes every attempt of every batch to its own folder (so replays
@@ -27,7 +32,7 @@ def main() -> None:
 
     import sparkcdc
 
-    spark = (SparkSession.builder.master("local[2]").appName("sparkcdc-child")
+    spark = (SparkSession.builder.master(args.get("master", "local[2]")).appName("sparkcdc-child")
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.python.authenticate.socketTimeout", "120s")  # slow starts under load
@@ -48,16 +53,35 @@ def main() -> None:
     def stream():
         return spark.readStream.format("mysql-cdc").options(**args["options"]).load()
 
-    q_files = (stream().writeStream.format("parquet")
-               .option("checkpointLocation", os.path.join(out, "ckpt-files"))
-               .trigger(availableNow=True).start(os.path.join(out, "files")))
-    q_each = (stream().writeStream.foreachBatch(sink)
-              .option("checkpointLocation", os.path.join(out, "ckpt-foreach"))
-              .trigger(availableNow=True).start())
-    q_each.awaitTermination()
-    q_files.awaitTermination()
+    trigger = ({"processingTime": "500 milliseconds"} if args.get("continuous")
+               else {"availableNow": True})
+    if args.get("batch_read"):
+        (spark.read.format("mysql-cdc").options(**args["options"]).load()
+         .write.mode("overwrite").parquet(args["batch_read"]))
+    else:
+        q_files = (stream().writeStream.format("parquet")
+                   .option("checkpointLocation", os.path.join(out, "ckpt-files"))
+                   .trigger(**trigger).start(os.path.join(out, "files")))
+        q_each = (stream().writeStream.foreachBatch(sink)
+                  .option("checkpointLocation", os.path.join(out, "ckpt-foreach"))
+                  .trigger(**trigger).start())
+        q_each.awaitTermination()
+        q_files.awaitTermination()
+    print(f"FAILED_TASKS {_failed_tasks(spark)}", flush=True)
     print("DONE", flush=True)
     spark.stop()
+
+
+def _failed_tasks(spark) -> int:
+    """Task attempts that failed (and were retried, or failed the job) in this process."""
+    tracker = spark.sparkContext.statusTracker()
+    failed = 0
+    for job in tracker.getJobIdsForGroup(None):
+        info = tracker.getJobInfo(job)
+        for stage in (info.stageIds if info else []):
+            s = tracker.getStageInfo(stage)
+            failed += s.numFailedTasks if s else 0
+    return failed
 
 
 if __name__ == "__main__":
