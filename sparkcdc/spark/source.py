@@ -48,6 +48,12 @@ log = logging.getLogger(__name__)
 
 OFFSET_VERSION = 1
 ROWS_PER_ARROW_BATCH = 8192
+# a window's batch is also cut at about this many bytes of long values (TEXT, BLOB, JSON,
+# GEOMETRY), so rows of 16 MB values never pile up 8192 deep (tests/test_huge.py)
+BYTES_PER_ARROW_BATCH = 32 * 1024 * 1024
+_WIDE_TYPES = frozenset({"text", "mediumtext", "longtext", "blob", "mediumblob", "longblob",
+                         "json", "geometry", "linestring", "polygon", "multipoint",
+                         "multilinestring", "multipolygon", "geometrycollection"})
 PROFILE_ENV = "SPARKCDC_PROFILE_DIR"  # set: each task writes a cProfile of its reading there
 
 
@@ -268,6 +274,9 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
     flt = StreamFilter(progress, dialect.locate, floor=start)
     builder = RowBuilder(ctx.out_schema, ctx.shape)
     pending = []
+    wide = {t: cols for t, s in ctx.tables.items()
+            if (cols := tuple(c.name for c in s.columns if c.data_type in _WIDE_TYPES))}
+    held = 0  # bytes of long values in ``pending``
 
     def drain():
         builder.add_changes(pending, flt.judge(pending), ctx.tables)
@@ -280,13 +289,27 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
             if min_ts is not None and rec.ts_ms < min_ts:
                 continue
             pending.append(rec)
-            if len(pending) >= ROWS_PER_ARROW_BATCH:
+            if wide and (cols := wide.get(rec.table_id)):
+                held += _wide_bytes(rec, cols)
+            if len(pending) >= ROWS_PER_ARROW_BATCH or held >= BYTES_PER_ARROW_BATCH:
+                held = 0
                 batch = drain()
                 if batch is not None:
                     yield batch
         batch = drain()
         if batch is not None:
             yield batch
+
+
+def _wide_bytes(rec, cols: tuple[str, ...]) -> int:
+    n = 0
+    for row in (rec.before, rec.after):
+        if row is not None:
+            for c in cols:
+                v = row.get(c)
+                if v is not None:
+                    n += len(v)
+    return n
 
 
 @contextlib.contextmanager
