@@ -145,10 +145,10 @@ def test_batch_read_under_concurrent_writers_is_exact_at_its_offset(spark, maria
     """Writers change the table (keys across chunks too) while every task reads several
     chunks and rolls them back through one shared binlog window: the snapshot, with the
     binlog from its offset applied, is the table at the end."""
+    from sparkcdc.core.schema import TableId
     from sparkcdc.mysql.binlog import BinlogReader, load_table_schema
     from sparkcdc.mysql.connection import ConnectionOptions
     from sparkcdc.mysql.offsets import current_offset
-    from sparkcdc.core.schema import TableId
 
     rows = 12_000
     make_table(mariadb, db, rows)

@@ -69,6 +69,8 @@ class TableProgress:
 
 
 _VERDICT = {(b, a): Verdict(b, a) for b in (False, True) for a in (False, True)}
+# every image passes: an insert has only an after-image, a delete only a before-image
+_BY_OP = {"c": _VERDICT[False, True], "u": _VERDICT[True, True], "d": _VERDICT[True, False]}
 
 
 class StreamFilter:
@@ -89,11 +91,14 @@ class StreamFilter:
         verdicts: list[Verdict | None] = [None] * len(records)
         pending: dict[TableId, list[int]] = {}
         fast: dict[TableId, tuple | None] = {}  # the fast path's bound, once per table
-        is_open = self._open
+        is_open, by_op = self._open, _BY_OP
+        last_tid, last_open = None, False
         for i, rec in enumerate(records):
             tid = rec.table_id
-            if tid in is_open:
-                verdicts[i] = _VERDICT[rec.before is not None, rec.after is not None]
+            if tid is not last_tid:  # records of one table share their TableId object
+                last_tid, last_open = tid, tid in is_open
+            if last_open:
+                verdicts[i] = by_op[rec.op]
                 continue
             prog = self.tables.get(tid)
             if prog is None or not prog.splits:

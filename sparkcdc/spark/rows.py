@@ -128,21 +128,21 @@ class RowBuilder:
         add_img, add_kind, add_t, add_ts = images.append, kind.append, tcode.append, ts_ms.append
         add_h, add_low = hcode.append, low.append
         last_tid, code, keyget = None, 0, None
-        last_txn, h = self._last_txn, len(self._highs) - 1
+        last_file, last_pos = self._last_txn or (None, None)
+        h = len(self._highs) - 1
         for rec, v in zip(records, verdicts):
             vb, va = v.before, v.after
             if not (vb or va):
                 continue
             tid = rec.table_id
-            if tid != last_tid:
+            if tid is not last_tid:  # records of one table share their TableId object
                 code, keyget = self._table(schemas[tid])
                 last_tid = tid
             off = rec.offset
-            txn = (off.file, off.pos)
-            if txn != last_txn:
+            if off.pos != last_pos or off.file != last_file:  # a new transaction
                 self._highs.append(seq_number(BinlogOffset(off.file, off.pos), 0) // _TXN_SCALE)
                 h = len(self._highs) - 1
-                last_txn = txn
+                last_file, last_pos = off.file, off.pos
             e, r = off.events, off.rows
             if e >= 10**9 or r >= 10**8:
                 seq_number(off, 0)  # raises: the offset does not fit the _seq layout
@@ -165,7 +165,7 @@ class RowBuilder:
                 if va:
                     add_img(rec.after); add_kind(_K_POST if same else _K_INSERT)
                     add_low(lo + SEQ_AFTER); add_t(code); add_ts(ts); add_h(h)
-        self._last_txn = last_txn
+        self._last_txn = (last_file, last_pos)
 
     def __len__(self) -> int:
         return len(self._kind)
