@@ -391,3 +391,39 @@ def test_batches_join_a_multi_packet_event_and_stop_at_eof(compiled, monkeypatch
     stream.connection = type("Conn", (), {"_rfile": _Bytes(wire[:-9], 1 << 20)})()
     with pytest.raises(pymysql.err.OperationalError, match="closed the connection"):
         list(stream.batches())
+
+
+def test_enum_and_set_members_in_a_latin1_column(mariadb, db):
+    """The binlog spells members in the column's charset (python-mysql-replication reads
+    them as UTF-8 and loses 'é'); ours decode them with the charset the table map names."""
+    conn = cdc(mariadb)
+    mariadb.execute("CREATE TABLE le (id INT PRIMARY KEY, e ENUM('a','é','€') CHARACTER SET latin1,"
+                    " s SET('x','ü') CHARACTER SET latin1)", database=db)
+    start = current_offset(conn)
+    mariadb.execute("INSERT INTO le VALUES (1, 'é', 'x,ü'), (2, '€', 'ü')", database=db)
+    end = current_offset(conn)
+    schema = load_table_schema(conn, TableId(db, "le"))
+    for decoder in (F.CRowDecoder, PyRowDecoder):
+        recs = list(BinlogReader(conn, 7640, {schema.table_id: schema}, decoder=decoder())
+                    .read_window(start, end))
+        assert [r.after for r in recs] == [{"id": 1, "e": "é", "s": "x,ü"},
+                                           {"id": 2, "e": "€", "s": "ü"}]
+    cols = E.parse_table_map(_first_table_map(conn, start, end)).columns
+    assert cols[1].enum_values == ["", "a", "é", "€"] and cols[2].set_values == ["x", "ü"]
+
+
+def _first_table_map(conn, start, end) -> bytes:
+    base = {k: v for k, v in conn.pymysql_kwargs().items()
+            if k not in ("database", "autocommit", "init_command")}
+    stream = E.DumpStream(base, 7641, start.file, start.pos, blocking=False, heartbeat=None,
+                          read_timeout=30)
+    try:
+        stream.connect()
+        csum = 4 if stream.checksum else 0
+        for data, evs in stream.batches():
+            for h in evs:
+                if h[1] == E.TABLE_MAP:
+                    return bytes(data[h[6] + 19:h[7] - csum])
+    finally:
+        stream.close()
+    raise AssertionError("no table map")

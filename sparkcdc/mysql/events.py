@@ -266,12 +266,6 @@ def _raise_error(payload: bytes) -> None:
 
 # -- events ----------------------------------------------------------------------------------
 
-def checksum_of_format_description(data: bytes, start: int, end: int) -> bool:
-    """True when the events after this FORMAT_DESCRIPTION carry a CRC32 (its algorithm byte,
-    which a checksum-aware server always writes 5 bytes before the event's end)."""
-    return data[end - 5] == 1
-
-
 def has_crc(data: bytes, start: int, end: int) -> bool:
     """The event ends with the CRC32 of the rest (used for the fake ROTATE only)."""
     if end - start < 23:
@@ -515,6 +509,7 @@ def _optional_metadata(d: bytes, p: int, cols: list[ColumnMeta], flavor: str) ->
     end = len(d)
     chars = [c for c in cols if _is_character(c, flavor)]
     enums_sets = [c for c in cols if c.type in (_ENUM, _SET)]
+    raw_members: list[tuple[ColumnMeta, list[bytes], bool]] = []  # decoded once charsets known
     while p < end:
         kind = d[p]
         length, p = _packed_int(d, p + 1)
@@ -561,21 +556,32 @@ def _optional_metadata(d: bytes, p: int, cols: list[ColumnMeta], flavor: str) ->
                     n, q = _packed_int(d, q)
                     members.append(d[q:q + n])
                     q += n
-                vals = [_member_text(m, targets[i]) for m in members]
-                if kind == 5:
-                    targets[i].set_values = vals
-                else:
-                    targets[i].enum_values = [""] + vals
+                raw_members.append((targets[i], members, kind == 6))
                 i += 1
     for c in cols:
         if c.charset_id is not None:
             c.character_set_name = _charset_name(c.charset_id)
+    for c, members, is_enum in raw_members:
+        vals = [_member_text(m, c.charset_id) for m in members]
+        if is_enum:
+            c.enum_values = [""] + vals
+        else:
+            c.set_values = vals
 
 
-def _member_text(raw: bytes, c: ColumnMeta) -> str:
+def _member_text(raw: bytes, collation_id: int | None) -> str:
+    """An ENUM/SET member in its column's charset (the ENUM_AND_SET charset metadata)."""
+    codec = "utf-8"
+    if collation_id is not None:
+        try:
+            from pymysql.charset import charset_by_id
+
+            codec = charset_by_id(collation_id).encoding
+        except (KeyError, ImportError):
+            pass
     try:
-        return raw.decode()
-    except UnicodeDecodeError:
+        return raw.decode(codec)
+    except (UnicodeDecodeError, LookupError):
         return raw.decode("latin-1")
 
 
