@@ -13,7 +13,8 @@ bound far below what holding the transaction would take. That cost is measured, 
 guessed: the child also reports the deep size of its records, and the bound is compared
 with it in the test.
 
-Slow (a million-row transaction, ~600 MiB of binlog for the huge rows): marked ``slow``.
+Minutes of work (a million-row transaction, ~800 MiB of binlog for the huge rows): marked
+``slow`` and ``huge``, run by ``make test-faults``, not ``make test``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ BIG = 16 * 1024 * 1024  # bytes of each JSON document and each BLOB
 K = 8  # huge rows
 MiB = 1024 * 1024
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.huge, pytest.mark.timeout(1200)]
 
 
 # -- the child process ------------------------------------------------------------------------
