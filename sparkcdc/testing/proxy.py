@@ -35,9 +35,18 @@ _CHUNK = 64 * 1024
 
 
 def _reset(sock: socket.socket) -> None:
-    """Close with RST (linger 0), as a crashed peer or a middlebox dropping state does."""
+    """Close with RST (linger 0), as a crashed peer or a middlebox dropping state does.
+
+    ``shutdown(SHUT_RD)`` first: it sends nothing, but wakes a pump thread blocked in
+    ``recv`` on this socket. Without it, ``close()`` would only drop the descriptor while
+    that ``recv`` still holds the socket open: no RST would go out, and the peer would wait
+    forever on a connection that looks alive."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    try:
+        sock.shutdown(socket.SHUT_RD)
     except OSError:
         pass
     try:
@@ -253,8 +262,8 @@ class FaultProxy:
                         pass
                     with self._lock:
                         self._conns.discard(conn)
-                    conn.close(reset=True)
                     self._note(f"cut mid-transfer after {conn.down_bytes} bytes", cut=1, mid=1)
+                    conn.close(reset=True)
                     return
                 dst.sendall(data)
                 with self._lock:
