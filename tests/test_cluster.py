@@ -287,3 +287,19 @@ pipeline:
     workers_read = {executor_worker[ex] for ex, n in read_by.items() if n > 0}
     assert workers_read == {0, 1}, (read_by, executor_worker)
     assert sum(read_by.values()) >= ROWS, read_by
+
+    # executors whose Python has nothing installed: the run stops before any stream with
+    # the missing module named and the fix, and leaves the checkpoint as it was
+    bare = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    wrapper.write_text(f"#!/bin/sh\nif [ -n \"$SPARKCDC_TEST_EXECUTOR\" ]; then\n"
+                       f"  exec {bare}/bin/python \"$@\"\nfi\nexec {sys.executable} \"$@\"\n")
+    offsets = sorted(p.name for p in ckpt.rglob("offsets/*"))
+    bad = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
+                          "--until-caught-up", "--no-progress", "--master", cluster.url],
+                         check=False, capture_output=True, text=True, env=env, timeout=400,
+                         preexec_fn=_set_pdeathsig)
+    assert bad.returncode != 0, bad.stdout + bad.stderr[-3000:]
+    assert "the executors cannot run sparkcdc's Python" in bad.stderr, bad.stderr[-3000:]
+    assert "No module named" in bad.stderr and "fix:" in bad.stderr, bad.stderr[-3000:]
+    assert sorted(p.name for p in ckpt.rglob("offsets/*")) == offsets

@@ -32,6 +32,8 @@ log = logging.getLogger("sparkcdc.pipeline")
 
 ARCHIVE_NAME = "sparkcdc"  # the directory each executor unpacks the package into
 _DEPENDENCIES = ("pyarrow", "pymysql", "pymysqlreplication", "connectorx")
+# what names the cause in a failed probe's Java stack trace
+_FATAL = ("ModuleNotFoundError", "ImportError", "Cannot run program", "No such file")
 
 
 def is_local(master: str | None) -> bool:
@@ -104,8 +106,10 @@ def probe_executors(spark, tasks: int | None = None) -> list[dict]:
     try:
         found = sc.parallelize(range(n), n).mapPartitions(_probe).collect()
     except Exception as e:  # the executors' Python failed before our code ran
+        lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
+        why = next((x for x in lines if any(w in x for w in _FATAL)), lines[0])
         raise ConfigError(
-            f"the executors cannot run sparkcdc's Python: {str(e).splitlines()[0][:300]}",
+            f"the executors cannot run sparkcdc's Python: {why[:300]}",
             fix="install the same Python environment on every node (PYSPARK_PYTHON names it; "
                 "the default is the driver's interpreter path), or ship a packed one with "
                 "pipeline.spark 'spark.archives'") from None
