@@ -19,9 +19,15 @@ import threading
 import time
 
 import pytest
+from faults_support import (
+    Writers,
+    check_changelog,
+    last_offset,
+    make_table,
+    table_state,
+    wait_until,
+)
 
-from faults_support import Writers, check_changelog, last_offset, make_table, table_state, \
-    wait_until
 from sparkcdc.pipeline.checkpoint import Checkpoint
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.runner import Runner
@@ -242,3 +248,20 @@ def test_server_away_longer_than_the_retries(spark, mariadb, db, tmp_path):
     if error is not None:
         assert getattr(error, "retryable", False) or "ConnectionFailed" in str(error), error
         assert "fix" in str(error) or getattr(error, "fix", None), error
+
+
+def test_discovery_retries_a_connection_cut_mid_query(mariadb, db):
+    """The driver's table discovery torn in the middle of its first big answer: read again."""
+    from sparkcdc.mysql.discovery import discover
+    from sparkcdc.mysql.options import SourceConfig
+
+    make_table(mariadb, db, 10)
+    info = mariadb.info
+    with FaultProxy(info.host, info.port) as proxy:
+        opts = {**mariadb.source_options(), "hostname": proxy.host, "port": str(proxy.port),
+                "database-name": db, "table-name": f"{db}\\.t"}
+        conn = SourceConfig.parse(opts).connection
+        proxy.cut_after(2_000)  # information_schema.TABLES lists every table of the server
+        tables = discover(conn, db, f"{db}\\.t")
+        assert proxy.stats().cut_mid_transfer == 1
+    assert [str(t) for t in tables] == [f"{db}.t"]

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections import defaultdict
 from typing import Any
 
 from sparkcdc.core.schema import Column, TableId, TableSchema, quote_ident
-from sparkcdc.errors import ConfigError, SchemaError
+from sparkcdc.errors import ConfigError, ConnectionFailed, SchemaError
 from sparkcdc.mysql.connection import ConnectionOptions
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,31 @@ def discover(conn: ConnectionOptions, database_regex: str, table_regex: str,
     tbl_re = _compile(table_regex, "table-name")
     ex_re = _compile(exclude, "table-name.exclude") if exclude else None
     key_rules = [(_compile(p, CHUNK_KEY_OPTION), c) for p, c in (chunk_key_columns or {}).items()]
+    # a connection lost in the middle (a server restart, a network cut) is retried: the
+    # reads are idempotent; then it is a retryable ConnectionFailed, not a driver's error
+    import pymysql
 
+    for attempt in range(conn.max_retries + 1):
+        try:
+            return _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re,
+                             key_rules)
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as e:
+            code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+            if isinstance(e, pymysql.err.OperationalError) and code not in _LOST:
+                raise
+            if attempt == conn.max_retries:
+                raise ConnectionFailed(
+                    f"reading the tables of {conn} failed: the connection was lost "
+                    f"({attempt + 1} attempts): {e.args[-1] if e.args else e}",
+                    fix="check that the server runs and is reachable; run again") from None
+            time.sleep(min(0.5 * 2 ** attempt, 4.0))
+    raise AssertionError("unreachable")
+
+
+_LOST = (2006, 2013, 2055)  # server gone away, lost connection during query, lost at handshake
+
+
+def _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules):
     with conn.connect() as c, c.cursor() as cur:
         cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES")
         visible = [(d, t, ty) for d, t, ty in cur.fetchall() if d.lower() not in SYSTEM_SCHEMAS]
