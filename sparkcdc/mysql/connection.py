@@ -196,7 +196,10 @@ class ConnectionOptions:
         """The connectorx URL, with the same TLS verification and connect timeout."""
         url = (f"mysql://{quote(self.username, safe='')}:{quote(self.password, safe='')}"
                f"@{self.hostname}:{self.port}/{quote(database or '', safe='')}")
-        params = [f"tcp_connect_timeout_ms={max(1, int(self.connect_timeout * 1000))}"]
+        params = [f"tcp_connect_timeout_ms={max(1, int(self.connect_timeout * 1000))}",
+                  # never swap hostname:port for the unix socket the server names: behind a
+                  # port forward or a proxy on localhost that is another server, or none
+                  "prefer_socket=false"]
         mode = self.ssl_mode
         if mode == "preferred":
             mode = "required" if self.server_offers_tls() else "disabled"

@@ -15,9 +15,10 @@ Controls (all thread-safe, callable while traffic flows):
 * ``refuse_for(seconds)``: new connections are reset as soon as they arrive, for a while;
 * ``set_latency(seconds)``: every chunk of bytes is held that long before it is forwarded;
 * ``set_bandwidth(bytes_per_second)``: each direction of each connection is throttled;
-* ``cut_after(nbytes, count=1)``: the next ``count`` connections that carry more than
-  ``nbytes`` from the server (big reads: a chunk, a binlog window) are reset right there, in
-  the middle of the transfer.
+* ``cut_after(nbytes, count=1, when_sent=None)``: the next ``count`` connections that carry
+  more than ``nbytes`` from the server (big reads: a chunk, a binlog window) are reset right
+  there, in the middle of the transfer; with ``when_sent``, only connections whose client
+  sent those bytes (a query's text), counted from then.
 
 ``stats()`` says what happened (connections, cuts, refusals, bytes), so a test can show its
 fault actually hit. Plain threads, no dependencies; meant for tests, not for production.
@@ -63,6 +64,7 @@ class _Conn:
     up_bytes: int = 0  # client -> server
     closed: bool = False
     armed_at: int | None = None  # down_bytes when a cut_after rule took this connection
+    sent: bytes = b""  # the last bytes the client sent (for when_sent)
 
     def close(self, reset: bool) -> None:
         if self.closed:
@@ -104,6 +106,7 @@ class FaultProxy:
         self._latency = 0.0
         self._bandwidth: float | None = None
         self._cut_after: tuple[int, int] | None = None  # (nbytes, remaining)
+        self._when_sent: bytes | None = None
         self._server: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -112,7 +115,7 @@ class FaultProxy:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind(self._listen)
@@ -133,7 +136,7 @@ class FaultProxy:
             self._server.close()
         self.cut_all(count=False)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -168,13 +171,15 @@ class FaultProxy:
             self._bandwidth = bytes_per_second or None
         self._note(f"bandwidth {bytes_per_second}")
 
-    def cut_after(self, nbytes: int, count: int = 1) -> None:
+    def cut_after(self, nbytes: int, count: int = 1, when_sent: bytes | None = None) -> None:
         """The next ``count`` connections that carry ``nbytes`` more from the server (counted
-        from now) are reset in the middle of that transfer."""
+        from now, or from when their client sent ``when_sent``) are reset in the middle of
+        that transfer."""
         with self._lock:
             self._cut_after = (int(nbytes), int(count))
+            self._when_sent = when_sent
             for c in self._conns:
-                c.armed_at = c.down_bytes
+                c.armed_at = None if when_sent else c.down_bytes
         self._note(f"cut_after {nbytes} x{count}")
 
     def clear(self) -> None:
@@ -184,6 +189,7 @@ class FaultProxy:
             self._latency = 0.0
             self._bandwidth = None
             self._cut_after = None
+            self._when_sent = None
         self._note("clear")
 
     def stats(self) -> ProxyStats:
@@ -211,7 +217,7 @@ class FaultProxy:
         while not self._stopping.is_set():
             try:
                 client, _ = self._server.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -234,7 +240,7 @@ class FaultProxy:
             with self._lock:
                 self._conns.add(conn)
                 self._stats.accepted += 1
-                if self._cut_after is not None:
+                if self._cut_after is not None and self._when_sent is None:
                     conn.armed_at = 0
             threading.Thread(target=self._pump, args=(conn, client, upstream, False),
                              daemon=True).start()
@@ -273,6 +279,10 @@ class FaultProxy:
                     else:
                         conn.up_bytes += len(data)
                         self._stats.bytes_up += len(data)
+                        if self._when_sent and self._cut_after and conn.armed_at is None:
+                            conn.sent = (conn.sent + data)[-4096:]
+                            if self._when_sent in conn.sent:
+                                conn.armed_at = conn.down_bytes
                 if bw:
                     time.sleep(len(data) / bw)
         except OSError:
