@@ -18,7 +18,6 @@ import random
 import time
 
 import pytest
-
 from faults_support import (
     SEED,
     Writers,
@@ -93,6 +92,7 @@ def _kill_loop(mariadb, db, tmp_path, kills: int, seed: int) -> list[dict]:
     return hits
 
 
+@pytest.mark.timeout(1200)  # three JVM starts; minutes each on a loaded machine
 def test_sigkill_at_random_points_fast(mariadb, db, tmp_path):
     """The fast subset (make test): two kills, one in each phase."""
     hits = _kill_loop(mariadb, db, tmp_path, kills=2, seed=SEED)
@@ -100,6 +100,7 @@ def test_sigkill_at_random_points_fast(mariadb, db, tmp_path):
 
 
 @pytest.mark.faults
+@pytest.mark.timeout(3600)  # 21 JVM starts: ~12 min on an idle 2-core machine, more if loaded
 def test_sigkill_at_20_random_points(mariadb, db, tmp_path):
     hits = _kill_loop(mariadb, db, tmp_path, kills=20, seed=SEED + 1)
     print("kill points:", *hits, sep="\n  ")
