@@ -655,6 +655,11 @@ def machine() -> dict:
             "kernel": platform.release(), "versions": versions}
 
 
+def _entries(sec: dict):
+    """A section's measured entries (a section also carries its ``started`` stamp)."""
+    return [(k, v) for k, v in sec.items() if isinstance(v, dict)]
+
+
 def render(b: Bench, started: str, args) -> str:
     res, m = b.results["sections"], machine()
     out = [BEGIN, "", "## Throughput, latency, memory and planning (issue 7)", ""]
@@ -701,7 +706,7 @@ def render(b: Bench, started: str, args) -> str:
                 "ends). The first 3 s are not counted.", "",
                 "| path | p50 ms | p99 ms | max ms | changes | missing | load |",
                 "|---|---:|---:|---:|---:|---:|---|"]
-        for name, r in res["latency"].items():
+        for name, r in _entries(res["latency"]):
             out.append(f"| {name} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | "
                        f"{r['changes']:,} | {r['missing']} | {r['load']} |")
         out.append("")
@@ -709,7 +714,7 @@ def render(b: Bench, started: str, args) -> str:
         out += ["### Peak memory of a Spark snapshot (sparkcdc → noop)", "",
                 "| rows | seconds | rows/s | Spark JVM (driver + executors) MB | "
                 "Python workers MB | bench process MB | load |", "|---:|---:|---:|---:|---:|---:|---|"]
-        for n, r in res["memory"].items():
+        for n, r in _entries(res["memory"]):
             out.append(f"| {int(n):,} | {r['seconds']} | {r['rate']:,} | {r['jvm_mb']:,} | "
                        f"{r['python_workers_mb']:,} | {r['bench_process_mb']:,} | {r['load']} |")
         out.append("")
@@ -717,7 +722,7 @@ def render(b: Bench, started: str, args) -> str:
         out += ["### Chunk planning (chunk size 8096)", "",
                 "| key | rows | chunks | seconds (median) | rounds | load |",
                 "|---|---:|---:|---:|---|---|"]
-        for name, r in res["planning"].items():
+        for name, r in _entries(res["planning"]):
             out.append(f"| {name} | {r['rows']:,} | {r['chunks']:,} | {r['median_s']} | "
                        f"{', '.join(str(s) for s in r['seconds'])} | {r['load']} |")
         out.append("")
