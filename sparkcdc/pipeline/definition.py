@@ -39,6 +39,8 @@ PIPELINE_KEYS = {
     "trigger.interval": "a duration like '5s' between micro-batches",
     "discovery.interval": "a duration like '10s' between looks for new and changed tables",
     "schema.change.behavior": "one of " + ", ".join(BEHAVIORS),
+    "binlog.purged.behavior": "fail or resnapshot: what a table whose binlog position was "
+                              "purged while the pipeline was stopped does",
     "local-time-zone": "a time zone for Spark's session, like 'UTC' or 'Europe/Berlin'",
     "max-rows-per-batch": "a positive integer: snapshot rows admitted per micro-batch",
     "spark": "a mapping of Spark configuration keys to values",
@@ -141,6 +143,7 @@ class PipelineSettings:
     trigger_interval: float = 5.0
     discovery_interval: float = 10.0
     schema_change_behavior: str = "lenient"
+    binlog_purged_behavior: str = "fail"  # or "resnapshot" (docs/operations.md)
     local_time_zone: str | None = None
     max_rows_per_batch: int | None = None
     spark: dict[str, str] = field(default_factory=dict)
@@ -506,6 +509,12 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
                               fix=(f"did you mean '{close[0]}'? " if close else "")
                               + "one of " + ", ".join(BEHAVIORS))
             vals["schema_change_behavior"] = b
+        elif name == "binlog.purged.behavior":
+            if text.lower() not in ("fail", "resnapshot"):
+                raise r.error(key, kline, f"unknown behavior {text!r}",
+                              fix="'fail' (stop with an error) or 'resnapshot' (take the "
+                                  "affected tables again)")
+            vals["binlog_purged_behavior"] = text.lower()
         elif name == "local-time-zone":
             vals["local_time_zone"] = text
     vals.setdefault("checkpoint_location", _resolve(base, "checkpoints"))

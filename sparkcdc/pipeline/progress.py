@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from sparkcdc.pipeline.status import _bytes
+from sparkcdc.pipeline.status import human_bytes
 
 
 def _eta(run) -> str:
@@ -28,7 +28,7 @@ def rows_of(runner) -> list[tuple]:
         if run.phase == "snapshot":
             tail = f"ETA {_eta(run)}" if _eta(run) else ""
         elif run.phase == "streaming":
-            tail = "lag " + (_bytes(run.lag_bytes) if run.lag_bytes is not None else "?")
+            tail = "lag " + (human_bytes(run.lag_bytes) if run.lag_bytes is not None else "?")
         else:
             tail = ""
         active = run.query is not None and run.query.isActive

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.errors import ConfigError, SchemaError, SparkCDCError
+from sparkcdc.errors import BinlogUnavailable, ConfigError, SchemaError, SparkCDCError
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, read_json, write_json
@@ -196,6 +196,7 @@ class Runner:
             sparkcdc.register(self.spark)
             self.states = self.ckpt.load_tables()
             found = self.discover()
+            self._check_purged()
             self._check_truncates(self._committed_floor())
             self._reconcile(found, starting=True)
             self._save()
@@ -289,6 +290,9 @@ class Runner:
                         f"table {table} changed: {d.describe()}",
                         fix="schema.change.behavior is 'exception': revert the change, or "
                             "choose evolve, try_evolve, lenient or ignore and run again")
+        for table, st in list(self.states.items()):
+            if st.status == "active" and table not in found:
+                self._renamed(st, found)
         for table, schema in found.items():
             st = self.states.get(table)
             if st is None or st.status == "dropped" and table not in self.runs:
@@ -384,9 +388,141 @@ class Runner:
         if run is not None:
             self._start(st, run.schema)
 
+    # -- binlog purged while the pipeline was stopped --------------------------------------
+
+    def _resume_position(self, st: TableState):
+        """The earliest binlog position the table's stream needs to go on: its last committed
+        offset (Spark replays from there), else its planned first batch, else its start."""
+        b = self.ckpt.last_committed(st.table, st.generation)
+        if b is None:
+            b = 0 if self.ckpt.last_planned(st.table, st.generation) is not None else None
+        off = self.ckpt.offset(st.table, st.generation, b) if b is not None else None
+        if off is not None:
+            return sc.offset_pos(off)
+        if st.start.get("mode") == "specific-offset":
+            return _offset_of(st.start["offset"])
+        return None  # a snapshot not begun: nothing to resume
+
+    def _check_purged(self) -> None:
+        """Before anything starts: a table whose position is in a binlog file the server
+        purged fails with one message (``binlog.purged.behavior: fail``) or is taken again
+        (``resnapshot``): its target emptied and reloaded, the other tables untouched."""
+        files = None
+        for table, st in list(self.states.items()):
+            if st.status != "active":
+                continue
+            pos = self._resume_position(st)
+            if pos is None:
+                continue
+            if files is None:
+                with self._source_config().connection.connect() as c, c.cursor() as cur:
+                    cur.execute("SHOW BINARY LOGS")
+                    files = [r[0] for r in cur.fetchall()]
+            if pos.file in files:
+                continue
+            have = f"{files[0]} .. {files[-1]}" if files else "no binlog files"
+            what = (f"table {table} resumes from binlog file {pos.file!r} (position {pos.pos}), "
+                    f"which the server no longer has (it has {have}): it was purged while the "
+                    f"pipeline was stopped, and the changes in it are lost")
+            if self.settings.binlog_purged_behavior != "resnapshot":
+                raise BinlogUnavailable(
+                    what, fix="set pipeline option 'binlog.purged.behavior: resnapshot' to take "
+                              "the affected tables again (their targets are emptied and "
+                              "reloaded; the other tables resume), or start over with a new "
+                              "checkpoint.location; keep binlogs longer than the pipeline is "
+                              "ever stopped (binlog_expire_logs_seconds / expire_logs_days, "
+                              "docs/operations.md)")
+            self._resnapshot(st, what)
+
+    def _resnapshot(self, st: TableState, what: str) -> None:
+        if self._shared(st):
+            raise BinlogUnavailable(
+                f"{what}; its target {st.target} is shared with other tables, so it cannot be "
+                "emptied and reloaded alone",
+                fix="empty the target and start over with a new checkpoint.location")
+        log.warning("%s: emptying %s and taking the table again (binlog.purged.behavior: "
+                    "resnapshot)", what, st.target)
+        sink = self._sink_for(st)
+        try:
+            last = sink.last_batch_id()
+            targets.reset_target(sink)
+        finally:
+            sink.close()
+        st.generation += 1  # a new Spark checkpoint: the stream starts with a snapshot
+        st.batch_base = (last + 1) if last is not None else st.batch_base
+        st.start = {"mode": "initial"}
+        st.gap = None  # old-schema rows from the lost binlog cannot be read any more
+        st.note = "resnapshot: binlog purged"
+        self._save()
+
     def _next_base(self, st: TableState) -> int:
         last = self._sink_for(st).last_batch_id()
         return (last + 1) if last is not None else st.batch_base
+
+    def _renamed(self, st: TableState, found: dict[str, TableSchema]) -> None:
+        """A captured table gone from the source: if a RENAME TABLE took it to a name that
+        ``tables`` matches and that routes to the same target, the table goes on under its
+        new name from the RENAME on (the old name's rows before it applied first), without
+        taking it again. Otherwise nothing happens here: the old name is dropped
+        (``_dropped``) and the new name, if matched, is a new table."""
+        behavior = self.settings.schema_change_behavior
+        if behavior == "exception":
+            return  # _dropped stops the pipeline
+        sink, last, offset, snapshot_done = self._halt(st)
+        try:
+            if offset is not None:
+                after = sc.offset_pos(offset)
+            elif st.start.get("mode") == "specific-offset":
+                after = _offset_of(st.start["offset"])
+            else:
+                after = self._scan_from
+            found_rename = (sc.find_table_rename(self._source_config().connection, after,
+                                                 st.table, self._flavor)
+                            if after is not None else None)
+            if found_rename is None:
+                return
+            new_name, ddl = found_rename
+            st.note = f"renamed to {new_name}"
+            other = self.states.get(new_name)
+            if (new_name not in found or target_of(self.defn, new_name) != st.target
+                    or (other is not None and other.status == "active")):
+                log.warning("table %s was renamed to %s: %s", st.table, new_name,
+                            "captured as a new table" if new_name in found
+                            else "not matched by source.tables")
+                return
+            new_schema = found[new_name]
+            old_schema = TableSchema.from_dict(st.schema)
+            nst = TableState(new_name, st.target, app_id=self._app_id(new_name))
+            if other is not None:  # the name was captured before: its next generation
+                nst = TableState(new_name, st.target, other.generation + 1,
+                                 batch_base=self._next_base(other), app_id=other.app_id)
+            nst.columns = st.columns
+            if snapshot_done and after < ddl.start:
+                self._apply_gap(st, {
+                    "from": after.to_dict(), "to": ddl.start.to_dict(), "schema": st.schema,
+                    "batch": (last + 1) if last is not None else st.batch_base,
+                    "assigner": offset["assigner"] if offset else None,
+                    "generation": st.generation, "columns": st.columns}, save=False)
+            d = sc.diff(old_schema, new_schema)
+            if any((d.added, d.dropped, d.modified)):
+                nst.columns = self._evolve_columns(nst, old_schema, new_schema, d, sink,
+                                                   behavior)
+            if snapshot_done:
+                nst.start = {"mode": "specific-offset", "offset": ddl.end.to_dict()}
+                how = "from the RENAME on"
+            else:
+                self._empty_for_retake(st, sink, last, f"table {st.table} renamed")
+                how = "taken again (renamed during its snapshot)"
+            nst.schema = new_schema.to_dict()
+            nst.note = f"renamed from {st.table}"
+            log.warning("table %s was renamed to %s: it goes on into %s, %s", st.table,
+                        new_name, st.target, how)
+            st.status = "dropped"
+            self.states[new_name] = nst
+            self._save()
+            self._start(nst, new_schema)
+        finally:
+            sink.close()
 
     def _dropped(self, st: TableState) -> None:
         if self.settings.schema_change_behavior == "exception":
@@ -555,10 +691,11 @@ class Runner:
     def _examine_failure(self, run: TableRun) -> None:
         st = run.state
         msg = str(run.query.exception())
-        if _transient(msg) and run.restarts < 3:
+        if _transient(msg) and run.restarts < 5:
             run.restarts += 1
-            log.warning("the stream of %s failed (%s): restarting it (%d of 3)", st.table,
+            log.warning("the stream of %s failed (%s): restarting it (%d of 5)", st.table,
                         _first_error(msg), run.restarts)
+            self._stop.wait(2.0 * run.restarts)  # a loaded machine: give it a moment
             self.runs.pop(st.table, None)
             run.sink.close()
             self._start(st, run.schema)
@@ -588,7 +725,65 @@ class Runner:
             raise SchemaChangeStop(what, fix="schema.change.behavior is 'exception': revert the "
                                              "change, or choose evolve, try_evolve, lenient or "
                                              "ignore and run again")
+        sink, last, offset, snapshot_done = self._halt(st)
+        conn = self._source_config().connection
+        retake = not snapshot_done
+        new_base = (last + 1) if last is not None else st.batch_base
+        gap, resume = None, None
+        if snapshot_done:
+            after = (sc.offset_pos(offset) if offset is not None
+                     else _offset_of(st.start["offset"]))
+            ddls = sc.find_ddls(conn, after, new.table_id.database, new.table_id.table,
+                                self._flavor)
+            if ddls:
+                # the schema as of now: a DDL after the discovery is in ``ddls`` too
+                new = self.discover().get(st.table, new)
+                d = sc.diff(old, new).with_renames([x.statement for x in ddls])
+                what = f"table {st.table} changed: {d.describe()}"
+            if any(x.rows_before for x in ddls):
+                # rows written between two DDLs have a schema that is neither the old one
+                # nor the current one: take the table again rather than guess it
+                log.warning("%s: %d DDLs with rows between them; taking the table again",
+                            st.table, len(ddls))
+                retake = True
+            else:
+                resume = after
+                if ddls:
+                    first, final = ddls[0], ddls[-1]
+                    if after < first.start:
+                        gap = {"from": after.to_dict(), "to": first.start.to_dict(),
+                               "schema": st.schema, "batch": new_base,
+                               "assigner": offset["assigner"] if offset else None,
+                               "generation": st.generation, "columns": st.columns}
+                        new_base += 1
+                    resume = max(after, final.end)
+                    for x in ddls:
+                        log.info("%s at %s: %s", st.table, x.start, x.statement[:200])
         log.warning("%s (%s)", what, behavior)
+        if gap is not None:
+            # the old schema's rows first, into the target as it still is. Nothing is saved
+            # before the target changed: a run stopped in between finds the change again
+            # (the gap batch is idempotent, each target change too; with the gap applied but
+            # the state not saved, the table is taken again)
+            self._apply_gap(st, gap, save=False)
+        st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
+        if retake:
+            self._empty_for_retake(st, sink, last, what)
+            st.start = {"mode": "initial"}
+        else:
+            st.start = {"mode": "specific-offset", "offset": resume.to_dict()}
+        sink.close()
+        st.generation += 1
+        st.batch_base = new_base
+        st.schema = new.to_dict()
+        st.note = f"{behavior}: {d.describe()}" + (" (taken again)" if retake else "")
+        self._save()
+        self._start(st, new)
+
+    def _halt(self, st: TableState):
+        """Stop the table's stream; the target's sink, its last batch id, the source offset
+        that batch ended at (None: nothing applied in this generation) and whether the
+        table's snapshot was done by then."""
         run = self.runs.pop(st.table, None)
         if run is not None and run.query is not None:
             if run.query.isActive:
@@ -601,45 +796,19 @@ class Runner:
                   if applied else None)
         snapshot_done = (offset is not None and sc.table_phase(offset, st.table) == "done") or (
             not applied and st.start["mode"] == "specific-offset")
-        conn = self._source_config().connection
-        if not snapshot_done:
-            # changed during its snapshot: take the table again from the start
-            if last is not None and applied:
-                if self._shared(st):
-                    raise SchemaError(
-                        f"{what} during its snapshot, and its target {st.target} is shared "
-                        "with other tables", fix="let the snapshot finish before altering, or "
-                        "start the pipeline again with a new checkpoint location")
-                targets.reset_target(sink)
-            st.start = {"mode": "initial"}
-            st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
-            new_base = (last + 1) if last is not None else st.batch_base
-        else:
-            after = (sc.offset_pos(offset) if offset is not None
-                     else _offset_of(st.start["offset"]))
-            ddl = sc.find_ddl(conn, after, new.table_id.database, new.table_id.table,
-                              self._flavor)
-            resume = after
-            new_base = (last + 1) if last is not None else st.batch_base
-            if ddl is not None:
-                if after < ddl.start:
-                    st.gap = {"from": after.to_dict(), "to": ddl.start.to_dict(),
-                              "schema": st.schema, "batch": new_base,
-                              "assigner": offset["assigner"] if offset else None,
-                              "generation": st.generation, "columns": st.columns}
-                    new_base += 1
-                resume = max(after, ddl.end)
-                log.info("%s at %s: %s", st.table, ddl.start, ddl.statement[:200])
-            st.start = {"mode": "specific-offset", "offset": resume.to_dict()}
-            st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
-        st.generation += 1
-        st.batch_base = new_base
-        st.schema = new.to_dict()
-        st.note = f"{behavior}: {d.describe()}"
-        self._save()
-        if st.gap:
-            self._apply_gap(st)
-        self._start(st, new)
+        return sink, last, offset, snapshot_done
+
+    def _empty_for_retake(self, st: TableState, sink, last, what: str) -> None:
+        if last is None:
+            return
+        if self._shared(st):
+            raise SchemaError(
+                f"{what}, and the table must be taken again (a change during its snapshot, "
+                f"or several changes with rows between them), but its target {st.target} "
+                "is shared with other tables",
+                fix="empty the target, then start the pipeline again with a new checkpoint "
+                    "location")
+        targets.reset_target(sink)
 
     def _shared(self, st: TableState) -> bool:
         return any(o.target == st.target and o.table != st.table and o.status == "active"
@@ -647,63 +816,111 @@ class Runner:
 
     def _evolve_columns(self, st: TableState, old: TableSchema, new: TableSchema,
                         d: sc.Diff, sink, behavior: str) -> list:
-        """The target's columns for the new generation, after changing the target."""
-        from pyspark.sql.pandas.types import from_arrow_schema
+        """Change the target as ``behavior`` says; the target's columns afterwards.
+
+        evolve: the target follows the source (add, drop, rename, retype), or the change
+        stops with a fix. try_evolve: the same where the target can; otherwise as lenient.
+        lenient: columns are added, never dropped; a renamed column is added under the new
+        name with the old one's values (the old column stays for its readers); types change
+        where the target can, else values are cast. ignore: the target keeps its columns."""
+        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
 
         from sparkcdc.mysql.types import arrow_schema
 
-        cols = list(st.columns or [])
+        cols = [dict(c) for c in (st.columns or [])]
+        if behavior == "ignore":
+            return cols
         names = {c["name"] for c in cols}
-        # the new table's columns as the shaped stream will have them (transforms aside)
         new_fields = {f.name: f for f in from_arrow_schema(arrow_schema(new),
                                                            prefer_timestamp_ntz=True).fields}
-        changed = [c for c, _a, _b in d.modified if c in names and c in new_fields and
-                   new_fields[c].dataType.jsonValue() != next(
-                       x["type"] for x in cols if x["name"] == c)]
-        if changed and behavior == "evolve":
-            raise SchemaError(
-                f"table {st.table} changed the type of {changed}; the {sink.type} target "
-                "cannot change a column's type",
-                fix="use try_evolve or lenient (the target keeps its type and values are "
-                    "cast), or recreate the target with a new checkpoint location")
-        if changed:
-            log.warning("%s: %s keep their type in the target; values are cast", st.table,
-                        changed)
-        added = [c for c in d.added if c in new_fields and c not in names
-                 and (self.defn.transforms == () or shaper_for(self.defn, st.table).transform
-                      is None)]
-        if behavior == "ignore" or not added:
-            return cols
-        if not targets.can_add_columns(sink):
-            if behavior in ("try_evolve", "lenient"):
-                log.warning("%s: the %s sink cannot add columns %s; they are left out",
-                            st.table, sink.type, added)
-                return cols
-            raise SchemaError(f"table {st.table} added columns {added}, and adding columns "
-                              f"to the {sink.type} target is not supported",
-                              fix="use schema.change.behavior: try_evolve, lenient or ignore")
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_type
+        transformed = shaper_for(self.defn, st.table).transform is not None
 
-        try:
-            targets.add_columns(sink, [pa.field(c, to_arrow_type(new_fields[c].dataType))
-                                       for c in added])
-        except Exception as e:
+        def arrow(c):
+            return to_arrow_type(new_fields[c].dataType)
+
+        plan: list[targets.Change] = []
+        renamed_to = {}
+        for a, b in d.renamed:
+            if a not in names or b not in new_fields or transformed:
+                continue
+            if behavior == "lenient":
+                plan += [targets.Change("add", b, type=arrow(b)), targets.Change("copy", a, b)]
+            else:
+                plan.append(targets.Change("rename", a, b))
+                renamed_to[a] = b
+        for c in d.added:
+            if c in new_fields and c not in names and not transformed:
+                plan.append(targets.Change("add", c, type=arrow(c)))
+        if behavior in ("evolve", "try_evolve"):
+            plan += [targets.Change("drop", c) for c in d.dropped if c in names]
+        for c in cols:
+            name = renamed_to.get(c["name"], c["name"])
+            f = new_fields.get(name)
+            if f is not None and f.dataType.jsonValue() != c["type"]:
+                plan.append(targets.Change("retype", name, type=arrow(name)))
+        if not plan:
+            return cols
+        current = targets.target_columns(sink)
+        done: list[targets.Change] = []
+        for ch in plan:
+            if ch.kind == "copy" and not any(x.kind == "add" and x.name == ch.new_name
+                                             for x in done):
+                continue
+            stored = (current.field(ch.name).type if ch.kind == "retype" and current is not None
+                      and ch.name in current.names else None)
+            why = None
+            if not targets.can_change(sink, ch, stored):
+                why = f"the {sink.type} target cannot {ch.describe()}"
+                if sink.type == "iceberg" and ch.kind == "retype":
+                    why += (" (Iceberg changes a type only by its promotions: int to long, "
+                            "float to double, a wider decimal)")
+            else:
+                try:
+                    targets.evolve(sink, [ch], tuple(new.primary_key))
+                except Exception as e:  # the target refused it (e.g. values that do not fit)
+                    why = f"{st.target}: {ch.describe()} failed: {str(e).splitlines()[0]}"
+            if why is None:
+                done.append(ch)
+                continue
             if behavior == "evolve":
-                raise SchemaError(f"could not add columns {added} to {st.target}: {e}",
-                                  fix="use try_evolve to go on without them") from e
-            log.warning("could not add columns %s to %s (%s): left out", added, st.target, e)
-            return cols
-        return cols + [new_fields[c].jsonValue() for c in added]
+                raise SchemaError(f"table {st.table} changed ({d.describe()}); {why}",
+                                  fix="use schema.change.behavior: try_evolve or lenient (the "
+                                      "target keeps what it cannot change), or recreate the "
+                                      "target with a new checkpoint location")
+            log.warning("%s (%s: %s)", why, behavior, {
+                "add": "left out", "drop": "kept, null from now on",
+                "rename": "the new name is added, the old one kept", "copy": "not copied",
+                "retype": "the target keeps its type, values are cast"}[ch.kind])
+            if ch.kind == "rename":  # fall back to lenient's rename
+                ch_add = targets.Change("add", ch.new_name, type=arrow(ch.new_name))
+                try:
+                    if targets.can_change(sink, ch_add):
+                        targets.evolve(sink, [ch_add], tuple(new.primary_key))
+                        done.append(ch_add)
+                except Exception as e:
+                    log.warning("%s: %s failed: %s", st.target, ch_add.describe(), e)
+        for ch in done:
+            if ch.kind == "add":
+                cols.append(new_fields[ch.name].jsonValue())
+            elif ch.kind == "drop":
+                cols = [c for c in cols if c["name"] != ch.name]
+            elif ch.kind == "rename":
+                cols = [dict(c, name=ch.new_name) if c["name"] == ch.name else c for c in cols]
+            elif ch.kind == "retype":
+                cols = [dict(c, type=new_fields[ch.name].dataType.jsonValue())
+                        if c["name"] == ch.name else c for c in cols]
+        log.info("%s: target %s: %s", st.table, st.target,
+                 "; ".join(ch.describe() for ch in done) or "unchanged")
+        return cols
 
-    def _apply_gap(self, st: TableState) -> None:
+    def _apply_gap(self, st: TableState, gap: dict | None = None, save: bool = True) -> None:
         """Apply the old schema's rows between the last applied batch and the DDL, as one
         more batch of the old generation (idempotent through the sink's batch id)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from sparkcdc.apply import apply_changes
 
-        gap = st.gap
+        gap = gap or st.gap
         old = TableSchema.from_dict(gap["schema"])
         sink = self._sink_for(st)
         last = sink.last_batch_id()
@@ -725,7 +942,8 @@ class Runner:
                 apply_changes(shaped, gap["batch"], sink, keys=list(keys))
         sink.close()
         st.gap = None
-        self._save()
+        if save:
+            self._save()
 
 
 def _offset_of(d: dict):

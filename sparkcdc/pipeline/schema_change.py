@@ -35,12 +35,32 @@ class Diff:
     dropped: tuple[str, ...] = ()
     modified: tuple[tuple[str, str, str], ...] = ()  # (column, old type, new type)
     key_changed: bool = False
+    renamed: tuple[tuple[str, str], ...] = ()  # (old name, new name), found in the DDL
 
     def __bool__(self) -> bool:
-        return bool(self.added or self.dropped or self.modified or self.key_changed)
+        return bool(self.added or self.dropped or self.modified or self.key_changed
+                    or self.renamed)
+
+    def with_renames(self, statements: list[str]) -> Diff:
+        """The diff with the renames that ``statements`` (the DDL) made: a column dropped
+        and one added are a rename when a statement says so (``RENAME COLUMN a TO b``,
+        ``CHANGE [COLUMN] a b ...``), not a guess from names or positions."""
+        pairs = []
+        for old, new in column_renames(statements):
+            old = next((d for d in self.dropped if d.lower() == old.lower()), None)
+            new = next((a for a in self.added if a.lower() == new.lower()), None)
+            if old and new and (old, new) not in pairs:
+                pairs.append((old, new))
+        if not pairs:
+            return self
+        gone = {o for o, _ in pairs}
+        came = {n for _, n in pairs}
+        return Diff(tuple(a for a in self.added if a not in came),
+                    tuple(d for d in self.dropped if d not in gone), self.modified,
+                    self.key_changed, tuple(pairs))
 
     def describe(self) -> str:
-        parts = []
+        parts = [f"renamed {a} to {b}" for a, b in self.renamed]
         if self.added:
             parts.append("added " + ", ".join(self.added))
         if self.dropped:
@@ -50,6 +70,25 @@ class Diff:
         if self.key_changed:
             parts.append("primary key changed")
         return "; ".join(parts)
+
+
+_NAME = r"(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\s+(?:IF\s+EXISTS\s+)?{_NAME}\s+TO\s+{_NAME}",
+                            re.IGNORECASE)
+_CHANGE_COLUMN = re.compile(rf"\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_NAME}\s+{_NAME}",
+                            re.IGNORECASE)
+
+
+def column_renames(statements: list[str]) -> list[tuple[str, str]]:
+    """(old, new) column names renamed by ALTER TABLE statements, in order."""
+    out = []
+    for sql in statements:
+        for rx in (_RENAME_COLUMN, _CHANGE_COLUMN):
+            for m in rx.finditer(sql):
+                a, b = _ident(m.group(1)), _ident(m.group(2))
+                if a != b and b.upper() != "COLUMN":
+                    out.append((a, b))
+    return out
 
 
 def diff(old: TableSchema, new: TableSchema) -> Diff:
@@ -65,6 +104,7 @@ class DDLEvent:
     start: BinlogOffset  # where the DDL's transaction starts (the end of the window before)
     end: BinlogOffset  # the next event: where the new generation starts
     statement: str
+    rows_before: bool = False  # row events of the table since the previous DDL (find_ddls)
 
 
 def _mentions(sql: str, db: str, table: str) -> bool:
@@ -90,6 +130,18 @@ def _events(cur, file: str, pos: int) -> Iterator[tuple]:
 def find_ddl(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
              flavor: str) -> DDLEvent | None:
     """The first DDL naming ``db.table`` at or after ``after`` (None if there is none)."""
+    found = find_ddls(conn, after, db, table, flavor, first=True)
+    return found[0] if found else None
+
+
+def find_ddls(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
+              flavor: str, first: bool = False) -> list[DDLEvent]:
+    """Every DDL naming ``db.table`` at or after ``after``, in binlog order, each with
+    ``rows_before``: whether row events of the table lie between the previous DDL of the
+    list and this one (the rows a stream would have to decode with an intermediate schema)."""
+    out: list[DDLEvent] = []
+    tagged = re.compile(r"\(`?" + re.escape(db) + r"`?\.`?" + re.escape(table) + r"`?\)")
+    rows_seen = False
     with conn.connect() as c, c.cursor() as cur:
         cur.execute("SHOW BINARY LOGS")
         files = [r[0] for r in cur.fetchall()]
@@ -101,6 +153,8 @@ def find_ddl(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
             for log_name, p, etype, _sid, end_pos, info in _events(cur, f, pos):
                 if etype in ("Gtid", "Anonymous_Gtid") or (etype == "Query" and info == "BEGIN"):
                     txn_start = p
+                if etype == "Table_map" and info and tagged.search(info):
+                    rows_seen = True
                 if etype != "Query" or not info:
                     continue
                 current_db = None
@@ -116,8 +170,66 @@ def find_ddl(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
                                      flavor=flavor)
                 if start < after:
                     continue
-                return DDLEvent(start, BinlogOffset(log_name, end_pos, flavor=flavor), sql)
-    return None
+                out.append(DDLEvent(start, BinlogOffset(log_name, end_pos, flavor=flavor),
+                                    sql, rows_before=rows_seen and bool(out)))
+                rows_seen = False
+                if first:
+                    return out
+    return out
+
+
+_RENAME_TABLE = re.compile(r"^\s*RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_ALTER_RENAME = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+"
+                           rf"{_NAME}(?:\.{_NAME})?\s+RENAME\s+(?:TO\s+|AS\s+)?"
+                           rf"{_NAME}(?:\.{_NAME})?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_PAIR = re.compile(rf"{_NAME}(?:\.{_NAME})?\s+TO\s+{_NAME}(?:\.{_NAME})?", re.IGNORECASE)
+
+
+def _qualified(a: str, b: str | None, current_db: str | None) -> str:
+    return f"{_ident(a)}.{_ident(b)}" if b else f"{current_db}.{_ident(a)}"
+
+
+def table_renames(sql: str, current_db: str | None) -> list[tuple[str, str]]:
+    """(old, new) ``db.table`` names renamed by a RENAME TABLE or ALTER TABLE ... RENAME."""
+    m = _ALTER_RENAME.match(sql)
+    if m:
+        return [(_qualified(m.group(1), m.group(2), current_db),
+                 _qualified(m.group(3), m.group(4), current_db))]
+    m = _RENAME_TABLE.match(sql)
+    if not m:
+        return []
+    return [(_qualified(p.group(1), p.group(2), current_db),
+             _qualified(p.group(3), p.group(4), current_db)) for p in _PAIR.finditer(m.group(1))]
+
+
+def find_table_rename(conn: ConnectionOptions, after: BinlogOffset, table: str,
+                      flavor: str) -> tuple[str, DDLEvent] | None:
+    """The new name of ``table`` (``db.table``) if a RENAME at or after ``after`` renamed it
+    (following a chain ``a -> b -> c`` to its end), with the first rename's event."""
+    with conn.connect() as c, c.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        files = [r[0] for r in cur.fetchall()]
+        if after.file not in files:
+            return None
+        name, first, txn_start = table, None, None
+        for f in files[files.index(after.file):]:
+            pos = after.boundary().pos if f == after.file else 4
+            for log_name, p, etype, _sid, end_pos, info in _events(cur, f, pos):
+                if etype in ("Gtid", "Anonymous_Gtid"):
+                    txn_start = p
+                if etype != "Query" or not info or "rename" not in info.lower():
+                    continue
+                m = _USE.match(info)
+                current_db = m.group(1).replace("``", "`") if m else None
+                for old, new in table_renames(_USE.sub("", info), current_db):
+                    if old == name:
+                        name = new
+                        if first is None:
+                            start = BinlogOffset(log_name, txn_start if txn_start is not None
+                                                 else p, flavor=flavor)
+                            first = DDLEvent(start, BinlogOffset(log_name, end_pos,
+                                                                 flavor=flavor), info)
+        return (name, first) if first is not None else None
 
 
 def read_gap(config, flavor: str, schema: TableSchema, start: BinlogOffset, end: BinlogOffset,

@@ -43,10 +43,10 @@ class TableStatus:
             return f"{self.lag_files} binlog file(s)"
         if self.lag_bytes is None:
             return "?"
-        return _bytes(self.lag_bytes)
+        return human_bytes(self.lag_bytes)
 
 
-def _bytes(n: int) -> str:
+def human_bytes(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -42,8 +42,18 @@ def _problem(what: str, e: Exception) -> Problem:
     return Problem(what, str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
+def _matches(db: str, table: str, db_re: re.Pattern, tbl_re: re.Pattern,
+             ex_re: re.Pattern | None) -> bool:
+    """Whether ``source.tables`` (and not ``tables.exclude``) selects ``db.table``, as the
+    source's discovery decides it (the table regex may match ``db.table`` or the name)."""
+    full = f"{db}.{table}"
+    if not db_re.fullmatch(db) or not (tbl_re.fullmatch(full) or tbl_re.fullmatch(table)):
+        return False
+    return not (ex_re and ex_re.fullmatch(full))
+
+
 def validate_pipeline(defn: PipelineDef) -> Report:
-    from sparkcdc.mysql.discovery import _selected, discover, parse_chunk_key_option
+    from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
     from sparkcdc.mysql.options import SourceConfig, parse_server_ids
     from sparkcdc.mysql.validation import validate_all
 
@@ -62,7 +72,7 @@ def validate_pipeline(defn: PipelineDef) -> Report:
     tbl_re = re.compile(defn.source.table_regex)
     ex_re = re.compile(defn.source.exclude_regex) if defn.source.exclude_regex else None
     matched = sorted({(d, t) for d, t, ty in visible
-                      if ty in ("BASE TABLE", "SYSTEM VERSIONED") and _selected(d, t, db_re, tbl_re, ex_re)})
+                      if ty in ("BASE TABLE", "SYSTEM VERSIONED") and _matches(d, t, db_re, tbl_re, ex_re)})
     databases = sorted({d for d, _ in matched})
     try:
         for p in validate_all(conn, None, databases or None):

@@ -12,6 +12,7 @@ Iceberg has no 8/16-bit integers (stored as ``int``) and no interval type: MySQL
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,8 @@ def storage_table(t: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
+_CATALOG_LOCK = threading.Lock()
+
 class IcebergSink(Sink):
     type = "iceberg"
 
@@ -68,8 +71,12 @@ class IcebergSink(Sink):
         if self._catalog is None:
             from pyiceberg.catalog import load_catalog
 
-            self._catalog = load_catalog(self.config.catalog_name,
-                                         **self.config.catalog_properties)
+            # A pipeline runs one stream per table, each with its own sink, in one process:
+            # a SQL catalog creates its tables on first load, and two first loads at once
+            # race ("table iceberg_tables already exists"). Load one at a time.
+            with _CATALOG_LOCK:
+                self._catalog = load_catalog(self.config.catalog_name,
+                                             **self.config.catalog_properties)
         return self._catalog
 
     def _table(self):

@@ -178,6 +178,14 @@ class PostgresSink(Sink):
     # -- batch ids -----------------------------------------------------------------------
 
     def _ensure_batches(self, cur) -> None:
+        cur.execute("SELECT to_regclass(%s)", (f'"{self.config.schema}"."{BATCHES_TABLE}"',))
+        if cur.fetchone()[0] is not None:
+            return
+        # writers of several tables may create the schema at once: CREATE ... IF NOT EXISTS
+        # races in PostgreSQL, so they take turns (a lock until the transaction ends)
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.config.schema,))
+        cur.execute(self._pg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+            self._ident(self.config.schema)))
         cur.execute(self._pg.sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (app_id text NOT NULL, target text NOT NULL, "
             "batch_id bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
