@@ -652,7 +652,9 @@ class Runner:
                     if p.get("numInputRows"):
                         run.batches += 1
                     self._progress(run, p)
-            if not q.isActive and q.exception() is not None and run.error is None:
+                    run.restarts = 0  # a completed batch: only failures in a row count
+            if run.error is None and ((not q.isActive and q.exception() is not None)
+                                      or _thread_died(q)):
                 failed.append(run)
             self._write_live(run, running=q.isActive)
         if self.display is not None:
@@ -690,7 +692,8 @@ class Runner:
 
     def _examine_failure(self, run: TableRun) -> None:
         st = run.state
-        msg = str(run.query.exception())
+        exc = run.query.exception()
+        msg = str(exc) if exc is not None else _THREAD_DIED
         if _transient(msg) and run.restarts < 5:
             run.restarts += 1
             log.warning("the stream of %s failed (%s): restarting it (%d of 5)", st.table,
@@ -958,8 +961,25 @@ def _done_assigner(schema: TableSchema) -> dict:
     return SplitAssigner.streaming_only([schema.table_id]).to_dict()
 
 
+# A query whose execution thread died while Spark handled a failure (seen: a
+# StackOverflowError in java.util.regex on a long error text after a torn connection) stays
+# "active" with no exception, and would hang the pipeline: it is restarted like a transient
+# failure (the checkpoint makes the restart exactly once).
+_THREAD_DIED = ("the stream's execution thread died without reporting an error "
+                "(see the Spark log above)")
+
 _TRANSIENT = ("Python worker failed to connect back", "ConnectionFailed",
-              "Lost connection to MySQL server", "Connection refused")
+              "Lost connection to MySQL server", "Connection refused", _THREAD_DIED)
+
+
+def _thread_died(q) -> bool:
+    """True when Spark says the query is active but its execution thread is gone."""
+    if not q.isActive:
+        return False
+    try:
+        return not q._jsq.streamingQuery().queryExecutionThread().isAlive()
+    except Exception:  # another Spark version or a gateway hiccup: no verdict
+        return False
 
 
 def _transient(msg: str) -> bool:
