@@ -109,10 +109,19 @@ class CRowDecoder:
         try:
             return _C.decode(plan, data, mode)
         except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
-            raise DecodeError(f"{schema.table_id}: malformed row event: {e}",
-                              fix="the table's binlog metadata and schema disagree; if the "
-                                  "table was altered, restart capture with a new snapshot") \
-                from None
+            raise _malformed(schema, e) from None
+
+    def _plan_for(self, table_map: Any, schema: TableSchema) -> Any:
+        """The compiled plan of a parsed table map, kept per map (bounded) while the schema
+        it was compiled against is the same object."""
+        hit = self._by_map.get(table_map)
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        plan = self._plan(table_map.columns, schema)[0]
+        if len(self._by_map) > 1024:
+            self._by_map.clear()
+        self._by_map[table_map] = (schema, plan)
+        return plan
 
     def decode_event(self, table_map: Any, schema: TableSchema, data: bytes, start: int,
                      end: int, table_id_len: int, version: int, mode: int
@@ -120,42 +129,22 @@ class CRowDecoder:
         """A whole rows event (body at ``data[start:end]``) in one C call: header, bitmaps
         and row images. None when a columns-present bitmap lacks a column (the caller
         names it)."""
-        hit = self._by_map.get(table_map)
-        if hit is not None and hit[0] is schema:
-            plan = hit[1]
-        else:
-            plan = self._plan(table_map.columns, schema)[0]
-            if len(self._by_map) > 1024:
-                self._by_map.clear()
-            self._by_map[table_map] = (schema, plan)
+        plan = self._plan_for(table_map, schema)
         try:
             return _C.decode_event(plan, data, start, end, table_id_len, version, mode)
         except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
-            raise DecodeError(f"{schema.table_id}: malformed row event: {e}",
-                              fix="the table's binlog metadata and schema disagree; if the "
-                                  "table was altered, restart capture with a new snapshot") \
-                from None
+            raise _malformed(schema, e) from None
 
     def decode_rows(self, table_map: Any, schema: TableSchema, mode: int,
                     data: bytes) -> list[tuple[dict | None, dict | None]]:
         """The row images of one rows event for our own event layer
         (``sparkcdc.mysql.events``): ``data`` starts after the event's bitmaps; ``mode``
         0 insert, 1 delete, 2 update."""
-        hit = self._by_map.get(table_map)
-        if hit is not None and hit[0] is schema:
-            plan = hit[1]
-        else:
-            plan = self._plan(table_map.columns, schema)[0]
-            if len(self._by_map) > 1024:
-                self._by_map.clear()
-            self._by_map[table_map] = (schema, plan)
+        plan = self._plan_for(table_map, schema)
         try:
             return _C.decode(plan, data, mode)
         except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
-            raise DecodeError(f"{schema.table_id}: malformed row event: {e}",
-                              fix="the table's binlog metadata and schema disagree; if the "
-                                  "table was altered, restart capture with a new snapshot") \
-                from None
+            raise _malformed(schema, e) from None
 
     def _plan(self, cols: list, schema: TableSchema) -> tuple[Any, int]:
         sig = (schema.table_id, tuple(c.column_type for c in schema.columns),
@@ -276,3 +265,9 @@ def _text(nbytes: int, charset: str | None) -> _Spec:
 
 
 __all__ = ["CRowDecoder", "available", "column_spec", "compile_plan", "default_decoder"]
+
+
+def _malformed(schema: TableSchema, e: Exception) -> DecodeError:
+    return DecodeError(f"{schema.table_id}: malformed row event: {e}",
+                       fix="the table's binlog metadata and schema disagree; if the "
+                           "table was altered, restart capture with a new snapshot")
