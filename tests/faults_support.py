@@ -216,8 +216,8 @@ def child_env() -> dict:
 
 def run_child(args: dict, timeout=600) -> subprocess.CompletedProcess:
     """spark_child.py to completion (availableNow unless ``continuous``)."""
-    return subprocess.run([sys.executable, str(CHILD), json.dumps(args)], capture_output=True,
-                          text=True, env=child_env(), timeout=timeout)
+    return subprocess.run([sys.executable, str(CHILD)], input=json.dumps(args),
+                          capture_output=True, text=True, env=child_env(), timeout=timeout)
 
 
 class Child:
@@ -225,10 +225,13 @@ class Child:
     SIGKILLs the whole group at once (Python driver, JVM and Python workers), as a machine
     that dies does -- no JVM lingers to finish a batch after its driver is gone."""
 
-    def __init__(self, argv: list[str], log_path, env=None):
+    def __init__(self, argv: list[str], log_path, env=None, stdin: str | None = None):
         self.log = open(log_path, "a")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True,
-                                     env=env or child_env(), start_new_session=True)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, env=env or child_env(),
+                                     start_new_session=True)
+        self.proc.stdin.write(stdin or "")
+        self.proc.stdin.close()
         self.lines: queue.Queue = queue.Queue()
         self.all: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -270,7 +273,7 @@ class Child:
 
 
 def spark_child(args: dict, log_path) -> Child:
-    return Child([sys.executable, str(CHILD), json.dumps(args)], log_path)
+    return Child([sys.executable, str(CHILD)], log_path, stdin=json.dumps(args))
 
 
 def wait_until(check, timeout: float, what: str, every: float = 0.3):

@@ -1,6 +1,7 @@
 """A streaming query in its own process, for crash tests: the parent SIGKILLs or restarts it.
 
-Arguments come as one JSON document in argv[1]:
+Arguments come as one JSON document on stdin (not argv: the source options hold the
+password, and a command line is visible to every user in ``ps``):
   options        source options
   out            directory for the sinks
   crash_batch    if set: the foreachBatch sink writes that batch, then SIGKILLs the process
@@ -26,7 +27,7 @@ import uuid
 
 
 def main() -> None:
-    args = json.loads(sys.argv[1])
+    args = json.loads(sys.stdin.read())
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 import threading
 import time
-import uuid
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from faults_support import run_child
 
 import sparkcdc
 from sparkcdc.core.offsets import BinlogOffset
@@ -311,13 +308,6 @@ def test_wrong_password_is_one_clear_error(spark, mariadb, db):
 
 # -- crash safety ----------------------------------------------------------------------------------
 
-def _child(args: dict, timeout=600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    return subprocess.run([sys.executable, str(Path(__file__).with_name("spark_child.py")),
-                           json.dumps(args)], capture_output=True, text=True, env=env,
-                          timeout=timeout)
-
-
 @pytest.mark.slow
 def test_sigkill_in_snapshot_and_stream_loses_and_doubles_nothing(mariadb, db, tmp_path):
     rows = 12_000
@@ -328,19 +318,19 @@ def test_sigkill_in_snapshot_and_stream_loses_and_doubles_nothing(mariadb, db, t
     writer = Writer(mariadb, db, rows, seed=7, pause=0.02)
     writer.start()
     try:
-        r1 = _child({"options": opts, "out": out, "crash_batch": 2})  # inside the snapshot
+        r1 = run_child({"options": opts, "out": out, "crash_batch": 2})  # inside the snapshot
         assert r1.returncode == -9, r1.stderr[-3000:]
         time.sleep(1)
-        r2 = _child({"options": opts, "out": out})  # finishes the snapshot, replays batch 2
+        r2 = run_child({"options": opts, "out": out})  # finishes the snapshot, replays batch 2
         assert r2.returncode == 0, r2.stderr[-3000:]
         batches_done = len(list(Path(out, "foreach").glob("batch=*")))
         time.sleep(1)
         # the next batch id is batches_done: the first batch after the snapshot, a stream batch
-        r3 = _child({"options": opts, "out": out, "crash_batch": batches_done})
+        r3 = run_child({"options": opts, "out": out, "crash_batch": batches_done})
         assert r3.returncode == -9, r3.stderr[-3000:]
     finally:
         writer.stop()
-    r4 = _child({"options": opts, "out": out})  # catch up to the final position
+    r4 = run_child({"options": opts, "out": out})  # catch up to the final position
     assert r4.returncode == 0, r4.stderr[-3000:]
     final = table_state(mariadb, db)
 

@@ -106,6 +106,7 @@ class Runner:
         self._stop = threading.Event()
         self._target_locks: dict[str, threading.Lock] = {}
         self._ids_used = 0
+        self._discovery_failures = 0  # periodic table discovery, failures in a row
         self._flavor = "mariadb"
         self._config = None
         self._scan_from = None
@@ -211,9 +212,7 @@ class Runner:
                     break
                 if (not self.until_caught_up and
                         time.monotonic() - last_discovery >= self.settings.discovery_interval):
-                    self._reconcile(self.discover())
-                    self._check_truncates(self._scan_from)
-                    self._save()
+                    self._rediscover()
                     last_discovery = time.monotonic()
                 self._stop.wait(1.0)
         except KeyboardInterrupt:
@@ -226,6 +225,27 @@ class Runner:
                 if old_term is not None:
                     signal.signal(signal.SIGTERM, old_term)
         return 0
+
+    def _rediscover(self) -> None:
+        """The periodic look for new, changed and truncated tables. The server being away
+        for a moment (a cut connection, a restart) must not stop streams that ride it out
+        themselves: a retryable failure is logged and the look is taken again at the next
+        interval; only ``_MAX_IN_A_ROW`` failures in a row stop the pipeline."""
+        try:
+            self._reconcile(self.discover())
+            self._check_truncates(self._scan_from)
+            self._save()
+        except SparkCDCError as e:
+            if not e.retryable:
+                raise
+            self._discovery_failures += 1
+            if self._discovery_failures >= _MAX_IN_A_ROW:
+                raise
+            log.warning("looking for table changes failed (%s): trying again in %gs "
+                        "(%d of %d)", str(e).splitlines()[0], self.settings.discovery_interval,
+                        self._discovery_failures, _MAX_IN_A_ROW)
+            return
+        self._discovery_failures = 0
 
     def _lock_checkpoint(self):
         """One runner per checkpoint: a second one would corrupt Spark's logs."""
@@ -694,10 +714,10 @@ class Runner:
         st = run.state
         exc = run.query.exception()
         msg = str(exc) if exc is not None else _THREAD_DIED
-        if _transient(msg) and run.restarts < 5:
+        if _transient(msg) and run.restarts < _MAX_IN_A_ROW:
             run.restarts += 1
-            log.warning("the stream of %s failed (%s): restarting it (%d of 5)", st.table,
-                        _first_error(msg), run.restarts)
+            log.warning("the stream of %s failed (%s): restarting it (%d of %d)", st.table,
+                        _first_error(msg), run.restarts, _MAX_IN_A_ROW)
             self._stop.wait(2.0 * run.restarts)  # a loaded machine: give it a moment
             self.runs.pop(st.table, None)
             run.sink.close()
@@ -967,6 +987,10 @@ def _done_assigner(schema: TableSchema) -> dict:
 # failure (the checkpoint makes the restart exactly once).
 _THREAD_DIED = ("the stream's execution thread died without reporting an error "
                 "(see the Spark log above)")
+
+# Transient failures (a stream's or the periodic discovery's) tolerated in a row before the
+# pipeline stops with the error; a completed batch / a successful look resets the count.
+_MAX_IN_A_ROW = 5
 
 _TRANSIENT = ("Python worker failed to connect back", "ConnectionFailed",
               "Lost connection to MySQL server", "Connection refused", _THREAD_DIED)
