@@ -16,7 +16,8 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, TLSError
@@ -215,6 +216,35 @@ class ConnectionOptions:
         if key not in _TLS_SEEN:
             self.connect().close()
         return _TLS_SEEN.get(key, False)
+
+
+T = TypeVar("T")
+
+_LOST = (2006, 2013, 2055)  # server gone away, lost connection during query, lost at handshake
+
+
+def retry_lost(conn: ConnectionOptions, what: str, read: Callable[[], T]) -> T:
+    """``read()`` -- an idempotent read that opens its own connections -- again when the
+    connection is lost in the middle of it (a server restart, a network cut): up to
+    ``connect.max-retries`` more times, pausing 0.5, 1, 2, 4 s. Then a retryable
+    ``ConnectionFailed`` naming ``what``, never a driver's error, so that the pipeline's
+    retry loops recognise it. Any other server error is raised at once."""
+    import pymysql
+
+    for attempt in range(conn.max_retries + 1):
+        try:
+            return read()
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as e:
+            code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+            if isinstance(e, pymysql.err.OperationalError) and code not in _LOST:
+                raise
+            if attempt == conn.max_retries:
+                raise ConnectionFailed(
+                    f"{what} on {conn} failed: the connection was lost "
+                    f"({attempt + 1} attempts): {e.args[-1] if e.args else e}",
+                    fix="check that the server runs and is reachable; run again") from None
+            time.sleep(min(0.5 * 2 ** attempt, 4.0))
+    raise AssertionError("unreachable")
 
 
 def is_tls(conn: Any) -> bool:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections import defaultdict
 from typing import Any
 
 from sparkcdc.core.schema import Column, TableId, TableSchema, quote_ident
-from sparkcdc.errors import ConfigError, ConnectionFailed, SchemaError
-from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.errors import ConfigError, SchemaError
+from sparkcdc.mysql.connection import ConnectionOptions, retry_lost
 
 log = logging.getLogger(__name__)
 
@@ -79,26 +78,8 @@ def discover(conn: ConnectionOptions, database_regex: str, table_regex: str,
     key_rules = [(_compile(p, CHUNK_KEY_OPTION), c) for p, c in (chunk_key_columns or {}).items()]
     # a connection lost in the middle (a server restart, a network cut) is retried: the
     # reads are idempotent; then it is a retryable ConnectionFailed, not a driver's error
-    import pymysql
-
-    for attempt in range(conn.max_retries + 1):
-        try:
-            return _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re,
-                             key_rules)
-        except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as e:
-            code = e.args[0] if e.args and isinstance(e.args[0], int) else None
-            if isinstance(e, pymysql.err.OperationalError) and code not in _LOST:
-                raise
-            if attempt == conn.max_retries:
-                raise ConnectionFailed(
-                    f"reading the tables of {conn} failed: the connection was lost "
-                    f"({attempt + 1} attempts): {e.args[-1] if e.args else e}",
-                    fix="check that the server runs and is reachable; run again") from None
-            time.sleep(min(0.5 * 2 ** attempt, 4.0))
-    raise AssertionError("unreachable")
-
-
-_LOST = (2006, 2013, 2055)  # server gone away, lost connection during query, lost at handshake
+    return retry_lost(conn, "reading the tables", lambda: _discover(
+        conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules))
 
 
 def _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules):

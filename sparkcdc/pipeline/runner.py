@@ -362,12 +362,20 @@ class Runner:
     def _check_truncates(self, after) -> None:
         from sparkcdc.mysql.offsets import current_offset
 
+        from sparkcdc.mysql.connection import retry_lost
+
         conn = self._source_config().connection
-        with conn.connect() as c:
-            now = current_offset(c)
+        active = {t for t, st in self.states.items() if st.status == "active"}
+
+        def read():
+            with conn.connect() as c:
+                now = current_offset(c)
+            found = [] if after is None else sc.find_truncates(conn, after, active, self._flavor)
+            return now, found
+
+        now, found = retry_lost(conn, "looking for truncated tables", read)
         if after is not None:
-            active = {t for t, st in self.states.items() if st.status == "active"}
-            for table, ddl in sc.find_truncates(conn, after, active, self._flavor):
+            for table, ddl in found:
                 st = self.states[table]
                 if st.ddl_seen and not (_offset_of(st.ddl_seen) < ddl.end):
                     continue
