@@ -360,9 +360,8 @@ class Runner:
         return floor
 
     def _check_truncates(self, after) -> None:
-        from sparkcdc.mysql.offsets import current_offset
-
         from sparkcdc.mysql.connection import retry_lost
+        from sparkcdc.mysql.offsets import current_offset
 
         conn = self._source_config().connection
         active = {t for t, st in self.states.items() if st.status == "active"}
