@@ -104,3 +104,34 @@ def test_sigkill_at_random_points_fast(mariadb, db, tmp_path):
 def test_sigkill_at_20_random_points(mariadb, db, tmp_path):
     hits = _kill_loop(mariadb, db, tmp_path, kills=20, seed=SEED + 1)
     print("kill points:", *hits, sep="\n  ")
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(1200)  # four JVM starts
+def test_sigkill_inside_the_sink_at_chosen_batches(mariadb, db, tmp_path):
+    """The driver killed at two chosen points, from inside the foreachBatch sink after it
+    wrote the batch and before Spark logged the batch as committed: a snapshot batch, then
+    the first stream batch. Each rerun must replay the killed batch byte for byte (the
+    foreachBatch sink keeps every attempt), and both sinks must hold every change once."""
+    rows = 12_000
+    make_table(mariadb, db, rows)
+    opts = source_options(mariadb, db, **{"scan.incremental.snapshot.chunk.size": "1500",
+                                          "maxRowsPerBatch": "3000"})
+    out = tmp_path / "out"
+    args = {"options": opts, "out": str(out)}
+    with Writers(mariadb, db, rows, n=1, pause=0.02):
+        r1 = run_child({**args, "crash_batch": 2})  # inside the snapshot
+        assert r1.returncode == -9, r1.stderr[-3000:]
+        r2 = run_child(args)  # finishes the snapshot, replays batch 2
+        assert r2.returncode == 0, r2.stderr[-3000:]
+        # the next batch id: the first batch after the snapshot, a stream batch
+        batches_done = len(list((out / "foreach").glob("batch=*")))
+        r3 = run_child({**args, "crash_batch": batches_done})
+        assert r3.returncode == -9, r3.stderr[-3000:]
+    r4 = run_child(args)  # writers stopped: catch up to the final position
+    assert r4.returncode == 0, r4.stderr[-3000:]
+    final = table_state(mariadb, db)
+    check_changelog(file_sink_rows(out / "files"), final, "file sink")
+    each, replayed = foreach_batches(out)
+    assert replayed >= 2, replayed  # one replay in the snapshot phase, one in the stream phase
+    check_changelog(each, final, "foreachBatch sink")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from faults_support import run_child
 
 import sparkcdc
 from sparkcdc.core.offsets import BinlogOffset
@@ -304,55 +303,6 @@ def test_wrong_password_is_one_clear_error(spark, mariadb, db):
     with pytest.raises(Exception, match="refused user 'cdc'") as e:
         spark.read.format("mysql-cdc").options(**opts).load()
     assert "wrong-secret-123" not in str(e.value)
-
-
-# -- crash safety ----------------------------------------------------------------------------------
-
-@pytest.mark.slow
-def test_sigkill_in_snapshot_and_stream_loses_and_doubles_nothing(mariadb, db, tmp_path):
-    rows = 12_000
-    make_table(mariadb, db, rows)
-    opts = options(mariadb, db, **{"scan.incremental.snapshot.chunk.size": "1500",
-                                   "maxRowsPerBatch": "3000"})
-    out = str(tmp_path)
-    writer = Writer(mariadb, db, rows, seed=7, pause=0.02)
-    writer.start()
-    try:
-        r1 = run_child({"options": opts, "out": out, "crash_batch": 2})  # inside the snapshot
-        assert r1.returncode == -9, r1.stderr[-3000:]
-        time.sleep(1)
-        r2 = run_child({"options": opts, "out": out})  # finishes the snapshot, replays batch 2
-        assert r2.returncode == 0, r2.stderr[-3000:]
-        batches_done = len(list(Path(out, "foreach").glob("batch=*")))
-        time.sleep(1)
-        # the next batch id is batches_done: the first batch after the snapshot, a stream batch
-        r3 = run_child({"options": opts, "out": out, "crash_batch": batches_done})
-        assert r3.returncode == -9, r3.stderr[-3000:]
-    finally:
-        writer.stop()
-    r4 = run_child({"options": opts, "out": out})  # catch up to the final position
-    assert r4.returncode == 0, r4.stderr[-3000:]
-    final = table_state(mariadb, db)
-
-    # the file sink: every change exactly once
-    got = read_parquet_rows(Path(out, "files"))
-    keys = [(r["_seq"], r["_change_type"], r["id"]) for r in got]
-    assert len(keys) == len(set(keys))
-    assert apply_in_seq_order(got) == final
-
-    # the foreachBatch sink: replayed batches are byte-identical; the last attempt wins
-    replayed = 0
-    each: list = []
-    for batch_dir in sorted(Path(out, "foreach").glob("batch=*")):
-        attempts = sorted(batch_dir.glob("attempt=*"))
-        tables = [pq.read_table(a).sort_by([("_seq", "ascending"), ("_change_type", "ascending"),
-                                             ("id", "ascending")]) for a in attempts]
-        for t in tables[1:]:
-            assert t.equals(tables[0])
-            replayed += 1
-        each.extend(tables[0].to_pylist())
-    assert replayed >= 2  # one replay in the snapshot phase, one in the stream phase
-    assert apply_in_seq_order(each) == final
 
 
 # -- several tables ------------------------------------------------------------------------------
