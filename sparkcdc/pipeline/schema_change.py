@@ -73,6 +73,7 @@ class Diff:
 
 
 _NAME = r"(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+_QUALIFIED = re.compile(rf"{_NAME}\s*\.\s*{_NAME}")
 _RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\s+(?:IF\s+EXISTS\s+)?{_NAME}\s+TO\s+{_NAME}",
                             re.IGNORECASE)
 _CHANGE_COLUMN = re.compile(rf"\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_NAME}\s+{_NAME}",
@@ -107,11 +108,24 @@ class DDLEvent:
     rows_before: bool = False  # row events of the table since the previous DDL (find_ddls)
 
 
-def _mentions(sql: str, db: str, table: str) -> bool:
+def _mentions(sql: str, current_db: str | None, db: str, table: str) -> bool:
+    """Whether the statement names ``db.table``: a qualified ``db.table`` anywhere, or the
+    bare ``table`` when the statement's default database (``use `x`;``) is ``db`` or unknown.
+
+    Names are resolved, not searched for as text: a MySQL target on the source server writes
+    its own DDL (``CREATE TABLE `shop_t`.`t` ...``) into the same binlog, and a text search
+    for ``shop`` and ``t`` took that for a change of ``shop.t``. (Compared without case, so a
+    doubt counts as a mention: a DDL wrongly missed would lose a schema change, one wrongly
+    counted only makes the runner look at the table again.)"""
     body = _USE.sub("", sql)
-    names = re.findall(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)", body)
-    flat = [a.replace("``", "`") if a else b for a, b in names]
-    return table in flat or table.lower() in (f.lower() for f in flat)
+    want = (db.lower(), table.lower())
+    for m in _QUALIFIED.finditer(body):
+        if (_ident(m.group(1)).lower(), _ident(m.group(2)).lower()) == want:
+            return True
+    if current_db is not None and current_db.lower() != want[0]:
+        return False  # a bare name here is a table of another database
+    bare = re.findall(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)", _QUALIFIED.sub(" ", body))
+    return want[1] in ((a.replace("``", "`") if a else b).lower() for a, b in bare)
 
 
 def _events(cur, file: str, pos: int) -> Iterator[tuple]:
@@ -162,9 +176,7 @@ def find_ddls(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
                 if m:
                     current_db = m.group(1).replace("``", "`")
                 sql = _USE.sub("", info)
-                if not _DDL.match(sql) or not _mentions(sql, db, table):
-                    continue
-                if current_db not in (None, db) and f"{db}" not in sql:
+                if not _DDL.match(sql) or not _mentions(sql, current_db, db, table):
                     continue
                 start = BinlogOffset(log_name, txn_start if txn_start is not None else p,
                                      flavor=flavor)
