@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import chain, repeat
 from typing import Any, Protocol
 
 from sparkcdc.core.offsets import BinlogOffset, file_index
@@ -582,6 +583,55 @@ def _offset(file: str, pos: int, events: int, rows: int, gtid: str | None,
     return o
 
 
+def _event_records(state: _State, key: tuple, decoded: list, op: str, table_id: TableId,
+                   end_key: tuple | None, flavor: str
+                   ) -> tuple[Iterable[ChangeRecord], tuple, bool]:
+    """The records of one decoded rows event (at ``key``) inside ``[state.low_key, end_key)``,
+    for both event layers: the records, the ``low_key`` after them, and whether ``end_key``
+    cut the event short (the window is done). The caller yields the records, then sets
+    ``state.low_key``: only the next event (or a reconnect after it) reads it.
+
+    This runs for every captured row change, and a generator here would cost a frame switch
+    per row, so the records come back in containers the caller's ``yield from`` iterates in
+    C: the rows are a slice (not a comparison each); a small event's records a tuple or a
+    list, a large one's a lazy ``map`` built as they are yielded (a list would hold the
+    whole event's records at once). Interleaved A/B against the loop inlined in both
+    callers: no difference beyond noise."""
+    low_key = state.low_key
+    first = low_key[3] if key[:3] == low_key[:3] else 0
+    n = stop = len(decoded)
+    if end_key is not None and end_key[:3] == key[:3] and end_key[3] < stop:
+        stop = end_key[3]
+    if first >= stop:
+        return (), low_key, stop < n
+    ev = key[2]
+    base = _offset(state.file, state.txn_pos, ev, first, state.txn_gtid_before, flavor)
+    ts, gtid = state.txn_ts * 1000, state.txn_gtid
+    after_key = (key[0], key[1], ev, stop)
+    if stop - first <= 256:  # most events are small: a list is cheaper to set up
+        before, after = decoded[first]
+        rec = ChangeRecord(op, table_id, before, after, base, ts, gtid)
+        if stop - first == 1:
+            return (rec,), after_key, stop < n
+        recs = [rec]
+        at_row = base.at_row
+        for i in range(first + 1, stop):
+            before, after = decoded[i]
+            recs.append(ChangeRecord(op, table_id, before, after, at_row(i), ts, gtid))
+        return recs, after_key, stop < n
+    befores, afters = zip(*(decoded if first == 0 and stop == n else decoded[first:stop]))
+    offsets = chain((base,), map(base.at_row, range(first + 1, stop)))
+    recs = map(ChangeRecord, repeat(op), repeat(table_id), befores, afters, offsets,
+               repeat(ts), repeat(gtid))
+    return recs, after_key, stop < n
+
+
+def _outside_txn(state: _State, pos: int) -> DecodeError:
+    return DecodeError(f"row event outside a transaction at {state.file}:{pos}",
+                       fix="start from a transaction boundary (an offset "
+                           "from SHOW MASTER STATUS or from a record)")
+
+
 def _check_present(present: int, present2: int | None, ncols: int,
                    schema: TableSchema) -> None:
     if ncols != len(schema.columns):
@@ -622,7 +672,7 @@ class _State:
     events: int = 0  # row events seen in the open transaction
     done: bool = False
     progress: int = 0
-    low_key: tuple = ()  # yield only records at or after this key (moves after each yield)
+    low_key: tuple = ()  # yield only records at or after this key (moves past each event)
     _mariadb_domains: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -876,10 +926,7 @@ class BinlogReader:
                 rows = row_events.get(etype)
                 if rows is not None:
                     if not state.in_txn:
-                        raise DecodeError(f"row event outside a transaction at "
-                                          f"{state.file}:{log_pos - size}",
-                                          fix="start from a transaction boundary (an offset "
-                                              "from SHOW MASTER STATUS or from a record)")
+                        raise _outside_txn(state, log_pos - size)
                     ev = state.events
                     state.events += 1
                     key = (state.fidx, state.txn_pos, ev, 0)
@@ -913,25 +960,11 @@ class BinlogReader:
                     else:
                         decoded = self._decode_event_py(tm, schema, data, s, e - csum,
                                                         tid_len, version, mode)
-                    op = _OPS[mode]
-                    # the rows of this event inside [low_key, end_key): a slice, not a
-                    # comparison per row (this loop runs for every captured row change)
-                    first = low_key[3] if key[:3] == low_key[:3] else 0
-                    stop = len(decoded)
-                    if end_key is not None and end_key[:3] == key[:3]:
-                        stop = min(stop, end_key[3])
-                    if first < stop:
-                        base = _offset(state.file, state.txn_pos, ev, first,
-                                       state.txn_gtid_before, flavor)
-                        table_id, ts, gtid = (schema.table_id, state.txn_ts * 1000,
-                                              state.txn_gtid)
-                        for i in range(first, stop):
-                            before, after = decoded[i]
-                            off = base if i == first else base.at_row(i)
-                            rec = ChangeRecord(op, table_id, before, after, off, ts, gtid)
-                            state.low_key = low_key = (key[0], key[1], ev, i + 1)
-                            yield rec
-                    if stop < len(decoded):
+                    recs, low_key, cut = _event_records(state, key, decoded, _OPS[mode],
+                                                        schema.table_id, end_key, flavor)
+                    yield from recs
+                    state.low_key = low_key
+                    if cut:
                         state.done = True
                         return
                     continue
@@ -1088,10 +1121,7 @@ class BinlogReader:
 
             if isinstance(ev, RowsEvent):
                 if not state.in_txn:
-                    raise DecodeError(f"row event outside a transaction at "
-                                      f"{state.file}:{ev_start}",
-                                      fix="start from a transaction boundary (an offset "
-                                          "from SHOW MASTER STATUS or from a record)")
+                    raise _outside_txn(state, ev_start)
                 e = state.events
                 state.events += 1
                 key = state.key(state.txn_pos, e)
@@ -1101,25 +1131,12 @@ class BinlogReader:
                 schema = self._schema(ev.schema, ev.table)
                 if schema is None or key[:3] < low_key[:3]:
                     continue  # uncaptured, or wholly before the start: never decoded
-                op = _op_of(ev)
                 decoded = self.decoder.decode(ev, schema)
-                # the rows of this event inside [low_key, end_key): a slice, not a
-                # comparison per row (this loop runs for every captured row change)
-                first = low_key[3] if key[:3] == low_key[:3] else 0
-                stop = len(decoded)
-                if end_key is not None and end_key[:3] == key[:3]:
-                    stop = min(stop, end_key[3])
-                if first < stop:
-                    base = BinlogOffset(state.file, state.txn_pos, e, first,
-                                        gtid=state.txn_gtid_before, flavor=flavor)
-                    tid, ts, gtid = schema.table_id, state.txn_ts * 1000, state.txn_gtid
-                    for i in range(first, stop):
-                        before, after = decoded[i]
-                        off = base if i == first else base.at_row(i)
-                        rec = ChangeRecord(op, tid, before, after, off, ts, gtid)
-                        state.low_key = low_key = (key[0], key[1], e, i + 1)
-                        yield rec
-                if stop < len(decoded):
+                recs, low_key, cut = _event_records(state, key, decoded, _op_of(ev),
+                                                    schema.table_id, end_key, flavor)
+                yield from recs
+                state.low_key = low_key
+                if cut:
                     state.done = True
                     return
                 continue
