@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.connection import ConnectionOptions, retry_lost
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -128,17 +128,64 @@ def _mentions(sql: str, current_db: str | None, db: str, table: str) -> bool:
     return want[1] in ((a.replace("``", "`") if a else b).lower() for a, b in bare)
 
 
-def _events(cur, file: str, pos: int) -> Iterator[tuple]:
-    start = pos
-    while True:
-        cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT 5000", (file,))
-        rows = cur.fetchall()
-        if not rows:
-            return
-        yield from rows
-        if len(rows) < 5000:
-            return
-        start = rows[-1][4]  # End_log_pos of the last one
+@dataclass(frozen=True)
+class _Event:
+    """One row of ``SHOW BINLOG EVENTS``, with where its transaction starts and the
+    statement's default database (``use `db`;``) split off a Query's text."""
+
+    file: str
+    pos: int
+    end_pos: int
+    kind: str
+    info: str
+    txn_start: int
+    current_db: str | None = None
+    sql: str = ""
+
+    def span(self, flavor: str) -> tuple[BinlogOffset, BinlogOffset]:
+        """(where the event's transaction starts, the next event)."""
+        return (BinlogOffset(self.file, self.txn_start, flavor=flavor),
+                BinlogOffset(self.file, self.end_pos, flavor=flavor))
+
+
+def _scan(conn: ConnectionOptions, after: BinlogOffset, what: str,
+          visit: Callable[[_Event], bool], reset: Callable[[], None]) -> None:
+    """Every binlog event at or after ``after`` (from the start of the transaction holding
+    it) to the end of the binlog, in order, to ``visit`` -- which returns True to stop.
+    Nothing is visited if ``after``'s file is gone. A connection lost in the middle starts
+    the scan over (``retry_lost``), after ``reset()`` empties what ``visit`` collected."""
+
+    def attempt() -> None:
+        reset()
+        with conn.connect() as c, c.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            files = [r[0] for r in cur.fetchall()]
+            if after.file not in files:
+                return
+            txn_start = None
+            for f in files[files.index(after.file):]:
+                start = after.boundary().pos if f == after.file else 4
+                while True:
+                    cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT 5000", (f,))
+                    rows = cur.fetchall()
+                    for log_name, pos, kind, _sid, end_pos, info in rows:
+                        if kind in ("Gtid", "Anonymous_Gtid") or (kind == "Query"
+                                                                   and info == "BEGIN"):
+                            txn_start = pos
+                        ev = _Event(log_name, pos, end_pos, kind, info or "",
+                                    txn_start if txn_start is not None else pos)
+                        if kind == "Query" and info:
+                            m = _USE.match(info)
+                            ev = _Event(ev.file, pos, end_pos, kind, info, ev.txn_start,
+                                        m.group(1).replace("``", "`") if m else None,
+                                        _USE.sub("", info))
+                        if visit(ev):
+                            return
+                    if len(rows) < 5000:
+                        break
+                    start = rows[-1][4]  # End_log_pos of the last one
+
+    retry_lost(conn, what, attempt)
 
 
 def find_ddl(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
@@ -153,40 +200,30 @@ def find_ddls(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
     """Every DDL naming ``db.table`` at or after ``after``, in binlog order, each with
     ``rows_before``: whether row events of the table lie between the previous DDL of the
     list and this one (the rows a stream would have to decode with an intermediate schema)."""
-    out: list[DDLEvent] = []
     tagged = re.compile(r"\(`?" + re.escape(db) + r"`?\.`?" + re.escape(table) + r"`?\)")
+    out: list[DDLEvent] = []
     rows_seen = False
-    with conn.connect() as c, c.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        files = [r[0] for r in cur.fetchall()]
-        if after.file not in files:
-            return None
-        txn_start = None
-        for f in files[files.index(after.file):]:
-            pos = after.boundary().pos if f == after.file else 4
-            for log_name, p, etype, _sid, end_pos, info in _events(cur, f, pos):
-                if etype in ("Gtid", "Anonymous_Gtid") or (etype == "Query" and info == "BEGIN"):
-                    txn_start = p
-                if etype == "Table_map" and info and tagged.search(info):
-                    rows_seen = True
-                if etype != "Query" or not info:
-                    continue
-                current_db = None
-                m = _USE.match(info)
-                if m:
-                    current_db = m.group(1).replace("``", "`")
-                sql = _USE.sub("", info)
-                if not _DDL.match(sql) or not _mentions(sql, current_db, db, table):
-                    continue
-                start = BinlogOffset(log_name, txn_start if txn_start is not None else p,
-                                     flavor=flavor)
-                if start < after:
-                    continue
-                out.append(DDLEvent(start, BinlogOffset(log_name, end_pos, flavor=flavor),
-                                    sql, rows_before=rows_seen and bool(out)))
-                rows_seen = False
-                if first:
-                    return out
+
+    def visit(ev: _Event) -> bool:
+        nonlocal rows_seen
+        if ev.kind == "Table_map" and tagged.search(ev.info):
+            rows_seen = True
+        if (ev.kind != "Query" or not _DDL.match(ev.sql)
+                or not _mentions(ev.sql, ev.current_db, db, table)):
+            return False
+        start, end = ev.span(flavor)
+        if start < after:
+            return False
+        out.append(DDLEvent(start, end, ev.sql, rows_before=rows_seen and bool(out)))
+        rows_seen = False
+        return first
+
+    def reset() -> None:
+        nonlocal rows_seen
+        out.clear()
+        rows_seen = False
+
+    _scan(conn, after, "reading the binlog for DDL", visit, reset)
     return out
 
 
@@ -218,30 +255,25 @@ def find_table_rename(conn: ConnectionOptions, after: BinlogOffset, table: str,
                       flavor: str) -> tuple[str, DDLEvent] | None:
     """The new name of ``table`` (``db.table``) if a RENAME at or after ``after`` renamed it
     (following a chain ``a -> b -> c`` to its end), with the first rename's event."""
-    with conn.connect() as c, c.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        files = [r[0] for r in cur.fetchall()]
-        if after.file not in files:
-            return None
-        name, first, txn_start = table, None, None
-        for f in files[files.index(after.file):]:
-            pos = after.boundary().pos if f == after.file else 4
-            for log_name, p, etype, _sid, end_pos, info in _events(cur, f, pos):
-                if etype in ("Gtid", "Anonymous_Gtid"):
-                    txn_start = p
-                if etype != "Query" or not info or "rename" not in info.lower():
-                    continue
-                m = _USE.match(info)
-                current_db = m.group(1).replace("``", "`") if m else None
-                for old, new in table_renames(_USE.sub("", info), current_db):
-                    if old == name:
-                        name = new
-                        if first is None:
-                            start = BinlogOffset(log_name, txn_start if txn_start is not None
-                                                 else p, flavor=flavor)
-                            first = DDLEvent(start, BinlogOffset(log_name, end_pos,
-                                                                 flavor=flavor), info)
-        return (name, first) if first is not None else None
+    name, first = table, None
+
+    def visit(ev: _Event) -> bool:
+        nonlocal name, first
+        if ev.kind != "Query" or "rename" not in ev.sql.lower():
+            return False
+        for old, new in table_renames(ev.sql, ev.current_db):
+            if old == name:
+                name = new
+                if first is None:
+                    first = DDLEvent(*ev.span(flavor), ev.info)
+        return False
+
+    def reset() -> None:
+        nonlocal name, first
+        name, first = table, None
+
+    _scan(conn, after, "reading the binlog for table renames", visit, reset)
+    return (name, first) if first is not None else None
 
 
 def read_gap(config, flavor: str, schema: TableSchema, start: BinlogOffset, end: BinlogOffset,
@@ -294,31 +326,16 @@ def find_truncates(conn: ConnectionOptions, after: BinlogOffset, captured: set[s
                    flavor: str) -> list[tuple[str, DDLEvent]]:
     """``TRUNCATE TABLE`` statements of captured tables (``db.table``) at or after ``after``.
     They write no row events, so the streams never see them."""
-    out = []
-    with conn.connect() as c, c.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        files = [r[0] for r in cur.fetchall()]
-        if after.file not in files:
-            return out
-        txn_start = None
-        for f in files[files.index(after.file):]:
-            pos = after.boundary().pos if f == after.file else 4
-            for log_name, p, etype, _sid, end_pos, info in _events(cur, f, pos):
-                if etype in ("Gtid", "Anonymous_Gtid"):
-                    txn_start = p
-                if etype != "Query" or not info or "truncate" not in info.lower():
-                    continue
-                m = _USE.match(info)
-                current_db = m.group(1).replace("``", "`") if m else None
-                t = _TRUNCATE.match(_USE.sub("", info))
-                if not t:
-                    continue
-                db, table = ((_ident(t.group(1)), _ident(t.group(2))) if t.group(2)
-                             else (current_db, _ident(t.group(1))))
-                name = f"{db}.{table}"
-                if name in captured:
-                    start = BinlogOffset(log_name, txn_start if txn_start is not None else p,
-                                         flavor=flavor)
-                    out.append((name, DDLEvent(start, BinlogOffset(log_name, end_pos,
-                                                                   flavor=flavor), info)))
+    out: list[tuple[str, DDLEvent]] = []
+
+    def visit(ev: _Event) -> bool:
+        t = _TRUNCATE.match(ev.sql) if ev.kind == "Query" else None
+        if t:
+            db, table = ((_ident(t.group(1)), _ident(t.group(2))) if t.group(2)
+                         else (ev.current_db, _ident(t.group(1))))
+            if f"{db}.{table}" in captured:
+                out.append((f"{db}.{table}", DDLEvent(*ev.span(flavor), ev.info)))
+        return False
+
+    _scan(conn, after, "reading the binlog for TRUNCATE TABLE", visit, out.clear)
     return out
