@@ -55,16 +55,39 @@ from sparkcdc.errors import (
 from sparkcdc.mysql import tablemap_cache
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.events import (  # MySQL field types as TABLE_MAP events carry them
+    _BIT,
+    _BLOB,
+    _DATE,
+    _DATETIME,
+    _DATETIME2,
+    _DOUBLE,
+    _ENUM,
+    _FLOAT,
+    _GEOMETRY,
+    _INT24,
+    _JSON,
+    _LONG,
+    _LONG_BLOB,
+    _LONGLONG,
+    _MEDIUM_BLOB,
+    _NEWDATE,
+    _NEWDECIMAL,
+    _SET,
+    _SHORT,
+    _STRING,
+    _TIME,
+    _TIME2,
+    _TIMESTAMP,
+    _TIMESTAMP2,
+    _TINY,
+    _TINY_BLOB,
+    _VAR_STRING,
+    _VARCHAR,
+    _YEAR,
+)
 
 log = logging.getLogger(__name__)
-
-# MySQL field types as they appear in TABLE_MAP events
-_DECIMAL, _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _NULL, _TIMESTAMP = 0, 1, 2, 3, 4, 5, 6, 7
-_LONGLONG, _INT24, _DATE, _TIME, _DATETIME, _YEAR, _NEWDATE, _VARCHAR = 8, 9, 10, 11, 12, 13, 14, 15
-_BIT, _TIMESTAMP2, _DATETIME2, _TIME2 = 16, 17, 18, 19
-_JSON, _NEWDECIMAL, _ENUM, _SET = 245, 246, 247, 248
-_TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB, _BLOB, _VAR_STRING, _STRING, _GEOMETRY = (
-    249, 250, 251, 252, 253, 254, 255)
 
 _ANONYMOUS_GTID = 0x22
 _UNSUPPORTED_EVENTS = {  # events that carry rows we cannot decode: never skip them silently
@@ -191,17 +214,7 @@ class PyRowDecoder:
                tuple(_meta_sig(c) for c in cols))
         plan = self._plans.get(sig)
         if plan is None:
-            if len(cols) != len(schema.columns):
-                raise DecodeError(
-                    f"{schema.table_id}: the binlog has {len(cols)} columns, the captured "
-                    f"schema {len(schema.columns)}",
-                    fix="the table was altered; restart capture with a new snapshot")
-            for bc, sc in zip(cols, schema.columns):
-                if bc.name and bc.name != sc.name:
-                    raise DecodeError(
-                        f"{schema.table_id}: binlog column {bc.name!r} where the captured "
-                        f"schema has {sc.name!r}",
-                        fix="the table was altered; restart capture with a new snapshot")
+            check_columns(cols, schema)
             plan = [_field_decoder(bc, sc) for bc, sc in zip(cols, schema.columns)]
             if len(self._plans) > 1024:
                 self._plans.clear()
@@ -630,6 +643,22 @@ def _outside_txn(state: _State, pos: int) -> DecodeError:
     return DecodeError(f"row event outside a transaction at {state.file}:{pos}",
                        fix="start from a transaction boundary (an offset "
                            "from SHOW MASTER STATUS or from a record)")
+
+
+def check_columns(cols: list, schema: TableSchema) -> None:
+    """A table map's columns (library ``Column`` objects) against the captured schema: the
+    same count and, where the binlog names them, the same names."""
+    if len(cols) != len(schema.columns):
+        raise DecodeError(
+            f"{schema.table_id}: the binlog has {len(cols)} columns, the captured "
+            f"schema {len(schema.columns)}",
+            fix="the table was altered; restart capture with a new snapshot")
+    for bc, sc in zip(cols, schema.columns):
+        if bc.name and bc.name != sc.name:
+            raise DecodeError(
+                f"{schema.table_id}: binlog column {bc.name!r} where the captured "
+                f"schema has {sc.name!r}",
+                fix="the table was altered; restart capture with a new snapshot")
 
 
 def _check_present(present: int, present2: int | None, ncols: int,

@@ -160,17 +160,7 @@ class CRowDecoder:
 
 def compile_plan(cols: list, schema: TableSchema) -> Any:
     """A ``_fastdecode.Plan`` for a table map's columns (library ``Column`` objects)."""
-    if len(cols) != len(schema.columns):
-        raise DecodeError(
-            f"{schema.table_id}: the binlog has {len(cols)} columns, the captured "
-            f"schema {len(schema.columns)}",
-            fix="the table was altered; restart capture with a new snapshot")
-    for bc, sc in zip(cols, schema.columns):
-        if bc.name and bc.name != sc.name:
-            raise DecodeError(
-                f"{schema.table_id}: binlog column {bc.name!r} where the captured "
-                f"schema has {sc.name!r}",
-                fix="the table was altered; restart capture with a new snapshot")
+    B.check_columns(cols, schema)
     specs = tuple(column_spec(bc, sc) for bc, sc in zip(cols, schema.columns))
     names = tuple(schema.column_names)
     return _C.Plan(names, specs, Decimal)
