@@ -16,7 +16,6 @@ TIME -> TIME(6). The table's collation is utf8mb4_bin: keys compare as Spark com
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -40,86 +39,52 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
 )
 from sparkcdc.sinks.mysql.config import MySQLConfig
+from sparkcdc.sinks.sql import arrow_kind, plain_text, sql_type
 
 
 def q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+# the column type of each Arrow kind (sparkcdc.sinks.sql.arrow_kind); in keys, text and
+# binary need a length
+MYSQL_TYPES = {
+    "int8": "TINYINT", "int16": "SMALLINT", "int32": "INT", "int64": "BIGINT",
+    "decimal": "DECIMAL({precision},{scale})", "float32": "FLOAT", "float64": "DOUBLE",
+    "boolean": "BOOLEAN", "binary": "LONGBLOB", "string": "LONGTEXT", "date": "DATE",
+    "duration": "TIME(6)", "timestamp": "DATETIME(6)", "timestamptz": "DATETIME(6)",
+}
+MYSQL_KEY_TYPES = {**MYSQL_TYPES, "binary": "VARBINARY(255)", "string": "VARCHAR(255)"}
+
+
 def mysql_type(t: pa.DataType, key: bool = False) -> str:
-    if pa.types.is_int8(t):
-        return "TINYINT"
-    if pa.types.is_int16(t):
-        return "SMALLINT"
-    if pa.types.is_int32(t):
-        return "INT"
-    if pa.types.is_int64(t):
-        return "BIGINT"
-    if pa.types.is_decimal(t):
-        return f"DECIMAL({t.precision},{t.scale})"
-    if pa.types.is_float32(t):
-        return "FLOAT"
-    if pa.types.is_float64(t):
-        return "DOUBLE"
-    if pa.types.is_boolean(t):
-        return "BOOLEAN"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return "VARBINARY(255)" if key else "LONGBLOB"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "VARCHAR(255)" if key else "LONGTEXT"
-    if pa.types.is_date(t):
-        return "DATE"
-    if pa.types.is_duration(t):
-        return "TIME(6)"
-    if pa.types.is_timestamp(t):
-        return "DATETIME(6)"
-    raise SchemaError(f"the mysql sink cannot store Arrow type {t}",
-                      fix="cast the column or drop it with except_column_list")
+    return sql_type(t, MYSQL_KEY_TYPES if key else MYSQL_TYPES, "mysql")
 
 
 def _quoted(strings: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise("'", pc.replace_substring(strings, "'", "''"), "'", "")
 
 
-def _time_literal(v: dt.timedelta | None) -> str | None:
-    if v is None:
-        return None
-    us = v // dt.timedelta(microseconds=1)
-    sign, us = ("-" if us < 0 else ""), abs(us)
-    s, frac = divmod(us, 1_000_000)
-    return f"'{sign}{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}.{frac:06d}'"
-
-
 def literals(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     """One column as SQL literals (strings), NULL for nulls; NO_BACKSLASH_ESCAPES assumed."""
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    t = col.type
-    if pa.types.is_integer(t) or pa.types.is_decimal(t):
-        out = pc.cast(col, pa.string())
-    elif pa.types.is_floating(t):
+    kind = arrow_kind(col.type)
+    if kind is None:
+        raise SchemaError(f"the mysql sink cannot write Arrow type {col.type}",
+                          fix="cast the column or drop it with except_column_list")
+    if kind in ("float32", "float64"):
         finite = pc.is_finite(col)
         if pc.any(pc.invert(pc.fill_null(finite, True))).as_py():
             raise SchemaError("MySQL cannot store NaN or infinite floats",
                               fix="filter or null them before the mysql sink")
-        # float32 through its exact double value: "3.4028235e+38" (the shortest float32
-        # text) reads as a double above FLT_MAX, which MySQL rejects for FLOAT
-        out = pc.cast(pc.cast(col, pa.float64()), pa.string())
-    elif pa.types.is_boolean(t):
+    if kind == "boolean":
         out = pc.if_else(col, "TRUE", "FALSE")
-    elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        out = _quoted(pc.cast(col, pa.string()))
-    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        out = pa.array([None if b is None else "X'" + b.hex() + "'" for b in col.to_pylist()],
-                       pa.string())
-    elif pa.types.is_date(t):
-        out = _quoted(pc.cast(col, pa.string()))
-    elif pa.types.is_timestamp(t):
-        naive = pc.cast(col, pa.timestamp(t.unit)) if t.tz else col  # UTC wall clock
-        out = _quoted(pc.strftime(naive, format="%Y-%m-%d %H:%M:%S"))
-    elif pa.types.is_duration(t):
-        out = pa.array([_time_literal(v) for v in col.to_pylist()], pa.string())
-    else:
-        raise SchemaError(f"the mysql sink cannot write Arrow type {t}")
+    elif kind == "binary":
+        out = pc.binary_join_element_wise("X'", plain_text(col, kind), "'", "")
+    elif kind in ("string", "date", "timestamp", "timestamptz", "duration"):
+        out = _quoted(plain_text(col, kind))
+    else:  # numbers
+        out = plain_text(col, kind)
     return pc.fill_null(out, "NULL")
 
 

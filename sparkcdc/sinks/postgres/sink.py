@@ -13,7 +13,6 @@ DATE -> date, TIME -> interval, DATETIME -> timestamp, TIMESTAMP -> timestamptz.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,35 +34,20 @@ from sparkcdc.sinks.base import (
     log,
 )
 from sparkcdc.sinks.postgres.config import PostgresConfig
+from sparkcdc.sinks.sql import arrow_kind, plain_text, sql_type
+
+# the column type of each Arrow kind (sparkcdc.sinks.sql.arrow_kind)
+PG_TYPES = {
+    "int8": "smallint", "int16": "smallint", "int32": "integer", "int64": "bigint",
+    "decimal": "numeric({precision},{scale})", "float32": "real",
+    "float64": "double precision", "boolean": "boolean", "binary": "bytea", "string": "text",
+    "date": "date", "duration": "interval", "timestamp": "timestamp",
+    "timestamptz": "timestamptz",
+}
 
 
 def pg_type(t: pa.DataType) -> str:
-    if pa.types.is_int8(t) or pa.types.is_int16(t):
-        return "smallint"
-    if pa.types.is_int32(t):
-        return "integer"
-    if pa.types.is_int64(t):
-        return "bigint"
-    if pa.types.is_decimal(t):
-        return f"numeric({t.precision},{t.scale})"
-    if pa.types.is_float32(t):
-        return "real"
-    if pa.types.is_float64(t):
-        return "double precision"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return "bytea"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "text"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_duration(t):
-        return "interval"
-    if pa.types.is_timestamp(t):
-        return "timestamptz" if t.tz else "timestamp"
-    raise SchemaError(f"the postgres sink cannot store Arrow type {t}",
-                      fix="cast the column or drop it with except_column_list")
+    return sql_type(t, PG_TYPES, "postgres")
 
 
 def _escaped(strings: pa.Array) -> pa.Array:
@@ -73,43 +57,22 @@ def _escaped(strings: pa.Array) -> pa.Array:
     return strings
 
 
-def _interval_text(v) -> str | None:
-    if v is None:
-        return None
-    us = v // dt.timedelta(microseconds=1)
-    sign, us = ("-" if us < 0 else ""), abs(us)
-    s, frac = divmod(us, 1_000_000)
-    return f"{sign}{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}.{frac:06d}"
-
-
 def copy_field(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     """One column in COPY's text format (NULL as \\N), built with Arrow compute."""
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    t = col.type
-    if pa.types.is_integer(t) or pa.types.is_decimal(t):
-        out = pc.cast(col, pa.string())
-    elif pa.types.is_floating(t):
-        # float32 through its exact double value, which real rounds back to the same float
-        out = pc.cast(pc.cast(col, pa.float64()), pa.string())
+    kind = arrow_kind(col.type)
+    if kind is None:
+        raise SchemaError(f"the postgres sink cannot write Arrow type {col.type}",
+                          fix="cast the column or drop it with except_column_list")
+    out = plain_text(col, kind) if kind != "boolean" else pc.if_else(col, "t", "f")
+    if kind in ("float32", "float64"):
         out = pc.replace_substring(pc.replace_substring(out, "inf", "Infinity"), "nan", "NaN")
-    elif pa.types.is_boolean(t):
-        out = pc.if_else(col, "t", "f")
-    elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        out = _escaped(pc.cast(col, pa.string()))
-    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        out = pa.array([None if b is None else "\\\\x" + b.hex() for b in col.to_pylist()],
-                       pa.string())
-    elif pa.types.is_date(t):
-        out = pc.cast(col, pa.string())
-    elif pa.types.is_timestamp(t):
-        naive = pc.cast(col, pa.timestamp(t.unit)) if t.tz else col  # UTC wall clock
-        out = pc.strftime(naive, format="%Y-%m-%d %H:%M:%S")
-        if t.tz:
-            out = pc.binary_join_element_wise(out, "+00", "")
-    elif pa.types.is_duration(t):
-        out = pa.array([_interval_text(v) for v in col.to_pylist()], pa.string())
-    else:
-        raise SchemaError(f"the postgres sink cannot write Arrow type {t}")
+    elif kind == "string":
+        out = _escaped(out)
+    elif kind == "binary":  # bytea's hex form, its backslash escaped for COPY
+        out = pc.binary_join_element_wise("\\\\x", out, "")
+    elif kind == "timestamptz":
+        out = pc.binary_join_element_wise(out, "+00", "")
     return pc.fill_null(out, "\\N")
 
 

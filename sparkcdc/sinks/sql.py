@@ -1,0 +1,81 @@
+"""What the SQL sinks (``mysql``, ``postgres``) share: the Arrow kinds of the columns they
+store, their type names through one lookup, and each column's value text before a dialect
+quotes or escapes it.
+
+Each dialect keeps its real differences explicit in its own module: its type names
+(``sql_type`` takes them as a mapping), and how it wraps the plain text (MySQL literals:
+quoted, ``X'..'``, ``TRUE``; PostgreSQL COPY text: escaped, ``\\x..``, ``t``, ``Infinity``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc.errors import SchemaError
+
+
+def arrow_kind(t: pa.DataType) -> str | None:
+    """The kind of column an SQL sink stores ``t`` as, or None for a type it cannot store:
+    int8/16/32/64, decimal, float32/64, boolean, binary, string, date, duration,
+    timestamp (naive) or timestamptz."""
+    for kind, test in _KINDS:
+        if test(t):
+            return "timestamptz" if kind == "timestamp" and t.tz else kind
+    return None
+
+
+_KINDS = (
+    ("int8", pa.types.is_int8), ("int16", pa.types.is_int16), ("int32", pa.types.is_int32),
+    ("int64", pa.types.is_int64), ("decimal", pa.types.is_decimal),
+    ("float32", pa.types.is_float32), ("float64", pa.types.is_float64),
+    ("boolean", pa.types.is_boolean),
+    ("binary", lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t)),
+    ("string", lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)),
+    ("date", pa.types.is_date), ("duration", pa.types.is_duration),
+    ("timestamp", pa.types.is_timestamp),
+)
+
+
+def sql_type(t: pa.DataType, names: Mapping[str, str], sink: str) -> str:
+    """``t``'s column type in a dialect that names each ``arrow_kind`` in ``names``
+    (``{precision}`` and ``{scale}`` filled in for decimals)."""
+    kind = arrow_kind(t)
+    if kind is None:
+        raise SchemaError(f"the {sink} sink cannot store Arrow type {t}",
+                          fix="cast the column or drop it with except_column_list")
+    if kind == "decimal":
+        return names[kind].format(precision=t.precision, scale=t.scale)
+    return names[kind]
+
+
+def time_text(v: dt.timedelta | None) -> str | None:
+    """A duration as ``[-]H:MM:SS.ffffff``, which MySQL TIME and PostgreSQL interval read."""
+    if v is None:
+        return None
+    us = v // dt.timedelta(microseconds=1)
+    sign, us = ("-" if us < 0 else ""), abs(us)
+    s, frac = divmod(us, 1_000_000)
+    return f"{sign}{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}.{frac:06d}"
+
+
+def plain_text(col: pa.Array, kind: str) -> pa.Array:
+    """One column's values as text both dialects read, before quoting or escaping (nulls
+    stay null); booleans are left to the dialect. Built with Arrow compute, not per row,
+    except binary (hex) and durations."""
+    if kind in ("float32", "float64"):
+        # float32 through its exact double value: "3.4028235e+38" (the shortest float32
+        # text) reads as a double above FLT_MAX, which MySQL rejects for FLOAT; PostgreSQL's
+        # real rounds the double back to the same float
+        return pc.cast(pc.cast(col, pa.float64()), pa.string())
+    if kind == "binary":
+        return pa.array([None if b is None else b.hex() for b in col.to_pylist()], pa.string())
+    if kind in ("timestamp", "timestamptz"):
+        naive = pc.cast(col, pa.timestamp(col.type.unit)) if col.type.tz else col  # UTC
+        return pc.strftime(naive, format="%Y-%m-%d %H:%M:%S")
+    if kind == "duration":
+        return pa.array([time_text(v) for v in col.to_pylist()], pa.string())
+    return pc.cast(col, pa.string())  # integers, decimals, strings, dates
