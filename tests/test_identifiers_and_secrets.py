@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from stream_support import stream_available
 
 import sparkcdc
 
@@ -47,16 +48,8 @@ def test_backticks_spaces_unicode_and_keywords(spark, mariadb, tmp_path):
                                                               (2, "two", 20, 200)]
         seen: list = []
 
-        def collect(batch, batch_id):
-            seen.extend(r.asDict() for r in batch.collect())
-
         def run():
-            q = (spark.readStream.format("mysql-cdc").options(**opts).load()
-                 .writeStream.foreachBatch(collect)
-                 .option("checkpointLocation", str(tmp_path / "ckpt"))
-                 .trigger(availableNow=True).start())
-            q.awaitTermination(300)
-            assert q.exception() is None
+            stream_available(spark, opts, tmp_path / "ckpt", seen)
 
         run()
         mariadb.execute(f"UPDATE {t} SET `my col` = 'uno', `select` = 11 WHERE `select` = 1",

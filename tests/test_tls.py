@@ -11,6 +11,7 @@ import random
 import uuid
 
 import pytest
+from stream_support import stream_available
 
 import sparkcdc
 from sparkcdc.errors import ConfigError, TLSError
@@ -105,16 +106,8 @@ def test_verify_ca_batch_and_stream(spark, tls_server, tdb, certs, tmp_path):
 
     seen: list = []
 
-    def collect(batch, batch_id):
-        seen.extend(r.asDict() for r in batch.collect())
-
     def run():
-        q = (spark.readStream.format("mysql-cdc").options(**opts).load()
-             .writeStream.foreachBatch(collect)
-             .option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(availableNow=True).start())
-        q.awaitTermination(300)
-        assert q.exception() is None
+        stream_available(spark, opts, tmp_path / "ckpt", seen)
 
     run()
     tls_server.execute(f"UPDATE `{tdb}`.t SET v = 'uno' WHERE id = 1",
