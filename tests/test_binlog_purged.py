@@ -13,11 +13,11 @@ to both while the pipeline is stopped, then the first file is purged:
 
 from __future__ import annotations
 
-import random
 import shutil
 import time
 
 import pytest
+from pipeline_support import source_yaml
 
 from sparkcdc.errors import BinlogUnavailable
 from sparkcdc.pipeline.checkpoint import Checkpoint
@@ -34,19 +34,10 @@ def server():
 
 
 def _pipeline(sb, tmp_path, behavior: str | None):
-    o = sb.source_options()
-    base = random.randint(100_000, 3_000_000_000)
     extra = f"  binlog.purged.behavior: {behavior}\n" if behavior else ""
+    source = source_yaml(sb, "shop.\\.*", 60)
     text = f"""
-source:
-  type: mysql
-  hostname: {o['hostname']}
-  port: {o['port']}
-  username: {o['username']}
-  password: ${{TEST_PW}}
-  tables: shop.\\.*
-  server-id: {base}-{base + 59}
-sink:
+{source}sink:
   type: delta
   path: {tmp_path}/lake
 pipeline:

@@ -5,10 +5,10 @@ every behavior class, a table created later, status from the checkpoint, and ver
 from __future__ import annotations
 
 import io
-import random
 
 import deltalake
 import pytest
+from pipeline_support import source_yaml
 from rich.console import Console
 
 from sparkcdc.errors import ConfigError
@@ -21,18 +21,9 @@ from sparkcdc.pipeline.verify import Verifier, render
 
 
 def pipeline_yaml(mariadb, db, tmp_path, behavior="lenient", extra_source=""):
-    o = mariadb.source_options()
-    base = random.randint(100_000, 3_000_000_000)
+    source = source_yaml(mariadb, db + ".\\.*", 40)
     return f"""
-source:
-  type: mysql
-  hostname: {o['hostname']}
-  port: {o['port']}
-  username: {o['username']}
-  password: ${{TEST_PW}}
-  tables: {db}.\\.*
-  server-id: {base}-{base + 39}
-{extra_source}
+{source}{extra_source}
 sink:
   type: delta
   path: {tmp_path}/lake

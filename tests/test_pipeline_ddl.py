@@ -18,6 +18,7 @@ import threading
 
 import deltalake
 import pytest
+from pipeline_support import source_yaml
 from sink_fixtures import pg_server  # noqa: F401  (a fixture)
 
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -42,18 +43,9 @@ def sink_yaml(kind: str, request, tmp_path) -> str:
 
 def pipeline(mariadb, db, tmp_path, request, kind, behavior, routes="", extra_source="",
              extra_pipeline=""):
-    o = mariadb.source_options()
-    base = random.randint(100_000, 3_000_000_000)
+    source = source_yaml(mariadb, db + ".\\.*", 60)
     text = f"""
-source:
-  type: mysql
-  hostname: {o['hostname']}
-  port: {o['port']}
-  username: {o['username']}
-  password: ${{TEST_PW}}
-  tables: {db}.\\.*
-  server-id: {base}-{base + 59}
-{extra_source}
+{source}{extra_source}
 sink:
 {sink_yaml(kind, request, tmp_path)}
 route:
