@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import struct
-import uuid
 
 import pymysql
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fastdecode import _ROW_FIELDS, RANDOM_DDL, _rows, assert_rows_same
+from test_fastdecode import RANDOM_DDL, _rows, assert_rows_same, write_random_rows
 from test_types import _expected, _insert_all_types, cdc
 
 from sparkcdc.core.records import ChangeRecord
@@ -81,26 +80,8 @@ def test_all_types_equal_the_library_reference(mariadb, db, decoder):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rows=_rows, new_rows=_rows)
 def test_randomized_rows_equal_the_library_reference(mariadb, db, rows, new_rows):
-    conn = cdc(mariadb)
-    table = f"r_{uuid.uuid4().hex[:8]}"
-    mariadb.execute("SET SESSION time_zone = '+00:00'", RANDOM_DDL.format(t=table),
-                    database=db)
-    cols = sorted(_ROW_FIELDS)
-    start = current_offset(conn)
-    with mariadb.admin_connection(db) as c, c.cursor() as cur:
-        cur.execute("SET SESSION time_zone = '+00:00'")
-        cur.execute("BEGIN")
-        ins = (f"INSERT INTO `{table}` (id, {', '.join(cols)}) VALUES "
-               f"(%s{', %s' * len(cols)})")
-        cur.executemany(ins, [(i, *(r[k] for k in cols)) for i, r in enumerate(rows)])
-        for i, r in enumerate(new_rows[:len(rows)]):
-            cur.execute(f"UPDATE `{table}` SET n = n + 1, "
-                        f"{', '.join(f'{k} = %s' for k in cols)} WHERE id = %s",
-                        (*(r[k] for k in cols), i))
-        cur.execute("COMMIT")
-        cur.execute(f"DELETE FROM `{table}` WHERE id % 2 = 0")
-    end = current_offset(conn)
-    schema = load_table_schema(conn, TableId(db, table))
+    conn, schema, start, end = write_random_rows(mariadb, db, rows, new_rows,
+                                                 one_transaction=True)
     ref, ours = both(conn, {schema.table_id: schema}, start, end)
     assert len(ref) == len(rows) + min(len(rows), len(new_rows)) + (len(rows) + 1) // 2
     assert_same_records(ours, ref)

@@ -140,10 +140,11 @@ _rows = st.lists(
     min_size=1, max_size=6)
 
 
-@settings(max_examples=20, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(rows=_rows, new_rows=_rows)
-def test_randomized_rows_through_the_server_equal_the_reference(mariadb, db, rows, new_rows):
+def write_random_rows(mariadb, db, rows, new_rows, one_transaction=False):
+    """A new ``RANDOM_DDL`` table: ``rows`` inserted, the first ones updated to ``new_rows``
+    (``n`` changes, so every update is logged), then the even ids deleted; the inserts and
+    updates in one transaction with ``one_transaction``. Returns (the CDC connection
+    options, the table's schema, the offsets before and after)."""
     conn = cdc(mariadb)
     table = f"r_{uuid.uuid4().hex[:8]}"
     mariadb.execute("SET SESSION time_zone = '+00:00'", RANDOM_DDL.format(t=table),
@@ -152,16 +153,27 @@ def test_randomized_rows_through_the_server_equal_the_reference(mariadb, db, row
     start = current_offset(conn)
     with mariadb.admin_connection(db) as c, c.cursor() as cur:
         cur.execute("SET SESSION time_zone = '+00:00'")
+        if one_transaction:
+            cur.execute("BEGIN")
         ins = (f"INSERT INTO `{table}` (id, {', '.join(cols)}) VALUES "
                f"(%s{', %s' * len(cols)})")
         cur.executemany(ins, [(i, *(r[k] for k in cols)) for i, r in enumerate(rows)])
-        for i, r in enumerate(new_rows[:len(rows)]):  # n changes: every update is logged
+        for i, r in enumerate(new_rows[:len(rows)]):
             cur.execute(f"UPDATE `{table}` SET n = n + 1, "
                         f"{', '.join(f'{k} = %s' for k in cols)} WHERE id = %s",
                         (*(r[k] for k in cols), i))
+        if one_transaction:
+            cur.execute("COMMIT")
         cur.execute(f"DELETE FROM `{table}` WHERE id % 2 = 0")
     end = current_offset(conn)
-    schema = load_table_schema(conn, TableId(db, table))
+    return conn, load_table_schema(conn, TableId(db, table)), start, end
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rows=_rows, new_rows=_rows)
+def test_randomized_rows_through_the_server_equal_the_reference(mariadb, db, rows, new_rows):
+    conn, schema, start, end = write_random_rows(mariadb, db, rows, new_rows)
     ref, fast = read_both(conn, schema, start, end)
     assert len(ref) == len(rows) + min(len(rows), len(new_rows)) + (len(rows) + 1) // 2
     assert_rows_same([(r.before, r.after) for r in fast], [(r.before, r.after) for r in ref])
