@@ -325,6 +325,14 @@ def _fixed_int(fmt: str, conv: Callable[[int], Any] | None = None) -> _Field:
     return lambda data, pos: (conv(unpack(data, pos)[0]), pos + size)
 
 
+def type_mismatch(col: Column, binlog_type: int) -> DecodeError:
+    """A binlog column type the captured column cannot hold (``_field_decoder``,
+    ``fastdecode.column_spec``)."""
+    return DecodeError(f"column {col.name!r}: binlog type {binlog_type} does not match the "
+                       f"captured type {col.column_type!r}",
+                       fix="the table was altered; restart capture with a new snapshot")
+
+
 def _field_decoder(bc: Any, col: Column) -> _Field:
     """A decoder for one column from its binlog type/metadata and its canonical type."""
     t = T.mysql_type(col)
@@ -333,9 +341,7 @@ def _field_decoder(bc: Any, col: Column) -> _Field:
     unsigned = t.unsigned
 
     def mismatch() -> DecodeError:
-        return DecodeError(f"column {col.name!r}: binlog type {bt} does not match the "
-                           f"captured type {col.column_type!r}",
-                           fix="the table was altered; restart capture with a new snapshot")
+        return type_mismatch(col, bt)
 
     allowed = _COMPAT.get(bt)
     if allowed is not None and k not in allowed and t.base not in allowed:

@@ -174,9 +174,7 @@ def column_spec(bc: Any, col: Column) -> _Spec:
     unsigned = t.unsigned
 
     def mismatch() -> DecodeError:
-        return DecodeError(f"column {col.name!r}: binlog type {bt} does not match the "
-                           f"captured type {col.column_type!r}",
-                           fix="the table was altered; restart capture with a new snapshot")
+        return B.type_mismatch(col, bt)
 
     allowed = B._COMPAT.get(bt)
     if allowed is not None and k not in allowed and t.base not in allowed:

@@ -40,6 +40,17 @@ _KINDS = (
 )
 
 
+def column_kind(col: pa.ChunkedArray | pa.Array, sink: str) -> tuple[pa.Array, str]:
+    """A column in one piece and its ``arrow_kind``; an error for a kind ``sink`` cannot
+    write."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    kind = arrow_kind(col.type)
+    if kind is None:
+        raise SchemaError(f"the {sink} sink cannot write Arrow type {col.type}",
+                          fix="cast the column or drop it with except_column_list")
+    return col, kind
+
+
 def sql_type(t: pa.DataType, names: Mapping[str, str], sink: str) -> str:
     """``t``'s column type in a dialect that names each ``arrow_kind`` in ``names``
     (``{precision}`` and ``{scale}`` filled in for decimals)."""

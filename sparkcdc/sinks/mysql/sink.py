@@ -39,7 +39,7 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
 )
 from sparkcdc.sinks.mysql.config import MySQLConfig
-from sparkcdc.sinks.sql import arrow_kind, plain_text, sql_type
+from sparkcdc.sinks.sql import column_kind, plain_text, sql_type
 
 
 def q(name: str) -> str:
@@ -67,11 +67,7 @@ def _quoted(strings: pa.Array) -> pa.Array:
 
 def literals(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     """One column as SQL literals (strings), NULL for nulls; NO_BACKSLASH_ESCAPES assumed."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    kind = arrow_kind(col.type)
-    if kind is None:
-        raise SchemaError(f"the mysql sink cannot write Arrow type {col.type}",
-                          fix="cast the column or drop it with except_column_list")
+    col, kind = column_kind(col, "mysql")
     if kind in ("float32", "float64"):
         finite = pc.is_finite(col)
         if pc.any(pc.invert(pc.fill_null(finite, True))).as_py():

@@ -34,7 +34,7 @@ from sparkcdc.sinks.base import (
     log,
 )
 from sparkcdc.sinks.postgres.config import PostgresConfig
-from sparkcdc.sinks.sql import arrow_kind, plain_text, sql_type
+from sparkcdc.sinks.sql import column_kind, plain_text, sql_type
 
 # the column type of each Arrow kind (sparkcdc.sinks.sql.arrow_kind)
 PG_TYPES = {
@@ -59,11 +59,7 @@ def _escaped(strings: pa.Array) -> pa.Array:
 
 def copy_field(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     """One column in COPY's text format (NULL as \\N), built with Arrow compute."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    kind = arrow_kind(col.type)
-    if kind is None:
-        raise SchemaError(f"the postgres sink cannot write Arrow type {col.type}",
-                          fix="cast the column or drop it with except_column_list")
+    col, kind = column_kind(col, "postgres")
     out = plain_text(col, kind) if kind != "boolean" else pc.if_else(col, "t", "f")
     if kind in ("float32", "float64"):
         out = pc.replace_substring(pc.replace_substring(out, "inf", "Infinity"), "nan", "NaN")
