@@ -95,9 +95,10 @@ STREAM_CASES = [
 SLOW = {("evolve", "mysql"), ("lenient", "delta"), ("evolve", "iceberg")}
 
 
-# Known bug, open: under `ignore`, when two DDLs have rows between them the table is taken
-# again, and the re-read rows lack the renamed-away column, so the target's old column `a`
-# is overwritten with NULL. Strict: this fails loudly once the bug is fixed.
+# ignore-mysql once failed here: the MySQL target's own CREATE TABLE `<db>_t`.`t` on the
+# source server counted as a DDL of <db>.t, so one ALTER looked like two DDLs with rows
+# between them and the table was taken again, nulling `a` in the target (see
+# test_a_ddl_names_the_table_by_resolved_names below).
 def _marks(b: str, k: str) -> list:
     return [pytest.mark.slow] if (b, k) in SLOW else []
 
