@@ -364,17 +364,16 @@ class Runner:
         from sparkcdc.mysql.offsets import current_offset
 
         conn = self._source_config().connection
-        active = {t for t, st in self.states.items() if st.status == "active"}
 
-        def read():
+        def read_now():
             with conn.connect() as c:
-                now = current_offset(c)
-            found = [] if after is None else sc.find_truncates(conn, after, active, self._flavor)
-            return now, found
+                return current_offset(c)
 
-        now, found = retry_lost(conn, "looking for truncated tables", read)
+        now = retry_lost(conn, "reading the binlog position", read_now)
         if after is not None:
-            for table, ddl in found:
+            active = {t for t, st in self.states.items() if st.status == "active"}
+            # find_truncates retries a lost connection itself (schema_change._scan)
+            for table, ddl in sc.find_truncates(conn, after, active, self._flavor):
                 st = self.states[table]
                 if st.ddl_seen and not (_offset_of(st.ddl_seen) < ddl.end):
                     continue

@@ -172,13 +172,14 @@ def _scan(conn: ConnectionOptions, after: BinlogOffset, what: str,
                         if kind in ("Gtid", "Anonymous_Gtid") or (kind == "Query"
                                                                    and info == "BEGIN"):
                             txn_start = pos
-                        ev = _Event(log_name, pos, end_pos, kind, info or "",
-                                    txn_start if txn_start is not None else pos)
+                        current_db, sql = None, ""
                         if kind == "Query" and info:
                             m = _USE.match(info)
-                            ev = _Event(ev.file, pos, end_pos, kind, info, ev.txn_start,
-                                        m.group(1).replace("``", "`") if m else None,
-                                        _USE.sub("", info))
+                            current_db = m.group(1).replace("``", "`") if m else None
+                            sql = _USE.sub("", info)
+                        ev = _Event(log_name, pos, end_pos, kind, info or "",
+                                    txn_start if txn_start is not None else pos,
+                                    current_db, sql)
                         if visit(ev):
                             return
                     if len(rows) < 5000:
