@@ -271,18 +271,22 @@ class FaultProxy:
                     self._note(f"cut mid-transfer after {conn.down_bytes} bytes", cut=1, mid=1)
                     conn.close(reset=True)
                     return
-                dst.sendall(data)
-                with self._lock:
-                    if down:
-                        conn.down_bytes += len(data)
-                        self._stats.bytes_down += len(data)
-                    else:
+                if not down:
+                    # armed before the query is forwarded: once it is, the server's answer
+                    # may be pumped down (and counted) before this thread runs again, and
+                    # arming after it would count from the answer's end
+                    with self._lock:
                         conn.up_bytes += len(data)
                         self._stats.bytes_up += len(data)
                         if self._when_sent and self._cut_after and conn.armed_at is None:
                             conn.sent = (conn.sent + data)[-4096:]
                             if self._when_sent in conn.sent:
                                 conn.armed_at = conn.down_bytes
+                dst.sendall(data)
+                if down:
+                    with self._lock:
+                        conn.down_bytes += len(data)
+                        self._stats.bytes_down += len(data)
                 if bw:
                     time.sleep(len(data) / bw)
         except OSError:
