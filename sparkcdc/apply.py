@@ -31,6 +31,7 @@ from sparkcdc.sinks.base import (
     CLOSE,
     DELETE,
     END_AT,
+    NEW,
     OP,
     PATCH,
     START_AT,
@@ -159,7 +160,15 @@ def plan_changes(df, spec: ApplySpec):
                .when(F.col("__seg") > 0, F.lit(UPSERT)).otherwise(F.lit(PATCH)))
     else:
         op = F.when(F.col("__del"), F.lit(DELETE)).otherwise(F.lit(UPSERT))
-    return x.filter(F.col("__rn") == 1).select(*cols, op.alias(OP))
+    if "_change_type" in df.columns:
+        # the key's first change in the batch is an insert: the source did not hold the key
+        # before the batch, so an in-sync target does not either (snapshot rows, new rows);
+        # a hint only: the sink checks the target before it appends (ChangeSet.split_new)
+        x = x.withColumn("__first", F.min_by(F.col("_change_type"), seq).over(by_key))
+        new = (F.col("__first") == "insert") & (op == UPSERT)
+    else:
+        new = F.lit(False)
+    return x.filter(F.col("__rn") == 1).select(*cols, op.alias(OP), new.alias(NEW))
 
 
 def collect_changes(df, spec: ApplySpec) -> ChangeSet:
@@ -220,12 +229,16 @@ class ApplyChanges:
         t0 = time.monotonic()
         if self.sink.kind == "changelog":
             self.spec.target_columns(df.columns)  # same checks as for merge sinks
+            t1 = t0
             result = self.sink.write_changelog(df, batch_id)
         else:
             changes = collect_changes(df, self.spec)
+            t1 = time.monotonic()
             result = self.sink.write(changes, batch_id)
-        log.info("batch %d -> %s sink: %s in %.2fs", batch_id, self.sink.type,
-                 result.counts, time.monotonic() - t0)
+        t2 = time.monotonic()
+        log.info("batch %d -> %s sink: %s in %.2fs (planned and collected in %.2fs, "
+                 "written in %.2fs)", batch_id, self.sink.type, result.counts, t2 - t0,
+                 t1 - t0, t2 - t1)
         return result
 
 

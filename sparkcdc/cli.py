@@ -67,6 +67,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             display.close()
         runner.close()
     what = "caught up" if args.until_caught_up else "stopped"
+    if runner.nothing_to_do:
+        what += " (nothing to do since the last run; Spark was not started)"
     print(f"pipeline {defn.pipeline.name!r} {what}; checkpoint: {defn.checkpoint_dir}")
     return 0
 

@@ -126,7 +126,18 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
                   "local[2]", env=env)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert "caught up" in resumed.stdout
+    assert "nothing to do" not in resumed.stdout  # it had two rows to bring
     assert cli("verify", str(yaml_path), env=env).returncode == 0
+
+    # again at once: the binlog has not moved, so the run starts no JVM at all
+    idle = cli("run", str(yaml_path), "--until-caught-up", "--no-progress", env=env)
+    assert idle.returncode == 0, idle.stdout[-2000:] + idle.stderr[-3000:]
+    assert "caught up (nothing to do since the last run" in idle.stdout, idle.stdout
+    assert "log4j" not in idle.stderr, idle.stderr[-2000:]
+    # one change anywhere in the binlog, even of a table not captured, means a real run
+    mariadb.execute(f"CREATE DATABASE {db}_other", f"CREATE TABLE {db}_other.t (id INT)")
+    moved = cli("run", str(yaml_path), "--until-caught-up", "--no-progress", env=env)
+    assert moved.returncode == 0 and "nothing to do" not in moved.stdout, moved.stdout
 
 
 def test_validate_prints_every_problem_with_its_fix(tmp_path):

@@ -63,6 +63,9 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
     "scan.incremental.snapshot.backfill.skip": ("false", "true or false"),
     "scan.snapshot.as-of": (None, "a binlog offset as JSON (set by sparkcdc.read_snapshot)"),
     "maxRowsPerBatch": (None, "a positive integer: rows admitted per micro-batch"),
+    "changelog-mode": ("all", "'all' (an update is update_preimage + update_postimage) or "
+                              "'upsert' (its postimage alone, for consumers that only need "
+                              "the latest row per key)"),
     "scan.binlog.parallel.split-size": (
         "64mb", "a size like '64mb', '512kb' or a number of bytes: a micro-batch's binlog "
                 "window larger than this is read by several tasks; 0 turns that off"),
@@ -120,6 +123,14 @@ def _bool(name: str, value: str) -> bool:
     if v not in ("true", "false"):
         raise ConfigError(f"option '{name}' must be true or false, got {value!r}")
     return v == "true"
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    v = value.strip().lower()
+    if v not in choices:
+        raise ConfigError(f"option '{name}' must be one of {', '.join(choices)}, got {value!r}",
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}")
+    return v
 
 
 def _regex(name: str, value: str) -> str:
@@ -229,6 +240,7 @@ class SourceConfig:
     max_rows_per_batch: int | None
     raw: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     binlog_split_bytes: int = 64 * 1024**2  # 0: a micro-batch's window is never split
+    preimages: bool = True  # changelog-mode 'all'; 'upsert' leaves update preimages out
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "SourceConfig":
@@ -331,4 +343,6 @@ class SourceConfig:
             raw={k: v for k, v in opts.items() if k != "password"},
             binlog_split_bytes=parse_size("scan.binlog.parallel.split-size",
                                           get("scan.binlog.parallel.split-size")),
+            preimages=_choice("changelog-mode", get("changelog-mode"), ("all", "upsert"))
+            == "all",
         )

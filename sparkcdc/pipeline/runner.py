@@ -110,6 +110,7 @@ class Runner:
         self._flavor = "mariadb"
         self._config = None
         self._scan_from = None
+        self.nothing_to_do = False  # run() found every table caught up and started nothing
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -181,6 +182,11 @@ class Runner:
         base = 1_000_000_000 + secrets.randbelow(2_000_000_000)
         return f"{base}-{base + n - 1}"
 
+    def _sink_kind(self) -> str:
+        from sparkcdc.sinks import sink_class
+
+        return sink_class(self.defn.sink.type).kind
+
     def _app_id(self, table: str) -> str:
         return f"{self.settings.name}.{table}"
 
@@ -194,11 +200,15 @@ class Runner:
         if threading.current_thread() is threading.main_thread():
             old_term = signal.signal(signal.SIGTERM, lambda *_: self.stop())
         try:
-            sparkcdc.register(self.spark)
             self.states = self.ckpt.load_tables()
             found = self.discover()
             self._check_purged()
             self._check_truncates(self._committed_floor())
+            if self.until_caught_up and self._caught_up_already(found):
+                log.info("every table is caught up at %s: nothing to do", self._scan_from)
+                self.nothing_to_do = True
+                return 0
+            sparkcdc.register(self.spark)
             self._reconcile(found, starting=True)
             self._save()
             last_discovery = time.monotonic()
@@ -225,6 +235,31 @@ class Runner:
                 if old_term is not None:
                     signal.signal(signal.SIGTERM, old_term)
         return 0
+
+    def _caught_up_already(self, found: dict[str, TableSchema]) -> bool:
+        """A run ``--until-caught-up`` with nothing to do need not start Spark (seconds of
+        JVM and session): every captured table is known with its schema, its stream
+        committed every batch it planned, its snapshot is done, and the server's binlog
+        has not moved since that batch's end. Any doubt means there is work."""
+        now = self._scan_from
+        if now is None or set(found) != {t for t, st in self.states.items()
+                                         if st.status == "active"}:
+            return False
+        for table, st in self.states.items():
+            if st.status != "active":
+                continue
+            if st.gap or sc.diff(TableSchema.from_dict(st.schema), found[table]):
+                return False
+            b = self.ckpt.last_committed(table, st.generation)
+            if b is None or self.ckpt.last_planned(table, st.generation) != b:
+                return False
+            off = self.ckpt.offset(table, st.generation, b)
+            if off is None or off.get("phase") != "streaming":
+                return False
+            pos = sc.offset_pos(off)
+            if (pos.file, pos.pos) != (now.file, now.pos):
+                return False
+        return True
 
     def _rediscover(self) -> None:
         """The periodic look for new, changed and truncated tables. The server being away
@@ -587,6 +622,11 @@ class Runner:
         elif start["mode"] == "initial":
             if st.generation > 0:
                 extra["scan.startup.mode"] = "initial"
+        if (self.on_batch is None and self._sink_kind() == "merge"
+                and "changelog-mode" not in self.defn.source.options):
+            # apply_changes drops update preimages at once: not reading them halves the
+            # rows an update batch moves through Spark
+            extra["changelog-mode"] = "upsert"
         opts = self.defn.source.options_for(st.table, **extra)
         shaper = shaper_for(self.defn, st.table)
         keys = shaper.keys(schema.primary_key)
@@ -692,6 +732,8 @@ class Runner:
         import json
 
         src = (p.get("sources") or [{}])[0]
+        log.debug("batch %s of %s: %s rows, durations %s", p.get("batchId"), run.state.table,
+                  p.get("numInputRows"), p.get("durationMs"))
         end = src.get("endOffset")
         if not end:
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -23,6 +23,7 @@ from sparkcdc.errors import ConfigError, SchemaError
 log = logging.getLogger("sparkcdc.sinks")
 
 OP = "__op"  # the planned operation of a row (see ChangeSet)
+NEW = "__new"  # an upsert of a key the source did not hold before the batch (see split_new)
 START_AT, END_AT = "__START_AT", "__END_AT"  # SCD type 2 history columns (Databricks' names)
 UPSERT, DELETE, PATCH, VERSION, CLOSE = "upsert", "delete", "patch", "version", "close"
 BATCHES_TABLE = "_sparkcdc_batches"  # side table for the last applied batch id (SQL targets)
@@ -40,6 +41,12 @@ class ChangeSet:
       At most one row per key.
     * SCD type 2: ``close`` (one per touched key: set ``__END_AT`` of the key's open version
       to the row's ``__END_AT``) and ``version`` (a new history row to insert).
+
+    An SCD type 1 table may also carry ``__new`` (bool): the upsert's key was first
+    *inserted* in this batch, so the source did not hold it before. Snapshot rows are all
+    new. A sink may append such rows without looking up their keys, which is what makes a
+    snapshot an append rather than a merge over the whole target; ``split_new`` says which
+    rows it may append.
     """
 
     table: pa.Table
@@ -75,11 +82,55 @@ class ChangeSet:
         extra = [END_AT] if self.scd_type == 2 and CLOSE in ops else []
         return t.select(list(self.keys) + extra)
 
+    def split_new(self, may_hold: Callable[[Any, Any], bool], *,
+                  server_compares: bool = False) -> tuple[pa.Table, ChangeSet]:
+        """``(rows to append, the rest)``. The new rows (``__new``) are appendable when the
+        target holds no row whose first key column lies in their ``[min, max]``:
+        ``may_hold(lo, hi)`` asks the target (file statistics, an index range). A target
+        out of step with the source (a re-snapshot not cleared, a user's own rows) answers
+        yes, and then every row stays in the rest, to be merged as before.
+
+        ``server_compares=True`` is for targets that compare keys their own way (SQL
+        servers: collations, time zones): bounds Arrow computes need not bound the keys
+        there, so only an integer, decimal or date first key is checked; any other keeps
+        every row in the rest."""
+        none = self.table.schema.empty_table().select(self.target_schema.names)
+        if self.scd_type != 1 or NEW not in self.table.column_names or not self.num_rows:
+            return none, self
+        bounds_type = self.table.schema.field(self.keys[0]).type
+        if not _orderable(bounds_type, server_compares):
+            return none, self
+        is_new = pc.fill_null(self.table[NEW], False)
+        if not pc.any(is_new).as_py():
+            return none, self
+        new = self.table.filter(is_new)
+        mm = pc.min_max(new[self.keys[0]])
+        if may_hold(mm["min"].as_py(), mm["max"].as_py()):
+            return none, self
+        rest = self.table.filter(pc.invert(is_new))
+        return (new.select(self.target_schema.names),
+                ChangeSet(rest, self.keys, self.columns, self.scd_type))
+
+    def key_bounds(self) -> tuple[Any, Any] | None:
+        """``(min, max)`` of the first key column over every row, or None if empty."""
+        if not self.num_rows:
+            return None
+        mm = pc.min_max(self.table[self.keys[0]])
+        return mm["min"].as_py(), mm["max"].as_py()
+
     def counts(self) -> dict[str, int]:
         if self.table.num_rows == 0:
             return {}
         vc = pc.value_counts(self.table[OP]).to_pylist()
         return {d["values"]: d["counts"] for d in vc}
+
+
+def _orderable(t: pa.DataType, server_compares: bool) -> bool:
+    """A first key column whose Arrow min/max bound its keys in the target's own order."""
+    if pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_date(t):
+        return True
+    return not server_compares and (pa.types.is_timestamp(t) or pa.types.is_string(t)
+                                    or pa.types.is_large_string(t))
 
 
 @dataclass(frozen=True)

@@ -84,9 +84,10 @@ class RowBuilder:
     columns by ``take`` from small dictionaries, and ``_seq`` as 128-bit integers built with
     numpy from the transaction's high part (shared by all its rows) and the low part."""
 
-    def __init__(self, out_schema: pa.Schema, shape: str):
+    def __init__(self, out_schema: pa.Schema, shape: str, preimages: bool = True):
         self.schema = out_schema
         self.shape = shape
+        self.preimages = preimages  # False: an update in place is its postimage alone
         self.data_names = [n for n in out_schema.names
                            if n not in META_NAMES and shape == COLUMNS]
         self._data_schema = pa.schema([out_schema.field(n) for n in self.data_names])
@@ -128,6 +129,7 @@ class RowBuilder:
         add_img, add_kind, add_t, add_ts = images.append, kind.append, tcode.append, ts_ms.append
         add_h, add_low = hcode.append, low.append
         last_tid, code, keyget = None, 0, None
+        pre = self.preimages
         last_file, last_pos = self._last_txn or (None, None)
         h = len(self._highs) - 1
         for rec, v in zip(records, verdicts):
@@ -159,7 +161,7 @@ class RowBuilder:
                     add_t(code); add_ts(ts); add_h(h)
             else:
                 same = keyget(rec.before) == keyget(rec.after)
-                if vb:
+                if vb and (pre or not same):
                     add_img(rec.before); add_kind(_K_PRE if same else _K_DELETE)
                     add_low(lo + SEQ_BEFORE); add_t(code); add_ts(ts); add_h(h)
                 if va:

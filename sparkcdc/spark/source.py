@@ -23,6 +23,7 @@ import gc
 import json
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -38,6 +39,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
     SupportsTriggerAvailableNow
 
 from sparkcdc.core.assigner import Phase, SplitAssigner
+from sparkcdc.core.batch_size import BatchSizer
 from sparkcdc.core.chunking import ChunkingOptions, SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableId, TableSchema
@@ -272,7 +274,7 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
     progress = {t: TableProgress(ctx.tables[t], splits, complete)
                 for t, (splits, complete) in view.items() if t in ctx.tables}
     flt = StreamFilter(progress, dialect.locate, floor=start)
-    builder = RowBuilder(ctx.out_schema, ctx.shape)
+    builder = RowBuilder(ctx.out_schema, ctx.shape, ctx.config.preimages)
     pending = []
     wide = {t: cols for t, s in ctx.tables.items()
             if (cols := tuple(c.name for c in s.columns if c.data_type in _WIDE_TYPES))}
@@ -402,6 +404,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.ctx = ctx
         self._dialect = None
         self._target: BinlogOffset | None = None
+        self._sizer: BatchSizer | None = None
 
     def _d(self):
         if self._dialect is None:
@@ -439,12 +442,15 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._d().current_offset()
 
-    def _chunks_per_batch(self, limit: ReadLimit) -> int:
-        cfg = self.ctx.config
-        cap = max(1, len(cfg.server_ids) - 1)  # one id stays free for the binlog window
-        if isinstance(limit, ReadMaxRows):
-            return max(1, min(cap, limit.max_rows // cfg.chunk_size))
-        return cap
+    def _chunks_per_batch(self, limit: ReadLimit, now: float) -> int:
+        """Sized by the pace of the last batches (core/batch_size.py); the chunks are
+        spread over the readers, one server id each, and a reader takes several in turn."""
+        if self._sizer is None:
+            cfg = self.ctx.config
+            readers = max(1, len(cfg.server_ids) - 1)  # one id stays free for the binlog
+            cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+            self._sizer = BatchSizer.for_chunks(readers, cfg.chunk_size, cap)
+        return self._sizer.next(now)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         prev = SourceOffset.from_dict(start)
@@ -470,9 +476,11 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         chunks: list[SnapshotSplit] = []
         snapshotting = cfg.startup_mode in ("initial", "snapshot")
         if snapshotting and assigner.phase == Phase.SNAPSHOTTING:
-            chunks = assigner.assign(self._chunks_per_batch(limit), d.planner)
+            now = time.monotonic()
+            chunks = assigner.assign(self._chunks_per_batch(limit, now), d.planner)
             for c in chunks:
                 assigner.finish(c)
+            self._sizer.admitted(len(chunks), now)
         if cfg.startup_mode == "snapshot" and not chunks:
             return start  # snapshot only: nothing after the last chunk
         if not chunks and pos == prev.pos:

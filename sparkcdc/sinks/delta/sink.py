@@ -1,9 +1,15 @@
-"""Delta Lake through delta-rs: one MERGE commit per batch, carrying the batch id.
+"""Delta Lake through delta-rs: one commit per batch, carrying the batch id.
 
 The batch id is recorded as Delta's app transaction (``txn`` action, app id + version) in the
 same commit as the data, which is how Spark's own Delta writer makes ``foreachBatch``
-idempotent. Deletes, upserts and patches go through one MERGE: the planned rows carry
-``__op`` and each clause matches on it.
+idempotent.
+
+A batch of rows new to the target (a snapshot's chunks, inserts past the target's keys) is
+*appended*: the files' statistics show that no stored row has a first key in the new rows'
+range, so there is nothing to match. Anything else goes through one MERGE: the planned rows
+carry ``__op`` and each clause matches on it, and the MERGE's condition carries the batch's
+key range (and its partition values), so delta-rs reads and rewrites only the files that
+can hold a touched key, not the whole table.
 
 Delta has no interval type: MySQL TIME (Spark ``interval day to second``) is stored as a
 ``long`` of microseconds (Debezium's MicroTime).
@@ -15,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
 from sparkcdc.sinks import require
@@ -88,20 +95,30 @@ class DeltaSink(Sink):
         props = dl.CommitProperties(
             app_transactions=[dl.Transaction(self.config.app_id, batch_id)],
             custom_metadata={"sparkcdc.batch": str(batch_id)})
-        if source.num_rows == 0:
-            # nothing to merge, but the batch id must still be recorded
-            dl.write_deltalake(table, source.select(target_schema.names).slice(0, 0),
+        append, rest = changes.split_new(lambda lo, hi: _may_hold(table, changes.keys[0],
+                                                                  lo, hi))
+        if rest.num_rows == 0:
+            # new rows only, or none: an append; an empty one still records the batch id
+            dl.write_deltalake(table, storage_table(append).select(target_schema.names),
                                mode="append", commit_properties=props)
         else:
-            self._merge(table, source, target_schema.names, changes, props)
+            self._merge(table, source, target_schema.names, changes, rest, props)
+        counts = changes.counts()
+        if rest.num_rows == 0 and append.num_rows:
+            counts["appended"] = append.num_rows  # of the upserts, the ones appended
         self._batches += 1
         if self.config.compact_every and self._batches % self.config.compact_every == 0:
             metrics = table.optimize.compact(target_size=self.config.target_file_size)
             log.info("compacted %s: %s", self.config.path, metrics)
-        return WriteResult(batch_id, counts=changes.counts())
+        return WriteResult(batch_id, counts=counts)
 
-    def _merge(self, table, source: pa.Table, names: list[str], changes: ChangeSet, props):
+    def _merge(self, table, source: pa.Table, names: list[str], changes: ChangeSet,
+               rest: ChangeSet, props):
+        """One MERGE of the whole batch. Its condition narrows the target to the key range
+        of ``rest`` (the rows that may match a stored row) and to the partitions the batch
+        touches; the batch's new rows outside that range match nothing and are inserted."""
         on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in changes.keys)
+        on += _narrowing(rest, self.config.partition_by)
         op = f"s.{_q(OP)}"
         insert = {_q(c): f"s.{_q(c)}" for c in names}
         if changes.scd_type == 2:
@@ -126,3 +143,60 @@ class DeltaSink(Sink):
     def read(self) -> pa.Table:
         t = self._table()
         return pa.table({}) if t is None else t.to_pyarrow_table()
+
+
+def _may_hold(table, key: str, lo: Any, hi: Any) -> bool:
+    """Whether any stored file may hold a row whose ``key`` lies in ``[lo, hi]``, from the
+    files' min/max statistics alone (a file without statistics may hold anything)."""
+    actions = table.get_add_actions(flatten=True)
+    actions = pa.table(actions) if not isinstance(actions, pa.Table) else actions
+    if actions.num_rows == 0:
+        return False
+    lo_col, hi_col = f"min.{key}", f"max.{key}"
+    if lo_col not in actions.column_names or hi_col not in actions.column_names:
+        return True
+    mins, maxs = actions[lo_col], actions[hi_col]
+    if mins.null_count or maxs.null_count:
+        return True
+    t = mins.type
+    overlap = pc.and_(pc.less_equal(mins, pa.scalar(hi, t)),
+                      pc.greater_equal(maxs, pa.scalar(lo, t)))
+    return bool(pc.any(overlap).as_py())
+
+
+def _literal(value: Any, t: pa.DataType) -> str | None:
+    """A SQL literal for delta-rs' predicate, for the types whose text is unambiguous;
+    None for others (the merge is then not narrowed by that column, which is only slower)."""
+    if pa.types.is_integer(t):
+        return str(int(value))
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "'" + str(value).replace("'", "''") + "'"
+    if pa.types.is_date32(t):
+        return f"CAST('{value.isoformat()}' AS DATE)"
+    return None
+
+
+def _narrowing(rest: ChangeSet, partition_by: tuple[str, ...]) -> str:
+    """`` AND t.k >= lo AND t.k <= hi`` for the first key over the rows that may match, and
+    `` AND t.p IN (...)`` for each partition column that is also a key column. A partition
+    column outside the key is left alone: an update may move a row to another partition,
+    and its stored version, in the old partition, must still be matched."""
+    out = ""
+    bounds = rest.key_bounds()
+    key = rest.keys[0]
+    t = rest.table.schema.field(key).type
+    if bounds is not None:
+        lo, hi = (_literal(v, t) for v in bounds)
+        if lo is not None and hi is not None:
+            out += f" AND t.{_q(key)} >= {lo} AND t.{_q(key)} <= {hi}"
+    for p in partition_by:
+        if p not in rest.keys or p == key:
+            continue
+        col = rest.table[p]
+        values = pc.unique(col)
+        if col.null_count or len(values) > 100:
+            continue
+        lits = [_literal(v, col.type) for v in values.to_pylist()]
+        if lits and all(x is not None for x in lits):
+            out += f" AND t.{_q(p)} IN ({', '.join(lits)})"
+    return out

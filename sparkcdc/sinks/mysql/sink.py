@@ -1,10 +1,12 @@
 """MySQL and MariaDB targets through PyMySQL: one transaction per batch, bulk statements.
 
 Per batch, in one InnoDB transaction: lock this app's row of ``_sparkcdc_batches`` and skip
-the batch if it is already recorded; ``DELETE ... WHERE key IN (...)`` for deletes;
-multi-row ``INSERT ... ON DUPLICATE KEY UPDATE`` for upserts and patches (SCD type 2:
-stage the closes in a temporary table and ``UPDATE ... JOIN`` it, then multi-row ``INSERT``
-the versions); record the batch id; commit.
+the batch if it is already recorded; plain multi-row ``INSERT`` for the new rows
+(``ChangeSet.split_new``: snapshot rows, first inserts) when the target's primary key holds
+nothing in their key range; ``DELETE ... WHERE key IN (...)`` for deletes; multi-row
+``INSERT ... ON DUPLICATE KEY UPDATE`` for the other upserts and patches (SCD type 2: stage
+the closes in a temporary table and ``UPDATE ... JOIN`` it, then multi-row ``INSERT`` the
+versions); record the batch id; commit.
 
 Statements are built column-wise with Arrow compute (no per-row Python formatting for the
 common types), with ``NO_BACKSLASH_ESCAPES`` so string literals need only quote doubling.
@@ -37,6 +39,7 @@ from sparkcdc.sinks.base import (
     Sink,
     WriteResult,
     check_key_not_null,
+    log,
 )
 from sparkcdc.sinks.mysql.config import MySQLConfig
 from sparkcdc.sinks.sql import column_kind, plain_text, sql_type
@@ -209,11 +212,12 @@ class MySQLSink(Sink):
                 if batch_id <= cur.fetchone()[0]:
                     conn.rollback()
                     return WriteResult(batch_id, skipped=True)
-                if changes.num_rows:
-                    if changes.scd_type == 2:
-                        self._apply_scd2(cur, changes)
+                rest, appended = self._append_new(cur, changes)
+                if rest.num_rows:
+                    if rest.scd_type == 2:
+                        self._apply_scd2(cur, rest)
                     else:
-                        self._apply_scd1(cur, changes)
+                        self._apply_scd1(cur, rest)
                 cur.execute(f"UPDATE {self._batches} SET batch_id = %s WHERE app_id = %s "
                             "AND target = %s", (batch_id, self.config.app_id, self.config.table))
             conn.commit()
@@ -221,7 +225,53 @@ class MySQLSink(Sink):
             if conn.open:
                 conn.rollback()
             raise
-        return WriteResult(batch_id, counts=changes.counts())
+        counts = changes.counts()
+        if appended:
+            counts["appended"] = appended  # of the upserts, how many took the append path
+        return WriteResult(batch_id, counts=counts)
+
+    def _append_new(self, cur, changes: ChangeSet) -> tuple[ChangeSet, int]:
+        """Plain multi-row INSERTs of the batch's new rows; returns the rows left to merge
+        and how many were appended.
+
+        Safe because the target's primary key is asked first, in this transaction: no
+        target row has a first key column within the new rows' range, so none of their keys
+        is there (``split_new`` only trusts integer, decimal and date bounds; text keys
+        compare by the table's collation, not as Arrow does). A writer outside this app's
+        batch-id lock (another app id, a user) could still insert into that range before
+        these INSERTs; the primary key then refuses one (duplicate key), the savepoint is
+        rolled back and every row is merged instead, so the result is the same, only
+        slower. LOAD DATA LOCAL INFILE is not used: PyMySQL refuses it unless the connection
+        enables ``local_infile``, and MySQL 8 servers disable it by default."""
+        if changes.scd_type != 1 or not changes.num_rows:
+            return changes, 0
+        key = changes.keys[0]
+        key_type = changes.target_schema.field(key).type
+
+        def may_hold(lo, hi) -> bool:
+            # the bounds written as the INSERTs write the key, so they compare the same way
+            lo_sql, hi_sql = literals(pa.array([lo, hi], key_type)).to_pylist()
+            cur.execute(f"SELECT EXISTS (SELECT 1 FROM {self._target} WHERE {q(key)} "
+                        f"BETWEEN {lo_sql} AND {hi_sql})")
+            return bool(cur.fetchone()[0])
+
+        new, rest = changes.split_new(may_hold, server_compares=True)
+        if not new.num_rows:
+            return changes, 0
+        cur.execute("SAVEPOINT sparkcdc_append")
+        try:
+            self._insert(cur, new, None)
+        except self._pymysql.err.IntegrityError as e:
+            if not e.args or e.args[0] != 1062:  # ER_DUP_ENTRY
+                raise
+            cur.execute("ROLLBACK TO SAVEPOINT sparkcdc_append")
+            log.warning("appending %d new rows to %s collided with rows the range check "
+                        "did not see (another writer?): %s; merging them instead",
+                        new.num_rows, self.config.table, e.args[1] if len(e.args) > 1 else e)
+            return changes, 0
+        cur.execute("RELEASE SAVEPOINT sparkcdc_append")
+        log.debug("appended %d new rows to %s", new.num_rows, self.config.table)
+        return rest, new.num_rows
 
     def _insert(self, cur, rows: pa.Table, update: str | None) -> None:
         if rows.num_rows == 0:

@@ -1,0 +1,389 @@
+"""The main job as a user runs it: ``sparkcdc run pipeline.yaml`` end to end, whole process.
+
+    .venv/bin/python bench/pipeline.py [--rows 2000000] [--updates 1000000]
+        [--sinks delta,postgres,mysql,iceberg] [--rounds 3] [--no-write-docs] [--profile]
+
+For each round and each sink, in turn (so the machine's drift hits every sink alike):
+
+1. *snapshot*: a fresh checkpoint and target; ``sparkcdc run --until-caught-up`` reads the
+   whole table (11 columns, the same rows as bench/throughput.py) into the target;
+2. *catch-up*: ``--updates`` row updates in 10,000-row transactions, then the same command
+   again: it reads and applies the changes;
+3. *idle*: the same command once more, with nothing to do.
+
+Beside them, in the same round: ``mariadb-dump --single-transaction --quick`` of the table to
+/dev/null and ``mariadb-binlog -v`` of the update window, the server's own tools.
+
+Each figure is the wall time of the whole ``sparkcdc`` process (JVM start included) and the
+peak PSS of its process tree (the CLI, the JVM, the Python workers), sampled every 0.2 s.
+After each run the target is checked against the source (row count and a checksum of ids).
+Results go to docs/benchmarks.md between the ``pipeline`` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from throughput import COLUMNS_DDL, FILL, machine
+
+from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
+
+DB = "bench"
+TABLE = "orders"
+LOG: list[str] = []
+BEGIN, END = "<!-- pipeline:begin -->", "<!-- pipeline:end -->"
+
+
+def say(msg: str) -> None:
+    line = f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}] {msg}"
+    LOG.append(line)
+    print(line, flush=True)
+
+
+# -- the process tree's memory ----------------------------------------------------------------
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_pss_mb(root: int) -> float:
+    seen, todo, total = set(), [root], 0
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += _pss_kb(p)
+        todo += _children(p)
+    return total / 1024
+
+
+def timed(cmd: list[str], env: dict, log_path: Path) -> tuple[float, float, int]:
+    """Wall seconds, peak PSS (MB) of the process tree, exit code."""
+    peak = 0.0
+    with open(log_path, "ab") as out:
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        stop = threading.Event()
+
+        def sample():
+            nonlocal peak
+            while not stop.is_set():
+                peak = max(peak, tree_pss_mb(p.pid))
+                stop.wait(0.2)
+
+        th = threading.Thread(target=sample, daemon=True)
+        th.start()
+        rc = p.wait()
+        secs = time.monotonic() - t0
+        stop.set()
+        th.join()
+    return secs, peak, rc
+
+
+# -- the bench -------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.tmp = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-pipeline-"))
+        self.results: dict = {}
+        self.pg = None
+
+    def start(self) -> None:
+        self.sb = MariaDBSandbox(ServerSettings(
+            extra_args=("--innodb-buffer-pool-size=3G", "--innodb-log-file-size=1G",
+                        "--max-binlog-size=1G")), name="bench-pipeline", base_dir=self.tmp)
+        self.sb.start()
+        self.sb.execute(f"CREATE DATABASE {DB}")
+        say(f"sandbox MariaDB on port {self.sb.info.port}")
+        if "postgres" in self.args.sinks:
+            from sparkcdc.sinks.postgres.sandbox import PostgresSandbox
+
+            self.pg = PostgresSandbox(base_dir=self.tmp / "pg")
+            self.pg.start()
+        self.sb.execute(f"CREATE TABLE {TABLE} {COLUMNS_DDL}", database=DB)
+        t0 = time.monotonic()
+        step = 1_000_000
+        for lo in range(0, self.args.rows, step):
+            n = min(step, self.args.rows - lo)
+            self.sb.execute(f"INSERT INTO {TABLE} " + FILL.format(n=n, lo=lo), database=DB)
+        say(f"{self.args.rows:,} rows loaded in {time.monotonic() - t0:.1f} s")
+
+    def stop(self) -> None:
+        if self.pg is not None:
+            self.pg.stop()
+        self.sb.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def sink_block(self, sink: str, work: Path) -> str:
+        if sink == "delta":
+            return f"sink:\n  type: delta\n  path: {work}/lake\n"
+        if sink == "iceberg":
+            return f"sink:\n  type: iceberg\n  warehouse: {work}/warehouse\n"
+        if sink == "postgres":
+            i = self.pg.info
+            return (f"sink:\n  type: postgres\n  host: {i.host}\n  port: {i.port}\n"
+                    f"  user: {i.user}\n  password: ${{BENCH_SINK_PASSWORD}}\n"
+                    f"  database: {i.database}\n")
+        if sink == "mysql":
+            i = self.sb.info
+            return (f"sink:\n  type: mysql\n  hostname: {i.host}\n  port: {i.port}\n"
+                    f"  username: {i.admin_user}\n  password: ${{BENCH_SINK_PASSWORD}}\n")
+        raise SystemExit(f"unknown sink {sink}")
+
+    @staticmethod
+    def target(work: Path) -> str:
+        """Each run writes its own target table: db.table named after the run."""
+        return f"t_{work.name.replace('-', '_')}.{TABLE}"
+
+    def sink_password(self, sink: str) -> str:
+        if sink == "postgres":
+            return self.pg.info.password
+        if sink == "mysql":
+            return self.sb.info.admin_password
+        return ""
+
+    def pipeline(self, sink: str, work: Path) -> Path:
+        i = self.sb.info
+        text = (
+            "source:\n  type: mysql\n"
+            f"  hostname: {i.host}\n  port: {i.port}\n  username: {i.cdc_user}\n"
+            "  password: ${BENCH_SOURCE_PASSWORD}\n"
+            f"  tables: {DB}.{TABLE}\n"
+            + self.sink_block(sink, work)
+            + f"route:\n  - source-table: {DB}.{TABLE}\n    sink-table: {self.target(work)}\n"
+            + f"pipeline:\n  name: bench\n  checkpoint.location: {work}/ckpt\n"
+            + "".join(f"  {k}: {v}\n" for k, v in self.args.pipeline_option))
+        path = work / "pipeline.yaml"
+        path.write_text(text)
+        return path
+
+    def run_cli(self, sink: str, yaml: Path, what: str, work: Path) -> dict:
+        env = {**os.environ, "BENCH_SOURCE_PASSWORD": self.sb.info.cdc_password,
+               "BENCH_SINK_PASSWORD": self.sink_password(sink)}
+        cmd = [str(ROOT / ".venv" / "bin" / "sparkcdc"), "run", str(yaml), "--until-caught-up",
+               "--no-progress"]
+        if self.args.profile:  # the batch function runs in a py4j thread: its log says more
+            cmd.append("-v")
+        before = os.getloadavg()[0]
+        secs, peak, rc = timed(cmd, env, work / f"{what}.log")
+        if rc != 0:
+            tail = (work / f"{what}.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"sparkcdc run exited {rc} ({what}, {sink}):\n{tail}")
+        return {"seconds": round(secs, 2), "pss_mb": round(peak), "load": round(before, 1)}
+
+    def updates(self, n: int) -> None:
+        """n row updates in 10,000-row transactions, spread over the whole table."""
+        step = max(1, self.args.rows // n) if n < self.args.rows else 1
+        done, lo = 0, 0
+        stmts = []
+        while done < n:
+            k = min(10_000, n - done)
+            stmts.append(f"UPDATE {TABLE} SET a = a + 1, c = CONCAT('u-', id) "
+                         f"WHERE id >= {lo} AND id < {lo + k * step} AND id % {step} = 0")
+            lo += k * step
+            if lo >= self.args.rows:
+                lo = 0
+            done += k
+        self.sb.execute(*stmts, database=DB)
+
+    def dump(self) -> float:
+        i = self.sb.info
+        t0 = time.monotonic()
+        subprocess.run(["mariadb-dump", "-h", i.host, "-P", str(i.port), "-u", i.admin_user,
+                        f"-p{i.admin_password}", "--single-transaction", "--quick", DB, TABLE],
+                       stdout=subprocess.DEVNULL, check=True)
+        return time.monotonic() - t0
+
+    def binlog_c(self, start: tuple[str, int]) -> float:
+        i = self.sb.info
+        t0 = time.monotonic()
+        subprocess.run(["mariadb-binlog", "--read-from-remote-server", "-h", i.host,
+                        "-P", str(i.port), "-u", i.admin_user, f"-p{i.admin_password}", "-v",
+                        f"--start-position={start[1]}", "--to-last-log", start[0]],
+                       stdout=subprocess.DEVNULL, check=True)
+        return time.monotonic() - t0
+
+    def position(self) -> tuple[str, int]:
+        rows = self.sb.query("SHOW MASTER STATUS")
+        return rows[0][0], int(rows[0][1])
+
+    def check(self, sink: str, work: Path) -> None:
+        """The target equals the source: the same row count and sum of a (which updates
+        change)."""
+        src = self.sb.query(f"SELECT COUNT(*), SUM(a) FROM {DB}.{TABLE}")[0]
+
+        opts = {"type": sink}
+        for line in self.sink_block(sink, work).splitlines()[1:]:
+            k, v = line.strip().split(": ", 1)
+            opts[k] = v
+        if "password" in opts:
+            opts["password"] = self.sink_password(sink)
+        table = self.target(work)
+        from sparkcdc.pipeline import targets
+
+        target = targets.create_sink(sink, {k: v for k, v in opts.items() if k != "type"},
+                                     table, "check")
+        try:
+            t = target.read()
+        finally:
+            target.close()
+        import pyarrow.compute as pc
+
+        got = (t.num_rows, pc.sum(t["a"]).as_py() if t.num_rows else None)
+        if (int(src[0]), int(src[1])) != (int(got[0]), int(got[1] or 0)):
+            raise RuntimeError(f"{sink}: target {got} differs from source {src}")
+
+    def round(self, r: int) -> None:
+        for sink in self.args.sinks:
+            work = self.tmp / f"r{r}-{sink}"
+            work.mkdir()
+            yaml = self.pipeline(sink, work)
+            res = self.results.setdefault(sink, {"snapshot": [], "catchup": [], "idle": []})
+            s = self.run_cli(sink, yaml, "snapshot", work)
+            self.check(sink, work)
+            say(f"{sink} snapshot: {s['seconds']} s, {self.args.rows / s['seconds']:,.0f} rows/s,"
+                f" peak PSS {s['pss_mb']} MB")
+            res["snapshot"].append(s)
+            start = self.position()
+            self.updates(self.args.updates)
+            c = self.run_cli(sink, yaml, "catchup", work)
+            self.check(sink, work)
+            say(f"{sink} catch-up: {c['seconds']} s, "
+                f"{self.args.updates / c['seconds']:,.0f} changes/s, peak PSS {c['pss_mb']} MB")
+            res["catchup"].append(c)
+            i = self.run_cli(sink, yaml, "idle", work)
+            say(f"{sink} idle run: {i['seconds']} s")
+            res["idle"].append(i)
+            if self.args.profile:  # the profiles and logs outlive the run
+                keep = Path(tempfile.gettempdir()) / "sparkcdc-bench-profiles" / work.name
+                shutil.rmtree(keep, ignore_errors=True)
+                keep.mkdir(parents=True)
+                for f in [*work.glob("*.prof"), *work.glob("*.log")]:
+                    shutil.copy(f, keep)
+                say(f"profiles in {keep}")
+            shutil.rmtree(work, ignore_errors=True)
+        d = self.dump()
+        self.results.setdefault("mariadb-dump", {"snapshot": []})["snapshot"].append(
+            {"seconds": round(d, 2), "load": round(os.getloadavg()[0], 1)})
+        say(f"mariadb-dump: {d:.2f} s")
+        start = self.position()
+        self.updates(self.args.updates)
+        b = self.binlog_c(start)
+        self.results.setdefault("mariadb-binlog -v", {"catchup": []})["catchup"].append(
+            {"seconds": round(b, 2), "load": round(os.getloadavg()[0], 1)})
+        say(f"mariadb-binlog -v: {b:.2f} s")
+
+
+def _median(xs: list[dict], key: str) -> float:
+    return statistics.median(x[key] for x in xs)
+
+
+def render(b: Bench, started: str) -> str:
+    m = machine()
+    a = b.args
+    out = [BEGIN, "", "## The pipeline as a user runs it (issue 15)", "",
+           f"`bench/pipeline.py`, run {started}: `sparkcdc run pipeline.yaml --until-caught-up` "
+           f"as a whole process (JVM start included), {a.rounds} rounds, sinks interleaved "
+           f"within each round, medians reported. One table of {a.rows:,} rows and 11 "
+           f"columns; catch-up is {a.updates:,} row updates in 10,000-row transactions; "
+           "*idle* is a run with nothing to do. Peak PSS is the whole process tree (CLI, JVM, "
+           "Python workers). Every target was checked against the source after each run. "
+           f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB; "
+           + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
+           + (f"; pipeline options: {dict(a.pipeline_option)}" if a.pipeline_option else "")
+           + ".", "",
+           ("| tool | snapshot rows/s | snapshot s | catch-up changes/s | catch-up s | idle s | "
+            "peak PSS MB | load |"), "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for name, r in b.results.items():
+        snap = r.get("snapshot") or []
+        cat = r.get("catchup") or []
+        idle = r.get("idle") or []
+        cells = [f"sparkcdc run → {name}" if idle else name]
+        cells += [f"{a.rows / _median(snap, 'seconds'):,.0f}" if snap else "",
+                  ", ".join(str(x["seconds"]) for x in snap)]
+        cells += [f"{a.updates / _median(cat, 'seconds'):,.0f}" if cat else "",
+                  ", ".join(str(x["seconds"]) for x in cat)]
+        cells += [", ".join(str(x["seconds"]) for x in idle)]
+        peaks = [x["pss_mb"] for x in snap + cat + idle if "pss_mb" in x]
+        cells += [f"{max(peaks):,}" if peaks else ""]
+        cells += [", ".join(str(x["load"]) for x in snap + cat)]
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", "Raw log of this run:", "", "```", *LOG[-60:], "```", "", END]
+    return "\n".join(out)
+
+
+def write_docs(text: str) -> None:
+    path = ROOT / "docs" / "benchmarks.md"
+    old = path.read_text()
+    if BEGIN in old and END in old:
+        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(new)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rows", type=int, default=2_000_000)
+    p.add_argument("--updates", type=int, default=1_000_000)
+    p.add_argument("--sinks", default="delta,postgres,mysql,iceberg")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--pipeline-option", action="append", default=[],
+                   help="KEY=VALUE added to the pipeline block (repeatable)")
+    p.add_argument("--profile", action="store_true",
+                   help="run the CLI with -v and keep its logs (per batch: planning, "
+                        "collecting, the sink's write)")
+    p.add_argument("--no-write-docs", action="store_true")
+    args = p.parse_args()
+    args.sinks = [s for s in args.sinks.split(",") if s]
+    args.pipeline_option = [tuple(x.split("=", 1)) for x in args.pipeline_option]
+    started = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+    b = Bench(args)
+    b.start()
+    try:
+        for r in range(args.rounds):
+            b.round(r)
+    finally:
+        b.stop()
+    text = render(b, started)
+    print(text)
+    if not args.no_write_docs:
+        write_docs(text)
+
+
+if __name__ == "__main__":
+    main()
