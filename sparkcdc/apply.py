@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from sparkcdc.errors import ConfigError, SchemaError
 from sparkcdc.sinks import create as create_sink
 from sparkcdc.sinks.base import (
@@ -180,6 +183,42 @@ def collect_changes(df, spec: ApplySpec) -> ChangeSet:
                      scd_type=spec.stored_as_scd_type)
 
 
+def reducible_in_arrow(spec: ApplySpec) -> bool:
+    """Whether ``reduce_changes`` can plan this spec on the driver: SCD type 1 with the
+    default delete rule and full rows (the pipeline's own case). Others plan in Spark."""
+    return (spec.stored_as_scd_type == 1 and not spec.ignore_null_updates
+            and spec.apply_as_deletes == DEFAULT_DELETES)
+
+
+def reduce_changes(table: pa.Table, spec: ApplySpec) -> ChangeSet:
+    """``plan_changes`` for change rows already on the driver, in Arrow: the same
+    ``ChangeSet`` (last change per key in ``sequence_by`` order, ``__new`` where the key's
+    first change is an insert), without a Spark job. Only for ``reducible_in_arrow`` specs.
+
+    Rows are sorted by the sequence (stable: equal sequences keep their arrival order, as
+    Spark's window does not promise, but sequences are unique per change), numbered, and
+    the highest and lowest number per key pick the last change and the first kind."""
+    if not reducible_in_arrow(spec):
+        raise ConfigError("reduce_changes plans SCD type 1 with the default deletes only",
+                          fix="use collect_changes (Spark) for this apply spec")
+    names = spec.target_columns(table.column_names)
+    kind = table.column("_change_type")
+    table = table.filter(pc.not_equal(kind, "update_preimage"))
+    if table.num_rows:
+        table = table.sort_by([(spec.sequence_by, "ascending")])
+    idx = "__i"
+    table = table.append_column(idx, pa.array(range(table.num_rows), pa.int64()))
+    g = table.select([*spec.keys, idx]).group_by(list(spec.keys), use_threads=False).aggregate(
+        [(idx, "max"), (idx, "min")])
+    last = table.take(g.column(f"{idx}_max"))
+    first_kind = table.column("_change_type").take(g.column(f"{idx}_min"))
+    deleted = pc.equal(last.column("_change_type"), "delete")
+    op = pc.if_else(deleted, pa.scalar(DELETE), pa.scalar(UPSERT))
+    new = pc.and_(pc.equal(first_kind, "insert"), pc.invert(deleted))
+    out = last.select(names).append_column(OP, op).append_column(NEW, new)
+    return ChangeSet(table=out, keys=tuple(spec.keys), columns=tuple(names), scd_type=1)
+
+
 def _as_sink(target: Sink | dict) -> Sink:
     if isinstance(target, Sink):
         return target
@@ -242,6 +281,26 @@ class ApplyChanges:
         return result
 
 
+def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec) -> WriteResult:
+    """One micro-batch of change rows already on the driver (``arrow-batches``), reduced in
+    Arrow (``reduce_changes``) and written like ``ApplyChanges.apply`` does."""
+    batch_id = int(batch_id)
+    last = sink.last_batch_id()
+    if last is not None and batch_id <= last:
+        log.info("batch %d already applied to the %s sink (last %d): skipped",
+                 batch_id, sink.type, last)
+        return WriteResult(batch_id, skipped=True)
+    t0 = time.monotonic()
+    changes = reduce_changes(table, spec)
+    t1 = time.monotonic()
+    result = sink.write(changes, batch_id)
+    t2 = time.monotonic()
+    log.info("batch %d -> %s sink: %s in %.2fs (%d change rows reduced in %.2fs, written in "
+             "%.2fs)", batch_id, sink.type, result.counts, t2 - t0, table.num_rows, t1 - t0,
+             t2 - t1)
+    return result
+
+
 def apply_changes(*args: Any, keys: Sequence[str] | str, sequence_by: str = "_seq",
                   apply_as_deletes: str | None = None,
                   column_list: Sequence[str] | None = None,
@@ -283,8 +342,10 @@ __all__ = [
     "META_COLUMNS",
     "ApplyChanges",
     "ApplySpec",
+    "apply_arrow",
     "apply_changes",
     "collect_changes",
     "materialize",
     "plan_changes",
+    "reduce_changes",
 ]

@@ -63,6 +63,10 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
     "scan.incremental.snapshot.backfill.skip": ("false", "true or false"),
     "scan.snapshot.as-of": (None, "a binlog offset as JSON (set by sparkcdc.read_snapshot)"),
     "maxRowsPerBatch": (None, "a positive integer: rows admitted per micro-batch"),
+    "arrow-batches": ("false", "true or false: each output row carries one Arrow record "
+                               "batch of change rows (columns _rows, _batch) instead of one "
+                               "change; sparkcdc.spark.arrow_batches.decode turns a "
+                               "micro-batch back into a table on the driver"),
     "changelog-mode": ("all", "'all' (an update is update_preimage + update_postimage) or "
                               "'upsert' (its postimage alone, for consumers that only need "
                               "the latest row per key)"),
@@ -241,6 +245,7 @@ class SourceConfig:
     raw: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     binlog_split_bytes: int = 64 * 1024**2  # 0: a micro-batch's window is never split
     preimages: bool = True  # changelog-mode 'all'; 'upsert' leaves update preimages out
+    arrow_batches: bool = False  # output rows are whole Arrow record batches (IPC bytes)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "SourceConfig":
@@ -345,4 +350,5 @@ class SourceConfig:
                                           get("scan.binlog.parallel.split-size")),
             preimages=_choice("changelog-mode", get("changelog-mode"), ("all", "upsert"))
             == "all",
+            arrow_batches=_bool("arrow-batches", get("arrow-batches")),
         )

@@ -83,6 +83,8 @@ class TableRun:
     snapshot_started: float | None = None
     error: str | None = None
     restarts: int = 0
+    arrow: bool = False  # micro-batches carry Arrow record batches (Runner._arrow_path)
+    change_rows: dict = field(default_factory=dict)  # batch id -> change rows (arrow runs)
 
 
 class Runner:
@@ -636,13 +638,20 @@ class Runner:
                 "changes by",
                 fix=f"add a transform for {st.table} with primary-keys: the columns that "
                     "identify a row (or add a primary key to the table)")
+        rows_schema = self._arrow_path(st, schema, shaper)
+        if rows_schema is not None:
+            opts["arrow-batches"] = "true"
         df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
-        shaped = shaper.apply(df)
-        data_cols = [f for f in shaped.schema.fields if f.name not in META]
-        if st.columns is None:
-            st.columns = [f.jsonValue() for f in data_cols]
-        shaped = self._conform(st, shaped)
-        missing = [k for k in keys if k not in shaped.columns]
+        if rows_schema is not None:
+            shaped, columns = df, rows_schema.names
+        else:
+            shaped = shaper.apply(df)
+            data_cols = [f for f in shaped.schema.fields if f.name not in META]
+            if st.columns is None:
+                st.columns = [f.jsonValue() for f in data_cols]
+            shaped = self._conform(st, shaped)
+            columns = shaped.columns
+        missing = [k for k in keys if k not in columns]
         if missing:
             raise ConfigError(f"key column(s) {missing} of {st.table} are not in its rows "
                               f"after the transform",
@@ -653,7 +662,8 @@ class Runner:
         live = read_json(self.ckpt.live_path(st.table)) or {}
         if live.get("generation") == st.generation:  # counts go on across runs
             run.rows, run.batches = int(live.get("rows") or 0), int(live.get("batches") or 0)
-        fn = self._batch_fn(run)
+        fn = (self._batch_fn(run) if rows_schema is None
+              else self._arrow_batch_fn(run, rows_schema))
         ckdir = self.ckpt.stream_dir(st.table, st.generation)
         writer = (shaped.writeStream.foreachBatch(fn)
                   .option("checkpointLocation", str(ckdir))
@@ -666,6 +676,48 @@ class Runner:
         self.runs[st.table] = run
         log.info("stream %s g%d -> %s (%s)", st.table, st.generation, st.target,
                  start["mode"])
+
+    def _arrow_path(self, st: TableState, schema: TableSchema, shaper: Shaper):
+        """The Arrow schema of the table's change rows when its micro-batches can skip
+        Spark's rows (``arrow-batches``: decoded and planned on the driver, see
+        spark/arrow_batches.py), else None. That is the case for a merge sink with the
+        default apply, no transform, and a target whose columns are the table's own (no
+        column kept for a dropped one, no cast): everything the Spark plan would do to the
+        rows is then the plan ``reduce_changes`` does in Arrow."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from sparkcdc.mysql.types import arrow_schema
+        from sparkcdc.spark.arrow_batches import spark_arrow_schema
+        from sparkcdc.spark.rows import output_schema
+
+        if (self.on_batch is not None or shaper.transform is not None
+                or self._sink_kind() != "merge"):
+            return None
+        source = output_schema(arrow_schema(schema))
+        data = [f.jsonValue() for f in from_arrow_schema(source, prefer_timestamp_ntz=True)
+                if f.name not in META]
+        if st.columns is None:
+            st.columns = data
+        if st.columns != data:
+            return None
+        return spark_arrow_schema(source, self.spark)
+
+    def _arrow_batch_fn(self, run: TableRun, rows_schema):
+        from sparkcdc.apply import ApplySpec, apply_arrow
+        from sparkcdc.spark.arrow_batches import decode
+
+        spec = ApplySpec(keys=run.keys)
+        lock = self._lock(run.state.target)
+        base = run.state.batch_base
+
+        run.arrow = True
+
+        def fn(df, batch_id):
+            table = decode(df.toArrow(), rows_schema)
+            with lock:
+                apply_arrow(run.sink, table, base + int(batch_id), spec)
+            run.change_rows[int(batch_id)] = table.num_rows
+        return fn
 
     def _conform(self, st: TableState, df):
         """The rows shaped like the target: columns the target has but the table no longer
@@ -714,8 +766,13 @@ class Runner:
             for p in (q.recentProgress or []):
                 if p["batchId"] > run.seen_batch:
                     run.seen_batch = p["batchId"]
-                    run.rows += int(p.get("numInputRows") or 0)
-                    if p.get("numInputRows"):
+                    n = int(p.get("numInputRows") or 0)
+                    if run.arrow:  # Spark counted record batches; the fn counted rows
+                        n = run.change_rows.pop(p["batchId"], 0)
+                        secs = (p.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+                        p = {**p, "processedRowsPerSecond": n / secs if secs else 0.0}
+                    run.rows += n
+                    if n:
                         run.batches += 1
                     self._progress(run, p)
                     run.restarts = 0  # a completed batch: only failures in a row count

@@ -204,9 +204,16 @@ class ReadContext:
 def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
     prof_dir = os.environ.get(PROFILE_ENV)
     if prof_dir:  # where a task's time goes (docs/benchmarks.md): one pstats file per task
-        yield from _profiled(prof_dir, _read_partition(ctx, part))
+        batches = _profiled(prof_dir, _read_partition(ctx, part))
     else:
-        yield from _read_partition(ctx, part)
+        batches = _read_partition(ctx, part)
+    if ctx.config.arrow_batches:
+        from sparkcdc.spark.arrow_batches import encode
+
+        for b in batches:
+            yield encode(b)
+    else:
+        yield from batches
 
 
 def _profiled(prof_dir: str, it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -358,6 +365,10 @@ class MySQLCDCDataSource(DataSource):
     def schema(self):
         from pyspark.sql.pandas.types import from_arrow_schema
 
+        if self.config.arrow_batches:
+            from sparkcdc.spark.arrow_batches import SCHEMA
+
+            return from_arrow_schema(SCHEMA)
         return from_arrow_schema(self._context().out_schema, prefer_timestamp_ntz=True)
 
     def reader(self, schema) -> "SnapshotReader":
