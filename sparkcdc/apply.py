@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcdc.core.records import META_COLUMNS
 from sparkcdc.errors import ConfigError, SchemaError
 from sparkcdc.sinks import create as create_sink
 from sparkcdc.sinks.base import (
@@ -47,7 +48,6 @@ from sparkcdc.sinks.base import (
 
 log = logging.getLogger("sparkcdc.apply")
 
-META_COLUMNS = ("_change_type", "_database", "_table", "_op_ts", "_seq")
 DEFAULT_DELETES = "_change_type = 'delete'"
 
 

@@ -32,7 +32,13 @@ def _rebuild(cls, message, fix, state):
 
 
 class ConfigError(SparkCDCError):
-    """An option or a pipeline key is unknown, missing or malformed. Terminal."""
+    """An option or a pipeline key is unknown, missing or malformed. Terminal. ``key`` names
+    the option when one is to blame, so a caller (the pipeline YAML's reader) can point at
+    its line without reading the message."""
+
+    def __init__(self, message: str, *, fix: str | None = None, key: str | None = None):
+        super().__init__(message, fix=fix)
+        self.key = key
 
 
 class SandboxError(SparkCDCError):

@@ -127,6 +127,8 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert "caught up" in resumed.stdout
     assert "nothing to do" not in resumed.stdout  # it had two rows to bring
+    for notice in ("log4j profile", "NativeCodeLoader", "resolves to a loopback"):
+        assert notice not in resumed.stderr, resumed.stderr[-2000:]
     assert cli("verify", str(yaml_path), env=env).returncode == 0
 
     # again at once: the binlog has not moved, so the run starts no JVM at all

@@ -1,4 +1,4 @@
-"""Watermark normalization and the stream filter, as pure functions (ALGORITHM.md 5-6)."""
+"""Watermark normalization and the stream filter, as pure functions (docs/algorithm.md)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_empty_window_returns_the_same_table():
 
 
 def splits_example():
-    # ALGORITHM.md section 6: [1,100] HW 1000, [101,200] HW 800, [201,300] HW 1500
+    # the stream filter (docs/algorithm.md): [1,100] HW 1000, [101,200] HW 800, [201,300] HW 1500
     return [FinishedSplit(T, None, 101, off(1000)), FinishedSplit(T, 101, 201, off(800)),
             FinishedSplit(T, 201, None, off(1500))]
 

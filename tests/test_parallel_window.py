@@ -21,7 +21,7 @@ from sparkcdc.core.schema import TableId
 from sparkcdc.mysql.binlog import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
-from sparkcdc.mysql.window_split import split_window, window_bytes
+from sparkcdc.mysql.window_split import bound_window, split_window, window_bytes
 from sparkcdc.spark.source import MySQLCDCDataSource, WindowItem
 
 pytestmark = pytest.mark.timeout(600)
@@ -96,6 +96,31 @@ def test_sub_windows_partition_the_window_at_transaction_boundaries(backlog, spl
             assert cut.pos == 4 or event_at(cur, cut) == "Gtid", cut
         assert len({w[1].file for w in windows}) >= 2
     assert read_pieces(conn, schema, windows) == whole
+
+
+def test_a_backlog_is_read_in_batches_of_bounded_size(backlog):
+    """bound_window walks a backlog the way micro-batches do: each batch ends at the first
+    transaction start past about max_bytes, and the batches read every record once."""
+    conn, schema, start, end, whole = backlog
+    with conn.connect() as c, c.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        files = [(r[0], int(r[1])) for r in cur.fetchall()]
+        batches, at = [], start
+        while at < end:
+            nxt = bound_window(cur, at, end, 40_000)
+            assert at < nxt <= end
+            if nxt < end:
+                assert nxt.pos == 4 or event_at(cur, nxt) == "Gtid", nxt
+            batches.append((at, nxt))
+            at = nxt
+        assert bound_window(cur, start, end, 0) == end
+        assert bound_window(cur, start, end, 10**9) == end
+        sizes = [window_bytes(files, a, b) for a, b in batches]
+    # at most about max_bytes each, but for the one big transaction (hundreds of kB),
+    # which cannot be cut
+    assert len(batches) >= sum(sizes) // 40_000
+    assert sum(1 for x in sizes if x > 2 * 40_000) <= 1, sizes
+    assert read_pieces(conn, schema, batches) == whole
 
 
 def test_cuts_are_spread_over_the_window(backlog):

@@ -1,4 +1,4 @@
-"""Cutting a table into snapshot chunks (ALGORITHM.md section 4), with no database in sight.
+"""Cutting a table into snapshot chunks (docs/algorithm.md, "Cutting a table into chunks"), with no database in sight.
 
 The planner decides *where* to cut; a ``KeyProbe`` (the dialect's, or a fake in tests)
 answers the few questions that need the data: min/max, an approximate row count, "which key

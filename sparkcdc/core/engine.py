@@ -2,8 +2,8 @@
 
 Snapshot every chunk with the watermark algorithm (each normalized to its own high
 watermark), then stream from the smallest high watermark through the stream filter. It is
-what ALGORITHM.md sections 4-6 describe, end to end, and the yardstick the Spark source is
-tested against. The dialect supplies all database access (``sparkcdc.mysql.dialect``).
+what docs/algorithm.md describes, in Flink's order (forward normalization to each chunk's
+high watermark), end to end, and the yardstick the Spark source is tested against. The dialect supplies all database access (``sparkcdc.mysql.dialect``).
 """
 
 from __future__ import annotations

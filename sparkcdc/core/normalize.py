@@ -1,4 +1,4 @@
-"""Watermark normalization (ALGORITHM.md section 5, step 5), as pure functions.
+"""Watermark normalization (docs/algorithm.md, "Reading a chunk without a lock"), as pure functions.
 
 A chunk ``[s, e)`` was selected at some instant between the low watermark LW and the high
 watermark HW. Replaying, in binlog order, every change of the window ``[LW, HW)`` whose key

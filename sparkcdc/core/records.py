@@ -21,6 +21,12 @@ from sparkcdc.core.schema import TableId
 
 INSERT, UPDATE, DELETE = "c", "u", "d"
 
+# The metadata columns every change row carries, after the table's own columns, in this
+# order: the change kind (Delta's change-feed names), where it comes from, its commit time
+# (null for snapshot rows) and its place in the binlog (docs/spark-source.md). Defined here
+# once; the source builds them, the apply, routes and formats read them.
+META_COLUMNS = ("_change_type", "_database", "_table", "_op_ts", "_seq")
+
 
 @dataclass(frozen=True, slots=True)
 class ChangeRecord:

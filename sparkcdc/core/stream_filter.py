@@ -1,4 +1,4 @@
-"""The stream filter (ALGORITHM.md section 6), as a pure function of finished splits.
+"""The stream filter (docs/algorithm.md, "The stream"), as a pure function of finished splits.
 
 For a change at offset ``p`` of table ``t``, with chunk-key value ``k``:
 

@@ -1,4 +1,4 @@
-"""Reading one chunk without locks: the watermark algorithm (ALGORITHM.md section 5).
+"""Reading one chunk without locks: the watermark algorithm (docs/algorithm.md, "Reading a chunk without a lock").
 
 ``read_split`` is the whole algorithm, one numbered, logged step at a time. Everything that
 touches the database goes through a ``SnapshotDialect``; ``WatermarkHooks`` let a test run

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sparkcdc import __version__
+from sparkcdc.core.records import META_COLUMNS
 from sparkcdc.formats.values import (
     READ_OPTIONS,
     as_schema,
@@ -29,7 +30,7 @@ from sparkcdc.formats.values import (
     wire_schema,
 )
 
-META = ("_change_type", "_database", "_table", "_op_ts", "_seq")
+META = META_COLUMNS
 
 
 def data_schema(df: DataFrame) -> StructType:

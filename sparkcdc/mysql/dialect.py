@@ -101,6 +101,15 @@ class MySQLDialect:
         with self._cursor() as cur:
             return split_window(cur, start, end, split_bytes, max_parts)
 
+    def bound_window(self, start: BinlogOffset, end: BinlogOffset,
+                     max_bytes: int) -> BinlogOffset:
+        """Where a micro-batch starting at ``start`` ends to hold at most about
+        ``max_bytes`` of binlog (``mysql/window_split.py``)."""
+        from sparkcdc.mysql.window_split import bound_window
+
+        with self._cursor() as cur:
+            return bound_window(cur, start, end, max_bytes)
+
     def in_chunk(self, schema: TableSchema, start: Any, end: Any,
                  values: Sequence[Any]) -> list[bool]:
         return self._locator.in_chunk(schema, start, end, values)

@@ -70,6 +70,10 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
     "changelog-mode": ("all", "'all' (an update is update_preimage + update_postimage) or "
                               "'upsert' (its postimage alone, for consumers that only need "
                               "the latest row per key)"),
+    "scan.binlog.max-batch-size": (
+        "128mb", "a size like '128mb' or a number of bytes: a micro-batch of the stream reads "
+                 "at most about this much binlog, so a backlog is read in batches of bounded "
+                 "memory; 0: no bound"),
     "scan.binlog.parallel.split-size": (
         "64mb", "a size like '64mb', '512kb' or a number of bytes: a micro-batch's binlog "
                 "window larger than this is read by several tasks; 0 turns that off"),
@@ -77,15 +81,24 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
 _CANONICAL = {k.lower(): k for k in OPTIONS}
 
 
-def parse_duration(name: str, value: str) -> float:
-    """Seconds, from Flink-style durations: '30s', '500ms', '2min', '1h', or plain ms."""
+def duration_seconds(value: str) -> float | None:
+    """Seconds, from Flink-style durations: '30s', '500ms', '2min', '1h', or plain ms; None
+    when malformed."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h)?\s*", value)
     if not m:
-        raise ConfigError(f"option '{name}' has the malformed value {value!r}",
-                          fix=f"'{name}' accepts {OPTIONS[name][1]}")
-    n = float(m.group(1))
+        return None
     unit = m.group(2) or "ms"
-    return n * {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600}[unit]
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "m": 60,
+                                "h": 3600}[unit]
+
+
+def parse_duration(name: str, value: str) -> float:
+    """Seconds of the duration option ``name``, or a ConfigError naming it."""
+    seconds = duration_seconds(value)
+    if seconds is None:
+        raise ConfigError(f"option '{name}' has the malformed value {value!r}",
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}", key=name)
+    return seconds
 
 
 def _int(name: str, value: str, lo: int | None = None, hi: int | None = None) -> int:
@@ -93,10 +106,10 @@ def _int(name: str, value: str, lo: int | None = None, hi: int | None = None) ->
         n = int(value.strip())
     except ValueError:
         raise ConfigError(f"option '{name}' must be an integer, got {value!r}",
-                          fix=f"'{name}' accepts {OPTIONS[name][1]}") from None
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}", key=name) from None
     if (lo is not None and n < lo) or (hi is not None and n > hi):
         raise ConfigError(f"option '{name}' is out of range: {n}",
-                          fix=f"'{name}' accepts {OPTIONS[name][1]}")
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}", key=name)
     return n
 
 
@@ -105,7 +118,7 @@ def parse_size(name: str, value: str) -> int:
     m = re.fullmatch(r"\s*(\d+)\s*(b|kb|k|mb|m|gb|g)?\s*", value.lower())
     if not m:
         raise ConfigError(f"option '{name}' has the malformed value {value!r}",
-                          fix=f"'{name}' accepts {OPTIONS[name][1]}")
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}", key=name)
     unit = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3,
             "gb": 1024**3}[m.group(2) or "b"]
     return int(m.group(1)) * unit
@@ -116,16 +129,16 @@ def _float(name: str, value: str) -> float:
         f = float(value)
     except ValueError:
         raise ConfigError(f"option '{name}' must be a number, got {value!r}",
-                          fix=f"'{name}' accepts {OPTIONS[name][1]}") from None
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}", key=name) from None
     if not f > 0:
-        raise ConfigError(f"option '{name}' must be positive, got {value!r}")
+        raise ConfigError(f"option '{name}' must be positive, got {value!r}", key=name)
     return f
 
 
 def _bool(name: str, value: str) -> bool:
     v = value.strip().lower()
     if v not in ("true", "false"):
-        raise ConfigError(f"option '{name}' must be true or false, got {value!r}")
+        raise ConfigError(f"option '{name}' must be true or false, got {value!r}", key=name)
     return v == "true"
 
 
@@ -133,7 +146,7 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
     v = value.strip().lower()
     if v not in choices:
         raise ConfigError(f"option '{name}' must be one of {', '.join(choices)}, got {value!r}",
-                          fix=f"'{name}' accepts {OPTIONS[name][1]}")
+                          fix=f"'{name}' accepts {OPTIONS[name][1]}", key=name)
     return v
 
 
@@ -142,8 +155,8 @@ def _regex(name: str, value: str) -> str:
         re.compile(value)
     except re.error as e:
         raise ConfigError(f"option '{name}' is not a valid regular expression: {value!r} ({e})",
-                          fix="escape dots and other special characters, e.g. 'shop\\.orders'"
-                          ) from None
+                          fix="escape dots and other special characters, e.g. 'shop\\.orders'",
+                          key=name) from None
     return value
 
 
@@ -156,12 +169,14 @@ def parse_server_ids(value: str | None) -> tuple[int, ...]:
     m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", value)
     if not m:
         raise ConfigError(f"option 'server-id' has the malformed value {value!r}",
-                          fix="use an id like '5400' or a range like '5400-5408'")
+                          fix="use an id like '5400' or a range like '5400-5408'",
+                          key="server-id")
     lo = int(m.group(1))
     hi = int(m.group(2)) if m.group(2) else lo
     if not (1 <= lo <= hi <= 4294967295):
         raise ConfigError(f"option 'server-id' range {value!r} is invalid",
-                          fix="ids are 1-4294967295 and a range is 'low-high' with low <= high")
+                          fix="ids are 1-4294967295 and a range is 'low-high' with low <= high",
+                          key="server-id")
     return tuple(range(lo, hi + 1))
 
 
@@ -173,7 +188,8 @@ def _tls_options(get) -> dict[str, Any]:
         close = difflib.get_close_matches(mode, SSL_MODES, n=1, cutoff=0.4)
         raise ConfigError(f"option 'ssl.mode' has the unknown value {get('ssl.mode')!r}",
                           fix=f"use one of {', '.join(SSL_MODES)}"
-                              + (f" (did you mean '{close[0]}'?)" if close else ""))
+                              + (f" (did you mean '{close[0]}'?)" if close else ""),
+                          key="ssl.mode")
     ca, cert, key = get("ssl.ca") or None, get("ssl.cert") or None, get("ssl.key") or None
     if mode in VERIFY_MODES and not ca:
         raise ConfigError(f"ssl.mode '{mode}' needs 'ssl.ca'",
@@ -202,8 +218,8 @@ def _tls_options(get) -> dict[str, Any]:
         except OSError as e:
             raise ConfigError(f"option '{name}': cannot read {path!r} ({e.strerror})",
                               fix=f"'{name}' accepts {OPTIONS[name][1]}; it must be readable "
-                                  "by the driver and at the same path on every executor"
-                              ) from None
+                                  "by the driver and at the same path on every executor",
+                              key=name) from None
     if mode not in ("disabled", "preferred"):
         try:
             build_ssl_context(mode, ca, cert, key)
@@ -244,6 +260,7 @@ class SourceConfig:
     max_rows_per_batch: int | None
     raw: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     binlog_split_bytes: int = 64 * 1024**2  # 0: a micro-batch's window is never split
+    binlog_batch_bytes: int = 128 * 1024**2  # 0: a stream batch reads its whole backlog
     preimages: bool = True  # changelog-mode 'all'; 'upsert' leaves update preimages out
     arrow_batches: bool = False  # output rows are whole Arrow record batches (IPC bytes)
 
@@ -269,7 +286,8 @@ class SourceConfig:
             v = get(name)
             if v is None or v == "":
                 raise ConfigError(f"option '{name}' is required",
-                                  fix=f"set .option('{name}', ...) to {OPTIONS[name][1]}")
+                                  fix=f"set .option('{name}', ...) to {OPTIONS[name][1]}",
+                                  key=name)
             return v
 
         mode = get("scan.startup.mode").strip().lower()
@@ -292,7 +310,8 @@ class SourceConfig:
                         "(or '.gtid-set')")
             if file and pos is None:
                 raise ConfigError("option 'scan.startup.specific-offset.pos' is required with "
-                                  "'scan.startup.specific-offset.file'")
+                                  "'scan.startup.specific-offset.file'",
+                                  key="scan.startup.specific-offset.pos")
             startup = StartupOffset(
                 file=file, pos=_int("scan.startup.specific-offset.pos", pos, 0) if pos else None,
                 gtid_set=gtid,
@@ -307,7 +326,7 @@ class SourceConfig:
         tls = _tls_options(get)
         timeout = parse_duration("connect.timeout", get("connect.timeout"))
         if timeout <= 0:
-            raise ConfigError("option 'connect.timeout' must be positive")
+            raise ConfigError("option 'connect.timeout' must be positive", key="connect.timeout")
         conn = ConnectionOptions(
             hostname=required("hostname"),
             port=_int("port", get("port"), 1, 65535),
@@ -348,6 +367,8 @@ class SourceConfig:
             raw={k: v for k, v in opts.items() if k != "password"},
             binlog_split_bytes=parse_size("scan.binlog.parallel.split-size",
                                           get("scan.binlog.parallel.split-size")),
+            binlog_batch_bytes=parse_size("scan.binlog.max-batch-size",
+                                          get("scan.binlog.max-batch-size")),
             preimages=_choice("changelog-mode", get("changelog-mode"), ("all", "upsert"))
             == "all",
             arrow_batches=_bool("arrow-batches", get("arrow-batches")),

@@ -59,6 +59,18 @@ def window_bytes(files: list[tuple[str, int]], start: BinlogOffset, end: BinlogO
     return total
 
 
+def _span(cur, start: BinlogOffset, end: BinlogOffset) -> list[tuple[str, int]] | None:
+    """The binlog files ``[start, end)`` lies in, with their sizes (``SHOW BINARY LOGS``), or
+    None when one of its ends is in a file the server no longer has: the reader then reports
+    the purged file better than a cut would."""
+    cur.execute("SHOW BINARY LOGS")
+    files = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
+    lo, hi = file_index(start.file), file_index(end.file)
+    span = [(n, s) for n, s in files if lo <= file_index(n) <= hi]
+    names = {n for n, _ in span}
+    return span if start.file in names and end.file in names else None
+
+
 def split_window(cur, start: BinlogOffset, end: BinlogOffset, split_bytes: int,
                  max_parts: int) -> list[tuple[BinlogOffset, BinlogOffset]]:
     """``[start, end)`` as consecutive sub-windows of about ``split_bytes`` each, at most
@@ -69,13 +81,9 @@ def split_window(cur, start: BinlogOffset, end: BinlogOffset, split_bytes: int,
     import pymysql
 
     try:
-        cur.execute("SHOW BINARY LOGS")
-        files = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
-        lo, hi = file_index(start.file), file_index(end.file)
-        span = [(n, s) for n, s in files if lo <= file_index(n) <= hi]
-        names = [n for n, _ in span]
-        if start.file not in names or end.file not in names:
-            return whole  # the reader reports a purged file better than a split would
+        span = _span(cur, start, end)
+        if span is None:
+            return whole
         total = window_bytes(span, start, end)
         parts = min(max_parts, math.ceil(total / split_bytes))
         if parts <= 1:
@@ -88,9 +96,36 @@ def split_window(cur, start: BinlogOffset, end: BinlogOffset, split_bytes: int,
     return list(itertools.pairwise(bounds))
 
 
+def bound_window(cur, start: BinlogOffset, end: BinlogOffset,
+                 max_bytes: int) -> BinlogOffset:
+    """The end of a window that starts at ``start`` and holds about ``max_bytes`` of binlog
+    at most (the first transaction start at or after that), or ``end`` when the window is
+    no larger. A micro-batch ends there, so a backlog of any size is read in batches of a
+    bounded size: the driver collects a batch, and its memory must not grow with the
+    backlog. Exact for the same reason as the cuts of ``split_window``."""
+    import pymysql
+
+    if max_bytes <= 0 or not start < end:
+        return end
+    try:
+        span = _span(cur, start, end)
+        if span is None:
+            return end
+        total = window_bytes(span, start, end)
+        if total <= max_bytes:
+            return end
+        cuts = _cuts(cur, span, start, end, total, math.ceil(total / max_bytes),
+                     only_first=True)
+    except pymysql.err.MySQLError as e:
+        log.warning("binlog window %s .. %s not bounded (reading it whole): %s", start, end, e)
+        return end
+    return cuts[0] if cuts else end
+
+
 def _cuts(cur, span: list[tuple[str, int]], start: BinlogOffset, end: BinlogOffset,
-          total: int, parts: int) -> list[BinlogOffset]:
-    """Transaction starts near ``k * total / parts``, strictly inside ``(start, end)``."""
+          total: int, parts: int, only_first: bool = False) -> list[BinlogOffset]:
+    """Transaction starts near ``k * total / parts``, strictly inside ``(start, end)``
+    (``only_first``: the first of them alone)."""
     flavor = start.flavor
     # where each file's bytes begin in the window
     layout, acc = [], 0
@@ -115,6 +150,8 @@ def _cuts(cur, span: list[tuple[str, int]], start: BinlogOffset, end: BinlogOffs
                 cut = BinlogOffset(name, cut, flavor=flavor)
             if cut is not None and (prev < cut < end) and (not cuts or cut != cuts[-1]):
                 cuts.append(cut)
+            break
+        if only_first and cuts:
             break
     return cuts
 
@@ -159,4 +196,4 @@ def _events(cur, file: str, pos: int, skip: int, n: int) -> list[_Event]:
     return out
 
 
-__all__ = ["split_window", "window_bytes"]
+__all__ = ["bound_window", "split_window", "window_bytes"]

@@ -20,7 +20,7 @@ import yaml
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.options import OPTIONS as SOURCE_OPTIONS
-from sparkcdc.mysql.options import parse_duration
+from sparkcdc.mysql.options import duration_seconds
 
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
 SECTIONS = ("source", "sink", "route", "transform", "pipeline")
@@ -341,8 +341,7 @@ def _check_source_options(r: _Reader, opts: dict[str, str]) -> None:
     try:
         SourceConfig.parse(trial)
     except ConfigError as e:
-        m = re.search(r"'([a-z][a-zA-Z0-9_.\-]*)'", e.message)
-        name = m.group(1) if m and m.group(1) in opts else next(iter(opts))
+        name = e.key if e.key in opts else next(iter(opts))
         raise r.error(f"source.{name}", r.lines.get(f"source.{name}", 1), e.message,
                       fix=e.fix) from None
 
@@ -381,8 +380,7 @@ def _sink(r: _Reader, node: yaml.Node, line: int, base: Path) -> SinkDef:
     try:
         check_sink_options(stype, opts)
     except ConfigError as e:
-        m2 = re.search(r"option '([^']+)'", e.message)
-        name = m2.group(1) if m2 and m2.group(1) in opts else "type"
+        name = e.key if e.key in opts else "type"
         raise r.error(f"sink.{name}", r.lines.get(f"sink.{name}", line), e.message,
                       fix=e.fix) from None
     return SinkDef(stype, opts, line)
@@ -494,10 +492,9 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
         elif name == "checkpoint.location":
             vals["checkpoint_location"] = _resolve(base, text)
         elif name in ("trigger.interval", "discovery.interval"):
-            try:
-                seconds = parse_duration("heartbeat.interval", text)
-            except ConfigError:
-                raise bad from None
+            seconds = duration_seconds(text)
+            if seconds is None:
+                raise bad
             if seconds <= 0 and name == "discovery.interval":
                 raise bad
             vals[name.replace(".", "_")] = seconds

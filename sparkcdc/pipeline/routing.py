@@ -16,10 +16,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sparkcdc.core.records import META_COLUMNS
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.definition import PipelineDef, RouteDef, TransformDef
 
-META = ("_change_type", "_database", "_table", "_op_ts", "_seq")
+META = META_COLUMNS
 _FLINK_META = {
     "__data_event_type__": ("CASE _change_type WHEN 'insert' THEN '+I' WHEN 'delete' THEN '-D' "
                             "WHEN 'update_preimage' THEN '-U' ELSE '+U' END"),

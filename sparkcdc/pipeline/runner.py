@@ -135,6 +135,13 @@ class Runner:
             shipping = not cluster.is_local(self.master)
             if shipping:  # executors import the driver's sparkcdc (pipeline/cluster.py)
                 conf = cluster.ship_conf(conf, cluster.package_archive())
+            else:  # a local run binds to loopback (no "hostname resolves to..." warning)
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            if "log4j" not in conf.get("spark.driver.extraJavaOptions", ""):
+                quiet = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+                conf["spark.driver.extraJavaOptions"] = (
+                    conf.get("spark.driver.extraJavaOptions", "")
+                    + f" -Dlog4j2.configurationFile=file:{quiet}").strip()
             if self.settings.local_time_zone:
                 conf["spark.sql.session.timeZone"] = self.settings.local_time_zone
             b = SparkSession.builder.appName(f"sparkcdc:{self.settings.name}")

@@ -66,14 +66,15 @@ def check_sink_options(sink_type: str, options: Mapping[str, str]) -> None:
             close = difflib.get_close_matches(name, list(spec), n=1, cutoff=0.5)
             raise ConfigError(f"unknown option '{name}' for the {sink_type} sink",
                               fix=(f"did you mean '{close[0]}'? " if close else "")
-                              + f"accepted options: {', '.join(sorted(spec))}")
+                              + f"accepted options: {', '.join(sorted(spec))}", key=name)
     for name in PER_TABLE.get(sink_type, ()):
         if name in options and not (sink_type in ("delta", "files") and name == "path"):
             raise ConfigError(f"option '{name}' is set by the pipeline for each target table",
-                              fix="name targets with 'route' (sink-table: db.table)")
+                              fix="name targets with 'route' (sink-table: db.table)", key=name)
         if name == "path" and name not in options:
             raise ConfigError(f"option '{name}' is required",
-                              fix=f"the base directory; each table goes to {name}/<db>/<table>")
+                              fix=f"the base directory; each table goes to {name}/<db>/<table>",
+                              key=name)
     if sink_type == "iceberg" and "warehouse" not in options and not any(
             k.startswith("catalog.") for k in options):
         raise ConfigError("option 'warehouse' is required (or catalog.* options)",

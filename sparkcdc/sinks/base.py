@@ -214,16 +214,16 @@ class Options:
                 raise ConfigError(
                     f"unknown option '{key}' for the {sink_type} sink",
                     fix=f"{hint}accepted options: {', '.join(sorted(spec))}"
-                        + (f"; and any '{prefixes[0]}*'" if prefixes else ""))
+                        + (f"; and any '{prefixes[0]}*'" if prefixes else ""), key=key)
             self.raw[key] = value if isinstance(value, str) else _to_str(value)
         for key, opt in spec.items():
             if opt.default == REQUIRED and key not in self.raw:
                 raise ConfigError(f"the {sink_type} sink needs the option '{key}'",
-                                  fix=f"'{key}' accepts {opt.accepts}")
+                                  fix=f"'{key}' accepts {opt.accepts}", key=key)
 
     def _bad(self, key: str, value: str, why: str) -> ConfigError:
         return ConfigError(f"option '{key}' of the {self.sink_type} sink {why}: {value!r}",
-                           fix=f"'{key}' accepts {self.spec[key].accepts}")
+                           fix=f"'{key}' accepts {self.spec[key].accepts}", key=key)
 
     def get(self, key: str) -> str | None:
         if key in self.raw:
@@ -282,7 +282,7 @@ def table_name_parts(sink_type: str, key: str, value: str, parts: int) -> tuple[
     if len(got) != parts or not all(got):
         want = ".".join(["name"] * parts)
         raise ConfigError(f"option '{key}' of the {sink_type} sink is malformed: {value!r}",
-                          fix=f"give it as '{want}'")
+                          fix=f"give it as '{want}'", key=key)
     return got
 
 

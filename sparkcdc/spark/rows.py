@@ -25,8 +25,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkcdc.core.records import SEQ_AFTER, SEQ_BEFORE, SEQ_SNAPSHOT, ChangeRecord, seq_number
 from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.records import (
+    META_COLUMNS,
+    SEQ_AFTER,
+    SEQ_BEFORE,
+    SEQ_SNAPSHOT,
+    ChangeRecord,
+    seq_number,
+)
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.core.stream_filter import Verdict
 
@@ -39,6 +46,7 @@ META_FIELDS = [
     pa.field("_seq", pa.decimal128(38, 0), nullable=False),
 ]
 META_NAMES = [f.name for f in META_FIELDS]
+assert tuple(META_NAMES) == META_COLUMNS  # the Arrow types of core.records.META_COLUMNS
 ENVELOPE_FIELDS = [pa.field("key", pa.string()), pa.field("data", pa.string())]
 COLUMNS, ENVELOPE = "columns", "envelope"
 

@@ -35,13 +35,18 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, \
-    SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from sparkcdc.core.assigner import Phase, SplitAssigner
 from sparkcdc.core.batch_size import BatchSizer
 from sparkcdc.core.chunking import ChunkingOptions, SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.records import META_COLUMNS
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
 from sparkcdc.mysql.options import SourceConfig
@@ -83,8 +88,7 @@ def _data_schema(tables: dict[TableId, TableSchema]) -> pa.Schema | None:
     schemas = [arrow_schema(s) for s in tables.values()]
     first = schemas[0]
     if all(s.equals(first) for s in schemas[1:]):
-        clash = [n for n in first.names if n in ("_change_type", "_database", "_table",
-                                                  "_op_ts", "_seq")]
+        clash = [n for n in first.names if n in META_COLUMNS]
         if clash:
             raise SchemaError(f"table column(s) {clash} clash with the source's metadata columns",
                               fix="rename the column(s) or capture the table in its own "
@@ -494,6 +498,10 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._sizer.admitted(len(chunks), now)
         if cfg.startup_mode == "snapshot" and not chunks:
             return start  # snapshot only: nothing after the last chunk
+        if not chunks and prev.pos < pos:
+            # a backlog is read in batches of bounded size (the driver collects each); a
+            # batch with chunks keeps its position, to which they are rolled back
+            pos = d.bound_window(prev.pos, pos, cfg.binlog_batch_bytes)
         if not chunks and pos == prev.pos:
             return start
         return SourceOffset(prev.run, pos, assigner, chunks, prev.min_ts_ms).to_dict()
