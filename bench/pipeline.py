@@ -41,20 +41,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import COLUMNS_DDL, FILL, machine
+from throughput import COLUMNS_DDL, FILL, LOG, machine, run_debezium, say
 
 from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
 
 DB = "bench"
 TABLE = "orders"
-LOG: list[str] = []
 BEGIN, END = "<!-- pipeline:begin -->", "<!-- pipeline:end -->"
-
-
-def say(msg: str) -> None:
-    line = f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}] {msg}"
-    LOG.append(line)
-    print(line, flush=True)
 
 
 # -- the process tree's memory ----------------------------------------------------------------
@@ -262,24 +255,9 @@ class Bench:
         say(f"Debezium catch-up: {c:.2f} s")
 
     def debezium(self, mode: str, expect: int, work: Path) -> float:
-        i = self.sb.info
         self._dbz_id = getattr(self, "_dbz_id", 6400) + 1
-        cfg = {"host": i.host, "port": i.port, "user": i.admin_user,
-               "password": i.admin_password, "database": DB, "table": TABLE,
-               "server_id": self._dbz_id, "workdir": str(work), "mode": mode,
-               "expect": expect, "timeout": 300}
-        path = self.tmp / f"dbz-{time.monotonic_ns()}.json"
-        path.write_text(json.dumps(cfg))
-        out = subprocess.run([sys.executable, str(ROOT / "bench" / "debezium_run.py"),
-                              str(path)], capture_output=True, text=True, timeout=1200)
-        path.unlink()
-        line = [x for x in out.stdout.splitlines() if x.startswith("{")]
-        if not line:
-            raise RuntimeError(f"debezium_run failed: {out.stderr[-2000:]}")
-        res = json.loads(line[-1])
-        if mode != "position" and res["records"] < expect:
-            raise RuntimeError(f"Debezium delivered {res['records']} of {expect} records")
-        return float(res["seconds"])
+        return run_debezium(self.sb, self.tmp, self._dbz_id, mode, TABLE, expect, work,
+                            timeout=300)
 
     def dump(self) -> float:
         i = self.sb.info

@@ -263,22 +263,8 @@ class Bench:
     # -- 2. binlog catch-up --------------------------------------------------------------------
 
     def debezium(self, mode: str, table: str, expect: int, work: Path):
-        i = self.sb.info
-        cfg = {"host": i.host, "port": i.port, "user": i.admin_user,
-               "password": i.admin_password, "database": DB, "table": table,
-               "server_id": self._next_id(), "workdir": str(work), "mode": mode,
-               "expect": expect, "timeout": 900}
-        path = self.tmp / f"dbz-{time.monotonic_ns()}.json"
-        path.write_text(json.dumps(cfg))
-        out = subprocess.run([sys.executable, str(ROOT / "bench" / "debezium_run.py"),
-                              str(path)], capture_output=True, text=True, timeout=1200)
-        line = [x for x in out.stdout.splitlines() if x.startswith("{")]
-        if not line:
-            raise RuntimeError(f"debezium_run failed: {out.stderr[-2000:]}")
-        res = json.loads(line[-1])
-        if mode != "position" and res["records"] < expect:
-            raise RuntimeError(f"Debezium delivered {res['records']} of {expect} records")
-        return res["seconds"], expect
+        secs = run_debezium(self.sb, self.tmp, self._next_id(), mode, table, expect, work)
+        return secs, expect
 
     def _next_id(self) -> int:
         self._ids += 10
@@ -617,6 +603,32 @@ def _trim_profile(text: str) -> str:
 
 
 # -- the report ----------------------------------------------------------------------------------
+
+def run_debezium(sb, tmp: Path, server_id: int, mode: str, table: str, expect: int,
+                 work: Path, timeout: int = 900) -> float:
+    """Debezium embedded in its own process (bench/debezium_run.py): seconds from its
+    engine's start to the ``expect``-th record of ``DB.table``."""
+    i = sb.info
+    cfg = {"host": i.host, "port": i.port, "user": i.admin_user,
+           "password": i.admin_password, "database": DB, "table": table,
+           "server_id": server_id, "workdir": str(work), "mode": mode,
+           "expect": expect, "timeout": timeout}
+    path = tmp / f"dbz-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(cfg))
+    try:
+        out = subprocess.run([sys.executable, str(ROOT / "bench" / "debezium_run.py"),
+                              str(path)], capture_output=True, text=True,
+                             timeout=timeout + 300)
+    finally:
+        path.unlink(missing_ok=True)  # it holds a password
+    line = [x for x in out.stdout.splitlines() if x.startswith("{")]
+    if not line:
+        raise RuntimeError(f"debezium_run failed: {out.stderr[-2000:]}")
+    res = json.loads(line[-1])
+    if mode != "position" and res["records"] < expect:
+        raise RuntimeError(f"Debezium delivered {res['records']} of {expect} records")
+    return float(res["seconds"])
+
 
 BEGIN, END = "<!-- throughput:begin -->", "<!-- throughput:end -->"
 

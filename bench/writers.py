@@ -52,6 +52,9 @@ import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from throughput import LOG, load, say
 
 from sparkcdc import sinks
 from sparkcdc.apply import ApplySpec, apply_changes, collect_changes, plan_changes
@@ -63,17 +66,6 @@ BEGIN, END = "<!-- writers:begin -->", "<!-- writers:end -->"
 KEYS = ("id",)
 SPEC = ApplySpec(keys=KEYS)
 APP_ID = "sparkcdc-bench"
-LOG: list[str] = []
-
-
-def say(msg: str) -> None:
-    line = f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}] {msg}"
-    LOG.append(line)
-    print(line, flush=True)
-
-
-def load() -> float:
-    return round(os.getloadavg()[0], 1)
 
 
 def short_error(e: BaseException) -> str:

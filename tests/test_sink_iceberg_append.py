@@ -275,3 +275,24 @@ def test_key_types_bound_the_append_and_the_rewrite(tmp_path, kind):
     assert got["k"].to_pylist() == [key(i) for i in list(range(1, 11)) + [12]]
     assert got["name"].to_pylist() == [f"n{i}" for i in range(1, 7)] + ["x7", "n8", "n9",
                                                                        "n10", "x12"]
+
+
+def test_periodic_compaction_bounds_the_file_count(tmp_path):
+    """A stream of small insert batches appends a data file each; every compact-every
+    batches the small files are rewritten into one, rows unchanged."""
+    from sparkcdc import sinks
+    from sparkcdc.sinks.base import ChangeSet
+
+    sink = sinks.create("iceberg", {"warehouse": str(tmp_path / "wh"), "table": "db.small",
+                                    "compact-every": "5"})
+    files = []
+    for b in range(12):
+        ids = list(range(b * 10, b * 10 + 10))
+        t = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([str(i) for i in ids]),
+                      "__op": pa.array(["upsert"] * 10), "__new": pa.array([True] * 10)})
+        sink.write(ChangeSet(t, ("id",), ("id", "v")), b)
+        files.append(len(list(sink._table().scan().plan_files())))
+    assert files == [1, 2, 3, 4, 1, 2, 3, 4, 5, 1, 2, 3]
+    got = sink.read().sort_by("id")
+    assert got["id"].to_pylist() == list(range(120))
+    assert got["v"].to_pylist() == [str(i) for i in range(120)]

@@ -13,8 +13,8 @@ OPTIONS = {
     "partition-by": Opt(None, "comma-separated column names (used when the table is created)"),
     "app-id": Opt("sparkcdc", "the application id under which batch ids are recorded "
                               "(Delta's txn action); one per stream writing the table"),
-    "compact-every": Opt("0", "a non-negative integer: compact small files every N batches "
-                              "(0: never)"),
+    "compact-every": Opt("100", "a non-negative integer: compact small files every N batches "
+                                "(0: never)"),
     "target-file-size": Opt(None, "a positive integer: bytes per file for compaction"),
 }
 STORAGE_PREFIX = "storage."  # storage.<key> -> delta-rs storage_options
@@ -25,7 +25,7 @@ class DeltaConfig:
     path: str
     partition_by: tuple[str, ...] = ()
     app_id: str = "sparkcdc"
-    compact_every: int = 0
+    compact_every: int = 100  # a long stream of small batches must not pile up files
     target_file_size: int | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
 

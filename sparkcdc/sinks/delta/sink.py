@@ -56,7 +56,6 @@ class DeltaSink(Sink):
     def __init__(self, config: DeltaConfig):
         self.config = config
         self._dl = require("deltalake", "delta")
-        self._batches = 0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
@@ -106,8 +105,9 @@ class DeltaSink(Sink):
         counts = changes.counts()
         if rest.num_rows == 0 and append.num_rows:
             counts["appended"] = append.num_rows  # of the upserts, the ones appended
-        self._batches += 1
-        if self.config.compact_every and self._batches % self.config.compact_every == 0:
+        # by batch id, not by batches this process wrote: short runs (--until-caught-up)
+        # write a few batches each and must compact as a long stream does
+        if self.config.compact_every and (batch_id + 1) % self.config.compact_every == 0:
             metrics = table.optimize.compact(target_size=self.config.target_file_size)
             log.info("compacted %s: %s", self.config.path, metrics)
         return WriteResult(batch_id, counts=counts)

@@ -17,6 +17,8 @@ OPTIONS = {
     "catalog-name": Opt("sparkcdc", "the catalog's name"),
     "app-id": Opt("sparkcdc", "the application id under which batch ids are recorded "
                               "(table property sparkcdc.batch-id.<app-id>)"),
+    "compact-every": Opt("100", "a non-negative integer: every N batches, rewrite the "
+                                "table's small data files into few (0: never)"),
 }
 CATALOG_PREFIX = "catalog."  # catalog.<key> -> pyiceberg catalog properties (type, uri, ...)
 
@@ -28,6 +30,7 @@ class IcebergConfig:
     catalog_name: str = "sparkcdc"
     app_id: str = "sparkcdc"
     catalog_properties: dict[str, str] = field(default_factory=dict)
+    compact_every: int = 100  # a long stream of small batches must not pile up files
 
     @property
     def identifier(self) -> tuple[str, str]:
@@ -57,4 +60,5 @@ class IcebergConfig:
         if warehouse:
             props.setdefault("warehouse", warehouse)
         return cls(namespace=ns, table=name, catalog_name=o.text("catalog-name"),
-                   app_id=o.text("app-id"), catalog_properties=props)
+                   app_id=o.text("app-id"), catalog_properties=props,
+                   compact_every=o.integer("compact-every", lo=0))

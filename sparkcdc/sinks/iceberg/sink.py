@@ -135,6 +135,13 @@ class IcebergSink(Sink):
         counts = changes.counts()
         if appendable.num_rows:
             counts["appended"] = appendable.num_rows  # of the upserts, the ones appended
+        # by batch id, as the delta sink does: short runs compact like a long stream
+        every = self.config.compact_every
+        if every and (batch_id + 1) % every == 0:
+            n = _compact(self._table())
+            if n:
+                log.info("compacted %d small data files of %s", n,
+                         ".".join(self.config.identifier))
         return WriteResult(batch_id, counts=counts)
 
     def read(self) -> pa.Table:
@@ -196,6 +203,37 @@ def _merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema) -> None:
                                                       io=table.io,
                                                       write_uuid=overwrite.commit_uuid):
                 overwrite.append_data_file(data_file)
+
+
+SMALL_FILE_BYTES = 32 * 1024**2  # a data file below this is rewritten by compaction
+
+
+def _compact(table) -> int:
+    """Rewrites the table's small data files into as few as the writer makes, in one
+    ``overwrite`` snapshot that names the files it drops; the rows are the same, so a crash
+    before or after it changes nothing. pyiceberg (0.12) has no compaction of its own. Files
+    with delete files (written by another engine) are left alone. Returns the files
+    rewritten (0: fewer than two were small)."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+
+    if table is None or table.current_snapshot() is None:
+        return 0
+    tasks = [t for t in table.scan().plan_files()
+             if not t.delete_files and t.file.file_size_in_bytes < SMALL_FILE_BYTES]
+    if len(tasks) < 2:
+        return 0
+    schema = table.schema().as_arrow()
+    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(
+        tasks).cast(schema)
+    with table.transaction() as tx, tx.update_snapshot().overwrite() as overwrite:
+        for task in tasks:
+            overwrite.delete_data_file(task.file)
+        for data_file in _dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows,
+                                                  io=table.io,
+                                                  write_uuid=overwrite.commit_uuid):
+            overwrite.append_data_file(data_file)
+    return len(tasks)
 
 
 def _claim_range(tx, span) -> None:
