@@ -50,7 +50,9 @@ def _commits(path) -> int:
 
 def _kill_runs(mariadb, db, tmp_path, kills: int, seed: int) -> None:
     rnd = random.Random(seed)
-    rows = 40_000  # 20 chunks, 2 per batch: ten snapshot batches
+    # 2,000-row chunks, 2 per batch; a kill waits for 1-3 more batches, and every kill must
+    # land while the snapshot runs (after it, a run catches up and exits on its own)
+    rows = 4_000 * (3 * kills + 2)
     make_table(mariadb, db, rows)
     yaml, lake, ckpt = tmp_path / "p.yaml", tmp_path / "lake", tmp_path / "ckpt"
     _yaml(yaml, mariadb, db, lake, ckpt)
