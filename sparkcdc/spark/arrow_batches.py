@@ -57,3 +57,17 @@ def spark_arrow_schema(source_schema: pa.Schema, spark=None) -> pa.Schema:
         large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
     spark_schema = from_arrow_schema(source_schema, prefer_timestamp_ntz=True)
     return to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=large)
+
+
+def decode_tables(rows: pa.Table) -> dict[str, pa.Table]:
+    """The change rows of a collected micro-batch of tables that differ (the ``tables``
+    shape: each record batch holds one table, in its own columns), per ``db.table``."""
+    parts: dict[str, list[pa.Table]] = {}
+    for v in rows.column("_batch").to_pylist():
+        t = pa.ipc.open_stream(v).read_all()
+        if not t.num_rows:
+            continue
+        name = f"{t['_database'][0].as_py()}.{t['_table'][0].as_py()}"
+        parts.setdefault(name, []).append(t)
+    return {name: pa.concat_tables(ts) for name, ts in parts.items()}
+

@@ -49,6 +49,9 @@ META_NAMES = [f.name for f in META_FIELDS]
 assert tuple(META_NAMES) == META_COLUMNS  # the Arrow types of core.records.META_COLUMNS
 ENVELOPE_FIELDS = [pa.field("key", pa.string()), pa.field("data", pa.string())]
 COLUMNS, ENVELOPE = "columns", "envelope"
+# each table in batches of its own columns shape (with arrow-batches, whose batches carry
+# their schema, so tables that differ need no envelope)
+TABLES = "tables"
 
 
 def output_schema(data: pa.Schema | None) -> pa.Schema:
@@ -278,3 +281,38 @@ def snapshot_batches(table: pa.Table, schema: TableSchema, as_of: BinlogOffset,
                 for f in out_schema]
     full = pa.Table.from_arrays(cols, schema=out_schema)
     yield from full.to_batches(max_chunksize=max_rows)
+
+
+class TableBuilders:
+    """A ``RowBuilder`` per table, each in its table's own ``columns`` shape: the ``tables``
+    shape of a window over tables that differ. ``flush`` gives one batch per table that has
+    rows, so each batch keeps its table's types."""
+
+    def __init__(self, schemas: Mapping[Any, TableSchema], preimages: bool = True):
+        from sparkcdc.mysql.types import arrow_schema
+
+        self._schemas = schemas
+        self._preimages = preimages
+        self._builders: dict[Any, RowBuilder] = {}
+        self._arrow = arrow_schema
+
+    def add_changes(self, records: Sequence[ChangeRecord], verdicts: Sequence[Verdict],
+                    schemas: Mapping[Any, TableSchema]) -> None:
+        by_table: dict[Any, tuple[list, list]] = {}
+        for rec, v in zip(records, verdicts):
+            recs, vs = by_table.setdefault(rec.table_id, ([], []))
+            recs.append(rec)
+            vs.append(v)
+        for tid, (recs, vs) in by_table.items():
+            b = self._builders.get(tid)
+            if b is None:
+                out = output_schema(self._arrow(schemas[tid]))
+                b = self._builders[tid] = RowBuilder(out, COLUMNS, self._preimages)
+            b.add_changes(recs, vs, schemas)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._builders.values())
+
+    def flush(self) -> list[pa.RecordBatch]:
+        return [b for b in (x.flush() for x in self._builders.values()) if b is not None]
+

@@ -50,6 +50,7 @@ from sparkcdc.core.records import META_COLUMNS
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
 from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.spark.rows import TABLES
 
 log = logging.getLogger(__name__)
 
@@ -270,13 +271,18 @@ def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
     result = read_split_as_of(dialect, schema, split.split_id, split.start, split.end, as_of,
                               backfill=not ctx.config.backfill_skip, log_=rollback)
     rows = in_key_order(result.rows, schema.row_key)  # a replay is byte-identical
-    yield from snapshot_batches(rows, schema, as_of, ctx.out_schema, ctx.shape,
-                                ROWS_PER_ARROW_BATCH)
+    out, shape = ctx.out_schema, ctx.shape
+    if shape == TABLES:  # the table's own columns, in batches of its own
+        from sparkcdc.mysql.types import arrow_schema
+        from sparkcdc.spark.rows import COLUMNS, output_schema
+
+        out, shape = output_schema(arrow_schema(schema)), COLUMNS
+    yield from snapshot_batches(rows, schema, as_of, out, shape, ROWS_PER_ARROW_BATCH)
 
 
 def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.RecordBatch]:
     from sparkcdc.core.stream_filter import StreamFilter, TableProgress
-    from sparkcdc.spark.rows import RowBuilder
+    from sparkcdc.spark.rows import RowBuilder, TableBuilders
 
     start, end = BinlogOffset.from_dict(item.start), BinlogOffset.from_dict(item.end)
     assigner = SplitAssigner.from_dict(item.assigner)
@@ -285,16 +291,18 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
     progress = {t: TableProgress(ctx.tables[t], splits, complete)
                 for t, (splits, complete) in view.items() if t in ctx.tables}
     flt = StreamFilter(progress, dialect.locate, floor=start)
-    builder = RowBuilder(ctx.out_schema, ctx.shape, ctx.config.preimages)
+    builder = (TableBuilders(ctx.tables, ctx.config.preimages) if ctx.shape == TABLES
+               else RowBuilder(ctx.out_schema, ctx.shape, ctx.config.preimages))
     pending = []
     wide = {t: cols for t, s in ctx.tables.items()
             if (cols := tuple(c.name for c in s.columns if c.data_type in _WIDE_TYPES))}
     held = 0  # bytes of long values in ``pending``
 
-    def drain():
+    def drain() -> list[pa.RecordBatch]:
         builder.add_changes(pending, flt.judge(pending), ctx.tables)
         pending.clear()
-        return builder.flush()
+        out = builder.flush()
+        return out if isinstance(out, list) else [out] if out is not None else []
 
     min_ts = item.min_ts_ms
     with _few_gc_passes():
@@ -306,12 +314,8 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
                 held += _wide_bytes(rec, cols)
             if len(pending) >= ROWS_PER_ARROW_BATCH or held >= BYTES_PER_ARROW_BATCH:
                 held = 0
-                batch = drain()
-                if batch is not None:
-                    yield batch
-        batch = drain()
-        if batch is not None:
-            yield batch
+                yield from drain()
+        yield from drain()
 
 
 def _wide_bytes(rec, cols: tuple[str, ...]) -> int:
@@ -359,10 +363,12 @@ class MySQLCDCDataSource(DataSource):
         return self._tables
 
     def _context(self) -> ReadContext:
-        from sparkcdc.spark.rows import COLUMNS, ENVELOPE, output_schema
+        from sparkcdc.spark.rows import COLUMNS, ENVELOPE, TABLES, output_schema
 
         tables = self._load()
         data = _data_schema(tables)
+        if data is None and self.config.arrow_batches:  # each table in its own batches
+            return ReadContext(self.config, self._flavor, tables, output_schema(None), TABLES)
         return ReadContext(self.config, self._flavor, tables, output_schema(data),
                            COLUMNS if data is not None else ENVELOPE)
 
