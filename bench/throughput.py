@@ -633,7 +633,8 @@ def run_debezium(sb, tmp: Path, server_id: int, mode: str, table: str, expect: i
 BEGIN, END = "<!-- throughput:begin -->", "<!-- throughput:end -->"
 
 
-def machine() -> dict:
+def cpu_and_memory() -> tuple[str, int]:
+    """The CPU's model name and the memory in kB, from /proc."""
     cpu = "?"
     try:
         cpu = next(ln.split(":", 1)[1].strip() for ln in
@@ -641,6 +642,11 @@ def machine() -> dict:
     except (OSError, StopIteration):
         pass
     mem = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+    return cpu, mem
+
+
+def machine() -> dict:
+    cpu, mem = cpu_and_memory()
     import pyarrow
     import pyspark
 

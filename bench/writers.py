@@ -37,7 +37,6 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -54,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import LOG, load, say
+from throughput import LOG, cpu_and_memory, load, say
 
 from sparkcdc import sinks
 from sparkcdc.apply import ApplySpec, apply_changes, collect_changes, plan_changes
@@ -905,13 +904,7 @@ def _median(runs: list[dict], key: str = "s"):
 
 
 def machine() -> dict:
-    cpu = "?"
-    try:
-        cpu = next(ln.split(":", 1)[1].strip() for ln in
-                   Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+    cpu, mem = cpu_and_memory()
     versions = {"python": platform.python_version()}
     from importlib.metadata import PackageNotFoundError, version
 
