@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import COLUMNS_DDL, FILL, LOG, machine, run_debezium, say
+from throughput import COLUMNS_DDL, FILL, LOG, machine, replace_section, run_debezium, say
 
 from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
 
@@ -388,13 +388,7 @@ def render(b: Bench, started: str) -> str:
 
 
 def write_docs(text: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    old = path.read_text()
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
+    replace_section(ROOT / "docs" / "benchmarks.md", BEGIN, END, text)
 
 
 def noop_child(config: str) -> None:

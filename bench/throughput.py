@@ -748,14 +748,19 @@ def render(b: Bench, started: str, args) -> str:
     return "\n".join(out)
 
 
-def write_docs(text: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
+def replace_section(path: Path, begin: str, end: str, text: str) -> None:
+    """Put ``text`` (which starts with ``begin`` and ends with ``end``) in place of the
+    section between those markers in ``path``, or at its end the first time."""
     old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + text + old[old.index(end) + len(end):]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     path.write_text(new)
+
+
+def write_docs(text: str) -> None:
+    replace_section(ROOT / "docs" / "benchmarks.md", BEGIN, END, text)
 
 
 def main() -> None:

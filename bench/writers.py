@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import LOG, cpu_and_memory, load, say
+from throughput import LOG, cpu_and_memory, load, replace_section, say
 
 from sparkcdc import sinks
 from sparkcdc.apply import ApplySpec, apply_changes, collect_changes, plan_changes
@@ -989,12 +989,7 @@ def render(b: Bench, started: str, load0: float) -> str:
 
 
 def write_docs(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
+    replace_section(path, BEGIN, END, text)
     print(f"wrote {path}")
 
 

@@ -245,6 +245,17 @@ def _spec(keys, sequence_by, apply_as_deletes, column_list, except_column_list,
                      stored_as_scd_type=int(stored_as_scd_type))
 
 
+def _already_applied(sink: Sink, batch_id: int) -> WriteResult | None:
+    """The skipped result when the sink already holds ``batch_id`` (a replayed batch), else
+    None. Each sink checks again inside its own write; this saves planning the batch."""
+    last = sink.last_batch_id()
+    if last is not None and batch_id <= last:
+        log.info("batch %d already applied to the %s sink (last %d): skipped",
+                 batch_id, sink.type, last)
+        return WriteResult(batch_id, skipped=True)
+    return None
+
+
 class ApplyChanges:
     """A ``foreachBatch`` function applying each micro-batch to one sink."""
 
@@ -260,11 +271,9 @@ class ApplyChanges:
 
     def apply(self, df, batch_id: int) -> WriteResult:
         batch_id = int(batch_id)
-        last = self.sink.last_batch_id()
-        if last is not None and batch_id <= last:
-            log.info("batch %d already applied to the %s sink (last %d): skipped",
-                     batch_id, self.sink.type, last)
-            return WriteResult(batch_id, skipped=True)
+        skipped = _already_applied(self.sink, batch_id)
+        if skipped is not None:
+            return skipped
         t0 = time.monotonic()
         if self.sink.kind == "changelog":
             self.spec.target_columns(df.columns)  # same checks as for merge sinks
@@ -285,11 +294,9 @@ def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec) -> 
     """One micro-batch of change rows already on the driver (``arrow-batches``), reduced in
     Arrow (``reduce_changes``) and written like ``ApplyChanges.apply`` does."""
     batch_id = int(batch_id)
-    last = sink.last_batch_id()
-    if last is not None and batch_id <= last:
-        log.info("batch %d already applied to the %s sink (last %d): skipped",
-                 batch_id, sink.type, last)
-        return WriteResult(batch_id, skipped=True)
+    skipped = _already_applied(sink, batch_id)
+    if skipped is not None:
+        return skipped
     t0 = time.monotonic()
     changes = reduce_changes(table, spec)
     t1 = time.monotonic()

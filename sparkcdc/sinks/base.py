@@ -104,8 +104,7 @@ class ChangeSet:
         if not pc.any(is_new).as_py():
             return none, self
         new = self.table.filter(is_new)
-        mm = pc.min_max(new[self.keys[0]])
-        if may_hold(mm["min"].as_py(), mm["max"].as_py()):
+        if may_hold(*_bounds(new[self.keys[0]])):
             return none, self
         rest = self.table.filter(pc.invert(is_new))
         return (new.select(self.target_schema.names),
@@ -113,16 +112,23 @@ class ChangeSet:
 
     def key_bounds(self) -> tuple[Any, Any] | None:
         """``(min, max)`` of the first key column over every row, or None if empty."""
-        if not self.num_rows:
-            return None
-        mm = pc.min_max(self.table[self.keys[0]])
-        return mm["min"].as_py(), mm["max"].as_py()
+        return _bounds(self.table[self.keys[0]]) if self.num_rows else None
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, appended: int = 0) -> dict[str, int]:
+        """Rows per op; ``appended``: how many of the upserts a sink appended
+        (``split_new``), reported as ``appended`` when there were any."""
         if self.table.num_rows == 0:
             return {}
         vc = pc.value_counts(self.table[OP]).to_pylist()
-        return {d["values"]: d["counts"] for d in vc}
+        out = {d["values"]: d["counts"] for d in vc}
+        if appended:
+            out["appended"] = appended
+        return out
+
+
+def _bounds(column: pa.ChunkedArray) -> tuple[Any, Any]:
+    mm = pc.min_max(column)
+    return mm["min"].as_py(), mm["max"].as_py()
 
 
 def _orderable(t: pa.DataType, server_compares: bool) -> bool:

@@ -38,13 +38,18 @@ def decode(rows: pa.Table, schema: pa.Schema | None = None) -> pa.Table:
     """The change rows of a collected micro-batch (``df.toArrow()`` of the source's rows).
     ``schema`` is the shape to expect (needed when there are no rows), and the result is
     cast to it."""
-    tables = [pa.ipc.open_stream(v).read_all() for v in rows.column("_batch").to_pylist()]
+    tables = _payloads(rows)
     if not tables:
         if schema is None:
             raise ValueError("no batches to decode and no schema to give the empty table")
         return schema.empty_table()
     t = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     return t.cast(schema) if schema is not None and not t.schema.equals(schema) else t
+
+
+def _payloads(rows: pa.Table) -> list[pa.Table]:
+    """The record batches a collected micro-batch carries, each back as a table."""
+    return [pa.ipc.open_stream(v).read_all() for v in rows.column("_batch").to_pylist()]
 
 
 def spark_arrow_schema(source_schema: pa.Schema, spark=None) -> pa.Schema:
@@ -63,8 +68,7 @@ def decode_tables(rows: pa.Table) -> dict[str, pa.Table]:
     """The change rows of a collected micro-batch of tables that differ (the ``tables``
     shape: each record batch holds one table, in its own columns), per ``db.table``."""
     parts: dict[str, list[pa.Table]] = {}
-    for v in rows.column("_batch").to_pylist():
-        t = pa.ipc.open_stream(v).read_all()
+    for t in _payloads(rows):
         if not t.num_rows:
             continue
         name = f"{t['_database'][0].as_py()}.{t['_table'][0].as_py()}"

@@ -85,7 +85,6 @@ class DeltaSink(Sink):
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         dl = self._dl
         check_key_not_null(changes)
-        source = storage_table(changes.table)
         target_schema = storage_table(changes.rows()).schema
         table = self._table() or self._create(target_schema)
         last = table.transaction_version(self.config.app_id)
@@ -101,10 +100,9 @@ class DeltaSink(Sink):
             dl.write_deltalake(table, storage_table(append).select(target_schema.names),
                                mode="append", commit_properties=props)
         else:
-            self._merge(table, source, target_schema.names, changes, rest, props)
-        counts = changes.counts()
-        if rest.num_rows == 0 and append.num_rows:
-            counts["appended"] = append.num_rows  # of the upserts, the ones appended
+            self._merge(table, storage_table(changes.table), target_schema.names, changes,
+                        rest, props)
+        counts = changes.counts(appended=append.num_rows if rest.num_rows == 0 else 0)
         # by batch id, not by batches this process wrote: short runs (--until-caught-up)
         # write a few batches each and must compact as a long stream does
         if self.config.compact_every and (batch_id + 1) % self.config.compact_every == 0:

@@ -132,9 +132,7 @@ class IcebergSink(Sink):
             if new_rows.num_rows:
                 tx.append(new_rows)
             tx.set_properties({self.config.batch_property: str(batch_id)})
-        counts = changes.counts()
-        if appendable.num_rows:
-            counts["appended"] = appendable.num_rows  # of the upserts, the ones appended
+        counts = changes.counts(appended=appendable.num_rows)
         # by batch id, as the delta sink does: short runs compact like a long stream
         every = self.config.compact_every
         if every and (batch_id + 1) % every == 0:

@@ -225,10 +225,7 @@ class MySQLSink(Sink):
             if conn.open:
                 conn.rollback()
             raise
-        counts = changes.counts()
-        if appended:
-            counts["appended"] = appended  # of the upserts, how many took the append path
-        return WriteResult(batch_id, counts=counts)
+        return WriteResult(batch_id, counts=changes.counts(appended=appended))
 
     def _append_new(self, cur, changes: ChangeSet) -> tuple[ChangeSet, int]:
         """Plain multi-row INSERTs of the batch's new rows; returns the rows left to merge

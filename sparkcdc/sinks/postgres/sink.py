@@ -209,10 +209,7 @@ class PostgresSink(Sink):
             cur.execute(sql("UPDATE {} SET batch_id = %s, updated_at = now() "
                             "WHERE app_id = %s AND target = %s").format(self._batches),
                         (batch_id, self.config.app_id, self.config.table))
-        counts = changes.counts()
-        if appended:
-            counts["appended"] = appended  # of the upserts, how many took the append path
-        return WriteResult(batch_id, counts=counts)
+        return WriteResult(batch_id, counts=changes.counts(appended=appended))
 
     def _append_new(self, cur, changes: ChangeSet, names: list[str]) -> tuple[ChangeSet, int]:
         """COPY the batch's new rows straight into the target; returns the rows left to
