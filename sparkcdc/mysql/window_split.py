@@ -59,6 +59,13 @@ def window_bytes(files: list[tuple[str, int]], start: BinlogOffset, end: BinlogO
     return total
 
 
+def _small(start: BinlogOffset, end: BinlogOffset, limit: int) -> bool:
+    """A window within one file and no larger than ``limit``: known without asking the
+    server. Most micro-batches of a stream are such windows; each would otherwise cost a
+    ``SHOW BINARY LOGS`` for an answer known in advance."""
+    return start.file == end.file and end.pos - start.pos <= limit
+
+
 def _span(cur, start: BinlogOffset, end: BinlogOffset) -> list[tuple[str, int]] | None:
     """The binlog files ``[start, end)`` lies in, with their sizes (``SHOW BINARY LOGS``), or
     None when one of its ends is in a file the server no longer has: the reader then reports
@@ -76,7 +83,7 @@ def split_window(cur, start: BinlogOffset, end: BinlogOffset, split_bytes: int,
     """``[start, end)`` as consecutive sub-windows of about ``split_bytes`` each, at most
     ``max_parts`` of them, cut at transaction boundaries. ``cur`` is a pymysql cursor."""
     whole = [(start, end)]
-    if split_bytes <= 0 or max_parts <= 1 or not start < end:
+    if split_bytes <= 0 or max_parts <= 1 or not start < end or _small(start, end, split_bytes):
         return whole
     import pymysql
 
@@ -105,7 +112,7 @@ def bound_window(cur, start: BinlogOffset, end: BinlogOffset,
     backlog. Exact for the same reason as the cuts of ``split_window``."""
     import pymysql
 
-    if max_bytes <= 0 or not start < end:
+    if max_bytes <= 0 or not start < end or _small(start, end, max_bytes):
         return end
     try:
         span = _span(cur, start, end)

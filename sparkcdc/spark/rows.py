@@ -200,6 +200,11 @@ class RowBuilder:
         words[:, 1] = h_hi[idx] + (low_word < base)
         return pa.Array.from_buffers(pa.decimal128(38, 0), n, [None, pa.py_buffer(words)])
 
+    def batches(self) -> list[pa.RecordBatch]:
+        """``flush`` as a list (empty when there are no rows), as ``TableBuilders`` gives."""
+        b = self.flush()
+        return [] if b is None else [b]
+
     def flush(self) -> pa.RecordBatch | None:
         if not self._kind:
             return None
@@ -285,8 +290,8 @@ def snapshot_batches(table: pa.Table, schema: TableSchema, as_of: BinlogOffset,
 
 class TableBuilders:
     """A ``RowBuilder`` per table, each in its table's own ``columns`` shape: the ``tables``
-    shape of a window over tables that differ. ``flush`` gives one batch per table that has
-    rows, so each batch keeps its table's types."""
+    shape of a window over tables that differ. ``batches`` gives one batch per table that
+    has rows, so each batch keeps its table's types."""
 
     def __init__(self, schemas: Mapping[Any, TableSchema], preimages: bool = True):
         from sparkcdc.mysql.types import arrow_schema
@@ -313,6 +318,7 @@ class TableBuilders:
     def __len__(self) -> int:
         return sum(len(b) for b in self._builders.values())
 
-    def flush(self) -> list[pa.RecordBatch]:
-        return [b for b in (x.flush() for x in self._builders.values()) if b is not None]
+    def batches(self) -> list[pa.RecordBatch]:
+        """One batch per table with rows, the builders emptied."""
+        return [b for x in self._builders.values() for b in x.batches()]
 

@@ -301,8 +301,7 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
     def drain() -> list[pa.RecordBatch]:
         builder.add_changes(pending, flt.judge(pending), ctx.tables)
         pending.clear()
-        out = builder.flush()
-        return out if isinstance(out, list) else [out] if out is not None else []
+        return builder.batches()
 
     min_ts = item.min_ts_ms
     with _few_gc_passes():
