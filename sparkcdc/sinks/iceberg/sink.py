@@ -107,9 +107,13 @@ class IcebergSink(Sink):
 
     def _create(self, schema: pa.Schema):
         cat = self.catalog()
-        cat.create_namespace_if_not_exists(self.config.namespace)
         log.info("creating Iceberg table %s", ".".join(self.config.identifier))
-        return cat.create_table_if_not_exists(self.config.identifier, schema=schema)
+        # two streams of one pipeline creating tables in one namespace at once race in the
+        # SQL catalog's "if not exists" (UNIQUE constraint on the namespace's properties):
+        # creation takes the same lock as loading the catalog
+        with _CATALOG_LOCK:
+            cat.create_namespace_if_not_exists(self.config.namespace)
+            return cat.create_table_if_not_exists(self.config.identifier, schema=schema)
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         check_key_not_null(changes)
