@@ -116,7 +116,7 @@ def test_password_not_in_spark_ui_or_driver_log(mariadb, db, tmp_path):
     assert any("/StreamingQuery/statistics/" in u for u in urls), sorted(urls)
     assert "BatchScan mysql-cdc" in text and "spark.app.name" in text
     assert f"nobody@{opts['hostname']}:{opts['port']}" in text  # the error, without password
-    assert "INFO:py4j" in log and " WARN " in log  # both the Python and the JVM logs
+    assert "INFO:sparkcdc.ui_child" in log and " WARN " in log  # the Python and JVM logs
     leaks = [v.splitlines()[0] for v in pages.values() if secret in v]
     assert not leaks, f"the password is on UI pages: {leaks[:5]}"
     assert secret not in log, "the password is in the driver's log"

@@ -79,6 +79,9 @@ def main() -> None:
     spark.sparkContext.setLogLevel("INFO")  # (PySpark's shell filter still holds Spark's
     # own INFO lines back; Python's loggers, sparkcdc's included, log at DEBUG)
     sparkcdc.register(spark)
+    # py4j logs at INFO only when a connection closes, which may not happen in a short run;
+    # this line proves the Python log reaches the captured output either way
+    logging.getLogger("sparkcdc.ui_child").info("registered the source")
     rows = spark.read.format("mysql-cdc").options(**opts).load().collect()
     print(f"ROWS {len(rows)}", flush=True)
     q = (spark.readStream.format("mysql-cdc").options(**opts).load()
