@@ -119,3 +119,49 @@ def test_state_stays_small():
         for c in a.assign(8, factory):
             a.finish(c)
     assert len(json.dumps(a.to_dict())) < 1000
+
+
+def _finish_all(a: SplitAssigner) -> None:
+    while a.phase == Phase.SNAPSHOTTING:
+        for c in a.assign(8, factory):
+            a.finish(c)
+
+
+def planner_of(t):
+    return factory(t)[0]
+
+
+def test_reconcile_adds_a_table_to_a_streaming_assigner():
+    """A table new to a running stream is planned and snapshotted while the others stream:
+    until its first chunk finishes nothing of it is covered, then its prefix is."""
+    a = SplitAssigner.for_snapshot([planner_of(A)])
+    _finish_all(a)
+    assert a.phase == Phase.STREAMING
+    assert a.reconcile({A: 0, B: 0}, planner_of, snapshot=True)
+    a = roundtrip(a)
+    assert a.phase == Phase.SNAPSHOTTING and a.tables[B].phase == TablePhase.PLANNING
+    assert a.covered(A) == (True, True, None) and a.covered(B) == (False, False, None)
+    chunks = a.assign(8, factory)
+    assert {c.table_id for c in chunks} == {B}  # A is done: only B has chunks
+    for c in chunks:
+        a.finish(c)
+    _finish_all(a)
+    assert a.phase == Phase.STREAMING and a.covered(B) == (True, True, None)
+    assert not a.reconcile({A: 0, B: 0}, planner_of, snapshot=True)  # nothing changed
+
+
+def test_reconcile_takes_a_table_again_under_a_new_generation_and_forgets_the_gone():
+    a = new_assigner()
+    _finish_all(a)
+    before = a.to_dict()
+    assert a.reconcile({A: 1}, planner_of, snapshot=True)  # A again; B gone
+    assert list(a.tables) == [A] and a.tables[A].generation == 1
+    assert a.tables[A].phase == TablePhase.PLANNING and a.phase == Phase.SNAPSHOTTING
+    # the window between the two offsets passes on neither: A is taken again, B is gone
+    old = SplitAssigner.from_dict(before)
+    assert old.still_in(a).tables == {}
+    assert old.still_in(old) is old
+    # without a snapshot (a stream started at a binlog position) a new table streams at once
+    s = SplitAssigner.streaming_only([A])
+    assert s.reconcile({A: 0, B: 0}, planner_of, snapshot=False)
+    assert s.phase == Phase.STREAMING and s.covered(B) == (True, True, None)

@@ -1,14 +1,14 @@
 """The binlog a table needs was purged while the pipeline was stopped.
 
 A dedicated MariaDB (PURGE BINARY LOGS must not pull the binlog from under other tests'
-checkpoints). Table ``a``'s stream checkpoint lags behind ``b``'s (as when its stream stopped
-earlier): its position is in the first binlog file, ``b``'s in the second. Changes are made
-to both while the pipeline is stopped, then the first file is purged:
+checkpoints). The pipeline's stream (both tables) is put back to a checkpoint in the first
+binlog file, as when it was stopped long ago. Changes are made to both tables while the
+pipeline is stopped, then the first file is purged:
 
 * ``binlog.purged.behavior: fail`` (the default) stops before anything starts, with one
-  message naming the table, the missing file and the options;
-* ``resnapshot`` empties and reloads ``a`` only (rows deleted while its binlog was lost are
-  gone from the target), ``b`` goes on from its checkpoint, and ``verify`` says OK.
+  message naming a table, the missing file and the options;
+* ``resnapshot`` empties and reloads the tables of that stream, in a new stream (rows
+  deleted while their binlog was lost are gone from the targets), and ``verify`` says OK.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_purged_binlog_fails_clearly_then_resnapshots(spark, server, tmp_path):
     defn = _pipeline(server, tmp_path, None)
     ckpt = Checkpoint(defn.pipeline.checkpoint_location)
     Runner(defn, spark, until_caught_up=True).run()  # both snapshotted, positions in file 1
-    a_dir = ckpt.stream_dir("shop.a", 0)
+    a_dir = ckpt.group_dir(0)  # the pipeline's stream: both tables
     shutil.copytree(a_dir, tmp_path / "a_at_file1")
 
     server.execute("FLUSH BINARY LOGS")
@@ -91,7 +91,7 @@ def test_purged_binlog_fails_clearly_then_resnapshots(spark, server, tmp_path):
     server.execute("UPDATE b SET v = 100 WHERE id = 1", database="shop")
     Runner(defn, spark, until_caught_up=True).run()  # both move on into the second file
     shutil.rmtree(a_dir)
-    shutil.copytree(tmp_path / "a_at_file1", a_dir)  # a's checkpoint lags: file 1
+    shutil.copytree(tmp_path / "a_at_file1", a_dir)  # the checkpoint lags: file 1
 
     # while the pipeline is stopped: changes to both, then the first file is purged
     server.execute("DELETE FROM a WHERE id <= 10", "UPDATE a SET v = -v WHERE id > 30",
@@ -112,8 +112,9 @@ def test_purged_binlog_fails_clearly_then_resnapshots(spark, server, tmp_path):
     defn = _pipeline(server, tmp_path, "resnapshot")
     Runner(defn, spark, until_caught_up=True).run()
     states = Checkpoint(defn.pipeline.checkpoint_location).load_tables()
-    assert (states["shop.a"].generation, states["shop.b"].generation) == (1, 0)
-    assert states["shop.a"].note == "resnapshot: binlog purged"
+    assert (states["shop.a"].generation, states["shop.b"].generation) == (1, 1)
+    assert states["shop.a"].note == states["shop.b"].note == "resnapshot: binlog purged"
+    assert states["shop.a"].group == states["shop.b"].group == 1  # a new stream
     a = _target(defn, "shop.a")
     assert sorted(a) == list(range(11, 46))  # the deleted rows are gone
     assert a[31] == -31 and a[45] == 45

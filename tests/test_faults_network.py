@@ -104,7 +104,11 @@ class Pipeline:
             self.error = e
 
     def phase(self, table) -> str | None:
-        ckdir = Checkpoint(self.defn.checkpoint_dir).stream_dir(table, 0)
+        ck = Checkpoint(self.defn.checkpoint_dir)
+        st = ck.load_tables().get(table)
+        if st is None:
+            return None
+        ckdir = ck.stream_dir(st)
         return (last_offset(ckdir) or {}).get("phase") if ckdir.exists() else None
 
     def batches(self) -> int:

@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import deltalake
@@ -95,3 +96,107 @@ def test_pipeline_killed_while_appending_its_snapshot(mariadb, db, tmp_path):
 @pytest.mark.timeout(3600)
 def test_pipeline_killed_at_8_points(mariadb, db, tmp_path):
     _kill_runs(mariadb, db, tmp_path, kills=8, seed=SEED + 1)
+
+
+def _many_yaml(path, mariadb, db, lake, ckpt) -> None:
+    i = mariadb.info
+    base = random.randint(100_000, 3_000_000_000)
+    path.write_text(f"""\
+source:
+  type: mysql
+  hostname: {i.host}
+  port: {i.port}
+  username: {i.cdc_user}
+  password: ${{KILL_TEST_PW}}
+  tables: {db}.t\\d+
+  server-id: {base}-{base + 9}
+  scan.incremental.snapshot.chunk.size: 100
+sink:
+  type: delta
+  path: {lake}
+pipeline:
+  name: kill100
+  parallelism: 2
+  trigger.interval: 1s
+  checkpoint.location: {ckpt}
+""")
+
+
+class _ManyWriter(threading.Thread):
+    """Changes random rows of random tables, one statement per transaction, until stopped."""
+
+    def __init__(self, mariadb, db, names, rows, seed):
+        super().__init__(daemon=True)
+        self.mariadb, self.db, self.names, self.rows = mariadb, db, names, rows
+        self.rnd, self.halt, self.ops = random.Random(seed), threading.Event(), 0
+
+    def run(self):
+        with self.mariadb.admin_connection(self.db) as conn, conn.cursor() as cur:
+            conn.autocommit(True)
+            while not self.halt.is_set():
+                t, k = self.rnd.choice(self.names), self.rnd.randint(1, 2 * self.rows)
+                op = self.rnd.random()
+                if op < 0.5:
+                    cur.execute(f"UPDATE {t} SET v = v + 1, s = 'u{self.ops}' WHERE id = {k}")
+                elif op < 0.75:
+                    cur.execute(f"DELETE FROM {t} WHERE id = {k}")
+                else:
+                    cur.execute(f"REPLACE INTO {t} VALUES ({k}, {self.ops}, 'r')")
+                self.ops += 1
+                time.sleep(0.005)
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(3600)
+def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
+    """One stream, 100 tables under writers: SIGKILLed at random moments while its batches
+    write up to 100 targets at once, then run to the end. Every target ends equal to its
+    source, every key once: a batch replayed after a kill skips the targets that committed
+    it and writes the others."""
+    names, rows = [f"t{i:03d}" for i in range(100)], 300
+    mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(20))"
+                      for t in names],
+                    *[f"INSERT INTO {t} SELECT seq, seq, 'a' FROM seq_1_to_{rows}"
+                      for t in names], database=db)
+    yaml, lake, ckpt = tmp_path / "p.yaml", tmp_path / "lake", tmp_path / "ckpt"
+    _many_yaml(yaml, mariadb, db, lake, ckpt)
+    commits = ckpt / "streams" / "_tables" / "g0" / "commits"
+    env = {**os.environ, "KILL_TEST_PW": mariadb.info.cdc_password,
+           "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--no-progress",
+           "--master", "local[2]"]
+    rnd = random.Random(SEED + 100)
+    writers = [_ManyWriter(mariadb, db, names, rows, seed) for seed in (1, 2)]
+    for w in writers:
+        w.start()
+    try:
+        for k in range(6):
+            log = open(tmp_path / f"run-{k}.log", "w")
+            p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+            have = len(list(commits.iterdir())) if commits.is_dir() else 0
+            want = have + rnd.randint(1, 3)
+            deadline = time.monotonic() + 300
+            while (p.poll() is None and time.monotonic() < deadline
+                   and (len(list(commits.iterdir())) if commits.is_dir() else 0) < want):
+                time.sleep(0.1)
+            time.sleep(rnd.uniform(0.0, 2.0))  # most likely inside a batch's writes
+            assert p.poll() is None, (tmp_path / f"run-{k}.log").read_text()[-3000:]
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            log.close()
+    finally:
+        for w in writers:
+            w.halt.set()
+        for w in writers:
+            w.join()
+    assert sum(w.ops for w in writers) > 100
+    final = subprocess.run(cmd + ["--until-caught-up"], env=env, capture_output=True,
+                           text=True, timeout=900)
+    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
+    for t in names:
+        got = deltalake.DeltaTable(str(lake / db / t)).to_pyarrow_table().to_pylist()
+        ids = [r["id"] for r in got]
+        assert len(ids) == len(set(ids)), f"{t}: a key is held twice"
+        want = {r[0]: (r[1], r[2]) for r in mariadb.query(f"SELECT id, v, s FROM `{db}`.{t}")}
+        assert {r["id"]: (r["v"], r["s"]) for r in got} == want, t

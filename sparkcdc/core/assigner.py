@@ -57,6 +57,7 @@ class TableState:
     rows_done: int = 0
     started: bool = False  # at least one chunk finished (else nothing is covered)
     inflight: list[SnapshotSplit] = field(default_factory=list)  # assigned, not finished
+    generation: int = 0  # bumped by the caller to take the table again (``reconcile``)
 
     def covers_everything(self) -> bool:
         return self.phase == TablePhase.DONE
@@ -67,13 +68,15 @@ class TableState:
                 "planner": self.planner, "covered_end": encode_value(self.covered_end),
                 "started": self.started, "chunks_done": self.chunks_done,
                 "rows_done": self.rows_done,
-                "inflight": [s.to_dict() for s in self.inflight]}
+                "inflight": [s.to_dict() for s in self.inflight],
+                "generation": self.generation}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TableState":
         return cls(TableId(d["database"], d["name"]), TablePhase(d["phase"]), d["planner"],
                    decode_value(d["covered_end"]), int(d["chunks_done"]), int(d["rows_done"]),
-                   bool(d["started"]), [SnapshotSplit.from_dict(s) for s in d["inflight"]])
+                   bool(d["started"]), [SnapshotSplit.from_dict(s) for s in d["inflight"]],
+                   int(d.get("generation", 0)))
 
 
 PlannerFactory = Callable[[TableId], tuple[ChunkPlanner, KeyProbe]]
@@ -142,6 +145,48 @@ class SplitAssigner:
             ts.planner = None
         if all(t.phase == TablePhase.DONE for t in self.tables.values()):
             self.phase = Phase.STREAMING
+
+    def reconcile(self, wanted: dict[TableId, int], planner_of: Callable[[TableId], ChunkPlanner],
+                  snapshot: bool) -> bool:
+        """Make the captured tables those of ``wanted`` (table -> generation), between two
+        batches of a running stream. A table that is new, or whose generation moved on (its
+        target was emptied: a TRUNCATE, a purged binlog, a change during its snapshot), is
+        taken from the start: planned and snapshotted chunk by chunk while the binlog of the
+        others keeps flowing, its changes passed on only for the keys its finished chunks
+        cover (Flink CDC's newly added tables). Without ``snapshot`` (the stream started
+        from a binlog position) it is streamed from here on. A table no longer wanted is
+        forgotten. True when anything changed."""
+        changed = False
+        for t in [t for t in self.tables if t not in wanted]:
+            del self.tables[t]
+            changed = True
+        for t, gen in wanted.items():
+            ts = self.tables.get(t)
+            if ts is not None and ts.generation == gen:
+                continue
+            if snapshot:
+                ts = TableState(t, TablePhase.PLANNING, planner_of(t).to_dict(), generation=gen)
+            else:
+                ts = TableState(t, TablePhase.DONE, None, started=True, generation=gen)
+            self.tables[t] = ts
+            changed = True
+        if changed:
+            self.tables = dict(sorted(self.tables.items()))
+            done = all(t.phase == TablePhase.DONE for t in self.tables.values())
+            self.phase = Phase.STREAMING if done else Phase.SNAPSHOTTING
+        return changed
+
+    def still_in(self, later: "SplitAssigner") -> "SplitAssigner":
+        """This assigner without the tables ``later`` forgot or takes again: the window
+        between two offsets passes on a table's changes only where both offsets hold the
+        same generation of it. Rows of a table taken again must not reach its emptied
+        target before the chunks that rebuild it (a row updated before a TRUNCATE would be
+        upserted and never deleted)."""
+        keep = {t: ts for t, ts in self.tables.items()
+                if (o := later.tables.get(t)) is not None and o.generation == ts.generation}
+        if len(keep) == len(self.tables):
+            return self
+        return SplitAssigner(keep, self.phase)
 
     # -- queries ---------------------------------------------------------------------------
 

@@ -82,13 +82,17 @@ class MySQLDialect:
         return read_chunk(self.conn, schema, start, end)
 
     def read_window(self, schema: TableSchema | None, start: BinlogOffset,
-                    end: BinlogOffset) -> Iterator[ChangeRecord]:
-        """Changes in ``[start, end)`` of one table (or of every known table if None)."""
+                    end: BinlogOffset, only: Iterable[TableId] | None = None
+                    ) -> Iterator[ChangeRecord]:
+        """Changes in ``[start, end)`` of one table (or of every known table if None, or of
+        those in ``only``: the others' events are skipped undecoded)."""
         from sparkcdc.mysql.binlog import BinlogReader
 
         if start >= end:
             return iter(())
         tables = {schema.table_id: schema} if schema is not None else self.tables
+        if only is not None:
+            tables = {t: tables[t] for t in only if t in tables}
         reader = BinlogReader(self.conn, self.server_id, tables, flavor=self.flavor)
         return reader.read_window(start, end)
 

@@ -9,6 +9,7 @@ valid name. Nothing downstream parses strings again.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import secrets
 from collections.abc import Mapping
@@ -74,6 +75,10 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
         "128mb", "a size like '128mb' or a number of bytes: a micro-batch of the stream reads "
                  "at most about this much binlog, so a backlog is read in batches of bounded "
                  "memory; 0: no bound"),
+    "scan.table-generations": (
+        None, "a JSON object of 'database.table' to an integer: a table whose number moved "
+              "on since the query's checkpoint is snapshotted again, inside the running "
+              "stream (sparkcdc run sets it when a target was emptied)"),
     "scan.binlog.parallel.split-size": (
         "64mb", "a size like '64mb', '512kb' or a number of bytes: a micro-batch's binlog "
                 "window larger than this is read by several tasks; 0 turns that off"),
@@ -263,6 +268,7 @@ class SourceConfig:
     binlog_batch_bytes: int = 128 * 1024**2  # 0: a stream batch reads its whole backlog
     preimages: bool = True  # changelog-mode 'all'; 'upsert' leaves update preimages out
     arrow_batches: bool = False  # output rows are whole Arrow record batches (IPC bytes)
+    table_generations: Mapping[str, int] = field(default_factory=dict)  # db.table -> number
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "SourceConfig":
@@ -372,4 +378,19 @@ class SourceConfig:
             preimages=_choice("changelog-mode", get("changelog-mode"), ("all", "upsert"))
             == "all",
             arrow_batches=_bool("arrow-batches", get("arrow-batches")),
+            table_generations=_generations(get("scan.table-generations")),
         )
+
+
+def _generations(value: str | None) -> dict[str, int]:
+    if not value:
+        return {}
+    try:
+        d = json.loads(value)
+        if isinstance(d, dict) and all(isinstance(v, int) and v >= 0 for v in d.values()):
+            return {str(k): int(v) for k, v in d.items()}
+    except ValueError:
+        pass
+    raise ConfigError(f"option 'scan.table-generations' is not a JSON object of table names "
+                      f"to non-negative integers: {value[:200]!r}",
+                      fix='write it like {"shop.orders": 1}', key="scan.table-generations")

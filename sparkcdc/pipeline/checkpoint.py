@@ -4,7 +4,9 @@ Layout under ``pipeline.checkpoint.location``::
 
     pipeline.json                 the pipeline state: per source table its target, schema,
                                   generation and where that generation started
-    streams/<db.table>/g<N>/      Spark's checkpoint of the table's stream, generation N
+    streams/_tables/g<N>/         Spark's checkpoint of the pipeline's stream (all the tables
+                                  that take it), generation N
+    streams/<db.table>/g<N>/      Spark's checkpoint of a table's own stream, generation N
     live/<db.table>.json          what the running runner last saw (rows, rates, pid)
 
 Spark writes ``offsets/<batch>`` before it runs a batch (a version line, a metadata line,
@@ -61,6 +63,8 @@ class TableState:
     gap: dict | None = None  # old-schema rows before a DDL, still to apply
     ddl_seen: dict | None = None  # end of the last TRUNCATE handled (binlog offset)
     note: str = ""
+    group: int | None = None  # read by the pipeline's stream, this generation of it; None:
+    #                           by a stream of its own (``generation``)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -68,6 +72,9 @@ class TableState:
     @classmethod
     def from_dict(cls, d: dict) -> TableState:
         return cls(**d)
+
+
+GROUP_KEY = "_tables"  # the pipeline stream's directory (a table's key always has a dot)
 
 
 class Checkpoint:
@@ -84,12 +91,22 @@ class Checkpoint:
         data = read_json(self.state_path) or {}
         return {k: TableState.from_dict(v) for k, v in data.get("tables", {}).items()}
 
-    def save_tables(self, name: str, tables: dict[str, TableState]) -> None:
-        write_json(self.state_path, {"version": STATE_VERSION, "name": name,
+    def load_group(self) -> int:
+        """The generation of the pipeline's stream (0 before the first)."""
+        return int((read_json(self.state_path) or {}).get("group", 0))
+
+    def save_tables(self, name: str, tables: dict[str, TableState], group: int = 0) -> None:
+        write_json(self.state_path, {"version": STATE_VERSION, "name": name, "group": group,
                                      "tables": {k: v.to_dict() for k, v in tables.items()}})
 
-    def stream_dir(self, table: str, generation: int) -> Path:
-        return self.root / "streams" / stream_key(table) / f"g{generation}"
+    def group_dir(self, generation: int) -> Path:
+        return self.root / "streams" / GROUP_KEY / f"g{generation}"
+
+    def stream_dir(self, st: TableState) -> Path:
+        """Spark's checkpoint of the stream that reads ``st``: the pipeline's or its own."""
+        if st.group is not None:
+            return self.group_dir(st.group)
+        return self.root / "streams" / stream_key(st.table) / f"g{st.generation}"
 
     def live_path(self, table: str) -> Path:
         return self.root / "live" / f"{stream_key(table)}.json"
@@ -102,16 +119,22 @@ class Checkpoint:
             return []
         return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit())
 
-    def offset(self, table: str, generation: int, batch: int) -> dict | None:
-        """Our source offset at the end of ``batch`` (None if Spark did not plan it)."""
-        return read_offset(self.stream_dir(table, generation), batch)
+    def offset(self, st: TableState, batch: int) -> dict | None:
+        """Our source offset at the end of ``batch`` of the stream reading ``st`` (None if
+        Spark did not plan it)."""
+        return read_offset(self.stream_dir(st), batch)
 
-    def last_planned(self, table: str, generation: int) -> int | None:
-        b = self._batches(self.stream_dir(table, generation) / "offsets")
-        return b[-1] if b else None
+    def last_planned(self, st: TableState) -> int | None:
+        return self._last(self.stream_dir(st) / "offsets")
 
-    def last_committed(self, table: str, generation: int) -> int | None:
-        b = self._batches(self.stream_dir(table, generation) / "commits")
+    def last_committed(self, st: TableState) -> int | None:
+        return self._last(self.stream_dir(st) / "commits")
+
+    def group_last_planned(self, generation: int) -> int | None:
+        return self._last(self.group_dir(generation) / "offsets")
+
+    def _last(self, d: Path) -> int | None:
+        b = self._batches(d)
         return b[-1] if b else None
 
 

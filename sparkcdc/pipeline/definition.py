@@ -107,6 +107,18 @@ class SourceDef:
         opts.update(extra)
         return opts
 
+    def options_for_tables(self, tables: list[str], **extra: str) -> dict[str, str]:
+        """Source options capturing exactly ``tables`` (``db.table`` names), one stream."""
+        opts = dict(self.options)
+        dbs = sorted({t.partition(".")[0] for t in tables})
+        opts["database-name"] = "|".join(re.escape(d) for d in dbs)
+        opts["table-name"] = "|".join(
+            re.escape(db) + "\\." + re.escape(name)
+            for db, _, name in (t.partition(".") for t in sorted(tables)))
+        opts.pop("table-name.exclude", None)
+        opts.update(extra)
+        return opts
+
 
 @dataclass(frozen=True)
 class SinkDef:

@@ -31,7 +31,7 @@ def rows_of(runner) -> list[tuple]:
             tail = "lag " + (human_bytes(run.lag_bytes) if run.lag_bytes is not None else "?")
         else:
             tail = ""
-        active = run.query is not None and run.query.isActive
+        active = run.active
         state = run.phase if active or run.phase == "starting" else f"{run.phase} (stopped)"
         out.append((table, run.state.target, state, chunks, f"{run.rows:,}",
                     f"{run.rate:,.0f}/s", tail))

@@ -1,25 +1,35 @@
-"""The pipeline runner: one Spark stream per captured table, applied to its routed target.
+"""The pipeline runner: the tables of a pipeline read by one Spark stream, applied to their
+routed targets.
 
-Why one stream per table: the ``mysql-cdc`` source gives typed columns for one table (or
-for shards of one schema), and a table's schema change then restarts that table alone.
-Shards routed to one target each have their own stream; their writes to the target are
-serialized by a lock in the driver and recorded under their own application ids.
+One stream for all: every table whose changes take the Arrow path (a merge sink, no
+transform: ``_arrow_path``) is read by the *pipeline's stream*, one streaming query with one
+binlog reader and one assigner for all of them. Each micro-batch carries Arrow record
+batches of any of its tables; ``_group_batch_fn`` splits it by table and writes the targets
+at once, each recording its own batch id (``TableState.batch_base`` + the stream's batch id)
+in the same commit as its rows. A table that joins later (created on the source, or taken
+again after its target was emptied) makes the runner restart the query from its checkpoint
+with the new list; the source plans the table's chunks inside it while the others stream
+on (``SplitAssigner.reconcile``). Tables with a transform, or a test's ``on_batch`` hook,
+keep a stream of their own, as does a table that goes on from its own binlog position after
+a schema change (until schema changes travel in the stream: docs/design.md).
 
 The loop, on the driver:
 
-1. discover the matched tables; start a stream for each active one (``TableState`` in
-   ``pipeline.json`` says which generation, from where, with which schema);
-2. every second: look at every query (progress for the display and ``live/``; a failed
-   query is examined at once);
-3. every ``discovery.interval``: re-discover; a new matching table gets a stream (snapshot
-   first), a dropped one is stopped, a changed schema follows ``schema.change.behavior``.
+1. discover the matched tables; start the pipeline's stream and each own stream
+   (``TableState`` in ``pipeline.json`` says which generation, from where, with which
+   schema);
+2. every second: look at every query once (progress per table for the display and
+   ``live/``; a failed query is examined at once);
+3. every ``discovery.interval``: re-discover; a new matching table joins (snapshot first), a
+   dropped one leaves, a changed schema follows ``schema.change.behavior``.
 
-Schema changes (docs/pipelines.md has the table of what each behavior does): the table's
-stream is stopped; where the target stands is read from the sink (its last applied batch id)
-and Spark's offset log; the rows between there and the DDL are applied with the old schema
-(``read_gap``); a new generation of the stream starts right after the DDL with the new
-schema, its rows conformed to the target (columns added to the target, dropped ones kept as
-null, or new ones left out). A change during the table's snapshot starts the table over.
+Schema changes (docs/pipelines.md has the table of what each behavior does): the stream
+reading the table is stopped; where the target stands is read from the sink (its last
+applied batch id) and Spark's offset log; the rows between there and the DDL are applied with
+the old schema (``read_gap``); the table goes on in a stream of its own right after the DDL
+with the new schema, its rows conformed to the target (columns added to the target, dropped
+ones kept as null, or new ones left out); the pipeline's stream restarts without it. A
+change during the table's snapshot takes the table again (in the pipeline's stream).
 """
 
 from __future__ import annotations
@@ -85,6 +95,9 @@ class TableRun:
     restarts: int = 0
     arrow: bool = False  # micro-batches carry Arrow record batches (Runner._arrow_path)
     change_rows: dict = field(default_factory=dict)  # batch id -> change rows (arrow runs)
+    rows_schema: Any = None  # the Arrow schema of its change rows (arrow runs)
+    active: bool = False  # its query was active at the last look (``_poll``)
+    live: tuple = ()  # what ``live/`` last got, and when
 
 
 class Runner:
@@ -113,6 +126,11 @@ class Runner:
         self._config = None
         self._scan_from = None
         self.nothing_to_do = False  # run() found every table caught up and started nothing
+        self.group_gen = 0  # the generation of the pipeline's stream (``_sync_group``)
+        self.group_query = None
+        self._group_dirty = False  # its tables changed: restart it at the next look
+        self._group_ids: str | None = None
+        self._group_restarts = 0  # transient failures in a row
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -182,7 +200,7 @@ class Runner:
             if lo + n > len(ids):
                 raise ConfigError(
                     f"source.server-id {pool!r} has {len(ids)} ids; the pipeline needs "
-                    f"{n} per table stream (parallelism + 1) and has {self._ids_used + 1} "
+                    f"{n} per stream (parallelism + 1) and has {self._ids_used + 1} "
                     "streams so far",
                     fix=f"widen the range to at least {n * (self._ids_used + 1)} ids, or "
                         "remove server-id to use random ids")
@@ -210,6 +228,7 @@ class Runner:
             old_term = signal.signal(signal.SIGTERM, lambda *_: self.stop())
         try:
             self.states = self.ckpt.load_tables()
+            self.group_gen = self.ckpt.load_group()
             found = self.discover()
             self._check_purged()
             self._check_truncates(self._committed_floor())
@@ -219,6 +238,7 @@ class Runner:
                 return 0
             sparkcdc.register(self.spark)
             self._reconcile(found, starting=True)
+            self._sync_group()
             self._save()
             last_discovery = time.monotonic()
             while not self._stop.is_set():
@@ -259,11 +279,11 @@ class Runner:
                 continue
             if st.gap or sc.diff(TableSchema.from_dict(st.schema), found[table]):
                 return False
-            b = self.ckpt.last_committed(table, st.generation)
-            if b is None or self.ckpt.last_planned(table, st.generation) != b:
+            b = self.ckpt.last_committed(st)
+            if b is None or self.ckpt.last_planned(st) != b:
                 return False
-            off = self.ckpt.offset(table, st.generation, b)
-            if off is None or off.get("phase") != "streaming":
+            off = self.ckpt.offset(st, b)
+            if off is None or sc.table_phase(off, table) != "done":
                 return False
             pos = sc.offset_pos(off)
             if (pos.file, pos.pos) != (now.file, now.pos):
@@ -323,7 +343,7 @@ class Runner:
             self._spark = None
 
     def _save(self) -> None:
-        self.ckpt.save_tables(self.settings.name, self.states)
+        self.ckpt.save_tables(self.settings.name, self.states, self.group_gen)
 
     def _stop_all(self) -> None:
         for run in self.runs.values():
@@ -395,8 +415,8 @@ class Runner:
         for table, st in self.states.items():
             if st.status != "active":
                 continue
-            b = self.ckpt.last_committed(table, st.generation)
-            off = self.ckpt.offset(table, st.generation, b) if b is not None else None
+            b = self.ckpt.last_committed(st)
+            off = self.ckpt.offset(st, b) if b is not None else None
             if off is None:
                 continue
             pos = sc.offset_pos(off)
@@ -441,15 +461,12 @@ class Runner:
             raise SchemaError(f"{what}, and its target {st.target} is shared with other tables",
                               fix="use schema.change.behavior: lenient to keep the rows, or "
                                   "empty the target yourself and restart")
-        run = self.runs.pop(st.table, None)
-        if run is not None and run.query is not None:
-            if run.query.isActive:
-                run.query.stop()
-            run.sink.close()
+        run = self._stop_run(st)
         sink = self._sink_for(st)
         last = sink.last_batch_id()
         targets.reset_target(sink)
         sink.close()
+        st.group = None  # joins the pipeline's stream again as a table to take from the start
         st.generation += 1
         st.batch_base = (last + 1) if last is not None else st.batch_base
         st.start = {"mode": "initial"}
@@ -463,10 +480,10 @@ class Runner:
     def _resume_position(self, st: TableState):
         """The earliest binlog position the table's stream needs to go on: its last committed
         offset (Spark replays from there), else its planned first batch, else its start."""
-        b = self.ckpt.last_committed(st.table, st.generation)
+        b = self.ckpt.last_committed(st)
         if b is None:
-            b = 0 if self.ckpt.last_planned(st.table, st.generation) is not None else None
-        off = self.ckpt.offset(st.table, st.generation, b) if b is not None else None
+            b = 0 if self.ckpt.last_planned(st) is not None else None
+        off = self.ckpt.offset(st, b) if b is not None else None
         if off is not None:
             return sc.offset_pos(off)
         if st.start.get("mode") == "specific-offset":
@@ -502,6 +519,10 @@ class Runner:
                               "checkpoint.location; keep binlogs longer than the pipeline is "
                               "ever stopped (binlog_expire_logs_seconds / expire_logs_days, "
                               "docs/operations.md)")
+            if st.group is not None and st.group == self.group_gen:
+                # the pipeline's stream cannot go on from a purged file: a new one starts,
+                # and every table it read is taken again in it (each fails above first)
+                self.group_gen += 1
             self._resnapshot(st, what)
 
     def _resnapshot(self, st: TableState, what: str) -> None:
@@ -522,6 +543,7 @@ class Runner:
         st.batch_base = (last + 1) if last is not None else st.batch_base
         st.start = {"mode": "initial"}
         st.gap = None  # old-schema rows from the lost binlog cannot be read any more
+        st.group = None  # (re)joins the pipeline's stream as a table to take from the start
         st.note = "resnapshot: binlog purged"
         self._save()
 
@@ -588,6 +610,7 @@ class Runner:
             log.warning("table %s was renamed to %s: it goes on into %s, %s", st.table,
                         new_name, st.target, how)
             st.status = "dropped"
+            st.group = None
             self.states[new_name] = nst
             self._save()
             self._start(nst, new_schema)
@@ -603,8 +626,11 @@ class Runner:
         log.warning("table %s is gone from the source: its stream stops, target %s is kept",
                     st.table, st.target)
         run = self.runs.pop(st.table, None)
-        if run is not None and run.query is not None and run.query.isActive:
+        if run is not None and st.group is not None:
+            self._group_dirty = True  # the pipeline's stream goes on without it
+        elif run is not None and run.query is not None and run.query.isActive:
             run.query.stop()
+        st.group = None
         st.status = "dropped"
         st.note = "dropped on the source"
         self._save()
@@ -619,6 +645,21 @@ class Runner:
         return self._target_locks.setdefault(target, threading.Lock())
 
     def _start(self, st: TableState, schema: TableSchema) -> None:
+        """Capture the table: in the pipeline's stream when it can (``_joins_group``), else
+        in a stream of its own."""
+        shaper = shaper_for(self.defn, st.table)
+        keys = shaper.keys(schema.primary_key)
+        if not keys:
+            raise ConfigError(
+                f"table {st.table} has no primary key, so its target has no key to apply "
+                "changes by",
+                fix=f"add a transform for {st.table} with primary-keys: the columns that "
+                    "identify a row (or add a primary key to the table)")
+        rows_schema = self._arrow_path(st, schema, shaper)
+        if rows_schema is not None and self._joins_group(st):
+            self._join_group(st, schema, shaper, tuple(keys), rows_schema)
+            return
+        st.group = None
         extra = {"server-id": self._server_ids()}
         start = st.start
         if start["mode"] == "specific-offset":
@@ -631,21 +672,8 @@ class Runner:
         elif start["mode"] == "initial":
             if st.generation > 0:
                 extra["scan.startup.mode"] = "initial"
-        if (self.on_batch is None and self._sink_kind() == "merge"
-                and "changelog-mode" not in self.defn.source.options):
-            # apply_changes drops update preimages at once: not reading them halves the
-            # rows an update batch moves through Spark
-            extra["changelog-mode"] = "upsert"
+        extra.update(self._upsert_only())
         opts = self.defn.source.options_for(st.table, **extra)
-        shaper = shaper_for(self.defn, st.table)
-        keys = shaper.keys(schema.primary_key)
-        if not keys:
-            raise ConfigError(
-                f"table {st.table} has no primary key, so its target has no key to apply "
-                "changes by",
-                fix=f"add a transform for {st.table} with primary-keys: the columns that "
-                    "identify a row (or add a primary key to the table)")
-        rows_schema = self._arrow_path(st, schema, shaper)
         if rows_schema is not None:
             opts["arrow-batches"] = "true"
         df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
@@ -665,24 +693,133 @@ class Runner:
                               fix="keep the key in the projection, or set primary-keys in the "
                                   "table's transform")
         sink = self._sink_for(st)
-        run = TableRun(st, schema, sink, shaper, tuple(keys))
-        live = read_json(self.ckpt.live_path(st.table)) or {}
-        if live.get("generation") == st.generation:  # counts go on across runs
-            run.rows, run.batches = int(live.get("rows") or 0), int(live.get("batches") or 0)
+        run = self._new_run(st, schema, sink, shaper, tuple(keys))
         fn = (self._batch_fn(run) if rows_schema is None
               else self._arrow_batch_fn(run, rows_schema))
-        ckdir = self.ckpt.stream_dir(st.table, st.generation)
         writer = (shaped.writeStream.foreachBatch(fn)
-                  .option("checkpointLocation", str(ckdir))
+                  .option("checkpointLocation", str(self.ckpt.stream_dir(st)))
                   .queryName(f"{self.settings.name}:{st.table}:g{st.generation}"))
-        if self.until_caught_up:
-            writer = writer.trigger(availableNow=True)
-        elif self.settings.trigger_interval > 0:
-            writer = writer.trigger(processingTime=f"{self.settings.trigger_interval} seconds")
-        run.query = writer.start()
+        run.query = self._trigger(writer).start()
         self.runs[st.table] = run
         log.info("stream %s g%d -> %s (%s)", st.table, st.generation, st.target,
                  start["mode"])
+
+    def _upsert_only(self) -> dict[str, str]:
+        if (self.on_batch is None and self._sink_kind() == "merge"
+                and "changelog-mode" not in self.defn.source.options):
+            # apply_changes drops update preimages at once: not reading them halves the
+            # rows an update batch moves through Spark
+            return {"changelog-mode": "upsert"}
+        return {}
+
+    def _trigger(self, writer):
+        if self.until_caught_up:
+            return writer.trigger(availableNow=True)
+        if self.settings.trigger_interval > 0:
+            return writer.trigger(processingTime=f"{self.settings.trigger_interval} seconds")
+        return writer
+
+    def _new_run(self, st: TableState, schema: TableSchema, sink, shaper: Shaper,
+                 keys: tuple[str, ...]) -> TableRun:
+        run = TableRun(st, schema, sink, shaper, keys)
+        live = read_json(self.ckpt.live_path(st.table)) or {}
+        if live.get("generation") == st.generation:  # counts go on across runs
+            run.rows, run.batches = int(live.get("rows") or 0), int(live.get("batches") or 0)
+        return run
+
+    # -- the pipeline's stream: every table that can, in one query -----------------------
+
+    def _joins_group(self, st: TableState) -> bool:
+        """A table is read by the pipeline's stream when its changes take the Arrow path and
+        it is in it already, or it starts from its beginning (a new table, or one taken
+        again). A table that goes on from a binlog position of its own (after a schema
+        change, or from a checkpoint of a stream of its own) keeps its own stream."""
+        if st.group is not None:
+            return True
+        return st.start.get("mode") == "initial" and self.ckpt.last_planned(st) is None
+
+    def _join_group(self, st: TableState, schema: TableSchema, shaper: Shaper,
+                    keys: tuple[str, ...], rows_schema) -> None:
+        sink = self._sink_for(st)
+        if st.group != self.group_gen:
+            # its target's batch ids go on after its last one: the stream's next batch, the
+            # first that can carry its rows, maps to the next id of its target
+            last = sink.last_batch_id()
+            nxt = st.batch_base if last is None else max(last + 1, st.batch_base)
+            planned = self.ckpt.group_last_planned(self.group_gen)
+            st.batch_base = nxt - (planned + 1 if planned is not None else 0)
+            st.group = self.group_gen
+            self._save()
+        run = self._new_run(st, schema, sink, shaper, keys)
+        run.arrow, run.rows_schema = True, rows_schema
+        run.query = self.group_query
+        self.runs[st.table] = run
+        self._group_dirty = True
+
+    def _sync_group(self) -> None:
+        """(Re)start the pipeline's stream when its tables changed: one query over all of
+        them, from its checkpoint. The source fits its assigner to the tables it is given
+        (``SplitAssigner.reconcile``): a new table, or one taken again, is snapshotted
+        inside it while the others stream on."""
+        if not self._group_dirty:
+            return
+        self._group_dirty = False
+        q = self.group_query
+        if q is not None and q.isActive:
+            q.stop()
+        self.group_query = None
+        members = {t: r for t, r in self.runs.items() if r.state.group is not None}
+        if not members:
+            return
+        if self._group_ids is None:
+            self._group_ids = self._server_ids()
+        gens = {t: r.state.generation for t, r in sorted(members.items())}
+        opts = self.defn.source.options_for_tables(
+            list(members), **{"server-id": self._group_ids, "arrow-batches": "true",
+                              "scan.table-generations": sc.dumps(gens),
+                              **self._upsert_only()})
+        df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
+        writer = (df.writeStream.foreachBatch(self._group_batch_fn(members))
+                  .option("checkpointLocation", str(self.ckpt.group_dir(self.group_gen)))
+                  .queryName(f"{self.settings.name}:tables:g{self.group_gen}"))
+        self.group_query = self._trigger(writer).start()
+        for r in members.values():
+            r.query = self.group_query
+        log.info("the pipeline's stream g%d: %d table(s)", self.group_gen, len(members))
+
+    def _group_batch_fn(self, members: dict[str, TableRun]):
+        """Each micro-batch of the pipeline's stream: split by table, each table's rows
+        planned in Arrow and written to its target, the targets at once. Each target
+        records its own batch id (its base + the stream's batch id) in the same commit as
+        its rows, so a batch replayed after a crash skips the targets that have it."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from sparkcdc.apply import ApplySpec, apply_arrow
+        from sparkcdc.spark.arrow_batches import decode_tables
+
+        specs = {t: ApplySpec(keys=r.keys) for t, r in members.items()}
+        workers = max(1, min(8, 2 * self.settings.parallelism))
+
+        def write(run: TableRun, rows, batch_id: int) -> None:
+            if not rows.schema.equals(run.rows_schema):
+                rows = rows.cast(run.rows_schema)
+            with self._lock(run.state.target):
+                apply_arrow(run.sink, rows, run.state.batch_base + batch_id,
+                            specs[run.state.table])
+            run.change_rows[batch_id] = rows.num_rows
+
+        def fn(df, batch_id):
+            batch_id = int(batch_id)
+            work = [(members[t], rows) for t, rows in decode_tables(df.toArrow()).items()
+                    if t in members]
+            if len(work) <= 1:
+                for run, rows in work:
+                    write(run, rows, batch_id)
+                return
+            with ThreadPoolExecutor(min(workers, len(work))) as pool:
+                for f in [pool.submit(write, run, rows, batch_id) for run, rows in work]:
+                    f.result()  # the first failure fails the batch (Spark replays it)
+        return fn
 
     def _arrow_path(self, st: TableState, schema: TableSchema, shaper: Shaper):
         """The Arrow schema of the table's change rows when its micro-batches can skip
@@ -767,86 +904,120 @@ class Runner:
     # -- watching ----------------------------------------------------------------------------
 
     def _poll(self) -> None:
-        failed = []
+        """One look at every query (the pipeline's stream once, however many tables it
+        reads): progress for each table, ``live/``, the display; a failure examined."""
+        self._sync_group()
+        failed: dict[int, TableRun] = {}
+        looks: dict[int, tuple] = {}  # per query: (progress, active, failed)
+        parsed: dict[tuple, tuple] = {}  # per (query, batch): the offsets, parsed once
         for table, run in list(self.runs.items()):
             q = run.query
-            for p in (q.recentProgress or []):
+            if q is None:
+                continue
+            look = looks.get(id(q))
+            if look is None:
+                active = q.isActive
+                look = looks[id(q)] = (q.recentProgress or [], active,
+                                       (not active and q.exception() is not None)
+                                       or _thread_died(q))
+            progress, run.active, broken = look
+            for p in progress:
                 if p["batchId"] > run.seen_batch:
                     run.seen_batch = p["batchId"]
                     n = int(p.get("numInputRows") or 0)
+                    rate = float(p.get("processedRowsPerSecond") or 0.0)
                     if run.arrow:  # Spark counted record batches; the fn counted rows
                         n = run.change_rows.pop(p["batchId"], 0)
                         secs = (p.get("durationMs") or {}).get("triggerExecution", 0) / 1000
-                        p = {**p, "processedRowsPerSecond": n / secs if secs else 0.0}
+                        rate = n / secs if secs else 0.0
                     run.rows += n
                     if n:
                         run.batches += 1
-                    self._progress(run, p)
+                    key = (id(q), p["batchId"])
+                    if key not in parsed:
+                        parsed[key] = _offsets(p)
+                    self._progress(run, p, *parsed[key], rate)
                     run.restarts = 0  # a completed batch: only failures in a row count
-            if run.error is None and ((not q.isActive and q.exception() is not None)
-                                      or _thread_died(q)):
-                failed.append(run)
-            self._write_live(run, running=q.isActive)
+                    if run.state.group is not None:
+                        self._group_restarts = 0
+            if run.error is None and broken:
+                failed.setdefault(id(q), run)
+            self._write_live(run, running=run.active)
         if self.display is not None:
             self.display.update(self)
-        for run in failed:
+        for run in failed.values():
             self._examine_failure(run)
 
-    def _progress(self, run: TableRun, p: dict) -> None:
-        import json
-
-        src = (p.get("sources") or [{}])[0]
+    def _progress(self, run: TableRun, p: dict, off: dict | None, latest: dict | None,
+                  rate: float) -> None:
         log.debug("batch %s of %s: %s rows, durations %s", p.get("batchId"), run.state.table,
                   p.get("numInputRows"), p.get("durationMs"))
-        end = src.get("endOffset")
-        if not end:
+        if not off:
             return
-        off = json.loads(end) if isinstance(end, str) else end
+        table = run.state.table
         run.pos = off.get("pos")
-        phase = sc.table_phase(off, run.state.table) or off.get("phase", "")
+        phase = sc.table_phase(off, table) or off.get("phase", "")
         if phase in ("planning", "snapshotting") and run.snapshot_started is None:
             run.snapshot_started = time.monotonic()
-        run.phase = "streaming" if off.get("phase") == "streaming" else "snapshot"
-        run.chunks_done = int(off.get("chunks_done") or 0)
-        run.chunks_total = chunks_total(off, run.state.table, run.chunks_done)
-        run.rate = float(p.get("processedRowsPerSecond") or 0.0)
-        latest = src.get("latestOffset")
+        run.phase = ("streaming" if off.get("phase") == "streaming" or phase == "done"
+                     else "snapshot")
+        run.chunks_done = sc.table_chunks_done(off, table)
+        run.chunks_total = chunks_total(off, table, run.chunks_done)
+        run.rate = rate
         if latest:
-            lat = json.loads(latest) if isinstance(latest, str) else latest
-            run.lag_bytes = lag_bytes(run.pos, (lat or {}).get("pos"))
+            run.lag_bytes = lag_bytes(run.pos, latest.get("pos"))
 
     def _write_live(self, run: TableRun, running: bool) -> None:
-        write_json(self.ckpt.live_path(run.state.table), {
-            "table": run.state.table, "target": run.state.target,
-            "generation": run.state.generation, "running": running, "pid": os.getpid(),
-            "rows": run.rows, "batches": run.batches, "rate": run.rate,
-            "lag_bytes": run.lag_bytes, "updated": time.time(), "error": run.error})
+        """``live/<table>.json`` for ``status``: written when it changed, and every 30 s
+        (``status`` calls a run alive for 120 s after the last write)."""
+        st = run.state
+        data = {"table": st.table, "target": st.target, "generation": st.generation,
+                "running": running, "pid": os.getpid(), "rows": run.rows,
+                "batches": run.batches, "rate": run.rate, "lag_bytes": run.lag_bytes,
+                "error": run.error}
+        now = time.time()
+        if run.live and run.live[0] == data and now - run.live[1] < 30 and running:
+            return
+        write_json(self.ckpt.live_path(st.table), {**data, "updated": now})
+        run.live = (data, now)
 
     def _examine_failure(self, run: TableRun) -> None:
         st = run.state
         exc = run.query.exception()
         msg = str(exc) if exc is not None else _THREAD_DIED
-        if _transient(msg) and run.restarts < _MAX_IN_A_ROW:
-            run.restarts += 1
-            log.warning("the stream of %s failed (%s): restarting it (%d of %d)", st.table,
-                        _first_error(msg), run.restarts, _MAX_IN_A_ROW)
-            self._stop.wait(2.0 * run.restarts)  # a loaded machine: give it a moment
+        grouped = st.group is not None
+        restarts = self._group_restarts if grouped else run.restarts
+        what = "the pipeline's stream" if grouped else f"the stream of {st.table}"
+        if _transient(msg) and restarts < _MAX_IN_A_ROW:
+            restarts += 1
+            log.warning("%s failed (%s): restarting it (%d of %d)", what, _first_error(msg),
+                        restarts, _MAX_IN_A_ROW)
+            self._stop.wait(2.0 * restarts)  # a loaded machine: give it a moment
+            if grouped:
+                self._group_restarts = restarts
+                self._group_dirty = True
+                self._sync_group()
+                return
             self.runs.pop(st.table, None)
             run.sink.close()
             self._start(st, run.schema)
-            self.runs[st.table].restarts = run.restarts
+            self.runs[st.table].restarts = restarts
             return
+        # a schema change or a dropped table fails a stream that reads it: reconciling
+        # handles it (and restarts the pipeline's stream without or with the table)
         found = self.discover()
-        if st.table in found and sc.diff(TableSchema.from_dict(st.schema), found[st.table]):
+        tables = ([r.state.table for r in self.runs.values() if r.state.group is not None]
+                  if grouped else [st.table])
+        if any(t not in found or sc.diff(TableSchema.from_dict(self.states[t].schema),
+                                         found[t]) for t in tables):
             self._reconcile(found)
-            self._save()
-            return
-        if st.table not in found:
-            self._reconcile(found)
+            if grouped:
+                self._group_dirty = True
+            self._sync_group()
             self._save()
             return
         run.error = msg.splitlines()[0][:500]
-        raise PipelineFailed(f"the stream of {st.table} failed: {_first_error(msg)}",
+        raise PipelineFailed(f"{what} failed: {_first_error(msg)}",
                              fix="fix the cause and run again: the pipeline resumes from its "
                                  f"checkpoint ({self.ckpt.root})")
 
@@ -908,6 +1079,7 @@ class Runner:
         else:
             st.start = {"mode": "specific-offset", "offset": resume.to_dict()}
         sink.close()
+        st.group = None  # a retake joins the pipeline's stream again; a resume has its own
         st.generation += 1
         st.batch_base = new_base
         st.schema = new.to_dict()
@@ -919,19 +1091,27 @@ class Runner:
         """Stop the table's stream; the target's sink, its last batch id, the source offset
         that batch ended at (None: nothing applied in this generation) and whether the
         table's snapshot was done by then."""
-        run = self.runs.pop(st.table, None)
-        if run is not None and run.query is not None:
-            if run.query.isActive:
-                run.query.stop()
-            run.sink.close()
+        self._stop_run(st)
         sink = self._sink_for(st)
         last = sink.last_batch_id()
         applied = last is not None and last >= st.batch_base
-        offset = (self.ckpt.offset(st.table, st.generation, last - st.batch_base)
-                  if applied else None)
+        offset = self.ckpt.offset(st, last - st.batch_base) if applied else None
         snapshot_done = (offset is not None and sc.table_phase(offset, st.table) == "done") or (
             not applied and st.start["mode"] == "specific-offset")
         return sink, last, offset, snapshot_done
+
+    def _stop_run(self, st: TableState) -> TableRun | None:
+        """Stop what writes the table's target: its own stream, or the pipeline's stream
+        (restarted without or with it at the next look, ``_sync_group``)."""
+        run = self.runs.pop(st.table, None)
+        if run is None:
+            return None
+        if run.query is not None and run.query.isActive:
+            run.query.stop()
+        if st.group is not None:
+            self._group_dirty = True
+        run.sink.close()
+        return run
 
     def _empty_for_retake(self, st: TableState, sink, last, what: str) -> None:
         if last is None:
@@ -1106,6 +1286,19 @@ _MAX_IN_A_ROW = 5
 
 _TRANSIENT = ("Python worker failed to connect back", "ConnectionFailed",
               "Lost connection to MySQL server", "Connection refused", _THREAD_DIED)
+
+
+def _offsets(p: dict) -> tuple[dict | None, dict | None]:
+    """A progress report's end offset of our source and the server's latest position."""
+    import json
+
+    src = (p.get("sources") or [{}])[0]
+
+    def load(v):
+        return json.loads(v) if isinstance(v, str) else v
+
+    end, latest = src.get("endOffset"), src.get("latestOffset")
+    return (load(end) if end else None), (load(latest) if latest else None)
 
 
 def _thread_died(q) -> bool:

@@ -304,10 +304,19 @@ def offset_pos(offset: dict) -> BinlogOffset:
 
 def table_phase(offset: dict, table: str) -> str:
     """``planning``/``snapshotting``/``done`` of one table in a source offset."""
+    return _table_entry(offset, table).get("phase", "")
+
+
+def table_chunks_done(offset: dict, table: str) -> int:
+    """The chunks of one table read by the end of a source offset."""
+    return int(_table_entry(offset, table).get("chunks_done") or 0)
+
+
+def _table_entry(offset: dict, table: str) -> dict:
     for t in offset.get("assigner", {}).get("tables", []):
         if t.get("table") == table:
-            return t.get("phase", "")
-    return ""
+            return t
+    return {}
 
 
 def dumps(o) -> str:

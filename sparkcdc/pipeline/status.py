@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sparkcdc.pipeline.checkpoint import Checkpoint, read_json
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.runner import chunks_total
-from sparkcdc.pipeline.schema_change import table_phase
+from sparkcdc.pipeline.schema_change import table_chunks_done, table_phase
 
 
 @dataclass
@@ -70,8 +70,8 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
     ck = Checkpoint(defn.checkpoint_dir)
     out = []
     for table, st in sorted(ck.load_tables().items()):
-        committed = ck.last_committed(table, st.generation)
-        off = ck.offset(table, st.generation, committed) if committed is not None else None
+        committed = ck.last_committed(st)
+        off = ck.offset(st, committed) if committed is not None else None
         live = read_json(ck.live_path(table)) or {}
         running = bool(live.get("running")) and _alive(int(live.get("pid", 0))) and (
             time.time() - float(live.get("updated", 0)) < 120)
@@ -80,7 +80,7 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
         else:
             tp = table_phase(off, table)
             phase = "streaming" if off.get("phase") == "streaming" or tp == "done" else "snapshot"
-            done = int(off.get("chunks_done") or 0)
+            done = table_chunks_done(off, table)
             total = chunks_total(off, table, done)
             pos = off.get("pos")
         ts = TableStatus(table, st.target, st.generation, st.status, phase, done, total,

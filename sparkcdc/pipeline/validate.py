@@ -104,12 +104,15 @@ def validate_pipeline(defn: PipelineDef) -> Report:
     _check_transforms(defn, schemas, report)
     pool = defn.source.options.get("server-id")
     if pool:
-        need = len(matched) * (defn.pipeline.parallelism + 1)
+        # one stream for the pipeline, and one per table with a transform (its own)
+        own = sum(1 for t in matched if transform_of(defn, t))
+        streams = own + (1 if len(matched) > own else 0)
+        need = streams * (defn.pipeline.parallelism + 1)
         have = len(parse_server_ids(pool))
         if have < need:
             report.problems.append(Problem(
                 f"source.server-id ({defn.where('source.server-id')})",
-                f"{have} server ids for {len(matched)} table stream(s) of "
+                f"{have} server ids for {streams} stream(s) of "
                 f"{defn.pipeline.parallelism + 1} ids each (parallelism + 1)",
                 f"give a range of at least {need} ids, or remove server-id to use random ids"))
     _check_sink(defn, report)

@@ -347,7 +347,7 @@ class Verifier:
                     return None
                 positions[t] = _offset(st.start["offset"])
                 continue
-            off = ck.offset(t, st.generation, b - st.batch_base)
+            off = ck.offset(st, b - st.batch_base)
             if off is None or table_phase(off, t) != "done":
                 return None
             positions[t] = offset_pos(off)

@@ -65,13 +65,22 @@ def spark_arrow_schema(source_schema: pa.Schema, spark=None) -> pa.Schema:
 
 
 def decode_tables(rows: pa.Table) -> dict[str, pa.Table]:
-    """The change rows of a collected micro-batch of tables that differ (the ``tables``
-    shape: each record batch holds one table, in its own columns), per ``db.table``."""
+    """The change rows of a collected micro-batch of several tables, per ``db.table``, in
+    the order the batches came. In the ``tables`` shape each record batch holds one table
+    in its own columns; in the ``columns`` shape (tables of one schema) a batch may mix
+    them, and is split by its ``_database`` and ``_table`` columns."""
+    import pyarrow.compute as pc
+
     parts: dict[str, list[pa.Table]] = {}
     for t in _payloads(rows):
         if not t.num_rows:
             continue
-        name = f"{t['_database'][0].as_py()}.{t['_table'][0].as_py()}"
-        parts.setdefault(name, []).append(t)
-    return {name: pa.concat_tables(ts) for name, ts in parts.items()}
-
+        names = pc.binary_join_element_wise(t["_database"], t["_table"], ".")
+        kinds = pc.unique(names)
+        if len(kinds) == 1:
+            parts.setdefault(kinds[0].as_py(), []).append(t)
+            continue
+        for name in kinds.to_pylist():
+            parts.setdefault(name, []).append(t.filter(pc.equal(names, name)))
+    return {name: pa.concat_tables(ts) if len(ts) > 1 else ts[0]
+            for name, ts in parts.items()}

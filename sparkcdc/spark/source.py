@@ -266,7 +266,9 @@ def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
     from sparkcdc.spark.rows import in_key_order, snapshot_batches
 
     split = SnapshotSplit.from_dict(item.split)
-    schema = ctx.tables[split.table_id]
+    schema = ctx.tables.get(split.table_id)
+    if schema is None:  # a batch replayed after its table left the query: nobody wants it
+        return
     as_of = BinlogOffset.from_dict(item.as_of)
     result = read_split_as_of(dialect, schema, split.split_id, split.start, split.end, as_of,
                               backfill=not ctx.config.backfill_skip, log_=rollback)
@@ -288,8 +290,12 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
     assigner = SplitAssigner.from_dict(item.assigner)
     view = assigner.finished_view(BinlogOffset.from_dict(item.view_at) if item.view_at
                                   else start)
+    # a table none of whose chunks is finished (or that the batch takes again) has nothing
+    # to pass on: its events are skipped undecoded (they may be of another schema)
     progress = {t: TableProgress(ctx.tables[t], splits, complete)
-                for t, (splits, complete) in view.items() if t in ctx.tables}
+                for t, (splits, complete) in view.items() if t in ctx.tables and splits}
+    if not progress:
+        return
     flt = StreamFilter(progress, dialect.locate, floor=start)
     builder = (TableBuilders(ctx.tables, ctx.config.preimages) if ctx.shape == TABLES
                else RowBuilder(ctx.out_schema, ctx.shape, ctx.config.preimages))
@@ -305,7 +311,7 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
 
     min_ts = item.min_ts_ms
     with _few_gc_passes():
-        for rec in dialect.read_window(None, start, end):
+        for rec in dialect.read_window(None, start, end, only=progress):
             if min_ts is not None and rec.ts_ms < min_ts:
                 continue
             pending.append(rec)
@@ -453,6 +459,9 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:  # timestamp
                 pos = d.offset_for_timestamp(cfg.startup.timestamp_ms)
                 min_ts = cfg.startup.timestamp_ms
+        gens = cfg.table_generations
+        for t, ts in assigner.tables.items():
+            ts.generation = gens.get(str(t), 0)
         return SourceOffset(uuid.uuid4().hex, pos, assigner, [], min_ts).to_dict()
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -495,6 +504,11 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assigner = prev.assigner
         chunks: list[SnapshotSplit] = []
         snapshotting = cfg.startup_mode in ("initial", "snapshot")
+        # the tables captured now (a restarted query may capture more, fewer, or take one
+        # again under a new generation): the assigner follows, between two batches
+        gens = cfg.table_generations
+        assigner.reconcile({t: gens.get(str(t), 0) for t in self.ctx.tables},
+                           lambda t: d.planner(t)[0], snapshotting)
         if snapshotting and assigner.phase == Phase.SNAPSHOTTING:
             now = time.monotonic()
             chunks = assigner.assign(self._chunks_per_batch(limit, now), d.planner)
@@ -527,8 +541,9 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             windows = self._d().split_window(s.pos, e.pos, cfg.binlog_split_bytes,
                                              len(cfg.server_ids))
             view_at = s.pos.to_dict() if len(windows) > 1 else None
-            items.extend(WindowItem(a.to_dict(), b.to_dict(), s.assigner.to_dict(),
-                                    s.min_ts_ms, view_at) for a, b in windows)
+            covered = s.assigner.still_in(e.assigner).to_dict()
+            items.extend(WindowItem(a.to_dict(), b.to_dict(), covered, s.min_ts_ms, view_at)
+                         for a, b in windows)
         items.extend(ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks)
         return _group(items, self.ctx.config.server_ids)
 

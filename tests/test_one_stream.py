@@ -1,0 +1,132 @@
+"""One Spark stream per pipeline: every table that takes the Arrow path is read by one
+streaming query (one binlog reader, one assigner), and its micro-batches are split by table
+and written to the targets at once, each with its own batch id.
+
+* many tables (``SPARKCDC_TEST_TABLES``, 1,000 by default) in one query: one stream
+  checkpoint, every target equal to its source after the snapshot and after a catch-up
+  with changes to random tables;
+* a column added to one table, a new table and a dropped table, all before one run: the
+  changed table goes on with its new column, the new one is snapshotted inside the
+  pipeline's stream, the dropped one's target is kept, the others stream on.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import deltalake
+from pipeline_support import source_yaml
+
+from sparkcdc.pipeline.checkpoint import GROUP_KEY, Checkpoint
+from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.status import table_statuses
+
+
+def _defn(mariadb, db, tmp_path, behavior="evolve"):
+    source = source_yaml(mariadb, db + ".\\.*", 40)
+    text = f"""
+{source}  scan.incremental.snapshot.chunk.size: 500
+sink:
+  type: delta
+  path: {tmp_path}/lake
+pipeline:
+  name: one
+  parallelism: 2
+  schema.change.behavior: {behavior}
+  checkpoint.location: {tmp_path}/ckpt
+"""
+    return parse_pipeline(text, "one.yaml", env={"TEST_PW": mariadb.info.cdc_password})
+
+
+def _run(defn, spark) -> Runner:
+    r = Runner(defn, spark, until_caught_up=True)
+    r.run()
+    return r
+
+
+def _target(tmp_path, db, table) -> dict:
+    t = deltalake.DeltaTable(str(tmp_path / "lake" / db / table)).to_pyarrow_table()
+    rows = t.to_pylist()
+    assert len(rows) == len({r["id"] for r in rows}), f"{table}: a key is held twice"
+    return {r["id"]: tuple(v for k, v in sorted(r.items()) if k != "id") for r in rows}
+
+
+def _source(mariadb, db, table) -> dict:
+    cols = [r[0] for r in mariadb.query(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND "
+        "table_name = %s ORDER BY column_name", (db, table))]
+    other = [c for c in cols if c != "id"]
+    got = mariadb.query(f"SELECT id, {', '.join(other)} FROM `{db}`.`{table}`")
+    return {r[0]: tuple(r[1:]) for r in got}
+
+
+def _streams(tmp_path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "ckpt" / "streams").iterdir())
+
+
+def test_many_tables_one_query(spark, mariadb, db, tmp_path):
+    n = int(os.environ.get("SPARKCDC_TEST_TABLES", "1000"))
+    names = [f"t{i:04d}" for i in range(n)]
+    mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))"
+                      for t in names], database=db)
+    mariadb.execute(*[f"INSERT INTO {t} VALUES (1, {i}, 'a'), (2, {i}, NULL), (3, -{i}, 'c')"
+                      for i, t in enumerate(names)], database=db)
+    defn = _defn(mariadb, db, tmp_path)
+    t0 = time.monotonic()
+    runner = _run(defn, spark)
+    first = time.monotonic() - t0
+    assert _streams(tmp_path) == [GROUP_KEY]  # one streaming query, whatever the count
+    assert len({id(r.query) for r in runner.runs.values()}) == 1
+    assert len(runner.runs) == n
+    for t in names:
+        assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
+
+    rnd = random.Random(n)
+    touched = rnd.sample(names, min(50, n))
+    for t in touched:
+        mariadb.execute(f"UPDATE {t} SET v = v + 1000 WHERE id = 1",
+                        f"DELETE FROM {t} WHERE id = 2", f"INSERT INTO {t} VALUES (9, 9, 'z')",
+                        database=db)
+    t0 = time.monotonic()
+    _run(defn, spark)
+    catch_up = time.monotonic() - t0
+    assert _streams(tmp_path) == [GROUP_KEY]
+    for t in names:
+        assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
+    sts = {s.table: s for s in table_statuses(defn)}
+    assert all(sts[f"{db}.{t}"].phase == "streaming" for t in names)
+    print(f"{n} tables: first run {first:.1f} s, catch-up {catch_up:.1f} s")
+
+
+def test_ddl_new_and_dropped_table_before_one_run(spark, mariadb, db, tmp_path):
+    mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in "abc"],
+                    *[f"INSERT INTO {t} SELECT seq, seq FROM seq_1_to_20" for t in "abc"],
+                    database=db)
+    defn = _defn(mariadb, db, tmp_path)
+    _run(defn, spark)
+    assert _streams(tmp_path) == [GROUP_KEY]
+    # in one go: rows before and after a column is added, a new table, a dropped one
+    mariadb.execute("UPDATE a SET v = 100 WHERE id = 1",
+                    "ALTER TABLE a ADD COLUMN w VARCHAR(5)",
+                    "UPDATE a SET v = 200, w = 'x' WHERE id = 2",
+                    "CREATE TABLE d (id INT PRIMARY KEY, v INT)",
+                    "INSERT INTO d SELECT seq, -seq FROM seq_1_to_30",
+                    "DROP TABLE c", "DELETE FROM b WHERE id > 15", database=db)
+    _run(defn, spark)
+    for t in "abd":
+        assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
+    assert _target(tmp_path, db, "a")[1] == (100, None) and _target(tmp_path, db, "a")[2] == (
+        200, "x")
+    assert sorted(_target(tmp_path, db, "c")) == list(range(1, 21))  # the target is kept
+    states = Checkpoint(tmp_path / "ckpt").load_tables()
+    assert states[f"{db}.c"].status == "dropped"
+    assert states[f"{db}.d"].group == states[f"{db}.b"].group == 0  # in the one stream
+    # and all of them go on
+    mariadb.execute("UPDATE a SET w = 'y' WHERE id = 3", "INSERT INTO d VALUES (31, 31)",
+                    "UPDATE b SET v = 0", database=db)
+    _run(defn, spark)
+    for t in "abd":
+        assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
