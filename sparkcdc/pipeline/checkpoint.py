@@ -80,6 +80,7 @@ GROUP_KEY = "_tables"  # the pipeline stream's directory (a table's key always h
 class Checkpoint:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._offsets: dict[tuple[Path, int], dict] = {}
 
     # -- pipeline state --------------------------------------------------------------------
 
@@ -121,8 +122,15 @@ class Checkpoint:
 
     def offset(self, st: TableState, batch: int) -> dict | None:
         """Our source offset at the end of ``batch`` of the stream reading ``st`` (None if
-        Spark did not plan it)."""
-        return read_offset(self.stream_dir(st), batch)
+        Spark did not plan it). Spark never rewrites an offset file, and every table of the
+        pipeline's stream asks for the same ones: each is read once."""
+        key = (self.stream_dir(st), batch)
+        off = self._offsets.get(key)
+        if off is None:
+            off = read_offset(*key)
+            if off is not None:
+                self._offsets[key] = off
+        return off
 
     def last_planned(self, st: TableState) -> int | None:
         return self._last(self.stream_dir(st) / "offsets")

@@ -131,6 +131,7 @@ class Runner:
         self._group_dirty = False  # its tables changed: restart it at the next look
         self._group_ids: str | None = None
         self._group_restarts = 0  # transient failures in a row
+        self._seen_batch: dict[Any, int] = {}  # per query: the last progress report looked at
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -390,8 +391,7 @@ class Runner:
                 st.schema = schema.to_dict()
                 st.status = "active"
                 self.states[table] = st
-                self._save()
-                self._start(st, schema)
+                self._start(st, schema)  # saves the state before any stream starts
                 continue
             if st.status == "failed":
                 continue
@@ -659,7 +659,8 @@ class Runner:
         if rows_schema is not None and self._joins_group(st):
             self._join_group(st, schema, shaper, tuple(keys), rows_schema)
             return
-        st.group = None
+        if st.group is not None:
+            self._leave_group(st)
         extra = {"server-id": self._server_ids()}
         start = st.start
         if start["mode"] == "specific-offset":
@@ -692,6 +693,7 @@ class Runner:
                               f"after the transform",
                               fix="keep the key in the projection, or set primary-keys in the "
                                   "table's transform")
+        self._save()  # the table's state is on disk before its stream writes
         sink = self._sink_for(st)
         run = self._new_run(st, schema, sink, shaper, tuple(keys))
         fn = (self._batch_fn(run) if rows_schema is None
@@ -738,6 +740,33 @@ class Runner:
             return True
         return st.start.get("mode") == "initial" and self.ckpt.last_planned(st) is None
 
+    def _leave_group(self, st: TableState) -> None:
+        """A table of the pipeline's stream that can no longer take it (a transform added
+        to the definition since, a sink of another kind) goes on in a stream of its own:
+        from the end of its target's last batch when its snapshot was done there (the
+        stream's later batches had no rows of it), else taken again from the start."""
+        sink = self._sink_for(st)
+        try:
+            last = sink.last_batch_id()
+            applied = last is not None and last >= st.batch_base
+            off = self.ckpt.offset(st, last - st.batch_base) if applied else None
+            if off is not None and sc.table_phase(off, st.table) == "done":
+                st.start = {"mode": "specific-offset", "offset": sc.offset_pos(off).to_dict()}
+            else:
+                if last is not None:
+                    self._empty_for_retake(st, sink, last, f"table {st.table} leaves the "
+                                                           "pipeline's stream in its snapshot")
+                st.start = {"mode": "initial"}
+        finally:
+            sink.close()
+        log.warning("table %s leaves the pipeline's stream for a stream of its own (%s)",
+                    st.table, st.start["mode"])
+        st.group = None
+        st.generation += 1
+        st.batch_base = (last + 1) if last is not None else max(0, st.batch_base)
+        self._group_dirty = True
+        self._save()
+
     def _join_group(self, st: TableState, schema: TableSchema, shaper: Shaper,
                     keys: tuple[str, ...], rows_schema) -> None:
         sink = self._sink_for(st)
@@ -748,8 +777,7 @@ class Runner:
             nxt = st.batch_base if last is None else max(last + 1, st.batch_base)
             planned = self.ckpt.group_last_planned(self.group_gen)
             st.batch_base = nxt - (planned + 1 if planned is not None else 0)
-            st.group = self.group_gen
-            self._save()
+            st.group = self.group_gen  # saved before the stream starts (_sync_group)
         run = self._new_run(st, schema, sink, shaper, keys)
         run.arrow, run.rows_schema = True, rows_schema
         run.query = self.group_query
@@ -773,6 +801,7 @@ class Runner:
             return
         if self._group_ids is None:
             self._group_ids = self._server_ids()
+        self._save()  # every table's state is on disk before the stream writes
         gens = {t: r.state.generation for t, r in sorted(members.items())}
         opts = self.defn.source.options_for_tables(
             list(members), **{"server-id": self._group_ids, "arrow-batches": "true",
@@ -917,7 +946,7 @@ class Runner:
             look = looks.get(id(q))
             if look is None:
                 active = q.isActive
-                look = looks[id(q)] = (q.recentProgress or [], active,
+                look = looks[id(q)] = (self._new_progress(q), active,
                                        (not active and q.exception() is not None)
                                        or _thread_died(q))
             progress, run.active, broken = look
@@ -948,6 +977,19 @@ class Runner:
         for run in failed.values():
             self._examine_failure(run)
 
+    def _new_progress(self, q) -> list[dict]:
+        """The query's progress reports of batches not seen yet. Each report holds the
+        source's offsets, which list every table of the pipeline's stream: the whole recent
+        list (up to 100 reports) is fetched only when the last one is new."""
+        last = q.lastProgress
+        if last is None:
+            return []
+        seen = self._seen_batch.get(q, -1)  # (keyed by the object: an id() may be reused)
+        if last["batchId"] <= seen:
+            return []
+        self._seen_batch[q] = last["batchId"]
+        return [p for p in (q.recentProgress or []) if p["batchId"] > seen] or [last]
+
     def _progress(self, run: TableRun, p: dict, off: dict | None, latest: dict | None,
                   rate: float) -> None:
         log.debug("batch %s of %s: %s rows, durations %s", p.get("batchId"), run.state.table,
@@ -968,15 +1010,17 @@ class Runner:
             run.lag_bytes = lag_bytes(run.pos, latest.get("pos"))
 
     def _write_live(self, run: TableRun, running: bool) -> None:
-        """``live/<table>.json`` for ``status``: written when it changed, and every 30 s
-        (``status`` calls a run alive for 120 s after the last write)."""
+        """``live/<table>.json`` for ``status``: written when it changed (at most every 5 s
+        while it runs), and every 30 s (``status`` calls a run alive for 120 s after the
+        last write)."""
         st = run.state
         data = {"table": st.table, "target": st.target, "generation": st.generation,
                 "running": running, "pid": os.getpid(), "rows": run.rows,
                 "batches": run.batches, "rate": run.rate, "lag_bytes": run.lag_bytes,
                 "error": run.error}
         now = time.time()
-        if run.live and run.live[0] == data and now - run.live[1] < 30 and running:
+        if run.live and running and run.live[0]["running"] and (
+                now - run.live[1] < 5 or run.live[0] == data and now - run.live[1] < 30):
             return
         write_json(self.ckpt.live_path(st.table), {**data, "updated": now})
         run.live = (data, now)
@@ -1326,18 +1370,18 @@ def chunks_total(offset: dict, table: str, done: int) -> int | None:
     """The table's number of chunks when its planner can tell (even splitting), else None."""
     from decimal import Decimal
 
-    for t in offset.get("assigner", {}).get("tables", []):
-        if t.get("table") != table:
-            continue
-        if t.get("phase") == "done":
-            return int(t.get("chunks_done") or done)
-        p = t.get("planner") or {}
-        try:
-            if str(p.get("strategy", "")).startswith("even") and p.get("step"):
-                lo, hi = _value(p.get("min")), _value(p.get("max"))
-                return max(done, int((Decimal(hi) - Decimal(lo)) / Decimal(p["step"])) + 1)
-        except (TypeError, ValueError, ArithmeticError):
-            return None
+    t = sc.table_entry(offset, table)
+    if not t:
+        return None
+    if t.get("phase") == "done":
+        return int(t.get("chunks_done") or done)
+    p = t.get("planner") or {}
+    try:
+        if str(p.get("strategy", "")).startswith("even") and p.get("step"):
+            lo, hi = _value(p.get("min")), _value(p.get("max"))
+            return max(done, int((Decimal(hi) - Decimal(lo)) / Decimal(p["step"])) + 1)
+    except (TypeError, ValueError, ArithmeticError):
+        return None
     return None
 
 

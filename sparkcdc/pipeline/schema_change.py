@@ -304,19 +304,23 @@ def offset_pos(offset: dict) -> BinlogOffset:
 
 def table_phase(offset: dict, table: str) -> str:
     """``planning``/``snapshotting``/``done`` of one table in a source offset."""
-    return _table_entry(offset, table).get("phase", "")
+    return table_entry(offset, table).get("phase", "")
 
 
 def table_chunks_done(offset: dict, table: str) -> int:
     """The chunks of one table read by the end of a source offset."""
-    return int(_table_entry(offset, table).get("chunks_done") or 0)
+    return int(table_entry(offset, table).get("chunks_done") or 0)
 
 
-def _table_entry(offset: dict, table: str) -> dict:
-    for t in offset.get("assigner", {}).get("tables", []):
-        if t.get("table") == table:
-            return t
-    return {}
+def table_entry(offset: dict, table: str) -> dict:
+    """One table's assigner state in a source offset ({} when absent). An offset of the
+    pipeline's stream lists every table, and each table asks: the index is built once per
+    offset (kept in the dict under a key no offset has)."""
+    index = offset.get("__by_table")
+    if index is None:
+        index = offset["__by_table"] = {t.get("table"): t for t in
+                                        offset.get("assigner", {}).get("tables", [])}
+    return index.get(table) or {}
 
 
 def dumps(o) -> str:

@@ -105,7 +105,7 @@ def validate_pipeline(defn: PipelineDef) -> Report:
     pool = defn.source.options.get("server-id")
     if pool:
         # one stream for the pipeline, and one per table with a transform (its own)
-        own = sum(1 for t in matched if transform_of(defn, t))
+        own = sum(1 for d, t in matched if transform_of(defn, f"{d}.{t}"))
         streams = own + (1 if len(matched) > own else 0)
         need = streams * (defn.pipeline.parallelism + 1)
         have = len(parse_server_ids(pool))
