@@ -52,6 +52,7 @@ from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, read_json, write_json
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
+from sparkcdc.sinks.evolution import Change
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -464,7 +465,7 @@ class Runner:
         run = self._stop_run(st)
         sink = self._sink_for(st)
         last = sink.last_batch_id()
-        targets.reset_target(sink)
+        sink.empty()
         sink.close()
         st.group = None  # joins the pipeline's stream again as a table to take from the start
         st.generation += 1
@@ -536,7 +537,7 @@ class Runner:
         sink = self._sink_for(st)
         try:
             last = sink.last_batch_id()
-            targets.reset_target(sink)
+            sink.empty()
         finally:
             sink.close()
         st.generation += 1  # a new Spark checkpoint: the stream starts with a snapshot
@@ -1167,7 +1168,7 @@ class Runner:
                 "is shared with other tables",
                 fix="empty the target, then start the pipeline again with a new checkpoint "
                     "location")
-        targets.reset_target(sink)
+        sink.empty()
 
     def _shared(self, st: TableState) -> bool:
         return any(o.target == st.target and o.table != st.table and o.status == "active"
@@ -1197,30 +1198,30 @@ class Runner:
         def arrow(c):
             return to_arrow_type(new_fields[c].dataType)
 
-        plan: list[targets.Change] = []
+        plan: list[Change] = []
         renamed_to = {}
         for a, b in d.renamed:
             if a not in names or b not in new_fields or transformed:
                 continue
             if behavior == "lenient":
-                plan += [targets.Change("add", b, type=arrow(b)), targets.Change("copy", a, b)]
+                plan += [Change("add", b, type=arrow(b)), Change("copy", a, b)]
             else:
-                plan.append(targets.Change("rename", a, b))
+                plan.append(Change("rename", a, b))
                 renamed_to[a] = b
         for c in d.added:
             if c in new_fields and c not in names and not transformed:
-                plan.append(targets.Change("add", c, type=arrow(c)))
+                plan.append(Change("add", c, type=arrow(c)))
         if behavior in ("evolve", "try_evolve"):
-            plan += [targets.Change("drop", c) for c in d.dropped if c in names]
+            plan += [Change("drop", c) for c in d.dropped if c in names]
         for c in cols:
             name = renamed_to.get(c["name"], c["name"])
             f = new_fields.get(name)
             if f is not None and f.dataType.jsonValue() != c["type"]:
-                plan.append(targets.Change("retype", name, type=arrow(name)))
+                plan.append(Change("retype", name, type=arrow(name)))
         if not plan:
             return cols
-        current = targets.target_columns(sink)
-        done: list[targets.Change] = []
+        current = sink.stored_columns()
+        done: list[Change] = []
         for ch in plan:
             if ch.kind == "copy" and not any(x.kind == "add" and x.name == ch.new_name
                                              for x in done):
@@ -1228,14 +1229,14 @@ class Runner:
             stored = (current.field(ch.name).type if ch.kind == "retype" and current is not None
                       and ch.name in current.names else None)
             why = None
-            if not targets.can_change(sink, ch, stored):
+            if not sink.can_change(ch, stored):
                 why = f"the {sink.type} target cannot {ch.describe()}"
                 if sink.type == "iceberg" and ch.kind == "retype":
                     why += (" (Iceberg changes a type only by its promotions: int to long, "
                             "float to double, a wider decimal)")
             else:
                 try:
-                    targets.evolve(sink, [ch], tuple(new.primary_key))
+                    sink.evolve([ch], tuple(new.primary_key))
                 except Exception as e:  # the target refused it (e.g. values that do not fit)
                     why = f"{st.target}: {ch.describe()} failed: {str(e).splitlines()[0]}"
             if why is None:
@@ -1251,10 +1252,10 @@ class Runner:
                 "rename": "the new name is added, the old one kept", "copy": "not copied",
                 "retype": "the target keeps its type, values are cast"}[ch.kind])
             if ch.kind == "rename":  # fall back to lenient's rename
-                ch_add = targets.Change("add", ch.new_name, type=arrow(ch.new_name))
+                ch_add = Change("add", ch.new_name, type=arrow(ch.new_name))
                 try:
-                    if targets.can_change(sink, ch_add):
-                        targets.evolve(sink, [ch_add], tuple(new.primary_key))
+                    if sink.can_change(ch_add):
+                        sink.evolve([ch_add], tuple(new.primary_key))
                         done.append(ch_add)
                 except Exception as e:
                     log.warning("%s: %s failed: %s", st.target, ch_add.describe(), e)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import ConfigError, SchemaError
+from sparkcdc.sinks.evolution import Change, pending
 
 log = logging.getLogger("sparkcdc.sinks")
 
@@ -172,6 +173,45 @@ class Sink(ABC):
     @abstractmethod
     def read(self) -> pa.Table:
         """The whole target table as stored (for tests, debugging and benchmarks)."""
+
+    # -- schema evolution (sinks/evolution.py; each sink's own in sinks/<type>/) ----------
+
+    def stored_columns(self) -> pa.Schema | None:
+        """The target's stored columns, or None when it does not exist yet (or has no
+        schema of its own)."""
+        return None
+
+    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
+        """Whether the target can make ``change`` (``current``: the column's stored type,
+        for a retype)."""
+        return False
+
+    def evolve(self, changes: list[Change], keys: tuple[str, ...] = ()) -> None:
+        """Make ``changes`` to the target table. Idempotent: a change the target already
+        shows is skipped, so a run that stopped half way can do it again. A target that
+        does not exist yet is left alone: its first write creates it with the new
+        columns. A change the sink cannot make raises ``SchemaError``."""
+        bad = [c for c in changes if not self.can_change(c)]
+        if bad:
+            raise SchemaError(f"the {self.type} target cannot {bad[0].describe()}",
+                              fix="use schema.change.behavior: try_evolve or lenient")
+        have = self.stored_columns()
+        if not changes or have is None:
+            return
+        todo = pending(changes, set(have.names))
+        if todo:
+            self._evolve(todo, tuple(keys))
+
+    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
+        """Make ``changes``, which the target does not show yet (``evolve`` filtered)."""
+        raise NotImplementedError(f"the {self.type} sink evolves no schema")
+
+    def empty(self) -> None:
+        """Delete every row of the target (a table taken again from its snapshot); its
+        schema and its record of applied batches stay."""
+        raise SchemaError(f"the {self.type} target cannot be emptied by the pipeline",
+                          fix="empty the target table and restart, or use "
+                              "schema.change.behavior: ignore")
 
     def close(self) -> None:
         """Release connections; the sink reopens them if used again."""

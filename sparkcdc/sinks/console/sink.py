@@ -24,6 +24,7 @@ from sparkcdc.sinks.base import (
     WriteResult,
 )
 from sparkcdc.sinks.console.config import ConsoleConfig
+from sparkcdc.sinks.evolution import Change
 
 
 class ConsoleSink(Sink):
@@ -87,6 +88,14 @@ class ConsoleSink(Sink):
 
     def _current(self) -> list[dict]:
         return list(self._rows.values()) if not self._versions else list(self._versions)
+
+    # -- schema evolution: in memory, rows of any shape ---------------------------------
+
+    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
+        return True
+
+    def empty(self) -> None:
+        pass  # in memory: the new generation's sink starts empty
 
     def read(self) -> pa.Table:
         if self._schema is None:

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcdc.sinks.base import Sink, WriteResult, log
+from sparkcdc.sinks.evolution import Change
 from sparkcdc.sinks.files.config import FilesConfig
 
 BATCH_COLUMN = "sparkcdc_batch"
@@ -103,6 +104,13 @@ class FilesSink(Sink):
             reader = reader.schema(StructType(schema.fields + [StructField(BATCH_COLUMN, LongType())]))
             reader = reader.options(**JSON_TIME_FORMATS)
         return reader.load(self.config.path)
+
+    # -- schema evolution ------------------------------------------------------------------
+
+    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
+        """A changelog takes each batch's shape (new columns just appear) but never
+        rewrites what it wrote."""
+        return change.kind == "add"
 
     def read(self) -> pa.Table:
         df = self.changelog()

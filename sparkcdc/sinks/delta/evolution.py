@@ -1,0 +1,70 @@
+"""Schema evolution of a Delta target: columns are added in the table's metadata; anything
+else rewrites the table, because delta-rs cannot rename, drop or retype a column in place
+(that needs Delta's column mapping, which it does not write). The rows are read, changed in
+Arrow and written back as one overwrite commit that also replaces the schema; the app
+transactions (the batch ids) stay in the log."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from sparkcdc.sinks.evolution import Change, arrow_change
+
+
+def _stored(t: pa.DataType) -> pa.DataType:
+    from sparkcdc.sinks.delta.sink import storage_table
+
+    return storage_table(pa.table({"c": pa.array([], t)})).schema.field("c").type
+
+
+def stored_columns(sink) -> pa.Schema | None:
+    import deltalake
+
+    cfg = sink.config
+    if not deltalake.DeltaTable.is_deltatable(cfg.path, cfg.storage_options):
+        return None
+    t = deltalake.DeltaTable(cfg.path, storage_options=cfg.storage_options)
+    return pa.schema(t.schema().to_arrow())
+
+
+def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
+    import deltalake
+
+    if all(c.kind == "add" for c in changes):
+        _add_columns(sink, [pa.field(c.name, c.type) for c in changes])
+        return
+    cfg = sink.config
+    t = deltalake.DeltaTable(cfg.path, storage_options=cfg.storage_options)
+    data = t.to_pyarrow_table()
+    for c in changes:
+        data = arrow_change(data, c, _stored)
+    deltalake.write_deltalake(
+        t, data, mode="overwrite", schema_mode="overwrite",
+        partition_by=list(t.metadata().partition_columns) or None,
+        commit_properties=deltalake.CommitProperties(custom_metadata={
+            "sparkcdc.schema-change": "; ".join(c.describe() for c in changes)}))
+
+
+def _add_columns(sink, fields: list[pa.Field]) -> None:
+    import deltalake
+    from deltalake.schema import Field, Schema
+
+    from sparkcdc.sinks.delta.sink import storage_table
+
+    cfg = sink.config
+    if not deltalake.DeltaTable.is_deltatable(cfg.path, cfg.storage_options):
+        return  # created with the new columns on the first write
+    t = deltalake.DeltaTable(cfg.path, storage_options=cfg.storage_options)
+    stored = storage_table(pa.table({f.name: pa.array([], f.type) for f in fields})).schema
+    have = set(pa.schema(t.schema().to_arrow()).names)
+    delta_fields = [f for f in Schema.from_arrow(stored).fields if f.name not in have]
+    if delta_fields:
+        t.alter.add_columns([Field(f.name, f.type, nullable=True) for f in delta_fields])
+
+
+def empty(sink) -> None:
+    import deltalake
+
+    cfg = sink.config
+    if deltalake.DeltaTable.is_deltatable(cfg.path, cfg.storage_options):
+        deltalake.DeltaTable(cfg.path, storage_options=cfg.storage_options).delete()

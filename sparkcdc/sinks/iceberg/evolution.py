@@ -1,0 +1,70 @@
+"""Schema evolution of an Iceberg target: in metadata (columns have ids), add, drop, rename
+and the spec's type promotions, in one commit; ``copy`` rewrites the table's rows after
+it."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from sparkcdc.sinks.evolution import Change, arrow_change
+
+
+def _stored(t: pa.DataType) -> pa.DataType:
+    from sparkcdc.sinks.iceberg.sink import storage_table
+
+    return storage_table(pa.table({"c": pa.array([], t)})).schema.field("c").type
+
+
+def promotable(old: pa.DataType, new: pa.DataType) -> bool:
+    """Iceberg's allowed type promotions (the spec): int -> long, float -> double, and a
+    decimal's precision widened with the same scale."""
+    if old == new:
+        return True
+    if pa.types.is_int32(old) and pa.types.is_int64(new):
+        return True
+    if pa.types.is_float32(old) and pa.types.is_float64(new):
+        return True
+    return (pa.types.is_decimal(old) and pa.types.is_decimal(new) and old.scale == new.scale
+            and new.precision >= old.precision)
+
+
+def can_change(change: Change, current: pa.DataType | None) -> bool:
+    if change.kind == "retype" and current is not None:
+        return promotable(current, _stored(change.type))
+    return True
+
+
+def _exists(sink) -> bool:
+    return sink.catalog().table_exists(sink.config.identifier)
+
+
+def stored_columns(sink) -> pa.Schema | None:
+    if not _exists(sink):
+        return None
+    return sink.catalog().load_table(sink.config.identifier).schema().as_arrow()
+
+
+def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
+    t = sink.catalog().load_table(sink.config.identifier)
+    with t.transaction() as tx:
+        with tx.update_schema() as u:
+            for c in changes:
+                if c.kind in ("add", "retype"):
+                    u.union_by_name(pa.schema([pa.field(c.name, _stored(c.type))]))
+                elif c.kind == "drop":
+                    u.delete_column(c.name)
+                elif c.kind == "rename":
+                    u.rename_column(c.name, c.new_name)
+    copies = [c for c in changes if c.kind == "copy"]
+    if copies:
+        t = sink.catalog().load_table(sink.config.identifier)
+        data = t.scan().to_arrow()
+        for c in copies:
+            data = arrow_change(data, c, _stored)
+        with t.transaction() as tx:
+            tx.overwrite(data.cast(t.schema().as_arrow()))
+
+
+def empty(sink) -> None:
+    if _exists(sink):
+        sink.catalog().load_table(sink.config.identifier).delete()  # all rows

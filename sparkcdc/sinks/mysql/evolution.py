@@ -1,0 +1,57 @@
+"""Schema evolution of a MySQL/MariaDB target: ALTER TABLE statements, each committing on
+its own and each idempotent (``IF [NOT] EXISTS``), so a run stopped between two does the
+rest again."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from sparkcdc.sinks.evolution import Change
+
+
+def stored_columns(sink) -> pa.Schema | None:
+    """Column names of the target (types as null: the sink maps them itself)."""
+    conn = sink.connection()
+    with conn.cursor() as cur:
+        cur.execute("SELECT column_name FROM information_schema.columns WHERE "
+                    "table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+                    (sink.config.database, sink.config.table))
+        names = [r[0] for r in cur.fetchall()]
+    conn.commit()
+    return pa.schema([pa.field(n, pa.null()) for n in names]) if names else None
+
+
+def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
+    from sparkcdc.sinks.mysql.sink import mysql_type, q
+
+    target = f"{q(sink.config.database)}.{q(sink.config.table)}"
+    conn = sink.connection()
+    with conn.cursor() as cur:
+        for c in changes:
+            if c.kind == "add":
+                cur.execute(f"ALTER TABLE {target} ADD COLUMN IF NOT EXISTS {q(c.name)} "
+                            f"{mysql_type(c.type)}")
+            elif c.kind == "drop":
+                cur.execute(f"ALTER TABLE {target} DROP COLUMN IF EXISTS {q(c.name)}")
+            elif c.kind == "rename":
+                cur.execute(f"ALTER TABLE {target} RENAME COLUMN {q(c.name)} TO "
+                            f"{q(c.new_name)}")
+            elif c.kind == "retype":
+                key = c.name in keys
+                cur.execute(f"ALTER TABLE {target} MODIFY COLUMN {q(c.name)} "
+                            f"{mysql_type(c.type, key)}" + (" NOT NULL" if key else ""))
+            elif c.kind == "copy":
+                cur.execute(f"UPDATE {target} SET {q(c.new_name)} = {q(c.name)} "
+                            f"WHERE {q(c.new_name)} IS NULL")
+    conn.commit()
+
+
+def empty(sink) -> None:
+    from sparkcdc.sinks.mysql.sink import q
+
+    if stored_columns(sink) is None:
+        return  # not created yet
+    conn = sink.connection()
+    with conn.cursor() as cur:
+        cur.execute(f"DELETE FROM {q(sink.config.database)}.{q(sink.config.table)}")
+    conn.commit()
