@@ -28,18 +28,21 @@ test-fast: setup
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md)
 test-faults: setup
-	$(PY) -m pytest $(wildcard tests/test_faults*.py) tests/test_cluster.py tests/test_huge.py
+	$(PY) -m pytest $(wildcard tests/test_faults*.py) tests/test_pipeline_kill.py tests/test_cluster.py \
+		tests/test_huge.py
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into
 # every sink beside the same peers (bench/pipeline.py); each sink's writer against Spark's own
-# writers (bench/writers.py, jars fetched with mvn into .jars); all write docs/benchmarks.md
+# writers (bench/writers.py, jars fetched with mvn into .jars); 1 to 1,000 tables in one pipeline
+# beside Debezium (bench/tables.py); all write docs/benchmarks.md
 bench: setup
 	$(VENV)/bin/python -m pip install -q -e '.[dev,bench]'
 	bash scripts/fetch_jars.sh
 	$(PY) bench/throughput.py $(BENCH_ARGS)
 	$(PY) bench/pipeline.py
 	$(PY) bench/writers.py
+	$(PY) bench/tables.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

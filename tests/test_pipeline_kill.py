@@ -19,7 +19,8 @@ import pytest
 from faults_support import SEED, Writers, make_table, table_state
 
 
-def _yaml(path, mariadb, db, lake, ckpt):
+def _yaml(path, mariadb, db, lake, ckpt, tables="t", chunk=2000,
+          pipeline="  max-rows-per-batch: 4000\n"):
     i = mariadb.info
     base = random.randint(100_000, 3_000_000_000)
     path.write_text(f"""\
@@ -29,17 +30,16 @@ source:
   port: {i.port}
   username: {i.cdc_user}
   password: ${{KILL_TEST_PW}}
-  tables: {db}.t
+  tables: {db}.{tables}
   server-id: {base}-{base + 9}
-  scan.incremental.snapshot.chunk.size: 2000
+  scan.incremental.snapshot.chunk.size: {chunk}
 sink:
   type: delta
   path: {lake}
 pipeline:
   name: kill
   parallelism: 2
-  max-rows-per-batch: 4000
-  checkpoint.location: {ckpt}
+{pipeline}  checkpoint.location: {ckpt}
 """)
 
 
@@ -98,30 +98,6 @@ def test_pipeline_killed_at_8_points(mariadb, db, tmp_path):
     _kill_runs(mariadb, db, tmp_path, kills=8, seed=SEED + 1)
 
 
-def _many_yaml(path, mariadb, db, lake, ckpt) -> None:
-    i = mariadb.info
-    base = random.randint(100_000, 3_000_000_000)
-    path.write_text(f"""\
-source:
-  type: mysql
-  hostname: {i.host}
-  port: {i.port}
-  username: {i.cdc_user}
-  password: ${{KILL_TEST_PW}}
-  tables: {db}.t\\d+
-  server-id: {base}-{base + 9}
-  scan.incremental.snapshot.chunk.size: 100
-sink:
-  type: delta
-  path: {lake}
-pipeline:
-  name: kill100
-  parallelism: 2
-  trigger.interval: 1s
-  checkpoint.location: {ckpt}
-""")
-
-
 class _ManyWriter(threading.Thread):
     """Changes random rows of random tables, one statement per transaction, until stopped."""
 
@@ -159,7 +135,8 @@ def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
                     *[f"INSERT INTO {t} SELECT seq, seq, 'a' FROM seq_1_to_{rows}"
                       for t in names], database=db)
     yaml, lake, ckpt = tmp_path / "p.yaml", tmp_path / "lake", tmp_path / "ckpt"
-    _many_yaml(yaml, mariadb, db, lake, ckpt)
+    _yaml(yaml, mariadb, db, lake, ckpt, tables="t\\d+", chunk=100,
+          pipeline="  trigger.interval: 1s\n")
     commits = ckpt / "streams" / "_tables" / "g0" / "commits"
     env = {**os.environ, "KILL_TEST_PW": mariadb.info.cdc_password,
            "PYSPARK_PYTHON": sys.executable}

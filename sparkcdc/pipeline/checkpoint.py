@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkcdc.spark.offset_view import read_offset
+
 STATE_VERSION = 1
 
 
@@ -144,15 +146,3 @@ class Checkpoint:
     def _last(self, d: Path) -> int | None:
         b = self._batches(d)
         return b[-1] if b else None
-
-
-def read_offset(stream_dir: Path, batch: int) -> dict | None:
-    try:
-        lines = (stream_dir / "offsets" / str(batch)).read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines[2:]:  # "v1", Spark's metadata, then one line per source
-        line = line.strip()
-        if line.startswith("{") and '"assigner"' in line:
-            return json.loads(line)
-    return None

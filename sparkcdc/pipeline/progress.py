@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from sparkcdc.pipeline.status import human_bytes
+from sparkcdc.pipeline.console import human_bytes, make_console
 
 
 def _eta(run) -> str:
@@ -93,14 +93,6 @@ class LineDisplay:
 
     def close(self) -> None:
         pass
-
-
-def make_console():
-    """A rich console; wide enough for the tables when the output is not a terminal."""
-    from rich.console import Console
-
-    c = Console()
-    return c if c.is_terminal else Console(width=160)
 
 
 def make_display(console=None, live: bool | None = None):

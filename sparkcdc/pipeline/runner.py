@@ -53,6 +53,7 @@ from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, read_json, writ
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
 from sparkcdc.sinks.evolution import Change
+from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -285,9 +286,9 @@ class Runner:
             if b is None or self.ckpt.last_planned(st) != b:
                 return False
             off = self.ckpt.offset(st, b)
-            if off is None or sc.table_phase(off, table) != "done":
+            if off is None or ov.table_phase(off, table) != "done":
                 return False
-            pos = sc.offset_pos(off)
+            pos = ov.position(off)
             if (pos.file, pos.pos) != (now.file, now.pos):
                 return False
         return True
@@ -420,7 +421,7 @@ class Runner:
             off = self.ckpt.offset(st, b) if b is not None else None
             if off is None:
                 continue
-            pos = sc.offset_pos(off)
+            pos = ov.position(off)
             floor = pos if floor is None or pos < floor else floor
         return floor
 
@@ -486,7 +487,7 @@ class Runner:
             b = 0 if self.ckpt.last_planned(st) is not None else None
         off = self.ckpt.offset(st, b) if b is not None else None
         if off is not None:
-            return sc.offset_pos(off)
+            return ov.position(off)
         if st.start.get("mode") == "specific-offset":
             return _offset_of(st.start["offset"])
         return None  # a snapshot not begun: nothing to resume
@@ -564,7 +565,7 @@ class Runner:
         sink, last, offset, snapshot_done = self._halt(st)
         try:
             if offset is not None:
-                after = sc.offset_pos(offset)
+                after = ov.position(offset)
             elif st.start.get("mode") == "specific-offset":
                 after = _offset_of(st.start["offset"])
             else:
@@ -751,8 +752,8 @@ class Runner:
             last = sink.last_batch_id()
             applied = last is not None and last >= st.batch_base
             off = self.ckpt.offset(st, last - st.batch_base) if applied else None
-            if off is not None and sc.table_phase(off, st.table) == "done":
-                st.start = {"mode": "specific-offset", "offset": sc.offset_pos(off).to_dict()}
+            if off is not None and ov.table_phase(off, st.table) == "done":
+                st.start = {"mode": "specific-offset", "offset": ov.position(off).to_dict()}
             else:
                 if last is not None:
                     self._empty_for_retake(st, sink, last, f"table {st.table} leaves the "
@@ -999,16 +1000,16 @@ class Runner:
             return
         table = run.state.table
         run.pos = off.get("pos")
-        phase = sc.table_phase(off, table) or off.get("phase", "")
+        phase = ov.table_phase(off, table) or off.get("phase", "")
         if phase in ("planning", "snapshotting") and run.snapshot_started is None:
             run.snapshot_started = time.monotonic()
         run.phase = ("streaming" if off.get("phase") == "streaming" or phase == "done"
                      else "snapshot")
-        run.chunks_done = sc.table_chunks_done(off, table)
-        run.chunks_total = chunks_total(off, table, run.chunks_done)
+        run.chunks_done = ov.table_chunks_done(off, table)
+        run.chunks_total = ov.chunks_total(off, table, run.chunks_done)
         run.rate = rate
         if latest:
-            run.lag_bytes = lag_bytes(run.pos, latest.get("pos"))
+            run.lag_bytes = ov.lag_bytes(run.pos, latest.get("pos"))
 
     def _write_live(self, run: TableRun, running: bool) -> None:
         """``live/<table>.json`` for ``status``: written when it changed (at most every 5 s
@@ -1082,7 +1083,7 @@ class Runner:
         new_base = (last + 1) if last is not None else st.batch_base
         gap, resume = None, None
         if snapshot_done:
-            after = (sc.offset_pos(offset) if offset is not None
+            after = (ov.position(offset) if offset is not None
                      else _offset_of(st.start["offset"]))
             ddls = sc.find_ddls(conn, after, new.table_id.database, new.table_id.table,
                                 self._flavor)
@@ -1141,7 +1142,7 @@ class Runner:
         last = sink.last_batch_id()
         applied = last is not None and last >= st.batch_base
         offset = self.ckpt.offset(st, last - st.batch_base) if applied else None
-        snapshot_done = (offset is not None and sc.table_phase(offset, st.table) == "done") or (
+        snapshot_done = (offset is not None and ov.table_phase(offset, st.table) == "done") or (
             not applied and st.start["mode"] == "specific-offset")
         return sink, last, offset, snapshot_done
 
@@ -1365,37 +1366,3 @@ def _first_error(msg: str) -> str:
         if "sparkcdc.errors." in line or "Error:" in line:
             return line.strip()[:600]
     return msg.splitlines()[0][:600] if msg else "unknown error"
-
-
-def chunks_total(offset: dict, table: str, done: int) -> int | None:
-    """The table's number of chunks when its planner can tell (even splitting), else None."""
-    from decimal import Decimal
-
-    t = sc.table_entry(offset, table)
-    if not t:
-        return None
-    if t.get("phase") == "done":
-        return int(t.get("chunks_done") or done)
-    p = t.get("planner") or {}
-    try:
-        if str(p.get("strategy", "")).startswith("even") and p.get("step"):
-            lo, hi = _value(p.get("min")), _value(p.get("max"))
-            return max(done, int((Decimal(hi) - Decimal(lo)) / Decimal(p["step"])) + 1)
-    except (TypeError, ValueError, ArithmeticError):
-        return None
-    return None
-
-
-def _value(v):
-    from sparkcdc.core.chunking import decode_value
-
-    return decode_value(v)
-
-
-def lag_bytes(pos: dict | None, latest: dict | None) -> int | None:
-    """Bytes of binlog between two positions (same file), or None when unknown."""
-    if not pos or not latest:
-        return None
-    if pos.get("file") == latest.get("file"):
-        return max(0, int(latest.get("pos", 0)) - int(pos.get("pos", 0)))
-    return None

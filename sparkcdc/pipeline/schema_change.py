@@ -298,31 +298,6 @@ def read_gap(config, flavor: str, schema: TableSchema, start: BinlogOffset, end:
     return pa.Table.from_batches(batches, schema=out) if batches else out.empty_table()
 
 
-def offset_pos(offset: dict) -> BinlogOffset:
-    return BinlogOffset.from_dict(offset["pos"])
-
-
-def table_phase(offset: dict, table: str) -> str:
-    """``planning``/``snapshotting``/``done`` of one table in a source offset."""
-    return table_entry(offset, table).get("phase", "")
-
-
-def table_chunks_done(offset: dict, table: str) -> int:
-    """The chunks of one table read by the end of a source offset."""
-    return int(table_entry(offset, table).get("chunks_done") or 0)
-
-
-def table_entry(offset: dict, table: str) -> dict:
-    """One table's assigner state in a source offset ({} when absent). An offset of the
-    pipeline's stream lists every table, and each table asks: the index is built once per
-    offset (kept in the dict under a key no offset has)."""
-    index = offset.get("__by_table")
-    if index is None:
-        index = offset["__by_table"] = {t.get("table"): t for t in
-                                        offset.get("assigner", {}).get("tables", [])}
-    return index.get(table) or {}
-
-
 def dumps(o) -> str:
     return json.dumps(o, sort_keys=True)
 

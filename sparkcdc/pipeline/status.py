@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 
 from sparkcdc.pipeline.checkpoint import Checkpoint, read_json
+from sparkcdc.pipeline.console import human_bytes, make_console
 from sparkcdc.pipeline.definition import PipelineDef
-from sparkcdc.pipeline.runner import chunks_total
-from sparkcdc.pipeline.schema_change import table_chunks_done, table_phase
+from sparkcdc.spark.offset_view import chunks_total, table_chunks_done, table_phase
 
 
 @dataclass
@@ -44,14 +44,6 @@ class TableStatus:
         if self.lag_bytes is None:
             return "?"
         return human_bytes(self.lag_bytes)
-
-
-def human_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _alive(pid: int) -> bool:
@@ -115,7 +107,6 @@ def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
 def render(statuses: list[TableStatus], console=None, note: str | None = None) -> None:
     from rich.table import Table
 
-    from sparkcdc.pipeline.progress import make_console
 
     console = console or make_console()
     t = Table(title="pipeline status", title_justify="left")

@@ -177,7 +177,7 @@ def _check_sink(defn: PipelineDef, report: Report) -> None:
 
 
 def render(report: Report, console=None) -> None:
-    from sparkcdc.pipeline.progress import make_console
+    from sparkcdc.pipeline.console import make_console
 
     console = console or make_console()
     for table, target in sorted(report.tables.items()):

@@ -317,7 +317,8 @@ class Verifier:
         or no state)."""
         from sparkcdc.pipeline import targets
         from sparkcdc.pipeline.checkpoint import Checkpoint
-        from sparkcdc.pipeline.schema_change import offset_pos, table_phase
+        from sparkcdc.spark.offset_view import position as offset_pos
+        from sparkcdc.spark.offset_view import table_phase
 
         if any(t not in states for t in tables):
             return None
@@ -520,7 +521,7 @@ def _offset(d: dict):
 
 
 def render(results: list[TargetResult], console=None, max_keys: int = 10) -> bool:
-    from sparkcdc.pipeline.progress import make_console
+    from sparkcdc.pipeline.console import make_console
 
     console = console or make_console()
     ok = True

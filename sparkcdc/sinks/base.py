@@ -9,6 +9,7 @@ sink writes it atomically together with the batch id, so a replayed batch change
 from __future__ import annotations
 
 import difflib
+import importlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -176,15 +177,33 @@ class Sink(ABC):
 
     # -- schema evolution (sinks/evolution.py; each sink's own in sinks/<type>/) ----------
 
+    def _evolution(self) -> Any:
+        """The sink's own schema evolution, ``sinks/<type>/evolution.py`` (None: it has
+        none, or overrides these methods itself): ``stored_columns(sink)``,
+        ``evolve(sink, changes, keys)``, ``empty(sink)`` and, where a target cannot make
+        every change, ``can_change(change, current)``."""
+        name = f"sparkcdc.sinks.{self.type}.evolution"
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            return None
+
     def stored_columns(self) -> pa.Schema | None:
         """The target's stored columns, or None when it does not exist yet (or has no
         schema of its own)."""
-        return None
+        m = self._evolution()
+        return m.stored_columns(self) if m is not None else None
 
     def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
         """Whether the target can make ``change`` (``current``: the column's stored type,
         for a retype)."""
-        return False
+        m = self._evolution()
+        if m is None:
+            return False
+        check = getattr(m, "can_change", None)
+        return check(change, current) if check is not None else True
 
     def evolve(self, changes: list[Change], keys: tuple[str, ...] = ()) -> None:
         """Make ``changes`` to the target table. Idempotent: a change the target already
@@ -204,11 +223,18 @@ class Sink(ABC):
 
     def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
         """Make ``changes``, which the target does not show yet (``evolve`` filtered)."""
-        raise NotImplementedError(f"the {self.type} sink evolves no schema")
+        m = self._evolution()
+        if m is None:
+            raise NotImplementedError(f"the {self.type} sink evolves no schema")
+        m.evolve(self, changes, keys)
 
     def empty(self) -> None:
         """Delete every row of the target (a table taken again from its snapshot); its
         schema and its record of applied batches stay."""
+        m = self._evolution()
+        if m is not None:
+            m.empty(self)
+            return
         raise SchemaError(f"the {self.type} target cannot be emptied by the pipeline",
                           fix="empty the target table and restart, or use "
                               "schema.change.behavior: ignore")

@@ -36,7 +36,6 @@ from sparkcdc.sinks.base import (
     micros,
 )
 from sparkcdc.sinks.delta.config import DeltaConfig
-from sparkcdc.sinks.evolution import Change
 
 
 def _q(name: str) -> str:
@@ -138,26 +137,6 @@ class DeltaSink(Sink):
             m = m.when_not_matched_insert(insert, predicate=f"{op} <> 'delete'")
         metrics = m.execute()
         log.debug("merge into %s: %s", self.config.path, metrics)
-
-    # -- schema evolution: sinks/delta/evolution.py ---------------------------------------
-
-    def stored_columns(self) -> pa.Schema | None:
-        from sparkcdc.sinks.delta import evolution
-
-        return evolution.stored_columns(self)
-
-    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
-        return True
-
-    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
-        from sparkcdc.sinks.delta import evolution
-
-        evolution.evolve(self, changes, keys)
-
-    def empty(self) -> None:
-        from sparkcdc.sinks.delta import evolution
-
-        evolution.empty(self)
 
     def read(self) -> pa.Table:
         t = self._table()

@@ -47,7 +47,6 @@ from sparkcdc.sinks.base import (
     log,
     micros,
 )
-from sparkcdc.sinks.evolution import Change
 from sparkcdc.sinks.iceberg.config import IcebergConfig
 
 
@@ -146,28 +145,6 @@ class IcebergSink(Sink):
                 log.info("compacted %d small data files of %s", n,
                          ".".join(self.config.identifier))
         return WriteResult(batch_id, counts=counts)
-
-    # -- schema evolution: sinks/iceberg/evolution.py ---------------------------------------
-
-    def stored_columns(self) -> pa.Schema | None:
-        from sparkcdc.sinks.iceberg import evolution
-
-        return evolution.stored_columns(self)
-
-    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
-        from sparkcdc.sinks.iceberg import evolution
-
-        return evolution.can_change(change, current)
-
-    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
-        from sparkcdc.sinks.iceberg import evolution
-
-        evolution.evolve(self, changes, keys)
-
-    def empty(self) -> None:
-        from sparkcdc.sinks.iceberg import evolution
-
-        evolution.empty(self)
 
     def read(self) -> pa.Table:
         t = self._table()

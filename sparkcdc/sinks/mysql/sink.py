@@ -41,7 +41,6 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
     log,
 )
-from sparkcdc.sinks.evolution import Change
 from sparkcdc.sinks.mysql.config import MySQLConfig
 from sparkcdc.sinks.sql import column_kind, plain_text, sql_type
 
@@ -319,26 +318,6 @@ class MySQLSink(Sink):
                     f"SET t.{q(END_AT)} = s.{q(END_AT)} WHERE t.{q(END_AT)} IS NULL")
         cur.execute(f"DROP TEMPORARY TABLE {stage}")
         self._insert(cur, changes.rows(VERSION), None)
-
-    # -- schema evolution: sinks/mysql/evolution.py ---------------------------------------
-
-    def stored_columns(self) -> pa.Schema | None:
-        from sparkcdc.sinks.mysql import evolution
-
-        return evolution.stored_columns(self)
-
-    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
-        return True
-
-    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
-        from sparkcdc.sinks.mysql import evolution
-
-        evolution.evolve(self, changes, keys)
-
-    def empty(self) -> None:
-        from sparkcdc.sinks.mysql import evolution
-
-        evolution.empty(self)
 
     def read(self) -> pa.Table:
         conn = self.connection()

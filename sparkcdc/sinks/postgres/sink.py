@@ -36,7 +36,6 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
     log,
 )
-from sparkcdc.sinks.evolution import Change
 from sparkcdc.sinks.postgres.config import PostgresConfig
 from sparkcdc.sinks.sql import column_kind, plain_text, sql_type
 
@@ -311,26 +310,6 @@ class PostgresSink(Sink):
             self._target, col_list, col_list, stage, I(OP)))
 
     # -- reads ---------------------------------------------------------------------------
-
-    # -- schema evolution: sinks/postgres/evolution.py ---------------------------------------
-
-    def stored_columns(self) -> pa.Schema | None:
-        from sparkcdc.sinks.postgres import evolution
-
-        return evolution.stored_columns(self)
-
-    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
-        return True
-
-    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
-        from sparkcdc.sinks.postgres import evolution
-
-        evolution.evolve(self, changes, keys)
-
-    def empty(self) -> None:
-        from sparkcdc.sinks.postgres import evolution
-
-        evolution.empty(self)
 
     def read(self) -> pa.Table:
         conn = self.connection()
