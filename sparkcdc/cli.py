@@ -60,9 +60,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     display = None if args.no_progress else make_display()
     runner = Runner(defn, master=args.master, until_caught_up=args.until_caught_up,
                     display=display)
+    metrics = None
+    if args.metrics_port is not None:
+        from sparkcdc.pipeline.metrics import MetricsServer
+
+        metrics = MetricsServer(runner, args.metrics_port, args.metrics_host).start()
+        print(f"metrics: http://{args.metrics_host}:{metrics.port}/metrics", flush=True)
     try:
         runner.run()
     finally:
+        if metrics is not None:
+            metrics.close()
         if display is not None:
             display.close()
         runner.close()
@@ -144,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--master", default=None,
                      help="Spark master URL (default local[*]), e.g. spark://host:7077")
     run.add_argument("--no-progress", action="store_true", help="no live progress display")
+    run.add_argument("--metrics-port", type=int, default=None,
+                     help="serve Prometheus metrics at http://HOST:PORT/metrics while it runs "
+                          "(0: any free port)")
+    run.add_argument("--metrics-host", default="127.0.0.1",
+                     help="the address the metrics server binds to (default 127.0.0.1)")
     pipeline_cmd("validate", "check the server, privileges, tables, keys, routes and sink; "
                              "print each problem with its fix", _cmd_validate)
     pipeline_cmd("status", "per table phase, chunks, rows, position and binlog lag, read from "

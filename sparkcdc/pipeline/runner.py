@@ -134,6 +134,7 @@ class Runner:
         self._group_ids: str | None = None
         self._group_restarts = 0  # transient failures in a row
         self._seen_batch: dict[Any, int] = {}  # per query: the last progress report looked at
+        self.last_batch_seconds: float | None = None  # the last micro-batch's duration
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -964,6 +965,9 @@ class Runner:
                     run.rows += n
                     if n:
                         run.batches += 1
+                    secs = (p.get("durationMs") or {}).get("triggerExecution")
+                    if secs is not None:
+                        self.last_batch_seconds = secs / 1000
                     key = (id(q), p["batchId"])
                     if key not in parsed:
                         parsed[key] = _offsets(p)
