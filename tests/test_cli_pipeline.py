@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import deltalake
 
@@ -84,10 +86,20 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
     defn = load_pipeline(yaml_path, env=env)
     log = open(tmp_path / "run.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
-                             "--no-progress", "--master", "local[2]"], stdout=log,
-                            stderr=subprocess.STDOUT, env=env)
+                             "--no-progress", "--master", "local[2]", "--metrics-port", "0"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_for(lambda: delta_ids(lake, db, "t1") == set(range(1, 51)), 240, "the snapshot")
+        # the metrics page of the running process says the same (docs/operations.md)
+        url = re.search(r"metrics: (http://\S+)", (tmp_path / "run.log").read_text()).group(1)
+
+        def rows_t1() -> float:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                page = r.read().decode()
+            return max([float(line.rsplit(" ", 1)[1]) for line in page.splitlines()
+                        if line.startswith("sparkcdc_table_rows_total{")
+                        and f'table="{db}.t1"' in line] or [0.0])
+        wait_for(lambda: rows_t1() == 50, 30, "the metrics of the snapshot")
         mariadb.execute("CREATE TABLE t2 (id INT PRIMARY KEY)", "INSERT INTO t2 VALUES (1), (2)",
                         "INSERT INTO t1 VALUES (51, 'new')", "DELETE FROM t1 WHERE id = 1",
                         database=db)
