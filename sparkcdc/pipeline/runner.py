@@ -38,7 +38,6 @@ import logging
 import os
 import secrets
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -50,9 +49,9 @@ from sparkcdc.errors import BinlogUnavailable, ConfigError, SchemaError, SparkCD
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, read_json, write_json
+from sparkcdc.pipeline.column_evolution import evolve_target
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
-from sparkcdc.sinks.evolution import Change
 from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -141,38 +140,11 @@ class Runner:
     @property
     def spark(self):
         if self._spark is None:
-            from pyspark.sql import SparkSession
-
             from sparkcdc.pipeline import cluster
+            from sparkcdc.pipeline.session import build_session
 
-            conf = {"spark.sql.execution.arrow.pyspark.enabled": "true",
-                    "spark.sql.shuffle.partitions": str(max(2, self.settings.parallelism)),
-                    "spark.ui.showConsoleProgress": "false",
-                    "spark.python.authenticate.socketTimeout": "120s",  # slow starts under load
-                    **self.settings.spark}
-            # PySpark takes the executors' interpreter from the environment only
-            if conf.get("spark.pyspark.python"):
-                os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            shipping = not cluster.is_local(self.master)
-            if shipping:  # executors import the driver's sparkcdc (pipeline/cluster.py)
-                conf = cluster.ship_conf(conf, cluster.package_archive())
-            else:  # a local run binds to loopback (no "hostname resolves to..." warning)
-                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            if "log4j" not in conf.get("spark.driver.extraJavaOptions", ""):
-                quiet = os.path.join(os.path.dirname(__file__), "log4j2.properties")
-                conf["spark.driver.extraJavaOptions"] = (
-                    conf.get("spark.driver.extraJavaOptions", "")
-                    + f" -Dlog4j2.configurationFile=file:{quiet}").strip()
-            if self.settings.local_time_zone:
-                conf["spark.sql.session.timeZone"] = self.settings.local_time_zone
-            b = SparkSession.builder.appName(f"sparkcdc:{self.settings.name}")
-            b = b.master(self.master or "local[*]")
-            for k, v in conf.items():
-                b = b.config(k, v)
-            self._spark = b.getOrCreate()
-            self._spark.sparkContext.setLogLevel("ERROR")
-            if shipping:
+            self._spark = build_session(self.settings, self.master)
+            if not cluster.is_local(self.master):
                 try:
                     cluster.probe_executors(self._spark)
                 except BaseException:
@@ -1181,102 +1153,11 @@ class Runner:
 
     def _evolve_columns(self, st: TableState, old: TableSchema, new: TableSchema,
                         d: sc.Diff, sink, behavior: str) -> list:
-        """Change the target as ``behavior`` says; the target's columns afterwards.
-
-        evolve: the target follows the source (add, drop, rename, retype), or the change
-        stops with a fix. try_evolve: the same where the target can; otherwise as lenient.
-        lenient: columns are added, never dropped; a renamed column is added under the new
-        name with the old one's values (the old column stays for its readers); types change
-        where the target can, else values are cast. ignore: the target keeps its columns."""
-        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
-
-        from sparkcdc.mysql.types import arrow_schema
-
-        cols = [dict(c) for c in (st.columns or [])]
-        if behavior == "ignore":
-            return cols
-        names = {c["name"] for c in cols}
-        new_fields = {f.name: f for f in from_arrow_schema(arrow_schema(new),
-                                                           prefer_timestamp_ntz=True).fields}
+        """Change the target as ``behavior`` says; the target's columns afterwards
+        (``column_evolution.evolve_target``)."""
         transformed = shaper_for(self.defn, st.table).transform is not None
-
-        def arrow(c):
-            return to_arrow_type(new_fields[c].dataType)
-
-        plan: list[Change] = []
-        renamed_to = {}
-        for a, b in d.renamed:
-            if a not in names or b not in new_fields or transformed:
-                continue
-            if behavior == "lenient":
-                plan += [Change("add", b, type=arrow(b)), Change("copy", a, b)]
-            else:
-                plan.append(Change("rename", a, b))
-                renamed_to[a] = b
-        for c in d.added:
-            if c in new_fields and c not in names and not transformed:
-                plan.append(Change("add", c, type=arrow(c)))
-        if behavior in ("evolve", "try_evolve"):
-            plan += [Change("drop", c) for c in d.dropped if c in names]
-        for c in cols:
-            name = renamed_to.get(c["name"], c["name"])
-            f = new_fields.get(name)
-            if f is not None and f.dataType.jsonValue() != c["type"]:
-                plan.append(Change("retype", name, type=arrow(name)))
-        if not plan:
-            return cols
-        current = sink.stored_columns()
-        done: list[Change] = []
-        for ch in plan:
-            if ch.kind == "copy" and not any(x.kind == "add" and x.name == ch.new_name
-                                             for x in done):
-                continue
-            stored = (current.field(ch.name).type if ch.kind == "retype" and current is not None
-                      and ch.name in current.names else None)
-            why = None
-            if not sink.can_change(ch, stored):
-                why = f"the {sink.type} target cannot {ch.describe()}"
-                if sink.type == "iceberg" and ch.kind == "retype":
-                    why += (" (Iceberg changes a type only by its promotions: int to long, "
-                            "float to double, a wider decimal)")
-            else:
-                try:
-                    sink.evolve([ch], tuple(new.primary_key))
-                except Exception as e:  # the target refused it (e.g. values that do not fit)
-                    why = f"{st.target}: {ch.describe()} failed: {str(e).splitlines()[0]}"
-            if why is None:
-                done.append(ch)
-                continue
-            if behavior == "evolve":
-                raise SchemaError(f"table {st.table} changed ({d.describe()}); {why}",
-                                  fix="use schema.change.behavior: try_evolve or lenient (the "
-                                      "target keeps what it cannot change), or recreate the "
-                                      "target with a new checkpoint location")
-            log.warning("%s (%s: %s)", why, behavior, {
-                "add": "left out", "drop": "kept, null from now on",
-                "rename": "the new name is added, the old one kept", "copy": "not copied",
-                "retype": "the target keeps its type, values are cast"}[ch.kind])
-            if ch.kind == "rename":  # fall back to lenient's rename
-                ch_add = Change("add", ch.new_name, type=arrow(ch.new_name))
-                try:
-                    if sink.can_change(ch_add):
-                        sink.evolve([ch_add], tuple(new.primary_key))
-                        done.append(ch_add)
-                except Exception as e:
-                    log.warning("%s: %s failed: %s", st.target, ch_add.describe(), e)
-        for ch in done:
-            if ch.kind == "add":
-                cols.append(new_fields[ch.name].jsonValue())
-            elif ch.kind == "drop":
-                cols = [c for c in cols if c["name"] != ch.name]
-            elif ch.kind == "rename":
-                cols = [dict(c, name=ch.new_name) if c["name"] == ch.name else c for c in cols]
-            elif ch.kind == "retype":
-                cols = [dict(c, type=new_fields[ch.name].dataType.jsonValue())
-                        if c["name"] == ch.name else c for c in cols]
-        log.info("%s: target %s: %s", st.table, st.target,
-                 "; ".join(ch.describe() for ch in done) or "unchanged")
-        return cols
+        return evolve_target(st.table, st.target, st.columns, new, d, sink, behavior,
+                             transformed)
 
     def _apply_gap(self, st: TableState, gap: dict | None = None, save: bool = True) -> None:
         """Apply the old schema's rows between the last applied batch and the DDL, as one

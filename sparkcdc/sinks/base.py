@@ -205,6 +205,14 @@ class Sink(ABC):
         check = getattr(m, "can_change", None)
         return check(change, current) if check is not None else True
 
+    def refusal(self, change: Change) -> str:
+        """Why the target cannot make ``change``, in words for the user."""
+        m = self._evolution()
+        note = getattr(m, "refusal_note", None) if m is not None else None
+        extra = note(change) if note is not None else ""
+        return f"the {self.type} target cannot {change.describe()}" + (
+            f" ({extra})" if extra else "")
+
     def evolve(self, changes: list[Change], keys: tuple[str, ...] = ()) -> None:
         """Make ``changes`` to the target table. Idempotent: a change the target already
         shows is skipped, so a run that stopped half way can do it again. A target that

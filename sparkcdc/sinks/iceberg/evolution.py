@@ -34,6 +34,13 @@ def can_change(change: Change, current: pa.DataType | None) -> bool:
     return True
 
 
+def refusal_note(change: Change) -> str:
+    if change.kind == "retype":
+        return ("Iceberg changes a type only by its promotions: int to long, float to "
+                "double, a wider decimal")
+    return ""
+
+
 def _exists(sink) -> bool:
     return sink.catalog().table_exists(sink.config.identifier)
 

@@ -1,0 +1,44 @@
+"""The Spark session a pipeline run creates when it is not given one: tuned for collecting
+Arrow batches on the driver, quiet on start-up, bound to loopback when local, and shipping
+the driver's sparkcdc to the executors of a cluster (pipeline/cluster.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def build_session(settings: Any, master: str | None):
+    """A SparkSession for the pipeline ``settings`` (``PipelineSettings``) on ``master``
+    (default ``local[*]``); the YAML's ``spark`` mapping overrides any default here."""
+    from pyspark.sql import SparkSession
+
+    from sparkcdc.pipeline import cluster
+
+    conf = {"spark.sql.execution.arrow.pyspark.enabled": "true",
+            "spark.sql.shuffle.partitions": str(max(2, settings.parallelism)),
+            "spark.ui.showConsoleProgress": "false",
+            "spark.python.authenticate.socketTimeout": "120s",  # slow starts under load
+            **settings.spark}
+    # PySpark takes the executors' interpreter from the environment only
+    if conf.get("spark.pyspark.python"):
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if not cluster.is_local(master):  # executors import the driver's sparkcdc
+        conf = cluster.ship_conf(conf, cluster.package_archive())
+    else:  # a local run binds to loopback (no "hostname resolves to..." warning)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "log4j" not in conf.get("spark.driver.extraJavaOptions", ""):
+        quiet = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+        conf["spark.driver.extraJavaOptions"] = (
+            conf.get("spark.driver.extraJavaOptions", "")
+            + f" -Dlog4j2.configurationFile=file:{quiet}").strip()
+    if settings.local_time_zone:
+        conf["spark.sql.session.timeZone"] = settings.local_time_zone
+    b = SparkSession.builder.appName(f"sparkcdc:{settings.name}").master(master or "local[*]")
+    for k, v in conf.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
