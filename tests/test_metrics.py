@@ -72,6 +72,8 @@ pipeline:
         assert got[f"sparkcdc_table_batches_total{{{labels}}}"] >= 2
         assert got[f"sparkcdc_table_lag_bytes{{{labels}}}"] >= 0
         assert got['sparkcdc_batch_seconds{pipeline="watched"}'] > 0
+        # the updates were committed moments ago (commit times have 1 s resolution)
+        assert 0 <= got[f"sparkcdc_table_emit_lag_seconds{{{labels}}}"] < 120
         with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics") as r:
             assert mariadb.info.cdc_password not in r.read().decode()
     finally:

@@ -57,6 +57,10 @@ def render(runner: Any) -> str:
     family("table_lag_bytes", "gauge",
            "binlog bytes between the table's last batch and the server's position",
            per_table(lambda r: r.lag_bytes))
+    family("table_emit_lag_seconds", "gauge",
+           "seconds from the commit of the newest change in the table's last batch of "
+           "changes to its write (tables of the pipeline's stream)",
+           per_table(lambda r: r.emit_lag))
     family("table_restarts", "gauge", "failures in a row its stream was restarted for",
            per_table(lambda r: r.restarts))
     family("table_failed", "gauge", "1 when the table's stream failed for good",

@@ -97,6 +97,7 @@ class TableRun:
     arrow: bool = False  # micro-batches carry Arrow record batches (Runner._arrow_path)
     change_rows: dict = field(default_factory=dict)  # batch id -> change rows (arrow runs)
     rows_schema: Any = None  # the Arrow schema of its change rows (arrow runs)
+    emit_lag: float | None = None  # seconds from its newest change's commit to its write
     active: bool = False  # its query was active at the last look (``_poll``)
     live: tuple = ()  # what ``live/`` last got, and when
 
@@ -811,6 +812,7 @@ class Runner:
                 apply_arrow(run.sink, rows, run.state.batch_base + batch_id,
                             specs[run.state.table])
             run.change_rows[batch_id] = rows.num_rows
+            _note_emit_lag(run, rows)
 
         def fn(df, batch_id):
             batch_id = int(batch_id)
@@ -865,6 +867,7 @@ class Runner:
             with lock:
                 apply_arrow(run.sink, table, base + int(batch_id), spec)
             run.change_rows[int(batch_id)] = table.num_rows
+            _note_emit_lag(run, table)
         return fn
 
     def _conform(self, st: TableState, df):
@@ -1217,6 +1220,17 @@ _MAX_IN_A_ROW = 5
 
 _TRANSIENT = ("Python worker failed to connect back", "ConnectionFailed",
               "Lost connection to MySQL server", "Connection refused", _THREAD_DIED)
+
+
+def _note_emit_lag(run: TableRun, rows) -> None:
+    """The table's emit lag after a write: now minus the commit time of the newest change
+    written (snapshot rows carry none; the binlog's commit times have 1 s resolution)."""
+    import pyarrow.compute as pc
+
+    if rows.num_rows and "_op_ts" in rows.column_names:
+        newest = pc.max(rows["_op_ts"])
+        if newest.is_valid:
+            run.emit_lag = max(0.0, time.time() - newest.value / 1e6)
 
 
 def _offsets(p: dict) -> tuple[dict | None, dict | None]:
