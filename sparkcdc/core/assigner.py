@@ -59,9 +59,6 @@ class TableState:
     inflight: list[SnapshotSplit] = field(default_factory=list)  # assigned, not finished
     generation: int = 0  # bumped by the caller to take the table again (``reconcile``)
 
-    def covers_everything(self) -> bool:
-        return self.phase == TablePhase.DONE
-
     def to_dict(self) -> dict[str, Any]:
         return {"table": str(self.table_id), "database": self.table_id.database,
                 "name": self.table_id.table, "phase": self.phase.value,

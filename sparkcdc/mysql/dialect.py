@@ -180,7 +180,3 @@ class MySQLDialect:
         planner = ChunkPlanner(table_id, integral_key=is_integral_column(column),
                                options=self.chunking)
         return planner, MySQLKeyProbe(self._connection(), schema)
-
-
-def tables_by_id(schemas: Iterable[TableSchema]) -> dict[TableId, TableSchema]:
-    return {s.table_id: s for s in schemas}

@@ -282,12 +282,6 @@ def rotate(data: bytes, start: int, end: int, checksum: bool | None) -> tuple[st
     return bytes(data[start + 27:stop]).decode(), pos
 
 
-def mariadb_gtid(data: bytes, start: int, server_id: int) -> tuple[str, int]:
-    """(GTID ``domain-server-seq``, flags) of a MariaDB GTID event."""
-    seq, domain, flags = MARIADB_GTID_BODY.unpack_from(data, start + 19)
-    return f"{domain}-{server_id}-{seq}", flags
-
-
 def mariadb_gtid_list(data: bytes, start: int, end: int) -> list[str]:
     b = start + 19
     count = int.from_bytes(data[b:b + 4], "little") & 0x0FFFFFFF  # top 4 bits: flags

@@ -71,10 +71,7 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
                   and ch.name in current.names else None)
         why = None
         if not sink.can_change(ch, stored):
-            why = f"the {sink.type} target cannot {ch.describe()}"
-            if sink.type == "iceberg" and ch.kind == "retype":
-                why += (" (Iceberg changes a type only by its promotions: int to long, "
-                        "float to double, a wider decimal)")
+            why = sink.refusal(ch)
         else:
             try:
                 sink.evolve([ch], tuple(new.primary_key))

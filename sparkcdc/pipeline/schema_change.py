@@ -2,7 +2,7 @@
 
 The runner compares each table's schema (re-discovered every ``discovery.interval``, and
 whenever a table's stream fails) with the schema its stream was started with. When they
-differ, ``find_ddl`` looks for the DDL statement in the binlog (``SHOW BINLOG EVENTS``,
+differ, ``find_ddls`` looks for the DDL statement in the binlog (``SHOW BINLOG EVENTS``,
 which ``REPLICATION CLIENT``/``BINLOG MONITOR`` allows) after the last applied position, so
 the old schema's rows up to the DDL can be applied (``read_gap``) and the new generation of
 the stream can start right after it.
@@ -187,13 +187,6 @@ def _scan(conn: ConnectionOptions, after: BinlogOffset, what: str,
                     start = rows[-1][4]  # End_log_pos of the last one
 
     retry_lost(conn, what, attempt)
-
-
-def find_ddl(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
-             flavor: str) -> DDLEvent | None:
-    """The first DDL naming ``db.table`` at or after ``after`` (None if there is none)."""
-    found = find_ddls(conn, after, db, table, flavor, first=True)
-    return found[0] if found else None
 
 
 def find_ddls(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
