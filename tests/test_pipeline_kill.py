@@ -17,21 +17,13 @@ import time
 import deltalake
 import pytest
 from faults_support import SEED, Writers, make_table, table_state
+from pipeline_support import source_yaml
 
 
 def _yaml(path, mariadb, db, lake, ckpt, tables="t", chunk=2000,
           pipeline="  max-rows-per-batch: 4000\n"):
-    i = mariadb.info
-    base = random.randint(100_000, 3_000_000_000)
     path.write_text(f"""\
-source:
-  type: mysql
-  hostname: {i.host}
-  port: {i.port}
-  username: {i.cdc_user}
-  password: ${{KILL_TEST_PW}}
-  tables: {db}.{tables}
-  server-id: {base}-{base + 9}
+{source_yaml(mariadb, f"{db}.{tables}", 10)}\
   scan.incremental.snapshot.chunk.size: {chunk}
 sink:
   type: delta
@@ -58,7 +50,7 @@ def _kill_runs(mariadb, db, tmp_path, kills: int, seed: int) -> None:
     yaml, lake, ckpt = tmp_path / "p.yaml", tmp_path / "lake", tmp_path / "ckpt"
     _yaml(yaml, mariadb, db, lake, ckpt)
     target = lake / db / "t"
-    env = {**os.environ, "KILL_TEST_PW": mariadb.info.cdc_password,
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
            "PYSPARK_PYTHON": sys.executable}
     cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--until-caught-up",
            "--no-progress", "--master", "local[2]"]
@@ -138,7 +130,7 @@ def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
     _yaml(yaml, mariadb, db, lake, ckpt, tables="t\\d+", chunk=100,
           pipeline="  trigger.interval: 1s\n")
     commits = ckpt / "streams" / "_tables" / "g0" / "commits"
-    env = {**os.environ, "KILL_TEST_PW": mariadb.info.cdc_password,
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
            "PYSPARK_PYTHON": sys.executable}
     cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--no-progress",
            "--master", "local[2]"]

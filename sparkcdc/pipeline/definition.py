@@ -94,16 +94,13 @@ class SourceDef:
 
     def options_for(self, table: str | None = None, **extra: str) -> dict[str, str]:
         """Source options capturing ``table`` (``db.table``) alone, or every matched table."""
+        if table is not None:
+            return self.options_for_tables([table], **extra)
         opts = dict(self.options)
-        if table is None:
-            opts["database-name"] = self.database_regex
-            opts["table-name"] = self.table_regex
-            if self.exclude_regex:
-                opts["table-name.exclude"] = self.exclude_regex
-        else:
-            db, _, name = table.partition(".")
-            opts["database-name"] = re.escape(db)
-            opts["table-name"] = re.escape(db) + "\\." + re.escape(name)
+        opts["database-name"] = self.database_regex
+        opts["table-name"] = self.table_regex
+        if self.exclude_regex:
+            opts["table-name.exclude"] = self.exclude_regex
         opts.update(extra)
         return opts
 
@@ -115,7 +112,6 @@ class SourceDef:
         opts["table-name"] = "|".join(
             re.escape(db) + "\\." + re.escape(name)
             for db, _, name in (t.partition(".") for t in sorted(tables)))
-        opts.pop("table-name.exclude", None)
         opts.update(extra)
         return opts
 

@@ -601,11 +601,7 @@ class Runner:
                     "another behavior (the target is then kept as it is)")
         log.warning("table %s is gone from the source: its stream stops, target %s is kept",
                     st.table, st.target)
-        run = self.runs.pop(st.table, None)
-        if run is not None and st.group is not None:
-            self._group_dirty = True  # the pipeline's stream goes on without it
-        elif run is not None and run.query is not None and run.query.isActive:
-            run.query.stop()
+        self._stop_run(st)  # the pipeline's stream goes on without it
         st.group = None
         st.status = "dropped"
         st.note = "dropped on the source"
@@ -799,7 +795,7 @@ class Runner:
         its rows, so a batch replayed after a crash skips the targets that have it."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from sparkcdc.apply import ApplySpec, apply_arrow
+        from sparkcdc.apply import ApplySpec
         from sparkcdc.spark.arrow_batches import decode_tables
 
         specs = {t: ApplySpec(keys=r.keys) for t, r in members.items()}
@@ -808,11 +804,7 @@ class Runner:
         def write(run: TableRun, rows, batch_id: int) -> None:
             if not rows.schema.equals(run.rows_schema):
                 rows = rows.cast(run.rows_schema)
-            with self._lock(run.state.target):
-                apply_arrow(run.sink, rows, run.state.batch_base + batch_id,
-                            specs[run.state.table])
-            run.change_rows[batch_id] = rows.num_rows
-            _note_emit_lag(run, rows)
+            self._write_rows(run, rows, batch_id, specs[run.state.table])
 
         def fn(df, batch_id):
             batch_id = int(batch_id)
@@ -853,22 +845,26 @@ class Runner:
         return spark_arrow_schema(source, self.spark)
 
     def _arrow_batch_fn(self, run: TableRun, rows_schema):
-        from sparkcdc.apply import ApplySpec, apply_arrow
+        from sparkcdc.apply import ApplySpec
         from sparkcdc.spark.arrow_batches import decode
 
         spec = ApplySpec(keys=run.keys)
-        lock = self._lock(run.state.target)
-        base = run.state.batch_base
-
         run.arrow = True
 
         def fn(df, batch_id):
-            table = decode(df.toArrow(), rows_schema)
-            with lock:
-                apply_arrow(run.sink, table, base + int(batch_id), spec)
-            run.change_rows[int(batch_id)] = table.num_rows
-            _note_emit_lag(run, table)
+            self._write_rows(run, decode(df.toArrow(), rows_schema), int(batch_id), spec)
         return fn
+
+    def _write_rows(self, run: TableRun, rows, batch_id: int, spec) -> None:
+        """A table's change rows of one micro-batch (Arrow, in its rows schema) planned and
+        written to its target under the target's lock, with the target's batch id; what
+        the loop and the metrics show of it noted."""
+        from sparkcdc.apply import apply_arrow
+
+        with self._lock(run.state.target):
+            apply_arrow(run.sink, rows, run.state.batch_base + batch_id, spec)
+        run.change_rows[batch_id] = rows.num_rows
+        _note_emit_lag(run, rows)
 
     def _conform(self, st: TableState, df):
         """The rows shaped like the target: columns the target has but the table no longer
@@ -933,16 +929,15 @@ class Runner:
                     run.seen_batch = p["batchId"]
                     n = int(p.get("numInputRows") or 0)
                     rate = float(p.get("processedRowsPerSecond") or 0.0)
+                    ms = (p.get("durationMs") or {}).get("triggerExecution")
+                    if ms is not None:
+                        self.last_batch_seconds = ms / 1000
                     if run.arrow:  # Spark counted record batches; the fn counted rows
                         n = run.change_rows.pop(p["batchId"], 0)
-                        secs = (p.get("durationMs") or {}).get("triggerExecution", 0) / 1000
-                        rate = n / secs if secs else 0.0
+                        rate = n * 1000 / ms if ms else 0.0
                     run.rows += n
                     if n:
                         run.batches += 1
-                    secs = (p.get("durationMs") or {}).get("triggerExecution")
-                    if secs is not None:
-                        self.last_batch_seconds = secs / 1000
                     key = (id(q), p["batchId"])
                     if key not in parsed:
                         parsed[key] = _offsets(p)

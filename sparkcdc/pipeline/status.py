@@ -107,7 +107,6 @@ def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
 def render(statuses: list[TableStatus], console=None, note: str | None = None) -> None:
     from rich.table import Table
 
-
     console = console or make_console()
     t = Table(title="pipeline status", title_justify="left")
     for col in ("table", "target", "state", "phase", "chunks", "rows", "batches", "position",

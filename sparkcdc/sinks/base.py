@@ -220,7 +220,7 @@ class Sink(ABC):
         columns. A change the sink cannot make raises ``SchemaError``."""
         bad = [c for c in changes if not self.can_change(c)]
         if bad:
-            raise SchemaError(f"the {self.type} target cannot {bad[0].describe()}",
+            raise SchemaError(self.refusal(bad[0]),
                               fix="use schema.change.behavior: try_evolve or lenient")
         have = self.stored_columns()
         if not changes or have is None:

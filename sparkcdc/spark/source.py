@@ -459,10 +459,15 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:  # timestamp
                 pos = d.offset_for_timestamp(cfg.startup.timestamp_ms)
                 min_ts = cfg.startup.timestamp_ms
-        gens = cfg.table_generations
+        gens = self._generations()
         for t, ts in assigner.tables.items():
-            ts.generation = gens.get(str(t), 0)
+            ts.generation = gens[t]
         return SourceOffset(uuid.uuid4().hex, pos, assigner, [], min_ts).to_dict()
+
+    def _generations(self) -> dict[TableId, int]:
+        """Each captured table's generation (``scan.table-generations``; 0 when unset)."""
+        gens = self.ctx.config.table_generations
+        return {t: gens.get(str(t), 0) for t in self.ctx.tables}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.ctx.config.max_rows_per_batch
@@ -506,9 +511,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         snapshotting = cfg.startup_mode in ("initial", "snapshot")
         # the tables captured now (a restarted query may capture more, fewer, or take one
         # again under a new generation): the assigner follows, between two batches
-        gens = cfg.table_generations
-        assigner.reconcile({t: gens.get(str(t), 0) for t in self.ctx.tables},
-                           lambda t: d.planner(t)[0], snapshotting)
+        assigner.reconcile(self._generations(), lambda t: d.planner(t)[0], snapshotting)
         if snapshotting and assigner.phase == Phase.SNAPSHOTTING:
             now = time.monotonic()
             chunks = assigner.assign(self._chunks_per_batch(limit, now), d.planner)
