@@ -314,6 +314,6 @@ def delta_schema(tmp_path, db, table):  # for debugging failures by hand
     ("DROP TABLE `shop`.`t2`, `shop`.`t`", None, True),
 ])
 def test_a_ddl_names_the_table_by_resolved_names(sql, current_db, expected):
-    from sparkcdc.pipeline.schema_change import _mentions
+    from sparkcdc.mysql.ddl import mentions as _mentions
 
     assert _mentions(sql, current_db, "shop", "t") is expected

@@ -39,7 +39,17 @@ from itertools import chain, repeat
 from typing import Any, Protocol
 
 from sparkcdc.core.offsets import BinlogOffset, file_index
-from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord, Heartbeat
+from sparkcdc.core.records import (
+    DDL,
+    DELETE,
+    INSERT,
+    SCHEMA,
+    TRUNCATE,
+    UPDATE,
+    ChangeRecord,
+    Heartbeat,
+    TableEvent,
+)
 from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import (
     AuthenticationFailed,
@@ -52,7 +62,7 @@ from sparkcdc.errors import (
     ServerConfigError,
     SparkCDCError,
 )
-from sparkcdc.mysql import tablemap_cache
+from sparkcdc.mysql import ddl, schema_at, tablemap_cache
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.events import (  # MySQL field types as TABLE_MAP events carry them
@@ -573,6 +583,8 @@ def _mysql_json(b: bytes) -> str | None:
 
 # -- the reader --------------------------------------------------------------------------------
 
+# schemas resolved from table maps, per process (BinlogReader._schema_of_map)
+_RESOLVED: dict[tuple, TableSchema] = {}
 _BIG_EVENT = 1 << 20  # bytes; row images of bigger events go to the decoder as a memoryview
 _OPS = (INSERT, DELETE, UPDATE)  # by the event layer's mode: 0 insert, 1 delete, 2 update
 
@@ -791,7 +803,7 @@ class BinlogReader:
                  tables: dict[TableId, TableSchema] | Iterable[TableId],
                  flavor: str = "mariadb", decoder: RowDecoder | None = None, *,
                  read_timeout: float = 60.0, max_retries: int | None = None,
-                 events: str | None = None):
+                 events: str | None = None, table_events: bool = False):
         if flavor not in ("mariadb", "mysql"):
             raise ValueError(f"flavor must be 'mariadb' or 'mysql', not {flavor!r}")
         self.conn = conn
@@ -799,6 +811,12 @@ class BinlogReader:
         self.flavor = flavor
         self.decoder = decoder or default_decoder()
         self.events = _event_layer(events, self.decoder)
+        # TableEvents among the records: schema changes, DDL and TRUNCATE of captured tables
+        # (records.TableEvent); each row event is then decoded by the schema its table map
+        # describes (mysql/schema_at.py)
+        self.table_events = table_events
+        if table_events and self.events != "native":
+            raise ValueError("table events need the native event layer")
         # each distinct TABLE_MAP body parsed once (native layer), across this reader's streams
         self._table_maps: dict[bytes, Any] = {}
         self.read_timeout = read_timeout
@@ -929,6 +947,8 @@ class BinlogReader:
         T_HEARTBEAT, T_ROTATE, T_FD, T_TABLE_MAP = (E.HEARTBEAT, E.ROTATE,
                                                     E.FORMAT_DESCRIPTION, E.TABLE_MAP)
         T_MGTID, T_XID, T_QUERY = E.MARIADB_GTID, E.XID, E.QUERY
+        table_events = self.table_events
+        fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
         for data, evs in stream.batches():
             for _ts, etype, server_id, size, log_pos, flags, s, e in evs:
                 if etype == T_HEARTBEAT:
@@ -980,6 +1000,13 @@ class BinlogReader:
                     if skey not in schemas or key[:3] < low_key[:3]:
                         continue  # uncaptured, or wholly before the start: never decoded
                     schema = schemas[skey] or self._schema(*skey)
+                    if table_events and fitted.get(skey) is not tm:
+                        if not schema_at.fits(tm.columns, schema):
+                            schema = schemas[skey] = self._schema_of_map(tm, schema)
+                            yield TableEvent(SCHEMA, schema.table_id, _offset(
+                                state.file, state.txn_pos, ev, 0, state.txn_gtid_before,
+                                flavor), state.txn_ts * 1000, schema=schema)
+                        fitted[skey] = tm
                     if etype == E.PARTIAL_UPDATE_ROWS:
                         raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be "
                                           f"decoded",
@@ -1041,9 +1068,13 @@ class BinlogReader:
                                 return
                             state.begin(ev_start, None, _ts, explicit=True)
                         state.explicit = True
-                    elif (len(q) <= 8 and q.upper() in (b"COMMIT", b"ROLLBACK")) \
-                            or not (state.in_txn and state.explicit):
-                        state.commit(ev_end)  # the end of a transaction, or a DDL on its own
+                    elif len(q) <= 8 and q.upper() in (b"COMMIT", b"ROLLBACK"):
+                        state.commit(ev_end)
+                    elif not (state.in_txn and state.explicit):  # a DDL on its own
+                        if table_events:
+                            yield from self._ddl_events(q, E.query_db(data, s, query_post),
+                                                        state, ev_start, end_key, _ts)
+                        state.commit(ev_end)
                 elif etype == E.MARIADB_GTID_LIST:
                     state.set_gtid_list(E.mariadb_gtid_list(data, s, e))
                     state.boundary_pos = ev_end
@@ -1065,6 +1096,48 @@ class BinlogReader:
                         state.low_key = low_key = bkey
                     if heartbeat is not None and time.monotonic() - beat[0] >= heartbeat:
                         yield make_beat()
+
+    def _ddl_events(self, q: bytes, db: str | None, state: _State, ev_start: int,
+                    end_key: tuple | None, ts: int) -> Iterator[TableEvent]:
+        """The table events of a statement on its own (a DDL): ``truncate`` for a TRUNCATE
+        of a captured table, ``ddl`` for each captured table another DDL names."""
+        sql = q.decode("utf-8", "replace")
+        if not ddl.is_ddl(sql):
+            return
+        pos = state.txn_pos if state.in_txn else ev_start
+        key = (state.fidx, pos, 0, 0)
+        if key < state.low_key or (end_key is not None and key >= end_key):
+            return
+        offset = _offset(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor)
+        cut = ddl.truncated_table(sql, db)
+        if cut is not None:
+            if cut in self._schemas:
+                yield TableEvent(TRUNCATE, TableId(*cut), offset, ts * 1000, statement=sql)
+            return
+        for skey in ddl.named_tables(sql, db, self._schemas):
+            yield TableEvent(DDL, TableId(*skey), offset, ts * 1000, statement=sql)
+
+    def _schema_of_map(self, tm: Any, old: TableSchema) -> TableSchema:
+        """The schema a captured table's new table map describes (``schema_at.resolve``),
+        remembered per process: each window's reader meets the same map again."""
+        sig = (tm.key, tuple((c.name, c.unsigned, c.character_set_name, *_meta_sig(c))
+                             for c in tm.columns),
+               tuple((c.name, c.column_type) for c in old.columns))
+        got = _RESOLVED.get(sig)
+        if got is None:
+            def now() -> TableSchema | None:
+                try:
+                    return load_table_schema(self.conn, old.table_id)
+                except SchemaError:  # dropped (or renamed) since
+                    return None
+
+            got = schema_at.resolve(tm.columns, old.table_id, [old], now)
+            if len(_RESOLVED) >= 256:
+                _RESOLVED.clear()
+            _RESOLVED[sig] = got
+            log.info("%s: its rows now have the schema %s", old.table_id,
+                     ", ".join(f"{c.name} {c.column_type}" for c in got.columns))
+        return got
 
     def _decode_event_py(self, tm: Any, schema: TableSchema, data: bytes, s: int, end: int,
                          tid_len: int, version: int, mode: int

@@ -82,10 +82,11 @@ class MySQLDialect:
         return read_chunk(self.conn, schema, start, end)
 
     def read_window(self, schema: TableSchema | None, start: BinlogOffset,
-                    end: BinlogOffset, only: Iterable[TableId] | None = None
-                    ) -> Iterator[ChangeRecord]:
+                    end: BinlogOffset, only: Iterable[TableId] | None = None,
+                    table_events: bool = False) -> Iterator[ChangeRecord]:
         """Changes in ``[start, end)`` of one table (or of every known table if None, or of
-        those in ``only``: the others' events are skipped undecoded)."""
+        those in ``only``: the others' events are skipped undecoded); with
+        ``table_events``, the tables' ``TableEvent``s among them (``BinlogReader``)."""
         from sparkcdc.mysql.binlog import BinlogReader
 
         if start >= end:
@@ -93,7 +94,8 @@ class MySQLDialect:
         tables = {schema.table_id: schema} if schema is not None else self.tables
         if only is not None:
             tables = {t: tables[t] for t in only if t in tables}
-        reader = BinlogReader(self.conn, self.server_id, tables, flavor=self.flavor)
+        reader = BinlogReader(self.conn, self.server_id, tables, flavor=self.flavor,
+                              table_events=table_events)
         return reader.read_window(start, end)
 
     def split_window(self, start: BinlogOffset, end: BinlogOffset, split_bytes: int,

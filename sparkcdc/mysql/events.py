@@ -334,6 +334,16 @@ def query_text(data: bytes, start: int, end: int, post_header: int) -> bytes:
     return bytes(data[q:end]).strip()
 
 
+def query_db(data: bytes, start: int, post_header: int) -> str | None:
+    """The default database of a QUERY event (``USE db`` when it ran), None if none."""
+    b = start + 19
+    db_len = data[b + 8]
+    if not db_len:
+        return None
+    p = b + post_header + (data[b + 11] | data[b + 12] << 8)
+    return bytes(data[p:p + db_len]).decode("utf-8", "replace")
+
+
 def format_description(data: bytes, start: int, end: int) -> tuple[bool, bytes]:
     """(checksum on, post-header lengths by event type - 1) of a FORMAT_DESCRIPTION."""
     b = start + 19

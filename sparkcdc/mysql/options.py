@@ -79,6 +79,11 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
         None, "a JSON object of 'database.table' to an integer: a table whose number moved "
               "on since the query's checkpoint is snapshotted again, inside the running "
               "stream (sparkcdc run sets it when a target was emptied)"),
+    "scan.schema-changes.in-stream": (
+        "false", "true or false (needs arrow-batches): a captured table's schema changes, "
+                 "DDL statements and TRUNCATEs travel in the stream as event batches, and "
+                 "its rows after a change are decoded with the new schema "
+                 "(docs/spark-source.md, Schema changes in the stream)"),
     "scan.binlog.parallel.split-size": (
         "64mb", "a size like '64mb', '512kb' or a number of bytes: a micro-batch's binlog "
                 "window larger than this is read by several tasks; 0 turns that off"),
@@ -269,6 +274,7 @@ class SourceConfig:
     preimages: bool = True  # changelog-mode 'all'; 'upsert' leaves update preimages out
     arrow_batches: bool = False  # output rows are whole Arrow record batches (IPC bytes)
     table_generations: Mapping[str, int] = field(default_factory=dict)  # db.table -> number
+    table_events: bool = False  # scan.schema-changes.in-stream
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "SourceConfig":
@@ -379,7 +385,19 @@ class SourceConfig:
             == "all",
             arrow_batches=_bool("arrow-batches", get("arrow-batches")),
             table_generations=_generations(get("scan.table-generations")),
+            table_events=_table_events(get("scan.schema-changes.in-stream"),
+                                       get("arrow-batches")),
         )
+
+
+def _table_events(value: str | None, arrow: str | None) -> bool:
+    on = _bool("scan.schema-changes.in-stream", value)
+    if on and not _bool("arrow-batches", arrow):
+        raise ConfigError("option 'scan.schema-changes.in-stream' needs 'arrow-batches': rows "
+                          "of one table before and after a change have different columns",
+                          fix="set arrow-batches to true too",
+                          key="scan.schema-changes.in-stream")
+    return on
 
 
 def _generations(value: str | None) -> dict[str, int]:

@@ -64,6 +64,8 @@ class TableState:
     columns: list | None = None  # the target's data columns (Spark StructField JSON)
     gap: dict | None = None  # old-schema rows before a DDL, still to apply
     ddl_seen: dict | None = None  # end of the last TRUNCATE handled (binlog offset)
+    pending_ddl: list | None = None  # DDL statements the stream brought before the schema
+    #                                  they made (pipeline/stream_schema.py)
     note: str = ""
     group: int | None = None  # read by the pipeline's stream, this generation of it; None:
     #                           by a stream of its own (``generation``)

@@ -44,6 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import BinlogUnavailable, ConfigError, SchemaError, SparkCDCError
 from sparkcdc.pipeline import schema_change as sc
@@ -135,6 +137,10 @@ class Runner:
         self._group_restarts = 0  # transient failures in a row
         self._seen_batch: dict[Any, int] = {}  # per query: the last progress report looked at
         self.last_batch_seconds: float | None = None  # the last micro-batch's duration
+        # what a micro-batch of the pipeline's stream hands to the loop (per table, done
+        # in _poll): schema changes the stream cannot apply by itself (stream_schema.py)
+        self._deferred: dict[str, Callable[[], None]] = {}
+        self._state_lock = threading.RLock()
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -320,7 +326,8 @@ class Runner:
             self._spark = None
 
     def _save(self) -> None:
-        self.ckpt.save_tables(self.settings.name, self.states, self.group_gen)
+        with self._state_lock:
+            self.ckpt.save_tables(self.settings.name, self.states, self.group_gen)
 
     def _stop_all(self) -> None:
         for run in self.runs.values():
@@ -373,7 +380,10 @@ class Runner:
                 continue
             old = TableSchema.from_dict(st.schema)
             d = sc.diff(old, schema)
-            if d:
+            if d and self._carried_by_stream(st):
+                if table not in self.runs:
+                    self._start(st, schema)
+            elif d:
                 self._schema_changed(st, old, schema, d)
             elif table not in self.runs:
                 if st.gap:
@@ -382,6 +392,16 @@ class Runner:
         for table, st in self.states.items():
             if table not in found and st.status == "active":
                 self._dropped(st)
+
+    def _carried_by_stream(self, st: TableState) -> bool:
+        """Whether the table's schema changes and TRUNCATEs reach its target through the
+        pipeline's stream (``stream_schema.py``): it is in it, past its snapshot (a change
+        during the snapshot takes it again), and no change of it waits for the loop."""
+        if st.group is None or st.table in self._deferred:
+            return False
+        b = self.ckpt.last_committed(st)
+        off = self.ckpt.offset(st, b) if b is not None else None
+        return off is not None and ov.table_phase(off, st.table) == "done"
 
     # -- TRUNCATE TABLE (no row events: found in the binlog's statements) ------------------
 
@@ -411,9 +431,12 @@ class Runner:
 
         now = retry_lost(conn, "reading the binlog position", read_now)
         if after is not None:
-            active = {t for t, st in self.states.items() if st.status == "active"}
+            # the pipeline's stream carries the TRUNCATEs of its tables itself
+            active = {t for t, st in self.states.items()
+                      if st.status == "active" and not self._carried_by_stream(st)}
             # find_truncates retries a lost connection itself (schema_change._scan)
-            for table, ddl in sc.find_truncates(conn, after, active, self._flavor):
+            found = sc.find_truncates(conn, after, active, self._flavor) if active else []
+            for table, ddl in found:
                 st = self.states[table]
                 if st.ddl_seen and not (_offset_of(st.ddl_seen) < ddl.end):
                     continue
@@ -778,6 +801,7 @@ class Runner:
         opts = self.defn.source.options_for_tables(
             list(members), **{"server-id": self._group_ids, "arrow-batches": "true",
                               "scan.table-generations": sc.dumps(gens),
+                              "scan.schema-changes.in-stream": "true",
                               **self._upsert_only()})
         df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
         writer = (df.writeStream.foreachBatch(self._group_batch_fn(members))
@@ -792,7 +816,9 @@ class Runner:
         """Each micro-batch of the pipeline's stream: split by table, each table's rows
         planned in Arrow and written to its target, the targets at once. Each target
         records its own batch id (its base + the stream's batch id) in the same commit as
-        its rows, so a batch replayed after a crash skips the targets that have it."""
+        its rows, so a batch replayed after a crash skips the targets that have it. A
+        table's schema changes and TRUNCATEs in the batch are applied between its rows
+        (``_in_stream_changes``)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from sparkcdc.apply import ApplySpec
@@ -801,68 +827,229 @@ class Runner:
         specs = {t: ApplySpec(keys=r.keys) for t, r in members.items()}
         workers = max(1, min(8, 2 * self.settings.parallelism))
 
-        def write(run: TableRun, rows, batch_id: int) -> None:
-            if not rows.schema.equals(run.rows_schema):
-                rows = rows.cast(run.rows_schema)
-            self._write_rows(run, rows, batch_id, specs[run.state.table])
+        def write(run: TableRun, changes, batch_id: int) -> None:
+            empty_first = False
+            if changes.events or run.state.pending_ddl:
+                planned = self._in_stream_changes(run, changes, batch_id)
+                if planned is None:  # handed to the loop
+                    return
+                rows, empty_first = planned
+            else:
+                rows = changes.rows()
+            self._write_rows(run, rows, batch_id, specs[run.state.table], empty_first)
 
         def fn(df, batch_id):
             batch_id = int(batch_id)
-            work = [(members[t], rows) for t, rows in decode_tables(df.toArrow()).items()
-                    if t in members]
+            work = [(members[t], ch) for t, ch in decode_tables(df.toArrow()).items()
+                    if t in members and t not in self._deferred]
             if len(work) <= 1:
-                for run, rows in work:
-                    write(run, rows, batch_id)
+                for run, ch in work:
+                    write(run, ch, batch_id)
                 return
             with ThreadPoolExecutor(min(workers, len(work))) as pool:
-                for f in [pool.submit(write, run, rows, batch_id) for run, rows in work]:
+                for f in [pool.submit(write, run, ch, batch_id) for run, ch in work]:
                     f.result()  # the first failure fails the batch (Spark replays it)
         return fn
 
+    def _in_stream_changes(self, run: TableRun, changes, batch_id: int):
+        """A table's events in a micro-batch of the pipeline's stream, applied in binlog
+        order (pipeline/stream_schema.py): its rows shaped like the target afterwards and
+        whether a TRUNCATE empties the target first; None when the change is one the loop
+        must make (a new key, a change during the snapshot, the behavior ``exception``)."""
+        from sparkcdc.core.records import DDL, TRUNCATE
+        from sparkcdc.pipeline.stream_schema import after_seq, conform
+
+        st = run.state
+        behavior = self.settings.schema_change_behavior
+        statements = list(st.pending_ddl or [])
+        formerly: dict[str, list[str]] = {}
+        cut = None
+        for ev in sorted(changes.events, key=lambda e: int(e["seq"])):
+            if ev["kind"] == DDL:
+                statements.append(ev["statement"])
+            elif ev["kind"] == TRUNCATE:
+                what = f"table {st.table} was truncated ({ev['statement'].strip()[:120]})"
+                if behavior == "exception" or (behavior in ("evolve", "try_evolve")
+                                               and self._shared(st)):
+                    return self._defer(st, what, truncate=True)
+                if behavior in ("lenient", "ignore"):
+                    log.warning("%s: the target keeps its rows (%s)", what, behavior)
+                    continue
+                log.warning("%s: emptying %s; the rows after it follow", what, st.target)
+                cut, st.note = int(ev["seq"]), f"{behavior}: truncated"
+            else:
+                new = TableSchema.from_dict(ev["schema"])
+                if not self._evolve_in_stream(run, new, statements, formerly, batch_id):
+                    return self._defer(st, f"table {st.table} changed")
+                statements = []
+        if statements:
+            now = self._settled_schema(st, batch_id)
+            if now is not None:
+                if not self._evolve_in_stream(run, now, statements, formerly, batch_id):
+                    return self._defer(st, f"table {st.table} changed")
+                statements = []
+        if (statements or None) != st.pending_ddl:
+            st.pending_ddl = statements or None
+            self._save()
+        parts = [conform(p, run.rows_schema, formerly) for p in changes.parts]
+        rows = (pa.concat_tables(parts) if parts else run.rows_schema.empty_table())
+        if cut is not None:
+            rows = after_seq(rows, cut)
+        return rows, cut is not None
+
+    def _evolve_in_stream(self, run: TableRun, new: TableSchema, statements: list[str],
+                          formerly: dict, batch_id: int) -> bool:
+        """The target changed for the table's new schema, as ``schema.change.behavior``
+        says; False when the loop must do it (``_schema_changed``)."""
+        from sparkcdc.pipeline.stream_schema import add_renames, target_arrow_schema
+        from sparkcdc.spark.rows import META_FIELDS
+
+        st = run.state
+        old = TableSchema.from_dict(st.schema)
+        d = sc.diff(old, new)
+        if not d:
+            return True
+        d = d.with_renames(statements)
+        behavior = self.settings.schema_change_behavior
+        if d.key_changed or behavior == "exception" or not self._streaming_at(st, batch_id):
+            return False
+        log.warning("table %s changed: %s (%s)", st.table, d.describe(), behavior)
+        with self._lock(st.target):
+            st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
+        add_renames(formerly, d.renamed)
+        st.schema, run.schema = new.to_dict(), new
+        st.note = f"{behavior}: {d.describe()}"
+        large = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes",
+                                    "false") == "true"
+        run.rows_schema = target_arrow_schema(st.columns, pa.schema(META_FIELDS), large)
+        self._save()
+        return True
+
+    def _streaming_at(self, st: TableState, batch_id: int) -> bool:
+        """Whether the table's snapshot was done when the stream's batch began."""
+        off = self.ckpt.offset(st, batch_id - 1) if batch_id > 0 else None
+        return off is not None and ov.table_phase(off, st.table) == "done"
+
+    def _settled_schema(self, st: TableState, batch_id: int) -> TableSchema | None:
+        """The table's schema at the end of the batch, for DDL that no row of the batch
+        followed: information_schema's, when the binlog has not moved past the batch's end
+        while it was read (so no later DDL is in it); None otherwise (the statements wait
+        for the table's next rows, which carry their schema)."""
+        from sparkcdc.core.schema import TableId
+        from sparkcdc.mysql.binlog import load_table_schema
+        from sparkcdc.mysql.offsets import current_offset
+
+        off = self.ckpt.offset(st, batch_id)
+        if off is None:
+            return None
+        end = ov.position(off)
+        conn = self._source_config().connection
+        try:
+            with conn.connect() as c:
+                before = current_offset(c)
+                schema = load_table_schema(conn, TableId.parse(st.table))
+                after = current_offset(c)
+        except SparkCDCError:
+            return None  # gone (renamed or dropped: discovery sees it), or the server away
+        if (before.file, before.pos) == (after.file, after.pos) == (end.file, end.pos):
+            return schema
+        return None
+
+    def _defer(self, st: TableState, what: str, truncate: bool = False) -> None:
+        """Hand the table's change to the loop (``_poll``): its rows wait (this batch's and
+        the next ones') until ``_schema_changed`` (or, for a TRUNCATE it must not take,
+        the stop) has dealt with it."""
+        behavior = self.settings.schema_change_behavior
+
+        def later() -> None:
+            if truncate and behavior == "exception":
+                raise SchemaChangeStop(what, fix="schema.change.behavior is 'exception': "
+                                                 "choose evolve or try_evolve to empty the "
+                                                 "target too, or lenient or ignore to keep "
+                                                 "its rows")
+            if truncate:
+                raise SchemaError(f"{what}, and its target {st.target} is shared with "
+                                  "other tables",
+                                  fix="use schema.change.behavior: lenient to keep the rows, "
+                                      "or empty the target yourself and restart")
+            found = self.discover()
+            if st.table not in found:
+                self._reconcile(found)
+                return
+            old = TableSchema.from_dict(st.schema)
+            self._schema_changed(st, old, found[st.table], sc.diff(old, found[st.table]))
+
+        log.info("%s: the pipeline hands the change to its loop", what)
+        self._deferred[st.table] = later
+        return None
+
+    def _run_deferred(self) -> None:
+        for table in list(self._deferred):
+            later = self._deferred[table]
+            try:
+                later()
+            finally:
+                self._deferred.pop(table, None)
+            self._save()
+
     def _arrow_path(self, st: TableState, schema: TableSchema, shaper: Shaper):
-        """The Arrow schema of the table's change rows when its micro-batches can skip
+        """The Arrow schema of the target's rows when the table's micro-batches can skip
         Spark's rows (``arrow-batches``: decoded and planned on the driver, see
         spark/arrow_batches.py), else None. That is the case for a merge sink with the
-        default apply, no transform, and a target whose columns are the table's own (no
-        column kept for a dropped one, no cast): everything the Spark plan would do to the
-        rows is then the plan ``reduce_changes`` does in Arrow."""
+        default apply and no transform: everything the Spark plan would do to the rows is
+        then the plan ``reduce_changes`` does in Arrow, and shaping them like the target
+        (a column kept for a dropped one, a type kept) is ``stream_schema.conform``."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from sparkcdc.mysql.types import arrow_schema
-        from sparkcdc.spark.arrow_batches import spark_arrow_schema
-        from sparkcdc.spark.rows import output_schema
+        from sparkcdc.pipeline.stream_schema import target_arrow_schema
+        from sparkcdc.spark.rows import META_FIELDS, output_schema
 
         if (self.on_batch is not None or shaper.transform is not None
                 or self._sink_kind() != "merge"):
             return None
         source = output_schema(arrow_schema(schema))
-        data = [f.jsonValue() for f in from_arrow_schema(source, prefer_timestamp_ntz=True)
-                if f.name not in META]
         if st.columns is None:
-            st.columns = data
-        if st.columns != data:
-            return None
-        return spark_arrow_schema(source, self.spark)
+            st.columns = [f.jsonValue()
+                          for f in from_arrow_schema(source, prefer_timestamp_ntz=True)
+                          if f.name not in META]
+        large = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes",
+                                    "false") == "true"
+        return target_arrow_schema(st.columns, pa.schema(META_FIELDS), large)
 
     def _arrow_batch_fn(self, run: TableRun, rows_schema):
         from sparkcdc.apply import ApplySpec
+        from sparkcdc.pipeline.stream_schema import conform
         from sparkcdc.spark.arrow_batches import decode
 
         spec = ApplySpec(keys=run.keys)
-        run.arrow = True
+        run.arrow, run.rows_schema = True, rows_schema
 
         def fn(df, batch_id):
-            self._write_rows(run, decode(df.toArrow(), rows_schema), int(batch_id), spec)
+            batch = df.toArrow()
+            rows = (conform(decode(batch), rows_schema) if batch.num_rows
+                    else rows_schema.empty_table())
+            self._write_rows(run, rows, int(batch_id), spec)
         return fn
 
-    def _write_rows(self, run: TableRun, rows, batch_id: int, spec) -> None:
-        """A table's change rows of one micro-batch (Arrow, in its rows schema) planned and
-        written to its target under the target's lock, with the target's batch id; what
-        the loop and the metrics show of it noted."""
+    def _write_rows(self, run: TableRun, rows, batch_id: int, spec,
+                    empty_first: bool = False) -> None:
+        """A table's change rows of one micro-batch (Arrow) shaped like its target, planned
+        and written to it under the target's lock with the target's batch id; what the
+        loop and the metrics show of it noted. ``empty_first``: a TRUNCATE came before
+        them, the target is emptied first (unless it has the batch already)."""
         from sparkcdc.apply import apply_arrow
+        from sparkcdc.pipeline.stream_schema import conform
 
+        rows = conform(rows, run.rows_schema)
+        target_batch = run.state.batch_base + batch_id
         with self._lock(run.state.target):
-            apply_arrow(run.sink, rows, run.state.batch_base + batch_id, spec)
+            if empty_first:
+                last = run.sink.last_batch_id()
+                if last is not None and last >= target_batch:
+                    return
+                run.sink.empty()
+            apply_arrow(run.sink, rows, target_batch, spec)
         run.change_rows[batch_id] = rows.num_rows
         _note_emit_lag(run, rows)
 
@@ -909,6 +1096,7 @@ class Runner:
     def _poll(self) -> None:
         """One look at every query (the pipeline's stream once, however many tables it
         reads): progress for each table, ``live/``, the display; a failure examined."""
+        self._run_deferred()
         self._sync_group()
         failed: dict[int, TableRun] = {}
         looks: dict[int, tuple] = {}  # per query: (progress, active, failed)

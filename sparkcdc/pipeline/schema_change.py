@@ -21,13 +21,16 @@ import pyarrow as pa
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.mysql.connection import ConnectionOptions, retry_lost
+from sparkcdc.mysql.ddl import (
+    column_renames,
+    is_ddl,
+    mentions,
+    split_use,
+    table_renames,
+    truncated_table,
+)
 
 log = logging.getLogger("sparkcdc.pipeline")
-
-_DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(ALTER|RENAME|TRUNCATE|DROP|CREATE)\b",
-                  re.IGNORECASE | re.DOTALL)
-_USE = re.compile(r"^use\s+`((?:[^`]|``)+)`;\s*", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class Diff:
@@ -72,32 +75,32 @@ class Diff:
         return "; ".join(parts)
 
 
-_NAME = r"(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
-_QUALIFIED = re.compile(rf"{_NAME}\s*\.\s*{_NAME}")
-_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\s+(?:IF\s+EXISTS\s+)?{_NAME}\s+TO\s+{_NAME}",
-                            re.IGNORECASE)
-_CHANGE_COLUMN = re.compile(rf"\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_NAME}\s+{_NAME}",
-                            re.IGNORECASE)
-
-
-def column_renames(statements: list[str]) -> list[tuple[str, str]]:
-    """(old, new) column names renamed by ALTER TABLE statements, in order."""
-    out = []
-    for sql in statements:
-        for rx in (_RENAME_COLUMN, _CHANGE_COLUMN):
-            for m in rx.finditer(sql):
-                a, b = _ident(m.group(1)), _ident(m.group(2))
-                if a != b and b.upper() != "COLUMN":
-                    out.append((a, b))
-    return out
-
-
 def diff(old: TableSchema, new: TableSchema) -> Diff:
     o = {c.name: c.column_type for c in old.columns}
     n = {c.name: c.column_type for c in new.columns}
     return Diff(tuple(c for c in n if c not in o), tuple(c for c in o if c not in n),
-                tuple((c, o[c], n[c]) for c in n if c in o and o[c] != n[c]),
+                tuple((c, o[c], n[c]) for c in n if c in o and not _same_type(o[c], n[c])),
                 tuple(old.primary_key) != tuple(new.primary_key))
+
+
+def _same_type(a: str, b: str) -> bool:
+    """Whether two spellings of a column type hold the same values: ``int(11)`` (MariaDB's
+    information_schema) is ``int`` (a schema read from a table map, or MySQL 8's), and a
+    text column's declared length is no change of its values."""
+    if a == b:
+        return True
+    from dataclasses import replace
+
+    from sparkcdc.errors import SchemaError
+    from sparkcdc.mysql.types import STRING, parse_column_type
+
+    try:
+        ta, tb = parse_column_type(a), parse_column_type(b)
+    except SchemaError:
+        return False
+    if ta.kind == tb.kind == STRING:
+        ta, tb = replace(ta, length=None), replace(tb, length=None)
+    return ta == tb
 
 
 @dataclass(frozen=True)
@@ -106,26 +109,6 @@ class DDLEvent:
     end: BinlogOffset  # the next event: where the new generation starts
     statement: str
     rows_before: bool = False  # row events of the table since the previous DDL (find_ddls)
-
-
-def _mentions(sql: str, current_db: str | None, db: str, table: str) -> bool:
-    """Whether the statement names ``db.table``: a qualified ``db.table`` anywhere, or the
-    bare ``table`` when the statement's default database (``use `x`;``) is ``db`` or unknown.
-
-    Names are resolved, not searched for as text: a MySQL target on the source server writes
-    its own DDL (``CREATE TABLE `shop_t`.`t` ...``) into the same binlog, and a text search
-    for ``shop`` and ``t`` took that for a change of ``shop.t``. (Compared without case, so a
-    doubt counts as a mention: a DDL wrongly missed would lose a schema change, one wrongly
-    counted only makes the runner look at the table again.)"""
-    body = _USE.sub("", sql)
-    want = (db.lower(), table.lower())
-    for m in _QUALIFIED.finditer(body):
-        if (_ident(m.group(1)).lower(), _ident(m.group(2)).lower()) == want:
-            return True
-    if current_db is not None and current_db.lower() != want[0]:
-        return False  # a bare name here is a table of another database
-    bare = re.findall(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)", _QUALIFIED.sub(" ", body))
-    return want[1] in ((a.replace("``", "`") if a else b).lower() for a, b in bare)
 
 
 @dataclass(frozen=True)
@@ -174,9 +157,7 @@ def _scan(conn: ConnectionOptions, after: BinlogOffset, what: str,
                             txn_start = pos
                         current_db, sql = None, ""
                         if kind == "Query" and info:
-                            m = _USE.match(info)
-                            current_db = m.group(1).replace("``", "`") if m else None
-                            sql = _USE.sub("", info)
+                            current_db, sql = split_use(info)
                         ev = _Event(log_name, pos, end_pos, kind, info or "",
                                     txn_start if txn_start is not None else pos,
                                     current_db, sql)
@@ -202,8 +183,8 @@ def find_ddls(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
         nonlocal rows_seen
         if ev.kind == "Table_map" and tagged.search(ev.info):
             rows_seen = True
-        if (ev.kind != "Query" or not _DDL.match(ev.sql)
-                or not _mentions(ev.sql, ev.current_db, db, table)):
+        if (ev.kind != "Query" or not is_ddl(ev.sql)
+                or not mentions(ev.sql, ev.current_db, db, table)):
             return False
         start, end = ev.span(flavor)
         if start < after:
@@ -219,30 +200,6 @@ def find_ddls(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
 
     _scan(conn, after, "reading the binlog for DDL", visit, reset)
     return out
-
-
-_RENAME_TABLE = re.compile(r"^\s*RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
-_ALTER_RENAME = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+"
-                           rf"{_NAME}(?:\.{_NAME})?\s+RENAME\s+(?:TO\s+|AS\s+)?"
-                           rf"{_NAME}(?:\.{_NAME})?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_PAIR = re.compile(rf"{_NAME}(?:\.{_NAME})?\s+TO\s+{_NAME}(?:\.{_NAME})?", re.IGNORECASE)
-
-
-def _qualified(a: str, b: str | None, current_db: str | None) -> str:
-    return f"{_ident(a)}.{_ident(b)}" if b else f"{current_db}.{_ident(a)}"
-
-
-def table_renames(sql: str, current_db: str | None) -> list[tuple[str, str]]:
-    """(old, new) ``db.table`` names renamed by a RENAME TABLE or ALTER TABLE ... RENAME."""
-    m = _ALTER_RENAME.match(sql)
-    if m:
-        return [(_qualified(m.group(1), m.group(2), current_db),
-                 _qualified(m.group(3), m.group(4), current_db))]
-    m = _RENAME_TABLE.match(sql)
-    if not m:
-        return []
-    return [(_qualified(p.group(1), p.group(2), current_db),
-             _qualified(p.group(3), p.group(4), current_db)) for p in _PAIR.finditer(m.group(1))]
 
 
 def find_table_rename(conn: ConnectionOptions, after: BinlogOffset, table: str,
@@ -295,15 +252,6 @@ def dumps(o) -> str:
     return json.dumps(o, sort_keys=True)
 
 
-_TRUNCATE = re.compile(
-    r"^\s*TRUNCATE\s+(?:TABLE\s+)?(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)(?:\.(`(?:[^`]|``)+`|"
-    r"[A-Za-z0-9_$]+))?\s*;?\s*$", re.IGNORECASE)
-
-
-def _ident(s: str) -> str:
-    return s[1:-1].replace("``", "`") if s.startswith("`") else s
-
-
 def find_truncates(conn: ConnectionOptions, after: BinlogOffset, captured: set[str],
                    flavor: str) -> list[tuple[str, DDLEvent]]:
     """``TRUNCATE TABLE`` statements of captured tables (``db.table``) at or after ``after``.
@@ -311,10 +259,9 @@ def find_truncates(conn: ConnectionOptions, after: BinlogOffset, captured: set[s
     out: list[tuple[str, DDLEvent]] = []
 
     def visit(ev: _Event) -> bool:
-        t = _TRUNCATE.match(ev.sql) if ev.kind == "Query" else None
+        t = truncated_table(ev.sql, ev.current_db) if ev.kind == "Query" else None
         if t:
-            db, table = ((_ident(t.group(1)), _ident(t.group(2))) if t.group(2)
-                         else (ev.current_db, _ident(t.group(1))))
+            db, table = t
             if f"{db}.{table}" in captured:
                 out.append((f"{db}.{table}", DDLEvent(*ev.span(flavor), ev.info)))
         return False

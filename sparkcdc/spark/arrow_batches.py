@@ -16,6 +16,8 @@ have given those rows, so a sink sees the same types whichever way the rows came
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pyarrow as pa
 
 SCHEMA = pa.schema([pa.field("_rows", pa.int64(), nullable=False),
@@ -64,23 +66,55 @@ def spark_arrow_schema(source_schema: pa.Schema, spark=None) -> pa.Schema:
     return to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=large)
 
 
-def decode_tables(rows: pa.Table) -> dict[str, pa.Table]:
-    """The change rows of a collected micro-batch of several tables, per ``db.table``, in
-    the order the batches came. In the ``tables`` shape each record batch holds one table
-    in its own columns; in the ``columns`` shape (tables of one schema) a batch may mix
-    them, and is split by its ``_database`` and ``_table`` columns."""
+@dataclass
+class TableChanges:
+    """One table's part of a collected micro-batch: its change rows as they came, one table
+    per schema it had (``parts``), and the events of the table among them (``events``,
+    ``rows.event_batch``'s dicts) when the stream carries schema changes."""
+
+    parts: list[pa.Table] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+    def rows(self) -> pa.Table:
+        """All the rows in one table (the parts share one schema when no event changed it)."""
+        if not self.parts:
+            raise ValueError("no rows")
+        return pa.concat_tables(self.parts) if len(self.parts) > 1 else self.parts[0]
+
+
+def decode_tables(rows: pa.Table) -> dict[str, TableChanges]:
+    """The change rows and events of a collected micro-batch of several tables, per
+    ``db.table``, in the order the batches came. In the ``tables`` shape each record batch
+    holds one table in its own columns; in the ``columns`` shape (tables of one schema) a
+    batch may mix them, and is split by its ``_database`` and ``_table`` columns."""
     import pyarrow.compute as pc
 
-    parts: dict[str, list[pa.Table]] = {}
+    from sparkcdc.spark.rows import batch_event
+
+    out: dict[str, TableChanges] = {}
     for t in _payloads(rows):
         if not t.num_rows:
+            ev = batch_event(t.schema)
+            if ev is not None:
+                out.setdefault(f"{ev['database']}.{ev['table']}", TableChanges()
+                               ).events.append(ev)
             continue
         names = pc.binary_join_element_wise(t["_database"], t["_table"], ".")
         kinds = pc.unique(names)
         if len(kinds) == 1:
-            parts.setdefault(kinds[0].as_py(), []).append(t)
+            _add_part(out.setdefault(kinds[0].as_py(), TableChanges()), t)
             continue
         for name in kinds.to_pylist():
-            parts.setdefault(name, []).append(t.filter(pc.equal(names, name)))
-    return {name: pa.concat_tables(ts) if len(ts) > 1 else ts[0]
-            for name, ts in parts.items()}
+            _add_part(out.setdefault(name, TableChanges()), t.filter(pc.equal(names, name)))
+    return out
+
+
+def _add_part(changes: TableChanges, t: pa.Table) -> None:
+    """Rows of one schema join the last part of that schema: a table whose schema did not
+    change in the batch has one part."""
+    t = t.replace_schema_metadata(None)
+    for i, p in enumerate(changes.parts):
+        if p.schema.equals(t.schema):
+            changes.parts[i] = pa.concat_tables([p, t])
+            return
+    changes.parts.append(t)

@@ -32,6 +32,7 @@ from sparkcdc.core.records import (
     SEQ_BEFORE,
     SEQ_SNAPSHOT,
     ChangeRecord,
+    TableEvent,
     seq_number,
 )
 from sparkcdc.core.schema import TableSchema
@@ -288,6 +289,31 @@ def snapshot_batches(table: pa.Table, schema: TableSchema, as_of: BinlogOffset,
     yield from full.to_batches(max_chunksize=max_rows)
 
 
+EVENT_KEY = b"sparkcdc.event"
+
+
+def event_batch(ev: TableEvent, schema: TableSchema) -> pa.RecordBatch:
+    """A ``TableEvent`` as a batch without rows in the table's columns shape (its schema
+    from here on): what happened rides in the schema's metadata (``EVENT_KEY``, JSON: kind,
+    table, ``_seq`` as text, the statement, the schema), so it travels with the change
+    batches, in their order, and sorts among the table's rows by ``seq``."""
+    from sparkcdc.mysql.types import arrow_schema
+
+    out = output_schema(arrow_schema(schema))
+    meta = {"kind": ev.kind, "database": ev.table_id.database, "table": ev.table_id.table,
+            "seq": str(seq_number(ev.offset, SEQ_SNAPSHOT)), "op_ts_ms": ev.ts_ms,
+            "statement": ev.statement,
+            "schema": ev.schema.to_dict() if ev.schema is not None else None}
+    out = out.with_metadata({EVENT_KEY: json.dumps(meta, sort_keys=True).encode()})
+    return pa.RecordBatch.from_pylist([], schema=out)
+
+
+def batch_event(schema: pa.Schema) -> dict | None:
+    """The event a batch without rows carries (``event_batch``), else None."""
+    raw = (schema.metadata or {}).get(EVENT_KEY)
+    return json.loads(raw) if raw is not None else None
+
+
 class TableBuilders:
     """A ``RowBuilder`` per table, each in its table's own ``columns`` shape: the ``tables``
     shape of a window over tables that differ. ``batches`` gives one batch per table that
@@ -314,6 +340,10 @@ class TableBuilders:
                 out = output_schema(self._arrow(schemas[tid]))
                 b = self._builders[tid] = RowBuilder(out, COLUMNS, self._preimages)
             b.add_changes(recs, vs, schemas)
+
+    def forget(self, table_id: Any) -> None:
+        """Drop the table's (drained) builder: its next rows start one in its new schema."""
+        self._builders.pop(table_id, None)
 
     def __len__(self) -> int:
         return sum(len(b) for b in self._builders.values())

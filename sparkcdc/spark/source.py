@@ -46,7 +46,7 @@ from sparkcdc.core.assigner import Phase, SplitAssigner
 from sparkcdc.core.batch_size import BatchSizer
 from sparkcdc.core.chunking import ChunkingOptions, SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
-from sparkcdc.core.records import META_COLUMNS
+from sparkcdc.core.records import META_COLUMNS, SCHEMA, TableEvent
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
 from sparkcdc.mysql.options import SourceConfig
@@ -297,22 +297,31 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
     if not progress:
         return
     flt = StreamFilter(progress, dialect.locate, floor=start)
-    builder = (TableBuilders(ctx.tables, ctx.config.preimages) if ctx.shape == TABLES
+    tables = dict(ctx.tables)  # a table's schema changes here when the stream says so
+    builder = (TableBuilders(tables, ctx.config.preimages) if ctx.shape == TABLES
                else RowBuilder(ctx.out_schema, ctx.shape, ctx.config.preimages))
     pending = []
     wide = {t: cols for t, s in ctx.tables.items()
             if (cols := tuple(c.name for c in s.columns if c.data_type in _WIDE_TYPES))}
     held = 0  # bytes of long values in ``pending``
+    events = ctx.config.table_events
+    rekeyed: set = set()  # tables whose key changed: the runner takes them again
 
     def drain() -> list[pa.RecordBatch]:
-        builder.add_changes(pending, flt.judge(pending), ctx.tables)
+        builder.add_changes(pending, flt.judge(pending), tables)
         pending.clear()
         return builder.batches()
 
     min_ts = item.min_ts_ms
     with _few_gc_passes():
-        for rec in dialect.read_window(None, start, end, only=progress):
+        for rec in dialect.read_window(None, start, end, only=progress, table_events=events):
+            if events and rec.__class__ is TableEvent:
+                yield from drain()  # the rows before it, in the schema they had
+                yield _table_event(builder, rec, tables, rekeyed)
+                continue
             if min_ts is not None and rec.ts_ms < min_ts:
+                continue
+            if rekeyed and rec.table_id in rekeyed:
                 continue
             pending.append(rec)
             if wide and (cols := wide.get(rec.table_id)):
@@ -321,6 +330,21 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
                 held = 0
                 yield from drain()
         yield from drain()
+
+
+def _table_event(builder, ev: TableEvent, tables: dict, rekeyed: set) -> pa.RecordBatch:
+    """The event's batch (``rows.event_batch``); after a ``schema`` event the table's rows
+    are built in its new schema. A new row key makes the rest of its rows useless (the
+    runner takes the table again), and the stream filter could not place them."""
+    from sparkcdc.spark.rows import event_batch
+
+    if ev.kind == SCHEMA:
+        old = tables[ev.table_id]
+        tables[ev.table_id] = ev.schema
+        builder.forget(ev.table_id)
+        if tuple(ev.schema.row_key) != tuple(old.row_key):
+            rekeyed.add(ev.table_id)
+    return event_batch(ev, tables[ev.table_id])
 
 
 def _wide_bytes(rec, cols: tuple[str, ...]) -> int:
@@ -372,7 +396,8 @@ class MySQLCDCDataSource(DataSource):
 
         tables = self._load()
         data = _data_schema(tables)
-        if data is None and self.config.arrow_batches:  # each table in its own batches
+        if (data is None or self.config.table_events) and self.config.arrow_batches:
+            # each table in its own batches (a table's schema may change in the stream)
             return ReadContext(self.config, self._flavor, tables, output_schema(None), TABLES)
         return ReadContext(self.config, self._flavor, tables, output_schema(data),
                            COLUMNS if data is not None else ENVELOPE)

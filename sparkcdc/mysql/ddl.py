@@ -1,0 +1,123 @@
+"""Which tables and columns a DDL statement names, read from its text.
+
+The binlog carries each DDL as the statement's text and its default database (a QUERY
+event; ``SHOW BINLOG EVENTS`` prints the database as a leading ``use `db`;``). Names here
+are *resolved*, never searched for as text: a MySQL target on the source server writes its
+own DDL (``CREATE TABLE `shop_t`.`t` ...``) into the same binlog, and a text search for
+``shop`` and ``t`` once took that for a change of ``shop.t``. Names compare without case, so a
+doubt counts as a mention: a DDL wrongly missed would lose a schema change, one wrongly
+counted only makes the reader look at the table again.
+"""
+
+from __future__ import annotations
+
+import re
+
+DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(ALTER|RENAME|TRUNCATE|DROP|CREATE)\b",
+                 re.IGNORECASE | re.DOTALL)
+USE = re.compile(r"^use\s+`((?:[^`]|``)+)`;\s*", re.IGNORECASE)
+_NAME = r"(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+_QUALIFIED = re.compile(rf"{_NAME}\s*\.\s*{_NAME}")
+_BARE = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)")
+_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\s+(?:IF\s+EXISTS\s+)?{_NAME}\s+TO\s+{_NAME}",
+                            re.IGNORECASE)
+_CHANGE_COLUMN = re.compile(rf"\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_NAME}\s+{_NAME}",
+                            re.IGNORECASE)
+_RENAME_TABLE = re.compile(r"^\s*RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_ALTER_RENAME = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+"
+                           rf"{_NAME}(?:\.{_NAME})?\s+RENAME\s+(?:TO\s+|AS\s+)?"
+                           rf"{_NAME}(?:\.{_NAME})?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_PAIR = re.compile(rf"{_NAME}(?:\.{_NAME})?\s+TO\s+{_NAME}(?:\.{_NAME})?", re.IGNORECASE)
+_TRUNCATE = re.compile(
+    r"^\s*TRUNCATE\s+(?:TABLE\s+)?(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)(?:\.(`(?:[^`]|``)+`|"
+    r"[A-Za-z0-9_$]+))?\s*;?\s*$", re.IGNORECASE)
+
+
+def ident(s: str) -> str:
+    """An identifier as the server names it: backticks removed, doubled ones undone."""
+    return s[1:-1].replace("``", "`") if s.startswith("`") else s
+
+
+def split_use(info: str) -> tuple[str | None, str]:
+    """``SHOW BINLOG EVENTS``' text of a Query: (its default database or None, the SQL)."""
+    m = USE.match(info)
+    return (m.group(1).replace("``", "`") if m else None), USE.sub("", info)
+
+
+def is_ddl(sql: str) -> bool:
+    return DDL.match(sql) is not None
+
+
+def mentions(sql: str, current_db: str | None, db: str, table: str) -> bool:
+    """Whether the statement names ``db.table``: a qualified ``db.table`` anywhere, or the
+    bare ``table`` when the statement's default database is ``db`` or unknown."""
+    body = USE.sub("", sql)
+    want = (db.lower(), table.lower())
+    for m in _QUALIFIED.finditer(body):
+        if (ident(m.group(1)).lower(), ident(m.group(2)).lower()) == want:
+            return True
+    if current_db is not None and current_db.lower() != want[0]:
+        return False  # a bare name here is a table of another database
+    return want[1] in _bare_names(body)
+
+
+def named_tables(sql: str, current_db: str | None,
+                 candidates: dict[tuple[str, str], object]) -> list[tuple[str, str]]:
+    """The ``(db, table)`` keys of ``candidates`` the statement names (``mentions`` for each,
+    with the statement parsed once: a DDL is checked against every captured table)."""
+    body = USE.sub("", sql)
+    qualified = {(ident(m.group(1)).lower(), ident(m.group(2)).lower())
+                 for m in _QUALIFIED.finditer(body)}
+    bare = _bare_names(body)
+    cur = current_db.lower() if current_db is not None else None
+    out = []
+    for key in candidates:
+        db, table = key[0].lower(), key[1].lower()
+        if (db, table) in qualified or ((cur is None or cur == db) and table in bare):
+            out.append(key)
+    return out
+
+
+def _bare_names(body: str) -> set[str]:
+    return {(a.replace("``", "`") if a else b).lower()
+            for a, b in _BARE.findall(_QUALIFIED.sub(" ", body))}
+
+
+def column_renames(statements: list[str]) -> list[tuple[str, str]]:
+    """(old, new) column names renamed by ALTER TABLE statements, in order."""
+    out = []
+    for sql in statements:
+        for rx in (_RENAME_COLUMN, _CHANGE_COLUMN):
+            for m in rx.finditer(sql):
+                a, b = ident(m.group(1)), ident(m.group(2))
+                if a != b and b.upper() != "COLUMN":
+                    out.append((a, b))
+    return out
+
+
+def _qualified(a: str, b: str | None, current_db: str | None) -> str:
+    return f"{ident(a)}.{ident(b)}" if b else f"{current_db}.{ident(a)}"
+
+
+def table_renames(sql: str, current_db: str | None) -> list[tuple[str, str]]:
+    """(old, new) ``db.table`` names renamed by a RENAME TABLE or ALTER TABLE ... RENAME."""
+    m = _ALTER_RENAME.match(sql)
+    if m:
+        return [(_qualified(m.group(1), m.group(2), current_db),
+                 _qualified(m.group(3), m.group(4), current_db))]
+    m = _RENAME_TABLE.match(sql)
+    if not m:
+        return []
+    return [(_qualified(p.group(1), p.group(2), current_db),
+             _qualified(p.group(3), p.group(4), current_db)) for p in _PAIR.finditer(m.group(1))]
+
+
+def truncated_table(sql: str, current_db: str | None) -> tuple[str | None, str] | None:
+    """``(db, table)`` a ``TRUNCATE TABLE`` statement empties (db None when the statement
+    names no database and none is current), else None."""
+    t = _TRUNCATE.match(sql)
+    if not t:
+        return None
+    if t.group(2):
+        return ident(t.group(1)), ident(t.group(2))
+    return current_db, ident(t.group(1))
