@@ -25,7 +25,7 @@ from sparkcdc.pipeline.runner import Runner
 from sparkcdc.pipeline.status import table_statuses
 
 
-def _defn(mariadb, db, tmp_path, behavior="evolve"):
+def _defn(mariadb, db, tmp_path, behavior="evolve", extra=""):
     source = source_yaml(mariadb, db + ".\\.*", 40)
     text = f"""
 {source}  scan.incremental.snapshot.chunk.size: 500
@@ -37,7 +37,7 @@ pipeline:
   parallelism: 2
   schema.change.behavior: {behavior}
   checkpoint.location: {tmp_path}/ckpt
-"""
+{extra}"""
     return parse_pipeline(text, "one.yaml", env={"TEST_PW": mariadb.info.cdc_password})
 
 
@@ -165,3 +165,60 @@ pipeline:
     _run(with_transform, spark)
     for t in "ab":
         assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
+
+
+def test_tables_come_and_go_inside_the_running_query(spark, mariadb, db, tmp_path):
+    """A running pipeline (not ``--until-caught-up``): a table created meanwhile is
+    snapshotted into its target, and a dropped one stopped, while the other table's changes
+    keep flowing, and the pipeline's stream is the same query throughout (the source reads
+    its members file, ``scan.tables.file``; no restart)."""
+    import threading
+
+    wait_for = _wait_for
+
+    mariadb.execute("CREATE TABLE a (id INT PRIMARY KEY, v INT)",
+                    "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
+                    "INSERT INTO a SELECT seq, seq FROM seq_1_to_100",
+                    "INSERT INTO b SELECT seq, seq FROM seq_1_to_10", database=db)
+    defn = _defn(mariadb, db, tmp_path, extra="  discovery.interval: 1s\n")
+    runner = Runner(defn, spark)
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: len(_target_or_empty(tmp_path, db, "a")) == 100, 120, "a's snapshot")
+        query = runner.group_query
+        run_id = query.runId
+        mariadb.execute("CREATE TABLE c (id INT PRIMARY KEY, v INT)",
+                        "INSERT INTO c SELECT seq, seq FROM seq_1_to_700",
+                        "UPDATE a SET v = -1 WHERE id <= 10", "DROP TABLE b", database=db)
+        wait_for(lambda: len(_target_or_empty(tmp_path, db, "c")) == 700, 120, "c's snapshot")
+        mariadb.execute("UPDATE c SET v = 0 WHERE id = 1", "DELETE FROM a WHERE id = 100",
+                        database=db)
+        wait_for(lambda: _target_or_empty(tmp_path, db, "c").get(1) == (0,)
+                 and 100 not in _target_or_empty(tmp_path, db, "a"), 60, "the changes")
+        wait_for(lambda: {s.table: s.status for s in table_statuses(defn)}.get(f"{db}.b")
+                 == "dropped", 30, "b dropped")
+        assert runner.group_query is query and query.isActive and query.runId == run_id
+        assert _target(tmp_path, db, "a") == _source(mariadb, db, "a")
+        assert _target(tmp_path, db, "c") == _source(mariadb, db, "c")
+        assert len(_target(tmp_path, db, "b")) == 10  # a dropped table's target is kept
+        assert _streams(tmp_path) == [GROUP_KEY]
+    finally:
+        runner.stop()
+        t.join(60)
+    assert not t.is_alive()
+
+
+def _target_or_empty(tmp_path, db, table) -> dict:
+    try:
+        return _target(tmp_path, db, table)
+    except (deltalake.exceptions.TableNotFoundError, OSError):
+        return {}
+
+
+def _wait_for(check, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)

@@ -116,7 +116,8 @@ def test_whole_database_sync(spark, mariadb, db, tmp_path):
     assert set(sts) == {f"{db}.{t}" for t in ("orders_1", "orders_2", "customers", "plain",
                                               "later")}
     p = sts[f"{db}.plain"]
-    assert p.generation == 1 and "added extra" in p.note and p.phase == "streaming"
+    # the change came in the pipeline's stream: the table went on, no new generation
+    assert p.generation == 0 and "added extra" in p.note and p.phase == "streaming"
     assert all(s.phase == "streaming" and s.lag_bytes == 0 and not s.running
                for s in sts.values())
     assert sts[f"{db}.orders_1"].chunks_done == sts[f"{db}.orders_1"].chunks_total == 1
@@ -175,11 +176,13 @@ def test_truncate_drop_and_evolve(spark, mariadb, db, tmp_path):
                     database=db)
     defn = load(mariadb, db, tmp_path, "evolve")
     run(defn, spark)
-    mariadb.execute("TRUNCATE TABLE t", "INSERT INTO t VALUES (5, 5)",
-                    "ALTER TABLE t ADD COLUMN b VARCHAR(5)", "INSERT INTO t VALUES (6, 6, 'six')",
-                    "DROP TABLE gone", database=db)
+    mariadb.execute("TRUNCATE TABLE t", "INSERT INTO t VALUES (5, 5)", database=db)
+    # the TRUNCATE comes in the pipeline's stream: its batch fails, so nothing of it is
+    # lost when the next run (evolve) replays it
     with pytest.raises(SchemaChangeStop, match=rf"table {db}\.t was truncated"):
         run(load(mariadb, db, tmp_path, "exception"), spark)
+    mariadb.execute("ALTER TABLE t ADD COLUMN b VARCHAR(5)", "INSERT INTO t VALUES (6, 6, 'six')",
+                    "DROP TABLE gone", database=db)
     run(defn, spark)  # evolve: the truncate empties the target, the new column is added
     rows = delta_rows(tmp_path, db, "t", "id")
     assert {k: (r["a"], r["b"]) for k, r in rows.items()} == {5: (5, None), 6: (6, "six")}

@@ -79,6 +79,11 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
         None, "a JSON object of 'database.table' to an integer: a table whose number moved "
               "on since the query's checkpoint is snapshotted again, inside the running "
               "stream (sparkcdc run sets it when a target was emptied)"),
+    "scan.tables.file": (
+        None, "a path to a JSON object of 'database.table' to an integer: the tables the "
+              "stream captures and their generations, read again before every batch, so "
+              "tables join, leave or are taken again inside the running query (sparkcdc "
+              "run writes it for the pipeline's stream); overrides scan.table-generations"),
     "scan.schema-changes.in-stream": (
         "false", "true or false (needs arrow-batches): a captured table's schema changes, "
                  "DDL statements and TRUNCATEs travel in the stream as event batches, and "
@@ -275,6 +280,7 @@ class SourceConfig:
     arrow_batches: bool = False  # output rows are whole Arrow record batches (IPC bytes)
     table_generations: Mapping[str, int] = field(default_factory=dict)  # db.table -> number
     table_events: bool = False  # scan.schema-changes.in-stream
+    tables_file: str | None = None  # scan.tables.file
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "SourceConfig":
@@ -387,6 +393,7 @@ class SourceConfig:
             table_generations=_generations(get("scan.table-generations")),
             table_events=_table_events(get("scan.schema-changes.in-stream"),
                                        get("arrow-batches")),
+            tables_file=get("scan.tables.file") or None,
         )
 
 

@@ -107,6 +107,11 @@ class Checkpoint:
     def group_dir(self, generation: int) -> Path:
         return self.root / "streams" / GROUP_KEY / f"g{generation}"
 
+    def group_members_path(self, generation: int) -> Path:
+        """The tables the pipeline's stream reads, and their generations (the source's
+        ``scan.tables.file``): beside its Spark checkpoint, rewritten as tables come and go."""
+        return self.root / "streams" / GROUP_KEY / f"g{generation}.tables.json"
+
     def stream_dir(self, st: TableState) -> Path:
         """Spark's checkpoint of the stream that reads ``st``: the pipeline's or its own."""
         if st.group is not None:

@@ -104,6 +104,11 @@ class TableRun:
     live: tuple = ()  # what ``live/`` last got, and when
 
 
+class HandedToLoop(Exception):
+    """Fails a micro-batch of the pipeline's stream whose change the loop must make
+    (``Runner._defer``)."""
+
+
 class Runner:
     """Runs a pipeline. ``run()`` blocks until stopped (``stop()``, Ctrl-C, SIGTERM) or, with
     ``until_caught_up``, until every table reached the binlog position of its start."""
@@ -135,6 +140,8 @@ class Runner:
         self._group_dirty = False  # its tables changed: restart it at the next look
         self._group_ids: str | None = None
         self._group_restarts = 0  # transient failures in a row
+        self._group_members: dict[str, TableRun] = {}  # what its micro-batches write
+        self._group_query_gen: int | None = None  # the generation its running query reads
         self._seen_batch: dict[Any, int] = {}  # per query: the last progress report looked at
         self.last_batch_seconds: float | None = None  # the last micro-batch's duration
         # what a micro-batch of the pipeline's stream hands to the loop (per table, done
@@ -226,10 +233,10 @@ class Runner:
             last_discovery = time.monotonic()
             while not self._stop.is_set():
                 self._poll()
-                if self.until_caught_up and self.runs and all(
-                        r.query is not None and not r.query.isActive for r in self.runs.values()):
-                    self._poll()
-                    break
+                if self.until_caught_up and self._all_ended():
+                    self._poll()  # the last batches' progress; a failure examined
+                    if self._all_ended():  # (not restarted by that examination)
+                        break
                 if not self.runs and self.until_caught_up:
                     break
                 if (not self.until_caught_up and
@@ -247,6 +254,10 @@ class Runner:
                 if old_term is not None:
                     signal.signal(signal.SIGTERM, old_term)
         return 0
+
+    def _all_ended(self) -> bool:
+        return bool(self.runs) and all(r.query is not None and not r.query.isActive
+                                       for r in self.runs.values())
 
     def _caught_up_already(self, found: dict[str, TableSchema]) -> bool:
         """A run ``--until-caught-up`` with nothing to do need not start Spark (seconds of
@@ -780,54 +791,73 @@ class Runner:
         self._group_dirty = True
 
     def _sync_group(self) -> None:
-        """(Re)start the pipeline's stream when its tables changed: one query over all of
-        them, from its checkpoint. The source fits its assigner to the tables it is given
-        (``SplitAssigner.reconcile``): a new table, or one taken again, is snapshotted
-        inside it while the others stream on."""
+        """Fit the pipeline's stream to its tables: the running query follows its members
+        file (the source's ``scan.tables.file``, read before every batch), where a new
+        table, or one taken again under a new generation, is planned and snapshotted while
+        the others stream on (``SplitAssigner.reconcile``), and a table gone from it is
+        forgotten. The query is (re)started only when none runs (the first look, after a
+        failure) or its generation moved on (a purged binlog)."""
         if not self._group_dirty:
             return
         self._group_dirty = False
         q = self.group_query
-        if q is not None and q.isActive:
-            q.stop()
-        self.group_query = None
+        running = q is not None and q.isActive
         members = {t: r for t, r in self.runs.items() if r.state.group is not None}
+        self._group_members = members
         if not members:
+            if running:
+                q.stop()
+            self.group_query = None
             return
+        self._save()  # every table's state is on disk before the stream reads it
+        gens = {t: r.state.generation for t, r in sorted(members.items())}
+        members_file = self.ckpt.group_members_path(self.group_gen)
+        write_json(members_file, gens)
+        if running and self._group_query_gen == self.group_gen:
+            for r in members.values():
+                r.query = q
+            log.info("the pipeline's stream g%d goes on with %d table(s)", self.group_gen,
+                     len(members))
+            return
+        if running:
+            q.stop()
         if self._group_ids is None:
             self._group_ids = self._server_ids()
-        self._save()  # every table's state is on disk before the stream writes
-        gens = {t: r.state.generation for t, r in sorted(members.items())}
         opts = self.defn.source.options_for_tables(
             list(members), **{"server-id": self._group_ids, "arrow-batches": "true",
-                              "scan.table-generations": sc.dumps(gens),
+                              "scan.tables.file": str(members_file),
                               "scan.schema-changes.in-stream": "true",
                               **self._upsert_only()})
         df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
-        writer = (df.writeStream.foreachBatch(self._group_batch_fn(members))
+        writer = (df.writeStream.foreachBatch(self._group_batch_fn())
                   .option("checkpointLocation", str(self.ckpt.group_dir(self.group_gen)))
                   .queryName(f"{self.settings.name}:tables:g{self.group_gen}"))
         self.group_query = self._trigger(writer).start()
+        self._group_query_gen = self.group_gen
         for r in members.values():
             r.query = self.group_query
         log.info("the pipeline's stream g%d: %d table(s)", self.group_gen, len(members))
 
-    def _group_batch_fn(self, members: dict[str, TableRun]):
+    def _group_batch_fn(self):
         """Each micro-batch of the pipeline's stream: split by table, each table's rows
         planned in Arrow and written to its target, the targets at once. Each target
         records its own batch id (its base + the stream's batch id) in the same commit as
         its rows, so a batch replayed after a crash skips the targets that have it. A
         table's schema changes and TRUNCATEs in the batch are applied between its rows
-        (``_in_stream_changes``)."""
+        (``_in_stream_changes``). Rows of a table from a batch planned before it was taken
+        again (its generation in the batch's offset is an older one) are not written."""
         from concurrent.futures import ThreadPoolExecutor
 
         from sparkcdc.apply import ApplySpec
         from sparkcdc.spark.arrow_batches import decode_tables
 
-        specs = {t: ApplySpec(keys=r.keys) for t, r in members.items()}
         workers = max(1, min(8, 2 * self.settings.parallelism))
 
         def write(run: TableRun, changes, batch_id: int) -> None:
+            off = self.ckpt.offset(run.state, batch_id)
+            if off is not None and int(ov.table_entry(off, run.state.table).get(
+                    "generation", 0)) != run.state.generation:
+                return
             empty_first = False
             if changes.events or run.state.pending_ddl:
                 planned = self._in_stream_changes(run, changes, batch_id)
@@ -836,10 +866,11 @@ class Runner:
                 rows, empty_first = planned
             else:
                 rows = changes.rows()
-            self._write_rows(run, rows, batch_id, specs[run.state.table], empty_first)
+            self._write_rows(run, rows, batch_id, ApplySpec(keys=run.keys), empty_first)
 
         def fn(df, batch_id):
             batch_id = int(batch_id)
+            members = self._group_members
             work = [(members[t], ch) for t, ch in decode_tables(df.toArrow()).items()
                     if t in members and t not in self._deferred]
             if len(work) <= 1:
@@ -915,6 +946,8 @@ class Runner:
             return False
         log.warning("table %s changed: %s (%s)", st.table, d.describe(), behavior)
         with self._lock(st.target):
+            if self.runs.get(st.table) is not run:
+                return True  # stopped meanwhile: its rows are not written either
             st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
         add_renames(formerly, d.renamed)
         st.schema, run.schema = new.to_dict(), new
@@ -956,9 +989,11 @@ class Runner:
         return None
 
     def _defer(self, st: TableState, what: str, truncate: bool = False) -> None:
-        """Hand the table's change to the loop (``_poll``): its rows wait (this batch's and
-        the next ones') until ``_schema_changed`` (or, for a TRUNCATE it must not take,
-        the stop) has dealt with it."""
+        """Hand the table's change to the loop: the micro-batch fails (``HandedToLoop``),
+        so Spark commits none of it; the loop (``_examine_failure``) has
+        ``_schema_changed`` deal with the change (or stops, for ``exception`` and a
+        TRUNCATE it must not apply), then restarts the stream, which replays the batch.
+        Targets that wrote the batch already skip it then, by its batch id."""
         behavior = self.settings.schema_change_behavior
 
         def later() -> None:
@@ -981,16 +1016,17 @@ class Runner:
 
         log.info("%s: the pipeline hands the change to its loop", what)
         self._deferred[st.table] = later
-        return None
+        raise HandedToLoop(what)
 
-    def _run_deferred(self) -> None:
+    def _run_deferred(self) -> bool:
+        """Make the changes micro-batches handed to the loop; whether there were any."""
+        if not self._deferred:
+            return False
         for table in list(self._deferred):
-            later = self._deferred[table]
-            try:
-                later()
-            finally:
-                self._deferred.pop(table, None)
+            later = self._deferred.pop(table)
+            later()
             self._save()
+        return True
 
     def _arrow_path(self, st: TableState, schema: TableSchema, shaper: Shaper):
         """The Arrow schema of the target's rows when the table's micro-batches can skip
@@ -1044,6 +1080,8 @@ class Runner:
         rows = conform(rows, run.rows_schema)
         target_batch = run.state.batch_base + batch_id
         with self._lock(run.state.target):
+            if self.runs.get(run.state.table) is not run:
+                return  # stopped meanwhile (dropped, taken again, left the stream)
             if empty_first:
                 last = run.sink.last_batch_id()
                 if last is not None and last >= target_batch:
@@ -1096,7 +1134,6 @@ class Runner:
     def _poll(self) -> None:
         """One look at every query (the pipeline's stream once, however many tables it
         reads): progress for each table, ``live/``, the display; a failure examined."""
-        self._run_deferred()
         self._sync_group()
         failed: dict[int, TableRun] = {}
         looks: dict[int, tuple] = {}  # per query: (progress, active, failed)
@@ -1191,6 +1228,10 @@ class Runner:
 
     def _examine_failure(self, run: TableRun) -> None:
         st = run.state
+        if st.group is not None and self._run_deferred():
+            self._group_dirty = True  # the batch is replayed with the change made
+            self._sync_group()
+            return
         exc = run.query.exception()
         msg = str(exc) if exc is not None else _THREAD_DIED
         grouped = st.group is not None
@@ -1311,9 +1352,18 @@ class Runner:
     def _stop_run(self, st: TableState) -> TableRun | None:
         """Stop what writes the table's target: its own stream, or the pipeline's stream
         (restarted without or with it at the next look, ``_sync_group``)."""
-        run = self.runs.pop(st.table, None)
+        run = self.runs.get(st.table)
         if run is None:
             return None
+        if st.group is not None and run.query is self.group_query:
+            # the pipeline's stream goes on without it: a write of it in flight finishes
+            # first (under the target's lock), the next ones find it gone
+            with self._lock(st.target):
+                self.runs.pop(st.table, None)
+                run.sink.close()
+            self._group_dirty = True
+            return run
+        self.runs.pop(st.table, None)
         if run.query is not None and run.query.isActive:
             run.query.stop()
         if st.group is not None:

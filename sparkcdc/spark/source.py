@@ -23,9 +23,10 @@ import gc
 import json
 import logging
 import os
+import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -80,6 +81,22 @@ def discover_tables(config: SourceConfig) -> tuple[dict[TableId, TableSchema], s
     tables = discover(config.connection, config.database_name, config.table_name,
                       config.table_exclude, chunk_keys)
     return dict(sorted(tables.items())), info.flavor
+
+
+def _load_schemas(config: SourceConfig, tables: list[TableId]) -> dict[TableId, TableSchema]:
+    """The schemas of ``tables`` that exist now (with the source's chunk keys)."""
+    from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
+
+    chunk_keys = (dict(parse_chunk_key_option(config.chunk_key_columns))
+                  if config.chunk_key_columns else None)
+    dbs = "|".join(re.escape(d) for d in sorted({t.database for t in tables}))
+    names = "|".join(re.escape(t.database) + "\\." + re.escape(t.table)
+                     for t in sorted(tables))
+    try:
+        return discover(config.connection, dbs, names, None, chunk_keys)
+    except (ConfigError, SchemaError) as e:  # none of them exists (any more)
+        log.info("tables %s: not found (%s)", ", ".join(map(str, tables)), e)
+        return {}
 
 
 def _data_schema(tables: dict[TableId, TableSchema]) -> pa.Schema | None:
@@ -241,9 +258,32 @@ def _profiled(prof_dir: str, it: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
                                                 ".pstats"))
 
 
+def _with_new_tables(ctx: ReadContext, part: WorkPartition) -> ReadContext:
+    """The context with the schemas of tables that joined the stream after the reader was
+    pickled (``scan.tables.file``), looked up once per process (``_JOINED``)."""
+    need: set[TableId] = set()
+    for item in part.items:
+        if isinstance(item, ChunkItem):
+            need.add(SnapshotSplit.from_dict(item.split).table_id)
+        else:
+            need.update(TableId.parse(t["table"]) for t in item.assigner.get("tables", ()))
+    missing = [t for t in need if t not in ctx.tables]
+    if not missing:
+        return ctx
+    todo = [t for t in missing if t not in _JOINED]
+    if todo:
+        _JOINED.update(_load_schemas(ctx.config, todo))
+    extra = {t: _JOINED[t] for t in missing if t in _JOINED}
+    return replace(ctx, tables={**ctx.tables, **extra}) if extra else ctx
+
+
+_JOINED: dict[TableId, TableSchema] = {}  # per executor process: schemas of joined tables
+
+
 def _read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
     from sparkcdc.core.watermark import RollbackLog
 
+    ctx = _with_new_tables(ctx, part)
     dialect = open_dialect(ctx.config, ctx.flavor, ctx.tables, part.server_id)
     logs: dict[str, RollbackLog] = {}  # chunks rolled back to one position share its binlog
     try:
@@ -456,6 +496,8 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._dialect = None
         self._target: BinlogOffset | None = None
         self._sizer: BatchSizer | None = None
+        self._members_text: str | None = None  # scan.tables.file as last read
+        self._members: dict[TableId, int] | None = None
 
     def _d(self):
         if self._dialect is None:
@@ -468,7 +510,8 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cfg = self.ctx.config
         mode = cfg.startup_mode
         d = self._d()
-        tables = list(self.ctx.tables)
+        self._read_members()
+        tables = list(self._generations())
         min_ts = None
         if mode in ("initial", "snapshot"):
             pos = d.current_offset()
@@ -490,9 +533,36 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return SourceOffset(uuid.uuid4().hex, pos, assigner, [], min_ts).to_dict()
 
     def _generations(self) -> dict[TableId, int]:
-        """Each captured table's generation (``scan.table-generations``; 0 when unset)."""
+        """Each captured table's generation (``scan.tables.file`` when set, else
+        ``scan.table-generations``; 0 when unset)."""
+        if self._members is not None:
+            return dict(self._members)
         gens = self.ctx.config.table_generations
         return {t: gens.get(str(t), 0) for t in self.ctx.tables}
+
+    def _read_members(self) -> None:
+        """``scan.tables.file`` again: a table new to it is looked up (its schema joins the
+        driver's and goes to the readers with the items that need it, ``read_partition``)
+        and joins the stream at the next reconcile; a table gone from it leaves. A file not
+        there (yet) or half written keeps the last members."""
+        path = self.ctx.config.tables_file
+        if not path:
+            return
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if text == self._members_text:
+                return
+            wanted = {TableId.parse(t): int(g) for t, g in json.loads(text).items()}
+        except (OSError, ValueError, AttributeError):
+            return
+        new = [t for t in wanted if t not in self.ctx.tables]
+        if new:
+            found = _load_schemas(self.ctx.config, new)
+            self.ctx.tables.update(found)
+            self._d().tables.update(found)
+        self._members_text = text
+        self._members = {t: g for t, g in wanted.items() if t in self.ctx.tables}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.ctx.config.max_rows_per_batch
@@ -534,6 +604,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assigner = prev.assigner
         chunks: list[SnapshotSplit] = []
         snapshotting = cfg.startup_mode in ("initial", "snapshot")
+        self._read_members()
         # the tables captured now (a restarted query may capture more, fewer, or take one
         # again under a new generation): the assigner follows, between two batches
         assigner.reconcile(self._generations(), lambda t: d.planner(t)[0], snapshotting)
