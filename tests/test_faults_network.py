@@ -330,7 +330,8 @@ def test_truncate_scan_retries_a_connection_cut_mid_answer(mariadb, db, tmp_path
         r = Runner(defn)
         r._flavor = "mariadb"
         seen = []
-        r.states = {f"{db}.t": type("St", (), {"status": "active", "ddl_seen": None})()}
+        r.states = {f"{db}.t": type("St", (), {"status": "active", "ddl_seen": None,
+                                               "group": None, "table": f"{db}.t"})()}
         r._truncated = lambda st, ddl: seen.append(ddl.statement)
         r._check_truncates(None)  # the position to scan from
         mariadb.execute(*[f"INSERT INTO `{db}`.`t` VALUES ({i}, 0, '{'x' * 30}')"

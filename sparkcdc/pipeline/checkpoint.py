@@ -6,6 +6,8 @@ Layout under ``pipeline.checkpoint.location``::
                                   generation and where that generation started
     streams/_tables/g<N>/         Spark's checkpoint of the pipeline's stream (all the tables
                                   that take it), generation N
+    streams/_tables/g<N>.tables.json  its members (table -> generation), which the running
+                                  source reads before every batch
     streams/<db.table>/g<N>/      Spark's checkpoint of a table's own stream, generation N
     live/<db.table>.json          what the running runner last saw (rows, rates, pid)
 
