@@ -810,9 +810,11 @@ class Runner:
             self.group_query = None
             return
         self._save()  # every table's state is on disk before the stream reads it
-        gens = {t: r.state.generation for t, r in sorted(members.items())}
         members_file = self.ckpt.group_members_path(self.group_gen)
-        write_json(members_file, gens)
+        write_json(members_file, {
+            "generations": {t: r.state.generation for t, r in sorted(members.items())},
+            # as discovered (the source takes them instead of a discovery of its own)
+            "schemas": {t: r.schema.to_dict() for t, r in sorted(members.items())}})
         if running and self._group_query_gen == self.group_gen:
             for r in members.values():
                 r.query = q

@@ -83,6 +83,33 @@ def discover_tables(config: SourceConfig) -> tuple[dict[TableId, TableSchema], s
     return dict(sorted(tables.items())), info.flavor
 
 
+def parse_members(text: str) -> tuple[dict[TableId, int], dict[TableId, TableSchema]]:
+    """A ``scan.tables.file``: ``{"generations": {table: n}, "schemas": {table: schema}}``
+    (the schemas optional), or just ``{table: n}``."""
+    d = json.loads(text)
+    if "generations" not in d:
+        return {TableId.parse(t): int(g) for t, g in d.items()}, {}
+    gens = {TableId.parse(t): int(g) for t, g in d["generations"].items()}
+    schemas = {TableId.parse(t): TableSchema.from_dict(x)
+               for t, x in (d.get("schemas") or {}).items()}
+    return gens, schemas
+
+
+def _members_with_schemas(config: SourceConfig) -> dict[TableId, TableSchema] | None:
+    """The tables of ``scan.tables.file`` with the schemas it gives, when it gives every
+    one; else None (the source discovers its tables itself)."""
+    if not config.tables_file:
+        return None
+    try:
+        with open(config.tables_file, encoding="utf-8") as f:
+            gens, schemas = parse_members(f.read())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not gens or any(t not in schemas for t in gens):
+        return None
+    return {t: schemas[t] for t in sorted(gens)}
+
+
 def _load_schemas(config: SourceConfig, tables: list[TableId]) -> dict[TableId, TableSchema]:
     """The schemas of ``tables`` that exist now (with the source's chunk keys)."""
     from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
@@ -428,7 +455,14 @@ class MySQLCDCDataSource(DataSource):
 
     def _load(self) -> dict[TableId, TableSchema]:
         if self._tables is None:
-            self._tables, self._flavor = discover_tables(self.config)
+            given = _members_with_schemas(self.config)
+            if given is not None:  # the runner discovered them: no second look needed
+                from sparkcdc.mysql.validation import validate_server
+
+                info = validate_server(self.config.connection, list(self.config.server_ids))
+                self._tables, self._flavor = given, info.flavor
+            else:
+                self._tables, self._flavor = discover_tables(self.config)
         return self._tables
 
     def _context(self) -> ReadContext:
@@ -553,12 +587,15 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 text = f.read()
             if text == self._members_text:
                 return
-            wanted = {TableId.parse(t): int(g) for t, g in json.loads(text).items()}
-        except (OSError, ValueError, AttributeError):
+            wanted, schemas = parse_members(text)
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
             return
         new = [t for t in wanted if t not in self.ctx.tables]
         if new:
-            found = _load_schemas(self.ctx.config, new)
+            found = {t: schemas[t] for t in new if t in schemas}
+            missing = [t for t in new if t not in found]
+            if missing:
+                found.update(_load_schemas(self.ctx.config, missing))
             self.ctx.tables.update(found)
             self._d().tables.update(found)
         self._members_text = text
