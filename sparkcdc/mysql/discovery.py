@@ -66,11 +66,16 @@ def _compile(pattern: str, option: str) -> re.Pattern:
 
 def discover(conn: ConnectionOptions, database_regex: str, table_regex: str,
              exclude: str | None = None,
-             chunk_key_columns: dict[str, str] | None = None) -> dict[TableId, TableSchema]:
+             chunk_key_columns: dict[str, str] | None = None,
+             known: dict[TableId, TableSchema] | None = None) -> dict[TableId, TableSchema]:
     """The captured tables and their schemas, in ``(database, table)`` order.
 
     ``chunk_key_columns`` maps a ``db.table`` regex to a column (see
-    ``parse_chunk_key_option``); the first matching entry wins.
+    ``parse_chunk_key_option``); the first matching entry wins. A table in ``known`` that
+    still exists keeps the schema given there, and its columns are not read: a pipeline
+    whose stream carries its tables' schema changes asks information_schema only for the
+    list of tables and the columns of new ones (at 1,000 tables the columns are most of
+    what a look costs the server).
     """
     db_re = _compile(database_regex, "database-name")
     tbl_re = _compile(table_regex, "table-name")
@@ -79,10 +84,12 @@ def discover(conn: ConnectionOptions, database_regex: str, table_regex: str,
     # a connection lost in the middle (a server restart, a network cut) is retried: the
     # reads are idempotent; then it is a retryable ConnectionFailed, not a driver's error
     return retry_lost(conn, "reading the tables", lambda: _discover(
-        conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules))
+        conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules,
+        known or {}))
 
 
-def _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules):
+def _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules,
+              known):
     with conn.connect() as c, c.cursor() as cur:
         cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES")
         visible = [(d, t, ty) for d, t, ty in cur.fetchall() if d.lower() not in SYSTEM_SCHEMAS]
@@ -90,33 +97,47 @@ def _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, 
                         if ty in _BASE_TABLE_TYPES and _selected(d, t, db_re, tbl_re, ex_re))
         if not chosen:
             raise _nothing_matched(conn, database_regex, table_regex, exclude, visible)
-        databases = sorted({t.database for t in chosen})
-        marks = ",".join(["%s"] * len(databases))
-        cur.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, "
-            "CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
-            f"WHERE TABLE_SCHEMA IN ({marks}) ORDER BY ORDINAL_POSITION", databases)
+        unknown = [t for t in chosen if t not in known]
         columns: dict[TableId, list[Column]] = defaultdict(list)
-        for d, t, name, ctype, nullable, charset, collation in cur.fetchall():
-            columns[TableId(d, t)].append(Column(name, ctype, nullable == "YES", charset,
-                                                 collation))
-        cur.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, COLUMN_NAME "
-            "FROM information_schema.STATISTICS "
-            f"WHERE TABLE_SCHEMA IN ({marks}) ORDER BY SEQ_IN_INDEX", databases)
         indexes: dict[TableId, dict[str, tuple[bool, list[str]]]] = defaultdict(dict)
-        for d, t, index, non_unique, col in cur.fetchall():
-            entry = indexes[TableId(d, t)].setdefault(index, (not int(non_unique), []))
-            entry[1].append(col)
+        if unknown:
+            where, args = _where(unknown)
+            cur.execute(
+                "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, "
+                "CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+                f"WHERE {where} ORDER BY ORDINAL_POSITION", args)
+            for d, t, name, ctype, nullable, charset, collation in cur.fetchall():
+                columns[TableId(d, t)].append(Column(name, ctype, nullable == "YES", charset,
+                                                     collation))
+            cur.execute(
+                "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, COLUMN_NAME "
+                f"FROM information_schema.STATISTICS WHERE {where} ORDER BY SEQ_IN_INDEX",
+                args)
+            for d, t, index, non_unique, col in cur.fetchall():
+                entry = indexes[TableId(d, t)].setdefault(index, (not int(non_unique), []))
+                entry[1].append(col)
 
     out: dict[TableId, TableSchema] = {}
     for tid in chosen:
+        if tid in known:
+            out[tid] = known[tid]
+            continue
         cols = tuple(columns.get(tid, ()))
         idx = indexes.get(tid, {})
         pk = tuple(idx["PRIMARY"][1]) if "PRIMARY" in idx else ()
         chunk_key = _chunk_key(tid, cols, pk, idx, key_rules)
         out[tid] = TableSchema(tid, cols, pk, chunk_key)
     return out
+
+
+def _where(tables: list[TableId]) -> tuple[str, list[str]]:
+    """The WHERE clause that reads the columns of ``tables``: their databases whole when
+    most of them are asked for, else the tables by name."""
+    databases = sorted({t.database for t in tables})
+    if len(tables) > 200:
+        return f"TABLE_SCHEMA IN ({','.join(['%s'] * len(databases))})", databases
+    pairs = " OR ".join(["(TABLE_SCHEMA = %s AND TABLE_NAME = %s)"] * len(tables))
+    return f"({pairs})", [x for t in tables for x in (t.database, t.table)]
 
 
 def _selected(db: str, table: str, db_re: re.Pattern, tbl_re: re.Pattern,

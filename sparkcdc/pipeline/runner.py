@@ -173,10 +173,19 @@ class Runner:
             self._config = SourceConfig.parse(self.defn.source.options_for())
         return self._config
 
-    def discover(self) -> dict[str, TableSchema]:
+    def discover(self, fresh: bool = False) -> dict[str, TableSchema]:
+        """The captured tables and their schemas. A table whose schema changes reach its
+        target through the pipeline's stream (``_carried_by_stream``) keeps the schema the
+        pipeline holds: only the list of tables and the new tables' columns are read
+        (``fresh``: every table's columns)."""
+        from sparkcdc.core.schema import TableId
         from sparkcdc.spark.source import discover_tables
 
-        tables, self._flavor = discover_tables(self._source_config())
+        memo: dict = {}
+        known = None if fresh else {
+            TableId.parse(t): TableSchema.from_dict(st.schema) for t, st in self.states.items()
+            if st.status == "active" and st.schema and self._carried_by_stream(st, memo)}
+        tables, self._flavor = discover_tables(self._source_config(), known)
         return {str(t): s for t, s in tables.items()}
 
     def _server_ids(self) -> str:
@@ -404,14 +413,18 @@ class Runner:
             if table not in found and st.status == "active":
                 self._dropped(st)
 
-    def _carried_by_stream(self, st: TableState) -> bool:
+    def _carried_by_stream(self, st: TableState, memo: dict | None = None) -> bool:
         """Whether the table's schema changes and TRUNCATEs reach its target through the
         pipeline's stream (``stream_schema.py``): it is in it, past its snapshot (a change
-        during the snapshot takes it again), and no change of it waits for the loop."""
+        during the snapshot takes it again), and no change of it waits for the loop.
+        ``memo`` keeps the stream's last committed offset for a look over many tables."""
         if st.group is None or st.table in self._deferred:
             return False
-        b = self.ckpt.last_committed(st)
-        off = self.ckpt.offset(st, b) if b is not None else None
+        memo = {} if memo is None else memo
+        if st.group not in memo:
+            b = self.ckpt.last_committed(st)
+            memo[st.group] = self.ckpt.offset(st, b) if b is not None else None
+        off = memo[st.group]
         return off is not None and ov.table_phase(off, st.table) == "done"
 
     # -- TRUNCATE TABLE (no row events: found in the binlog's statements) ------------------
@@ -443,8 +456,9 @@ class Runner:
         now = retry_lost(conn, "reading the binlog position", read_now)
         if after is not None:
             # the pipeline's stream carries the TRUNCATEs of its tables itself
+            memo: dict = {}
             active = {t for t, st in self.states.items()
-                      if st.status == "active" and not self._carried_by_stream(st)}
+                      if st.status == "active" and not self._carried_by_stream(st, memo)}
             # find_truncates retries a lost connection itself (schema_change._scan)
             found = sc.find_truncates(conn, after, active, self._flavor) if active else []
             for table, ddl in found:
@@ -1009,7 +1023,7 @@ class Runner:
                                   "other tables",
                                   fix="use schema.change.behavior: lenient to keep the rows, "
                                       "or empty the target yourself and restart")
-            found = self.discover()
+            found = self.discover(fresh=True)
             if st.table not in found:
                 self._reconcile(found)
                 return
@@ -1256,7 +1270,7 @@ class Runner:
             return
         # a schema change or a dropped table fails a stream that reads it: reconciling
         # handles it (and restarts the pipeline's stream without or with the table)
-        found = self.discover()
+        found = self.discover(fresh=True)
         tables = ([r.state.table for r in self.runs.values() if r.state.group is not None]
                   if grouped else [st.table])
         if any(t not in found or sc.diff(TableSchema.from_dict(self.states[t].schema),
@@ -1294,7 +1308,7 @@ class Runner:
                                 self._flavor)
             if ddls:
                 # the schema as of now: a DDL after the discovery is in ``ddls`` too
-                new = self.discover().get(st.table, new)
+                new = self.discover(fresh=True).get(st.table, new)
                 d = sc.diff(old, new).with_renames([x.statement for x in ddls])
                 what = f"table {st.table} changed: {d.describe()}"
             if any(x.rows_before for x in ddls):

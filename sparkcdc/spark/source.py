@@ -68,10 +68,12 @@ PROFILE_ENV = "SPARKCDC_PROFILE_DIR"  # set: each task writes a cProfile of its 
 
 # -- driver-side helpers -------------------------------------------------------------------------
 
-def discover_tables(config: SourceConfig) -> tuple[dict[TableId, TableSchema], str]:
-    """Validate the server and find the captured tables (sorted) and the server flavor.
+def discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | None = None
+                    ) -> tuple[dict[TableId, TableSchema], str]:
+    """Validate the server and find the captured tables (sorted) and the server flavor;
+    tables in ``known`` keep the schema given (``discovery.discover``).
 
-    Public for the pipeline layer, which plans one stream per table from the same result."""
+    Public for the pipeline layer, which plans its streams from the same result."""
     from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
     from sparkcdc.mysql.validation import validate_server
 
@@ -79,7 +81,7 @@ def discover_tables(config: SourceConfig) -> tuple[dict[TableId, TableSchema], s
     chunk_keys = (dict(parse_chunk_key_option(config.chunk_key_columns))
                   if config.chunk_key_columns else None)
     tables = discover(config.connection, config.database_name, config.table_name,
-                      config.table_exclude, chunk_keys)
+                      config.table_exclude, chunk_keys, known)
     return dict(sorted(tables.items())), info.flavor
 
 
