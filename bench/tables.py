@@ -69,7 +69,8 @@ class Bench:
             "  password: ${BENCH_SOURCE_PASSWORD}\n"
             f"  tables: {DB}.t\\d+\n"
             f"sink:\n  type: delta\n  path: {work}/lake\n"
-            f"pipeline:\n  name: tables\n  checkpoint.location: {work}/ckpt\n")
+            f"pipeline:\n  name: tables\n  checkpoint.location: {work}/ckpt\n"
+            f"  write.on: {self.args.write_on}\n")
         return path
 
     def run_cli(self, yaml: Path, what: str, work: Path) -> dict:
@@ -201,6 +202,7 @@ def render(b: Bench, started: str) -> str:
         "disk; peak PSS of the process tree; *streams*: Spark streams the pipeline started; "
         "*server bytes*: the server's `Bytes_sent` during the catch-up run per byte of "
         "binlog the writer added. Every target checked equal to its source after each run. "
+        f"Targets written from: {a.write_on} (`write.on`). "
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB; "
         f"{versions}. Load (1-minute average) at each run's start in the table.", "",
         "Before the pipeline's stream (one Spark stream per table), issue 14 measured on this "
@@ -239,6 +241,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--debezium", type=int, nargs="*", default=[100],
                     help="sizes Debezium also runs")
+    ap.add_argument("--write-on", default="auto", choices=("auto", "driver", "executors"),
+                    help="the pipeline's write.on (auto: the driver, on local[*])")
     ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

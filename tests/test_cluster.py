@@ -275,6 +275,11 @@ pipeline:
     assert probed and all(any(str(wd) in line for wd in cluster.worker_dirs)
                           and line.endswith("CRowDecoder") for line in probed), out[-3000:]
 
+    # the target was written by Spark tasks on the workers (write.on: auto on a cluster)
+    wrote = [line for line in out.splitlines() if "written on the executors" in line]
+    assert wrote and all(any(str(wd) in line for wd in cluster.worker_dirs)
+                         for line in wrote), out[-3000:]
+
     # chunk reads ran on both workers: records read from the source, per executor
     read_by: dict[str, int] = {}
     for line in event_log.read_text().splitlines():

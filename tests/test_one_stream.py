@@ -132,25 +132,34 @@ def test_ddl_new_and_dropped_table_before_one_run(spark, mariadb, db, tmp_path):
         assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
 
 
-def test_a_table_given_a_transform_leaves_the_stream_where_it_stood(spark, mariadb, db,
-                                                                     tmp_path):
+def test_a_table_given_a_transform_stays_in_the_pipelines_stream(spark, mariadb, db,
+                                                                  tmp_path):
     """A transform added to the definition for a table of the pipeline's stream: the table
-    goes on in a stream of its own from its target's last batch, nothing lost or doubled."""
-    mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in "ab"],
-                    *[f"INSERT INTO {t} SELECT seq, seq FROM seq_1_to_20" for t in "ab"],
+    stays in it (its rows go through the transform on the driver), nothing lost or
+    doubled; a table with a transform from the start joins it too, its projection and
+    filter applied (a row that leaves the filter is a delete in the target)."""
+    mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, at DATETIME(3))"
+                      for t in "ab"],
+                    *[f"INSERT INTO {t} SELECT seq, seq, '2024-05-01 10:00:00.125' "
+                      f"+ INTERVAL seq HOUR FROM seq_1_to_20" for t in "ab"],
                     database=db)
     defn = _defn(mariadb, db, tmp_path)
     _run(defn, spark)
     mariadb.execute("UPDATE b SET v = -v WHERE id <= 5", "DELETE FROM b WHERE id > 18",
-                    "INSERT INTO a VALUES (21, 21)", database=db)
+                    "INSERT INTO a VALUES (21, 21, NULL)",
+                    "CREATE TABLE c (id INT PRIMARY KEY, v INT, at DATETIME(3))",
+                    "INSERT INTO c SELECT seq, seq, '2024-01-01' FROM seq_1_to_30", database=db)
     source = source_yaml(mariadb, db + ".\\.*", 40)
-    text = (_defn.__doc__ or "") + f"""
+    text = f"""
 {source}sink:
   type: delta
   path: {tmp_path}/lake
 transform:
   - source-table: {db}.b
     filter: "id > 0"
+  - source-table: {db}.c
+    projection: "id, v, v * 2 AS v2, at"
+    filter: "v >= 0"
 pipeline:
   name: one
   parallelism: 2
@@ -159,12 +168,19 @@ pipeline:
     with_transform = parse_pipeline(text, "one.yaml", env={"TEST_PW": mariadb.info.cdc_password})
     _run(with_transform, spark)
     states = Checkpoint(tmp_path / "ckpt").load_tables()
-    assert states[f"{db}.b"].group is None and states[f"{db}.a"].group == 0
-    assert states[f"{db}.b"].start["mode"] == "specific-offset"  # not taken again
-    mariadb.execute("UPDATE b SET v = 0 WHERE id = 10", database=db)
+    assert {t: states[f"{db}.{t}"].group for t in "abc"} == {"a": 0, "b": 0, "c": 0}
+    assert states[f"{db}.b"].generation == 0  # not taken again
+    mariadb.execute("UPDATE b SET v = 0 WHERE id = 10", "UPDATE c SET v = -1 WHERE id = 3",
+                    "UPDATE c SET v = 100 WHERE id = 4", database=db)
     _run(with_transform, spark)
     for t in "ab":
         assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
+    c = {r["id"]: r for r in deltalake.DeltaTable(str(tmp_path / "lake" / db / "c"))
+         .to_pyarrow_table().to_pylist()}
+    assert sorted(c) == [i for i in range(1, 31) if i != 3]  # id 3 left the filter
+    assert (c[4]["v"], c[4]["v2"], c[7]["v2"]) == (100, 200, 14)
+    assert str(c[7]["at"]) == "2024-01-01 00:00:00"  # a DATETIME keeps its wall time
+    assert _streams(tmp_path) == [GROUP_KEY]
 
 
 def test_tables_come_and_go_inside_the_running_query(spark, mariadb, db, tmp_path):

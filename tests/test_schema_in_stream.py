@@ -189,11 +189,12 @@ def test_a_table_map_without_names_cannot_build_a_schema():
 
 # -- through a pipeline -------------------------------------------------------------------------
 
-def _pipeline(mariadb, db, tmp_path, behavior="evolve"):
+def _pipeline(mariadb, db, tmp_path, behavior="evolve", write_on="auto"):
     from sparkcdc.pipeline.definition import parse_pipeline
 
+    source = source_yaml(mariadb, db + ".\\.*", 60)
     text = f"""
-{source_yaml(mariadb, db + ".t", 60)}
+{source}
 sink:
   type: delta
   path: {tmp_path}/lake
@@ -202,23 +203,27 @@ pipeline:
   parallelism: 1
   checkpoint.location: {tmp_path}/ckpt
   schema.change.behavior: {behavior}
+  write.on: {write_on}
 """
     return parse_pipeline(text, "p.yaml", env={"TEST_PW": mariadb.info.cdc_password})
 
 
-def _target(tmp_path, db):
+def _target(tmp_path, db, table="t"):
     import deltalake
 
-    return {r["id"]: r for r in deltalake.DeltaTable(f"{tmp_path}/lake/{db}/t")
+    return {r["id"]: r for r in deltalake.DeltaTable(f"{tmp_path}/lake/{db}/{table}")
             .to_pyarrow_table().to_pylist()}
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("write_on", ["driver", "executors"])
 def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb, db,
-                                                                  tmp_path):
+                                                                  tmp_path, write_on):
     """Before the stream carried schemas, rows between two DDLs of a table made it be
     taken again (target emptied, snapshot). Now the rows of each schema are applied with
-    it, in one batch, and the table stays in the pipeline's stream."""
+    it, in one batch, and the table stays in the pipeline's stream. Written from the
+    driver, and from Spark tasks (``write.on: executors``, as on a cluster), with a
+    TRUNCATE in the same batch."""
     from sparkcdc.pipeline.runner import Runner
     from sparkcdc.pipeline.status import table_statuses
     from sparkcdc.pipeline.verify import Verifier, render
@@ -226,9 +231,13 @@ def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10))",
                     "INSERT INTO t SELECT seq, seq, CONCAT('b', seq) FROM seq_1_to_50",
                     database=db)
-    defn = _pipeline(mariadb, db, tmp_path)
+    defn = _pipeline(mariadb, db, tmp_path, write_on=write_on)
     Runner(defn, spark, until_caught_up=True).run()
-    mariadb.execute("UPDATE t SET a = 100 WHERE id = 1",
+    mariadb.execute("CREATE TABLE u (id INT PRIMARY KEY)", "INSERT INTO u VALUES (1), (2)",
+                    database=db)
+    Runner(defn, spark, until_caught_up=True).run()
+    mariadb.execute("INSERT INTO u VALUES (3)", "TRUNCATE TABLE u", "INSERT INTO u VALUES (4)",
+                    "UPDATE t SET a = 100 WHERE id = 1",
                     "ALTER TABLE t RENAME COLUMN a TO a2, ADD COLUMN c INT",
                     "UPDATE t SET a2 = 200, c = 8 WHERE id = 2",
                     "ALTER TABLE t DROP COLUMN b, MODIFY c BIGINT",
@@ -240,6 +249,7 @@ def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb
     assert (got[1]["a2"], got[2]["a2"], got[2]["c"], got[51]["c"]) == (100, 200, 8,
                                                                        5000000000)
     assert 3 not in got and len(got) == 50
+    assert sorted(_target(tmp_path, db, "u")) == [4]  # emptied at the TRUNCATE
     st = {s.table: s for s in table_statuses(defn)}[f"{db}.t"]
     assert "taken again" not in st.note and st.generation == 0, st
     results = Verifier(defn, rechecks=1, catch_up_timeout=5).run()

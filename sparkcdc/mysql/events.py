@@ -30,6 +30,7 @@ produces the same events.
 from __future__ import annotations
 
 import contextlib
+import enum
 import struct
 import zlib
 from collections.abc import Iterator
@@ -82,6 +83,19 @@ _BIT, _TIMESTAMP2, _DATETIME2, _TIME2 = 16, 17, 18, 19
 _JSON, _NEWDECIMAL, _ENUM, _SET = 245, 246, 247, 248
 _TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB, _BLOB, _VAR_STRING, _STRING, _GEOMETRY = (
     249, 250, 251, 252, 253, 254, 255)
+
+
+class ColumnType(enum.IntEnum):
+    """The column types TABLE_MAP events carry (``enum_field_types``), by public name."""
+
+    DECIMAL, TINY, SHORT, LONG, FLOAT, DOUBLE, NULL, TIMESTAMP = 0, 1, 2, 3, 4, 5, 6, 7
+    LONGLONG, INT24, DATE, TIME, DATETIME, YEAR, NEWDATE, VARCHAR = 8, 9, 10, 11, 12, 13, 14, 15
+    BIT, TIMESTAMP2, DATETIME2, TIME2 = 16, 17, 18, 19
+    JSON, NEWDECIMAL, ENUM, SET = 245, 246, 247, 248
+    TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB, VAR_STRING, STRING, GEOMETRY = (
+        249, 250, 251, 252, 253, 254, 255)
+
+
 _NUMERIC = frozenset({_TINY, _SHORT, _INT24, _LONG, _LONGLONG, _NEWDECIMAL, _FLOAT, _DOUBLE,
                       _YEAR})
 _CHARACTER = frozenset({_STRING, _VAR_STRING, _VARCHAR, _BLOB})
@@ -614,6 +628,7 @@ def rows_header(data: bytes, b: int, end: int, version: int, update: bool,
 
 __all__ = [
     "HEADER",
+    "ColumnType",
     "ROW_EVENTS",
     "ColumnMeta",
     "DumpStream",

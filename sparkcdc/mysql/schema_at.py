@@ -28,53 +28,23 @@ from typing import Any
 from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import DecodeError, SchemaError
 from sparkcdc.mysql import types as T
-from sparkcdc.mysql.events import (
-    _BIT,
-    _BLOB,
-    _DATE,
-    _DATETIME,
-    _DATETIME2,
-    _DOUBLE,
-    _ENUM,
-    _FLOAT,
-    _GEOMETRY,
-    _INT24,
-    _JSON,
-    _LONG,
-    _LONG_BLOB,
-    _LONGLONG,
-    _MEDIUM_BLOB,
-    _NEWDATE,
-    _NEWDECIMAL,
-    _SET,
-    _SHORT,
-    _STRING,
-    _TIME,
-    _TIME2,
-    _TIMESTAMP,
-    _TIMESTAMP2,
-    _TINY,
-    _TINY_BLOB,
-    _VAR_STRING,
-    _VARCHAR,
-    _YEAR,
-)
+from sparkcdc.mysql.events import ColumnType as F
 
 _BINARY_CHARSET = "binary"
-_INTS = {_TINY: "tinyint", _SHORT: "smallint", _INT24: "mediumint", _LONG: "int",
-         _LONGLONG: "bigint"}
-_BLOBS = {_TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB, _BLOB}
-_STRINGS = {_VARCHAR, _VAR_STRING, _STRING}
+_INTS = {F.TINY: "tinyint", F.SHORT: "smallint", F.INT24: "mediumint", F.LONG: "int",
+         F.LONGLONG: "bigint"}
+_BLOBS = {F.TINY_BLOB, F.MEDIUM_BLOB, F.LONG_BLOB, F.BLOB}
+_STRINGS = {F.VARCHAR, F.VAR_STRING, F.STRING}
 _BLOB_SIZE = {1: "tiny", 2: "", 3: "medium", 4: "long"}
 # the column types each binlog type is written for (the base names of mysql.types)
 _BASES: dict[int, set[str]] = {
-    _TINY: {"tinyint", "bool", "boolean"}, _SHORT: {"smallint"}, _INT24: {"mediumint"},
-    _LONG: {"int", "integer"}, _LONGLONG: {"bigint"}, _FLOAT: {"float"},
-    _DOUBLE: {"double"}, _YEAR: {"year"}, _NEWDECIMAL: {"decimal", "numeric", "dec", "fixed"},
-    _DATE: {"date"}, _NEWDATE: {"date"}, _TIME: {"time"}, _TIME2: {"time"},
-    _DATETIME: {"datetime"}, _DATETIME2: {"datetime"}, _TIMESTAMP: {"timestamp"},
-    _TIMESTAMP2: {"timestamp"}, _BIT: {"bit"}, _ENUM: {"enum"}, _SET: {"set"},
-    _JSON: {"json"},
+    F.TINY: {"tinyint", "bool", "boolean"}, F.SHORT: {"smallint"}, F.INT24: {"mediumint"},
+    F.LONG: {"int", "integer"}, F.LONGLONG: {"bigint"}, F.FLOAT: {"float"},
+    F.DOUBLE: {"double"}, F.YEAR: {"year"}, F.NEWDECIMAL: {"decimal", "numeric", "dec", "fixed"},
+    F.DATE: {"date"}, F.NEWDATE: {"date"}, F.TIME: {"time"}, F.TIME2: {"time"},
+    F.DATETIME: {"datetime"}, F.DATETIME2: {"datetime"}, F.TIMESTAMP: {"timestamp"},
+    F.TIMESTAMP2: {"timestamp"}, F.BIT: {"bit"}, F.ENUM: {"enum"}, F.SET: {"set"},
+    F.JSON: {"json"},
 }
 _MBMAXLEN = {"utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "utf16le": 4,
              "utf32": 4, "big5": 2, "gbk": 2, "gb2312": 2, "sjis": 2, "cp932": 2,
@@ -107,28 +77,28 @@ def describes(bc: Any, col: Column) -> bool:
             return t.base.endswith(("text", "blob", "json")) or t.kind == T.JSON
         if t.base.endswith(("text", "blob")):
             return False
-        if t.kind == T.BINARY and bt == _STRING and t.base == "binary":
+        if t.kind == T.BINARY and bt == F.STRING and t.base == "binary":
             return bc.max_length == t.length  # BINARY(n) pads to n bytes
         if t.kind == T.STRING and col.charset and charset and col.charset != charset:
             return False  # the decoder reads the text in the column's charset
         return True
-    if bt == _GEOMETRY:
+    if bt == F.GEOMETRY:
         return t.kind == T.GEOMETRY
     if t.base not in _BASES.get(bt, ()):
         return False
-    if bt in _INTS or bt in (_NEWDECIMAL, _FLOAT, _DOUBLE):
+    if bt in _INTS or bt in (F.NEWDECIMAL, F.FLOAT, F.DOUBLE):
         # signedness is optional metadata: a map without names has none to compare
         if bc.name is not None and bool(bc.unsigned) != t.unsigned:
             return False
-    if bt == _NEWDECIMAL:
+    if bt == F.NEWDECIMAL:
         return (bc.precision, bc.decimals) == (t.precision, t.scale)
-    if bt in (_TIME2, _DATETIME2, _TIMESTAMP2):
+    if bt in (F.TIME2, F.DATETIME2, F.TIMESTAMP2):
         return (bc.fsp or 0) == t.fsp
-    if bt == _BIT:
+    if bt == F.BIT:
         return bc.bits == (t.length or 1)
-    if bt == _ENUM:
+    if bt == F.ENUM:
         return not bc.enum_values or tuple(bc.enum_values[1:]) == t.members
-    if bt == _SET:
+    if bt == F.SET:
         return not bc.set_values or tuple(bc.set_values) == t.members
     return True
 
@@ -179,31 +149,31 @@ def type_text(bc: Any) -> str:
     unsigned = " unsigned" if bc.unsigned else ""
     if bt in _INTS:
         return _INTS[bt] + unsigned
-    if bt == _FLOAT:
+    if bt == F.FLOAT:
         return "float" + unsigned
-    if bt == _DOUBLE:
+    if bt == F.DOUBLE:
         return "double" + unsigned
-    if bt == _NEWDECIMAL:
+    if bt == F.NEWDECIMAL:
         return f"decimal({bc.precision},{bc.decimals})" + unsigned
-    if bt == _YEAR:
+    if bt == F.YEAR:
         return "year(4)"
-    if bt in (_DATE, _NEWDATE):
+    if bt in (F.DATE, F.NEWDATE):
         return "date"
-    if bt in (_TIME2, _DATETIME2, _TIMESTAMP2):
-        base = {_TIME2: "time", _DATETIME2: "datetime", _TIMESTAMP2: "timestamp"}[bt]
+    if bt in (F.TIME2, F.DATETIME2, F.TIMESTAMP2):
+        base = {F.TIME2: "time", F.DATETIME2: "datetime", F.TIMESTAMP2: "timestamp"}[bt]
         return f"{base}({bc.fsp})" if bc.fsp else base
-    if bt in (_TIME, _DATETIME, _TIMESTAMP):
-        return {_TIME: "time", _DATETIME: "datetime", _TIMESTAMP: "timestamp"}[bt]
-    if bt == _BIT:
+    if bt in (F.TIME, F.DATETIME, F.TIMESTAMP):
+        return {F.TIME: "time", F.DATETIME: "datetime", F.TIMESTAMP: "timestamp"}[bt]
+    if bt == F.BIT:
         return f"bit({bc.bits})"
-    if bt in (_ENUM, _SET):
-        members = (bc.enum_values or [""])[1:] if bt == _ENUM else (bc.set_values or [])
+    if bt in (F.ENUM, F.SET):
+        members = (bc.enum_values or [""])[1:] if bt == F.ENUM else (bc.set_values or [])
         quoted = ",".join("'" + m.replace("\\", "\\\\").replace("'", "''") + "'"
                           for m in members)
-        return f"{'enum' if bt == _ENUM else 'set'}({quoted})"
-    if bt == _JSON:
+        return f"{'enum' if bt == F.ENUM else 'set'}({quoted})"
+    if bt == F.JSON:
         return "json"
-    if bt == _GEOMETRY:
+    if bt == F.GEOMETRY:
         return "geometry"
     binary = bc.character_set_name == _BINARY_CHARSET
     if bt in _BLOBS:
@@ -212,7 +182,7 @@ def type_text(bc: Any) -> str:
         n = bc.max_length or 0
         if not binary:
             n //= _MBMAXLEN.get((bc.character_set_name or "").lower(), 1)
-        fixed = bt == _STRING
+        fixed = bt == F.STRING
         return (("binary" if fixed else "varbinary") if binary
                 else ("char" if fixed else "varchar")) + f"({n})"
     raise DecodeError(f"binlog column type {bt} is not supported")

@@ -43,6 +43,8 @@ PIPELINE_KEYS = {
                               "purged while the pipeline was stopped does",
     "local-time-zone": "a time zone for Spark's session, like 'UTC' or 'Europe/Berlin'",
     "max-rows-per-batch": "a positive integer: snapshot rows admitted per micro-batch",
+    "write.on": "auto, driver or executors: where the pipeline's stream writes its targets "
+                "(auto: the executors when --master is a cluster, else the driver)",
     "spark": "a mapping of Spark configuration keys to values",
 }
 ROUTE_KEYS = ("source-table", "sink-table", "replace-symbol", "description")
@@ -154,6 +156,7 @@ class PipelineSettings:
     binlog_purged_behavior: str = "fail"  # or "resnapshot" (docs/operations.md)
     local_time_zone: str | None = None
     max_rows_per_batch: int | None = None
+    write_on: str = "auto"  # auto | driver | executors
     spark: dict[str, str] = field(default_factory=dict)
 
 
@@ -522,6 +525,12 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
             vals["binlog_purged_behavior"] = text.lower()
         elif name == "local-time-zone":
             vals["local_time_zone"] = text
+        elif name == "write.on":
+            if text.lower() not in ("auto", "driver", "executors"):
+                raise r.error(key, kline, f"unknown value {text!r}",
+                              fix="'auto' (the executors on a cluster, else the driver), "
+                                  "'driver' or 'executors'")
+            vals["write_on"] = text.lower()
     vals.setdefault("checkpoint_location", _resolve(base, "checkpoints"))
     return PipelineSettings(**vals)
 

@@ -869,26 +869,33 @@ class Runner:
 
         workers = max(1, min(8, 2 * self.settings.parallelism))
 
-        def write(run: TableRun, changes, batch_id: int) -> None:
+        def prepare(run: TableRun, changes, batch_id: int) -> tuple | None:
+            """The table's rows of the batch shaped like its target (events applied,
+            transform run), and whether a TRUNCATE empties the target first."""
             off = self.ckpt.offset(run.state, batch_id)
             if off is not None and int(ov.table_entry(off, run.state.table).get(
                     "generation", 0)) != run.state.generation:
-                return
-            empty_first = False
+                return None
             if changes.events or run.state.pending_ddl:
-                planned = self._in_stream_changes(run, changes, batch_id)
-                if planned is None:  # handed to the loop
-                    return
+                return self._in_stream_changes(run, changes, batch_id)  # None: to the loop
+            return self._transformed(run, changes.rows()), False
+
+        def write(run: TableRun, changes, batch_id: int) -> None:
+            planned = prepare(run, changes, batch_id)
+            if planned is not None:
                 rows, empty_first = planned
-            else:
-                rows = changes.rows()
-            self._write_rows(run, rows, batch_id, ApplySpec(keys=run.keys), empty_first)
+                self._write_rows(run, rows, batch_id, ApplySpec(keys=run.keys), empty_first)
 
         def fn(df, batch_id):
             batch_id = int(batch_id)
             members = self._group_members
             work = [(members[t], ch) for t, ch in decode_tables(df.toArrow()).items()
                     if t in members and t not in self._deferred]
+            if self._writes_on_executors():
+                ready = [(run, *p) for run, ch in work
+                         if (p := prepare(run, ch, batch_id)) is not None]
+                self._write_on_executors(ready, batch_id)
+                return
             if len(work) <= 1:
                 for run, ch in work:
                     write(run, ch, batch_id)
@@ -897,6 +904,46 @@ class Runner:
                 for f in [pool.submit(write, run, ch, batch_id) for run, ch in work]:
                     f.result()  # the first failure fails the batch (Spark replays it)
         return fn
+
+    def _writes_on_executors(self) -> bool:
+        """``write.on``: ``auto`` writes from the executors when the master is a cluster
+        (not ``local``), else from the driver (docs/benchmarks.md, Writers: on one machine
+        the driver's writers are the fastest)."""
+        how = self.settings.write_on
+        if how != "auto":
+            return how == "executors"
+        return not str(self.spark.sparkContext.master).startswith("local")
+
+    def _write_on_executors(self, ready: list, batch_id: int) -> None:
+        """One Spark task per target writes the batch's rows of its tables, each with the
+        table's batch id in the same commit as its rows (``write_target``): the driver only
+        planned them (events, transforms, the target's shape). A target's tables go in one
+        task, one after another, so nothing writes a target twice at once."""
+        from sparkcdc.pipeline.stream_schema import conform
+
+        by_target: dict[str, list] = {}
+        runs: dict[str, list] = {}
+        for run, rows, empty_first in ready:
+            if self.runs.get(run.state.table) is not run:
+                continue
+            rows = conform(rows, run.rows_schema)
+            by_target.setdefault(run.state.target, []).append(
+                (run.state.app_id, _ipc(rows), run.state.batch_base + batch_id,
+                 tuple(run.keys), empty_first))
+            runs.setdefault(run.state.target, []).append((run, rows))
+        if not by_target:
+            return
+        sink_type, options = self.defn.sink.type, dict(self.defn.sink.options)
+        jobs = sorted(by_target.items())
+        done = (self.spark.sparkContext.parallelize(jobs, len(jobs))
+                .map(lambda job: write_target(sink_type, options, *job)).collect())
+        where = sorted({w for _t, w in done})
+        log.info("batch %d: %d target(s) written on the executors (%s)", batch_id, len(done),
+                 ", ".join(where))
+        for target, _where in done:
+            for run, rows in runs[target]:
+                run.change_rows[batch_id] = rows.num_rows
+                _note_emit_lag(run, rows)
 
     def _in_stream_changes(self, run: TableRun, changes, batch_id: int):
         """A table's events in a micro-batch of the pipeline's stream, applied in binlog
@@ -938,7 +985,8 @@ class Runner:
         if (statements or None) != st.pending_ddl:
             st.pending_ddl = statements or None
             self._save()
-        parts = [conform(p, run.rows_schema, formerly) for p in changes.parts]
+        parts = [conform(self._transformed(run, p), run.rows_schema, formerly)
+                 for p in changes.parts]
         rows = (pa.concat_tables(parts) if parts else run.rows_schema.empty_table())
         if cut is not None:
             rows = after_seq(rows, cut)
@@ -1048,26 +1096,50 @@ class Runner:
         """The Arrow schema of the target's rows when the table's micro-batches can skip
         Spark's rows (``arrow-batches``: decoded and planned on the driver, see
         spark/arrow_batches.py), else None. That is the case for a merge sink with the
-        default apply and no transform: everything the Spark plan would do to the rows is
-        then the plan ``reduce_changes`` does in Arrow, and shaping them like the target
-        (a column kept for a dropped one, a type kept) is ``stream_schema.conform``."""
+        default apply: everything the Spark plan would do to the rows is then the plan
+        ``reduce_changes`` does in Arrow; shaping them like the target (a column kept for a
+        dropped one, a type kept) is ``stream_schema.conform``, and a transform runs on
+        each batch's rows of the table (``_transformed``)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from sparkcdc.mysql.types import arrow_schema
         from sparkcdc.pipeline.stream_schema import target_arrow_schema
         from sparkcdc.spark.rows import META_FIELDS, output_schema
 
-        if (self.on_batch is not None or shaper.transform is not None
-                or self._sink_kind() != "merge"):
+        if self.on_batch is not None or self._sink_kind() != "merge":
             return None
         source = output_schema(arrow_schema(schema))
+        spark_schema = from_arrow_schema(source, prefer_timestamp_ntz=True)
+        if shaper.transform is not None:  # the transform's own columns (checked here once)
+            spark_schema = shaper.apply(self.spark.createDataFrame([], spark_schema)).schema
+        data = [f.jsonValue() for f in spark_schema.fields if f.name not in META]
         if st.columns is None:
-            st.columns = [f.jsonValue()
-                          for f in from_arrow_schema(source, prefer_timestamp_ntz=True)
-                          if f.name not in META]
+            st.columns = data
+        keys = shaper.keys(schema.primary_key)
+        missing = [k for k in keys if k not in {c["name"] for c in data}]
+        if missing:
+            raise ConfigError(f"key column(s) {missing} of {st.table} are not in its rows "
+                              f"after the transform",
+                              fix="keep the key in the projection, or set primary-keys in the "
+                                  "table's transform")
         large = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes",
                                     "false") == "true"
         return target_arrow_schema(st.columns, pa.schema(META_FIELDS), large)
+
+    def _transformed(self, run: TableRun, rows):
+        """A table's change rows through its transform (projection, filter: Spark SQL, so
+        the same expressions as a stream of its own), on the driver: a local DataFrame of
+        the batch's rows, planned and collected back as Arrow."""
+        if run.shaper.transform is None or not rows.num_rows:
+            return rows
+        from sparkcdc.spark.arrow_batches import spark_arrow_schema
+
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        rows = rows.cast(spark_arrow_schema(_plain_schema(rows.schema), self.spark))
+        df = self.spark.createDataFrame(  # naive timestamps stay DATETIME (no time zone)
+            rows, schema=from_arrow_schema(rows.schema, prefer_timestamp_ntz=True))
+        return run.shaper.apply(df).toArrow()
 
     def _arrow_batch_fn(self, run: TableRun, rows_schema):
         from sparkcdc.apply import ApplySpec
@@ -1079,8 +1151,8 @@ class Runner:
 
         def fn(df, batch_id):
             batch = df.toArrow()
-            rows = (conform(decode(batch), rows_schema) if batch.num_rows
-                    else rows_schema.empty_table())
+            rows = (conform(self._transformed(run, decode(batch)), rows_schema)
+                    if batch.num_rows else rows_schema.empty_table())
             self._write_rows(run, rows, int(batch_id), spec)
         return fn
 
@@ -1442,6 +1514,38 @@ class Runner:
         st.gap = None
         if save:
             self._save()
+
+
+def write_target(sink_type: str, options: dict, target: str, items: list) -> tuple[str, str]:
+    """In a Spark task: write one target's tables of a batch, each item ``(app id, rows as
+    Arrow IPC, batch id, keys, empty first)`` with its batch id in the same commit (a
+    target that has the batch already skips it, as on the driver). Returns the target and
+    where it ran (the task's working directory: the executor's)."""
+    from sparkcdc.apply import ApplySpec, apply_arrow
+    from sparkcdc.pipeline import targets as _targets
+
+    for app_id, ipc, batch, keys, empty_first in items:
+        rows = pa.ipc.open_stream(ipc).read_all()
+        with _targets.create_sink(sink_type, options, target, app_id) as sink:
+            last = sink.last_batch_id()
+            if last is not None and last >= batch:
+                continue
+            if empty_first:
+                sink.empty()
+            apply_arrow(sink, rows, batch, ApplySpec(keys=keys))
+    return target, os.getcwd()
+
+
+def _ipc(rows) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as w:
+        w.write_table(rows)
+    return sink.getvalue().to_pybytes()
+
+
+def _plain_schema(schema):
+    """An Arrow schema as the source builds it, for ``spark_arrow_schema`` (no metadata)."""
+    return schema.remove_metadata() if schema.metadata else schema
 
 
 def _offset_of(d: dict):
