@@ -1345,8 +1345,14 @@ class Runner:
         found = self.discover(fresh=True)
         tables = ([r.state.table for r in self.runs.values() if r.state.group is not None]
                   if grouped else [st.table])
-        if any(t not in found or sc.diff(TableSchema.from_dict(self.states[t].schema),
-                                         found[t]) for t in tables):
+        memo: dict = {}
+
+        def changed(t: str) -> bool:  # a change the stream carries cannot have failed it
+            st_ = self.states[t]
+            return (sc.diff(TableSchema.from_dict(st_.schema), found[t])
+                    and not self._carried_by_stream(st_, memo))
+
+        if any(t not in found or changed(t) for t in tables):
             self._reconcile(found)
             if grouped:
                 self._group_dirty = True
