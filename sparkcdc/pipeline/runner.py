@@ -915,10 +915,11 @@ class Runner:
         return not str(self.spark.sparkContext.master).startswith("local")
 
     def _write_on_executors(self, ready: list, batch_id: int) -> None:
-        """One Spark task per target writes the batch's rows of its tables, each with the
-        table's batch id in the same commit as its rows (``write_target``): the driver only
-        planned them (events, transforms, the target's shape). A target's tables go in one
-        task, one after another, so nothing writes a target twice at once."""
+        """Spark tasks write the batch's targets (up to ``2 x parallelism`` tasks, each a
+        share of the targets), each table's rows with its batch id in the same commit
+        (``write_target``): the driver only planned them (events, transforms, the target's
+        shape). A target's tables go to one task, one after another, so nothing writes a
+        target twice at once."""
         from sparkcdc.pipeline.stream_schema import conform
 
         by_target: dict[str, list] = {}
@@ -935,7 +936,8 @@ class Runner:
             return
         sink_type, options = self.defn.sink.type, dict(self.defn.sink.options)
         jobs = sorted(by_target.items())
-        done = (self.spark.sparkContext.parallelize(jobs, len(jobs))
+        tasks = max(1, min(len(jobs), 2 * self.settings.parallelism))  # a task: some targets
+        done = (self.spark.sparkContext.parallelize(jobs, tasks)
                 .map(lambda job: write_target(sink_type, options, *job)).collect())
         where = sorted({w for _t, w in done})
         log.info("batch %d: %d target(s) written on the executors (%s)", batch_id, len(done),
