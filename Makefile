@@ -37,7 +37,7 @@ test-faults: setup
 # writers (bench/writers.py, jars fetched with mvn into .jars); 1 to 1,000 tables in one pipeline
 # beside Debezium (bench/tables.py); all write docs/benchmarks.md
 bench: setup
-	$(VENV)/bin/python -m pip install -q -e '.[dev,bench]'
+	$(VENV)/bin/python -m pip install -q -e '.[dev,bench,all]'
 	bash scripts/fetch_jars.sh
 	$(PY) bench/throughput.py $(BENCH_ARGS)
 	$(PY) bench/pipeline.py

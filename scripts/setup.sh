@@ -32,7 +32,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-echo "setup: installing sparkcdc (editable) with the dev extra"
-.venv/bin/python -m pip install -q -e '.[dev]'
+echo "setup: installing sparkcdc (editable) with the dev extra and every sink's driver"
+.venv/bin/python -m pip install -q -e '.[dev,all]'
 .venv/bin/python -c "from sparkcdc.mysql import fastdecode as f; print('setup: compiled row decoder', 'built' if f.available() else 'NOT built (pure-Python fallback)')"
 echo "setup: done"

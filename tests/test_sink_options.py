@@ -123,3 +123,26 @@ def test_delta_partitions_and_periodic_compaction(spark, tmp_path):
     with pytest.raises(SchemaError, match="partition columns \\['day'\\]"):
         bad = sinks.create("delta", {"path": str(tmp_path / "bad"), "partition-by": "day"})
         apply_changes(changes_df(spark, DDL, [(1, "eu", 1, "insert", 1)]), 0, bad, keys=["id"])
+
+
+@pytest.mark.parametrize("sink_type,module", [("delta", "deltalake"), ("iceberg", "pyiceberg"),
+                                              ("postgres", "psycopg")])
+def test_a_missing_sink_driver_names_the_extra_to_install(monkeypatch, sink_type, module):
+    """The sinks' drivers are extras of the package (``sparkcdc[delta]`` ...): a sink whose
+    driver is not installed says which one to install."""
+    import importlib
+
+    from sparkcdc import sinks
+    from sparkcdc.errors import ConfigError
+
+    real = importlib.import_module
+
+    def without(name, *args, **kwargs):
+        if name == module:
+            raise ImportError(f"No module named {module!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib, "import_module", without)
+    with pytest.raises(ConfigError, match=f"needs the Python package '{module}'") as e:
+        sinks.require(module, sink_type)
+    assert e.value.fix == f"pip install 'sparkcdc[{sink_type}]'"

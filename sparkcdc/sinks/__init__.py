@@ -20,9 +20,9 @@ from sparkcdc.sinks.base import ChangeSet, Sink, WriteResult
 
 # type -> (module, class, pip requirement of its driver or None)
 REGISTRY: dict[str, tuple[str, str, str | None]] = {
-    "delta": ("sparkcdc.sinks.delta.sink", "DeltaSink", "deltalake"),
-    "iceberg": ("sparkcdc.sinks.iceberg.sink", "IcebergSink", "pyiceberg[sql-sqlite]"),
-    "postgres": ("sparkcdc.sinks.postgres.sink", "PostgresSink", "psycopg[binary]"),
+    "delta": ("sparkcdc.sinks.delta.sink", "DeltaSink", "sparkcdc[delta]"),
+    "iceberg": ("sparkcdc.sinks.iceberg.sink", "IcebergSink", "sparkcdc[iceberg]"),
+    "postgres": ("sparkcdc.sinks.postgres.sink", "PostgresSink", "sparkcdc[postgres]"),
     "mysql": ("sparkcdc.sinks.mysql.sink", "MySQLSink", "pymysql"),
     "files": ("sparkcdc.sinks.files.sink", "FilesSink", None),
     "console": ("sparkcdc.sinks.console.sink", "ConsoleSink", None),
