@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml setup.py sparkcdc/mysql/_fastdecode.c scripts/setup.sh
 # the huge transactions and rows (`huge`, minutes each) are left to `make test-faults`
 test: setup
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy sparkcdc/core
 	$(PY) -m pytest tests -m "not faults and not cluster and not huge"
 
 # A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.

@@ -199,7 +199,7 @@ class SplitAssigner:
         ``hw`` (a window that starts at ``hw`` sees every earlier chunk as finished)."""
         from sparkcdc.core.stream_filter import FinishedSplit
 
-        view = {}
+        view: dict[TableId, tuple[list[FinishedSplit], bool]] = {}
         for t, ts in self.tables.items():
             if not ts.started:
                 view[t] = ([], False)

@@ -36,7 +36,7 @@ import datetime as dt
 import json
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -81,7 +81,7 @@ def encode_value(v: Any) -> Any:
             "option scan.incremental.snapshot.chunk.key-column")
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[Any], Any]] = {
     "int": int,
     "decimal": Decimal,
     "float": float,
@@ -383,6 +383,7 @@ class ChunkPlanner:
         as_decimal = isinstance(self.max_key, Decimal)
         # the first chunk [null, min + step) owns everything below min as well
         base = _as_int(self.min_key if self.cursor is None else self.cursor)
+        assert hi is not None and base is not None and self.step is not None  # even: integral
         while len(out) < n:
             end = base + self.step
             if end > hi:

@@ -59,15 +59,16 @@ def compute_patch(events: Iterable[ChangeRecord], schema: TableSchema,
     key_cols = schema.row_key
     for ev, before_in, after_in in _located(events, schema, in_chunk):
         touched = False
-        if before_in:  # delete, or the old side of an update (its key may change)
-            k = tuple(ev.before[c] for c in key_cols)
+        before, after = ev.before, ev.after  # an image is in the chunk only if it exists
+        if before_in and before is not None:  # delete, or the old side of an update
+            k = tuple(before[c] for c in key_cols)
             patch.final.pop(k, None)  # re-insertion order follows the binlog
             patch.final[k] = None
             touched = True
-        if after_in:  # insert, or the new side of an update
-            k = tuple(ev.after[c] for c in key_cols)
+        if after_in and after is not None:  # insert, or the new side of an update
+            k = tuple(after[c] for c in key_cols)
             patch.final.pop(k, None)
-            patch.final[k] = ev.after
+            patch.final[k] = after
             touched = True
         patch.events_applied += touched
     return patch
@@ -88,13 +89,14 @@ def compute_rollback(events: Iterable[ChangeRecord], schema: TableSchema,
     patch = ChunkPatch()
     key_cols = schema.row_key
     for ev, before_in, after_in in _located(events, schema, in_chunk):
-        if before_in:
-            k = tuple(ev.before[c] for c in key_cols)
+        before, after = ev.before, ev.after  # an image is in the chunk only if it exists
+        if before_in and before is not None:
+            k = tuple(before[c] for c in key_cols)
             if k not in patch.final:  # only the first event of a key tells its state at LW
-                patch.final[k] = ev.before
+                patch.final[k] = before
                 patch.events_applied += 1
-        if after_in:
-            k = tuple(ev.after[c] for c in key_cols)
+        if after_in and after is not None:
+            k = tuple(after[c] for c in key_cols)
             if k not in patch.final:
                 patch.final[k] = None
                 patch.events_applied += 1

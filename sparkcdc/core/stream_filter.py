@@ -83,8 +83,8 @@ class StreamFilter:
         self.tables = tables
         self.locate = locate
         self._open = {t for t, p in tables.items()
-                      if floor is not None and p.complete and p.splits
-                      and p.max_hw <= floor}
+                      if floor is not None and p.complete and (hw := p.max_hw) is not None
+                      and hw <= floor}
 
     def judge(self, records: Sequence[ChangeRecord]) -> list[Verdict]:
         """A verdict per record; batched so string keys cost one server query per table."""
@@ -105,7 +105,8 @@ class StreamFilter:
                 verdicts[i] = _VERDICT[False, False]
                 continue
             if tid not in fast:
-                fast[tid] = prog.max_hw.sort_key() if prog.complete else None
+                hw = prog.max_hw if prog.complete else None
+                fast[tid] = hw.sort_key() if hw is not None else None
             bound = fast[tid]
             if bound is not None and rec.offset.sort_key() >= bound:
                 verdicts[i] = _VERDICT[rec.before is not None, rec.after is not None]

@@ -35,7 +35,7 @@ class SnapshotDialect(Protocol):
 
     def read_chunk(self, schema: TableSchema, start: Any, end: Any): ...  # -> pyarrow.Table
 
-    def read_window(self, schema: TableSchema, start: BinlogOffset,
+    def read_window(self, schema: TableSchema | None, start: BinlogOffset,
                     end: BinlogOffset) -> Iterable[ChangeRecord]: ...
 
     def in_chunk(self, schema: TableSchema, start: Any, end: Any,
