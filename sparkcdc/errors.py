@@ -78,3 +78,11 @@ class OffsetError(SparkCDCError):
 
 class DecodeError(SparkCDCError):
     """A binlog event or a column value could not be decoded. Terminal."""
+
+
+class SchemaChangeStop(SparkCDCError):
+    """schema.change.behavior is ``exception`` and a captured table changed."""
+
+
+class PipelineFailed(SparkCDCError):
+    """A table's stream failed for a reason other than a schema change."""

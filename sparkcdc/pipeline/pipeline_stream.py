@@ -1,0 +1,428 @@
+"""The pipeline's stream: one Spark streaming query over every table that takes the Arrow
+path (a merge sink), whatever their number.
+
+Its tables are listed, with their generations and schemas, in a members file the source
+reads before every batch (``scan.tables.file``), so tables join, leave and are taken again
+without the query restarting. Each micro-batch is split by table; a table's schema changes
+and TRUNCATEs in it are applied between its rows (``stream_schema.py``); the targets are
+written at once, from the driver or from Spark tasks (``write.on``), each with its own batch
+id in the same commit as its rows. A change the stream cannot make itself is handed to the
+runner's loop (``HandedToLoop``). ``Runner`` takes these methods as a mixin: they share its
+state (tables, runs, checkpoint, locks).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pyarrow as pa
+
+from sparkcdc.core.schema import TableSchema
+from sparkcdc.errors import (
+    SchemaChangeStop,
+    SchemaError,
+    SparkCDCError,
+)
+from sparkcdc.pipeline import schema_change as sc
+from sparkcdc.pipeline.checkpoint import TableState, write_json
+from sparkcdc.pipeline.routing import Shaper
+from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
+from sparkcdc.spark import offset_view as ov
+
+log = logging.getLogger("sparkcdc.pipeline")
+
+
+class HandedToLoop(Exception):
+    """Fails a micro-batch of the pipeline's stream whose change the loop must make
+    (``Runner._defer``)."""
+
+
+class PipelineStream:
+    """The pipeline's stream, as ``Runner`` runs it (a mixin of the runner)."""
+
+    def _carried_by_stream(self, st: TableState, memo: dict | None = None) -> bool:
+        """Whether the table's schema changes and TRUNCATEs reach its target through the
+        pipeline's stream (``stream_schema.py``): it is in it, past its snapshot (a change
+        during the snapshot takes it again), and no change of it waits for the loop.
+        ``memo`` keeps the stream's last committed offset for a look over many tables."""
+        if st.group is None or st.table in self._deferred:
+            return False
+        memo = {} if memo is None else memo
+        if st.group not in memo:
+            b = self.ckpt.last_committed(st)
+            memo[st.group] = self.ckpt.offset(st, b) if b is not None else None
+        off = memo[st.group]
+        return off is not None and ov.table_phase(off, st.table) == "done"
+
+    # -- the pipeline's stream: every table that can, in one query -----------------------
+
+    def _joins_group(self, st: TableState) -> bool:
+        """A table is read by the pipeline's stream when its changes take the Arrow path and
+        it is in it already, or it starts from its beginning (a new table, or one taken
+        again). A table that goes on from a binlog position of its own (after a schema
+        change, or from a checkpoint of a stream of its own) keeps its own stream."""
+        if st.group is not None:
+            return True
+        return st.start.get("mode") == "initial" and self.ckpt.last_planned(st) is None
+
+    def _leave_group(self, st: TableState) -> None:
+        """A table of the pipeline's stream that can no longer take it (a transform added
+        to the definition since, a sink of another kind) goes on in a stream of its own:
+        from the end of its target's last batch when its snapshot was done there (the
+        stream's later batches had no rows of it), else taken again from the start."""
+        sink = self._sink_for(st)
+        try:
+            last = sink.last_batch_id()
+            applied = last is not None and last >= st.batch_base
+            off = self.ckpt.offset(st, last - st.batch_base) if applied else None
+            if off is not None and ov.table_phase(off, st.table) == "done":
+                st.start = {"mode": "specific-offset", "offset": ov.position(off).to_dict()}
+            else:
+                if last is not None:
+                    self._empty_for_retake(st, sink, last, f"table {st.table} leaves the "
+                                                           "pipeline's stream in its snapshot")
+                st.start = {"mode": "initial"}
+        finally:
+            sink.close()
+        log.warning("table %s leaves the pipeline's stream for a stream of its own (%s)",
+                    st.table, st.start["mode"])
+        st.group = None
+        st.generation += 1
+        st.batch_base = (last + 1) if last is not None else max(0, st.batch_base)
+        self._group_dirty = True
+        self._save()
+
+    def _join_group(self, st: TableState, schema: TableSchema, shaper: Shaper,
+                    keys: tuple[str, ...], rows_schema) -> None:
+        sink = self._sink_for(st)
+        if st.group != self.group_gen:
+            # its target's batch ids go on after its last one: the stream's next batch, the
+            # first that can carry its rows, maps to the next id of its target
+            last = sink.last_batch_id()
+            nxt = st.batch_base if last is None else max(last + 1, st.batch_base)
+            planned = self.ckpt.group_last_planned(self.group_gen)
+            st.batch_base = nxt - (planned + 1 if planned is not None else 0)
+            st.group = self.group_gen  # saved before the stream starts (_sync_group)
+        run = self._new_run(st, schema, sink, shaper, keys)
+        run.arrow, run.rows_schema = True, rows_schema
+        run.query = self.group_query
+        self.runs[st.table] = run
+        self._group_dirty = True
+
+    def _sync_group(self) -> None:
+        """Fit the pipeline's stream to its tables: the running query follows its members
+        file (the source's ``scan.tables.file``, read before every batch), where a new
+        table, or one taken again under a new generation, is planned and snapshotted while
+        the others stream on (``SplitAssigner.reconcile``), and a table gone from it is
+        forgotten. The query is (re)started only when none runs (the first look, after a
+        failure) or its generation moved on (a purged binlog)."""
+        if not self._group_dirty:
+            return
+        self._group_dirty = False
+        q = self.group_query
+        running = q is not None and q.isActive
+        members = {t: r for t, r in self.runs.items() if r.state.group is not None}
+        self._group_members = members
+        if not members:
+            if running:
+                q.stop()
+            self.group_query = None
+            return
+        self._save()  # every table's state is on disk before the stream reads it
+        members_file = self.ckpt.group_members_path(self.group_gen)
+        write_json(members_file, {
+            "generations": {t: r.state.generation for t, r in sorted(members.items())},
+            # as discovered (the source takes them instead of a discovery of its own)
+            "schemas": {t: r.schema.to_dict() for t, r in sorted(members.items())}})
+        if running and self._group_query_gen == self.group_gen:
+            for r in members.values():
+                r.query = q
+            log.info("the pipeline's stream g%d goes on with %d table(s)", self.group_gen,
+                     len(members))
+            return
+        if running:
+            q.stop()
+        if self._group_ids is None:
+            self._group_ids = self._server_ids()
+        opts = self.defn.source.options_for_tables(
+            list(members), **{"server-id": self._group_ids, "arrow-batches": "true",
+                              "scan.tables.file": str(members_file),
+                              "scan.schema-changes.in-stream": "true",
+                              **self._upsert_only()})
+        df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
+        writer = (df.writeStream.foreachBatch(self._group_batch_fn())
+                  .option("checkpointLocation", str(self.ckpt.group_dir(self.group_gen)))
+                  .queryName(f"{self.settings.name}:tables:g{self.group_gen}"))
+        self.group_query = self._trigger(writer).start()
+        self._group_query_gen = self.group_gen
+        for r in members.values():
+            r.query = self.group_query
+        log.info("the pipeline's stream g%d: %d table(s)", self.group_gen, len(members))
+
+    def _group_batch_fn(self):
+        """Each micro-batch of the pipeline's stream: split by table, each table's rows
+        planned in Arrow and written to its target, the targets at once. Each target
+        records its own batch id (its base + the stream's batch id) in the same commit as
+        its rows, so a batch replayed after a crash skips the targets that have it. A
+        table's schema changes and TRUNCATEs in the batch are applied between its rows
+        (``_in_stream_changes``). Rows of a table from a batch planned before it was taken
+        again (its generation in the batch's offset is an older one) are not written."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from sparkcdc.apply import ApplySpec
+        from sparkcdc.spark.arrow_batches import decode_tables
+
+        workers = max(1, min(8, 2 * self.settings.parallelism))
+
+        def prepare(run: TableRun, changes, batch_id: int) -> tuple | None:
+            """The table's rows of the batch shaped like its target (events applied,
+            transform run), and whether a TRUNCATE empties the target first."""
+            off = self.ckpt.offset(run.state, batch_id)
+            if off is not None and int(ov.table_entry(off, run.state.table).get(
+                    "generation", 0)) != run.state.generation:
+                return None
+            if changes.events or run.state.pending_ddl:
+                return self._in_stream_changes(run, changes, batch_id)  # None: to the loop
+            return self._transformed(run, changes.rows()), False
+
+        def write(run: TableRun, changes, batch_id: int) -> None:
+            planned = prepare(run, changes, batch_id)
+            if planned is not None:
+                rows, empty_first = planned
+                self._write_rows(run, rows, batch_id, ApplySpec(keys=run.keys), empty_first)
+
+        def fn(df, batch_id):
+            batch_id = int(batch_id)
+            members = self._group_members
+            work = [(members[t], ch) for t, ch in decode_tables(df.toArrow()).items()
+                    if t in members and t not in self._deferred]
+            if self._writes_on_executors():
+                ready = [(run, *p) for run, ch in work
+                         if (p := prepare(run, ch, batch_id)) is not None]
+                self._write_on_executors(ready, batch_id)
+                return
+            if len(work) <= 1:
+                for run, ch in work:
+                    write(run, ch, batch_id)
+                return
+            with ThreadPoolExecutor(min(workers, len(work))) as pool:
+                for f in [pool.submit(write, run, ch, batch_id) for run, ch in work]:
+                    f.result()  # the first failure fails the batch (Spark replays it)
+        return fn
+
+    def _writes_on_executors(self) -> bool:
+        """``write.on``: ``auto`` writes from the executors when the master is a cluster
+        (not ``local``), else from the driver (docs/benchmarks.md, Writers: on one machine
+        the driver's writers are the fastest)."""
+        how = self.settings.write_on
+        if how != "auto":
+            return how == "executors"
+        return not str(self.spark.sparkContext.master).startswith("local")
+
+    def _write_on_executors(self, ready: list, batch_id: int) -> None:
+        """Spark tasks write the batch's targets (up to ``2 x parallelism`` tasks, each a
+        share of the targets), each table's rows with its batch id in the same commit
+        (``write_target``): the driver only planned them (events, transforms, the target's
+        shape). A target's tables go to one task, one after another, so nothing writes a
+        target twice at once."""
+        from sparkcdc.pipeline.stream_schema import conform
+
+        by_target: dict[str, list] = {}
+        runs: dict[str, list] = {}
+        for run, rows, empty_first in ready:
+            if self.runs.get(run.state.table) is not run:
+                continue
+            rows = conform(rows, run.rows_schema)
+            by_target.setdefault(run.state.target, []).append(
+                (run.state.app_id, _ipc(rows), run.state.batch_base + batch_id,
+                 tuple(run.keys), empty_first))
+            runs.setdefault(run.state.target, []).append((run, rows))
+        if not by_target:
+            return
+        sink_type, options = self.defn.sink.type, dict(self.defn.sink.options)
+        jobs = sorted(by_target.items())
+        tasks = max(1, min(len(jobs), 2 * self.settings.parallelism))  # a task: some targets
+        done = (self.spark.sparkContext.parallelize(jobs, tasks)
+                .map(lambda job: write_target(sink_type, options, *job)).collect())
+        where = sorted({w for _t, w in done})
+        log.info("batch %d: %d target(s) written on the executors (%s)", batch_id, len(done),
+                 ", ".join(where))
+        for target, _where in done:
+            for run, rows in runs[target]:
+                run.change_rows[batch_id] = rows.num_rows
+                note_emit_lag(run, rows)
+
+    def _in_stream_changes(self, run: TableRun, changes, batch_id: int):
+        """A table's events in a micro-batch of the pipeline's stream, applied in binlog
+        order (pipeline/stream_schema.py): its rows shaped like the target afterwards and
+        whether a TRUNCATE empties the target first; None when the change is one the loop
+        must make (a new key, a change during the snapshot, the behavior ``exception``)."""
+        from sparkcdc.core.records import DDL, TRUNCATE
+        from sparkcdc.pipeline.stream_schema import after_seq, conform
+
+        st = run.state
+        behavior = self.settings.schema_change_behavior
+        statements = list(st.pending_ddl or [])
+        formerly: dict[str, list[str]] = {}
+        cut = None
+        for ev in sorted(changes.events, key=lambda e: int(e["seq"])):
+            if ev["kind"] == DDL:
+                statements.append(ev["statement"])
+            elif ev["kind"] == TRUNCATE:
+                what = f"table {st.table} was truncated ({ev['statement'].strip()[:120]})"
+                if behavior == "exception" or (behavior in ("evolve", "try_evolve")
+                                               and self._shared(st)):
+                    return self._defer(st, what, truncate=True)
+                if behavior in ("lenient", "ignore"):
+                    log.warning("%s: the target keeps its rows (%s)", what, behavior)
+                    continue
+                log.warning("%s: emptying %s; the rows after it follow", what, st.target)
+                cut, st.note = int(ev["seq"]), f"{behavior}: truncated"
+            else:
+                new = TableSchema.from_dict(ev["schema"])
+                if not self._evolve_in_stream(run, new, statements, formerly, batch_id):
+                    return self._defer(st, f"table {st.table} changed")
+                statements = []
+        if statements:
+            now = self._settled_schema(st, batch_id)
+            if now is not None:
+                if not self._evolve_in_stream(run, now, statements, formerly, batch_id):
+                    return self._defer(st, f"table {st.table} changed")
+                statements = []
+        if (statements or None) != st.pending_ddl:
+            st.pending_ddl = statements or None
+            self._save()
+        parts = [conform(self._transformed(run, p), run.rows_schema, formerly)
+                 for p in changes.parts]
+        rows = (pa.concat_tables(parts) if parts else run.rows_schema.empty_table())
+        if cut is not None:
+            rows = after_seq(rows, cut)
+        return rows, cut is not None
+
+    def _evolve_in_stream(self, run: TableRun, new: TableSchema, statements: list[str],
+                          formerly: dict, batch_id: int) -> bool:
+        """The target changed for the table's new schema, as ``schema.change.behavior``
+        says; False when the loop must do it (``_schema_changed``)."""
+        from sparkcdc.pipeline.stream_schema import add_renames, target_arrow_schema
+        from sparkcdc.spark.rows import META_FIELDS
+
+        st = run.state
+        old = TableSchema.from_dict(st.schema)
+        d = sc.diff(old, new)
+        if not d:
+            return True
+        d = d.with_renames(statements)
+        behavior = self.settings.schema_change_behavior
+        if d.key_changed or behavior == "exception" or not self._streaming_at(st, batch_id):
+            return False
+        log.warning("table %s changed: %s (%s)", st.table, d.describe(), behavior)
+        with self._lock(st.target):
+            if self.runs.get(st.table) is not run:
+                return True  # stopped meanwhile: its rows are not written either
+            st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
+        add_renames(formerly, d.renamed)
+        st.schema, run.schema = new.to_dict(), new
+        st.note = f"{behavior}: {d.describe()}"
+        large = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes",
+                                    "false") == "true"
+        run.rows_schema = target_arrow_schema(st.columns, pa.schema(META_FIELDS), large)
+        self._save()
+        return True
+
+    def _streaming_at(self, st: TableState, batch_id: int) -> bool:
+        """Whether the table's snapshot was done when the stream's batch began."""
+        off = self.ckpt.offset(st, batch_id - 1) if batch_id > 0 else None
+        return off is not None and ov.table_phase(off, st.table) == "done"
+
+    def _settled_schema(self, st: TableState, batch_id: int) -> TableSchema | None:
+        """The table's schema at the end of the batch, for DDL that no row of the batch
+        followed: information_schema's, when the binlog has not moved past the batch's end
+        while it was read (so no later DDL is in it); None otherwise (the statements wait
+        for the table's next rows, which carry their schema)."""
+        from sparkcdc.core.schema import TableId
+        from sparkcdc.mysql.binlog import load_table_schema
+        from sparkcdc.mysql.offsets import current_offset
+
+        off = self.ckpt.offset(st, batch_id)
+        if off is None:
+            return None
+        end = ov.position(off)
+        conn = self._source_config().connection
+        try:
+            with conn.connect() as c:
+                before = current_offset(c)
+                schema = load_table_schema(conn, TableId.parse(st.table))
+                after = current_offset(c)
+        except SparkCDCError:
+            return None  # gone (renamed or dropped: discovery sees it), or the server away
+        if (before.file, before.pos) == (after.file, after.pos) == (end.file, end.pos):
+            return schema
+        return None
+
+    def _defer(self, st: TableState, what: str, truncate: bool = False) -> None:
+        """Hand the table's change to the loop: the micro-batch fails (``HandedToLoop``),
+        so Spark commits none of it; the loop (``_examine_failure``) has
+        ``_schema_changed`` deal with the change (or stops, for ``exception`` and a
+        TRUNCATE it must not apply), then restarts the stream, which replays the batch.
+        Targets that wrote the batch already skip it then, by its batch id."""
+        behavior = self.settings.schema_change_behavior
+
+        def later() -> None:
+            if truncate and behavior == "exception":
+                raise SchemaChangeStop(what, fix="schema.change.behavior is 'exception': "
+                                                 "choose evolve or try_evolve to empty the "
+                                                 "target too, or lenient or ignore to keep "
+                                                 "its rows")
+            if truncate:
+                raise SchemaError(f"{what}, and its target {st.target} is shared with "
+                                  "other tables",
+                                  fix="use schema.change.behavior: lenient to keep the rows, "
+                                      "or empty the target yourself and restart")
+            found = self.discover(fresh=True)
+            if st.table not in found:
+                self._reconcile(found)
+                return
+            old = TableSchema.from_dict(st.schema)
+            self._schema_changed(st, old, found[st.table], sc.diff(old, found[st.table]))
+
+        log.info("%s: the pipeline hands the change to its loop", what)
+        self._deferred[st.table] = later
+        raise HandedToLoop(what)
+
+    def _run_deferred(self) -> bool:
+        """Make the changes micro-batches handed to the loop; whether there were any."""
+        if not self._deferred:
+            return False
+        for table in list(self._deferred):
+            later = self._deferred.pop(table)
+            later()
+            self._save()
+        return True
+
+
+def write_target(sink_type: str, options: dict, target: str, items: list) -> tuple[str, str]:
+    """In a Spark task: write one target's tables of a batch, each item ``(app id, rows as
+    Arrow IPC, batch id, keys, empty first)`` with its batch id in the same commit (a
+    target that has the batch already skips it, as on the driver). Returns the target and
+    where it ran (the task's working directory: the executor's)."""
+    from sparkcdc.apply import ApplySpec, apply_arrow
+    from sparkcdc.pipeline import targets as _targets
+
+    for app_id, ipc, batch, keys, empty_first in items:
+        rows = pa.ipc.open_stream(ipc).read_all()
+        with _targets.create_sink(sink_type, options, target, app_id) as sink:
+            last = sink.last_batch_id()
+            if last is not None and last >= batch:
+                continue
+            if empty_first:
+                sink.empty()
+            apply_arrow(sink, rows, batch, ApplySpec(keys=keys))
+    return target, os.getcwd()
+
+
+def _ipc(rows) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as w:
+        w.write_table(rows)
+    return sink.getvalue().to_pybytes()
