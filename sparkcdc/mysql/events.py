@@ -76,14 +76,6 @@ _MAX_PACKET = 0xFFFFFF
 _CHUNK = 1 << 18
 _CR_SERVER_LOST = 2013
 
-# column types
-_DECIMAL, _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _NULL, _TIMESTAMP = 0, 1, 2, 3, 4, 5, 6, 7
-_LONGLONG, _INT24, _DATE, _TIME, _DATETIME, _YEAR, _NEWDATE, _VARCHAR = 8, 9, 10, 11, 12, 13, 14, 15
-_BIT, _TIMESTAMP2, _DATETIME2, _TIME2 = 16, 17, 18, 19
-_JSON, _NEWDECIMAL, _ENUM, _SET = 245, 246, 247, 248
-_TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB, _BLOB, _VAR_STRING, _STRING, _GEOMETRY = (
-    249, 250, 251, 252, 253, 254, 255)
-
 
 class ColumnType(enum.IntEnum):
     """The column types TABLE_MAP events carry (``enum_field_types``), by public name."""
@@ -95,6 +87,12 @@ class ColumnType(enum.IntEnum):
     TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB, VAR_STRING, STRING, GEOMETRY = (
         249, 250, 251, 252, 253, 254, 255)
 
+
+# the same types as plain ints, under the short names the decoders use (in definition order)
+(_DECIMAL, _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _NULL, _TIMESTAMP, _LONGLONG, _INT24, _DATE,
+ _TIME, _DATETIME, _YEAR, _NEWDATE, _VARCHAR, _BIT, _TIMESTAMP2, _DATETIME2, _TIME2, _JSON,
+ _NEWDECIMAL, _ENUM, _SET, _TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB, _BLOB, _VAR_STRING, _STRING,
+ _GEOMETRY) = (int(t) for t in ColumnType)
 
 _NUMERIC = frozenset({_TINY, _SHORT, _INT24, _LONG, _LONGLONG, _NEWDECIMAL, _FLOAT, _DOUBLE,
                       _YEAR})
