@@ -290,13 +290,18 @@ class ApplyChanges:
         return result
 
 
-def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec) -> WriteResult:
+def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec,
+                empty_first: bool = False) -> WriteResult:
     """One micro-batch of change rows already on the driver (``arrow-batches``), reduced in
-    Arrow (``reduce_changes``) and written like ``ApplyChanges.apply`` does."""
+    Arrow (``reduce_changes``) and written like ``ApplyChanges.apply`` does.
+    ``empty_first``: a TRUNCATE came before these rows, so the target is emptied before
+    they are written (unless it has the batch already: a replay empties nothing)."""
     batch_id = int(batch_id)
     skipped = _already_applied(sink, batch_id)
     if skipped is not None:
         return skipped
+    if empty_first:
+        sink.empty()
     t0 = time.monotonic()
     changes = reduce_changes(table, spec)
     t1 = time.monotonic()

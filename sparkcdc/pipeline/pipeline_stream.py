@@ -20,8 +20,6 @@ import pyarrow as pa
 
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import (
-    SchemaChangeStop,
-    SchemaError,
     SparkCDCError,
 )
 from sparkcdc.pipeline import schema_change as sc
@@ -227,6 +225,7 @@ class PipelineStream:
         shape). A target's tables go to one task, one after another, so nothing writes a
         target twice at once."""
         from sparkcdc.pipeline.stream_schema import conform
+        from sparkcdc.spark.arrow_batches import to_ipc
 
         by_target: dict[str, list] = {}
         runs: dict[str, list] = {}
@@ -235,7 +234,7 @@ class PipelineStream:
                 continue
             rows = conform(rows, run.rows_schema)
             by_target.setdefault(run.state.target, []).append(
-                (run.state.app_id, _ipc(rows), run.state.batch_base + batch_id,
+                (run.state.app_id, to_ipc(rows).to_pybytes(), run.state.batch_base + batch_id,
                  tuple(run.keys), empty_first))
             runs.setdefault(run.state.target, []).append((run, rows))
         if not by_target:
@@ -271,9 +270,9 @@ class PipelineStream:
                 statements.append(ev["statement"])
             elif ev["kind"] == TRUNCATE:
                 what = f"table {st.table} was truncated ({ev['statement'].strip()[:120]})"
-                if behavior == "exception" or (behavior in ("evolve", "try_evolve")
-                                               and self._shared(st)):
-                    return self._defer(st, what, truncate=True)
+                stop = self._truncate_stop(st, what)
+                if stop is not None:
+                    return self._defer(st, what, stop)
                 if behavior in ("lenient", "ignore"):
                     log.warning("%s: the target keeps its rows (%s)", what, behavior)
                     continue
@@ -305,7 +304,6 @@ class PipelineStream:
         """The target changed for the table's new schema, as ``schema.change.behavior``
         says; False when the loop must do it (``_schema_changed``)."""
         from sparkcdc.pipeline.stream_schema import add_renames, target_arrow_schema
-        from sparkcdc.spark.rows import META_FIELDS
 
         st = run.state
         old = TableSchema.from_dict(st.schema)
@@ -324,9 +322,7 @@ class PipelineStream:
         add_renames(formerly, d.renamed)
         st.schema, run.schema = new.to_dict(), new
         st.note = f"{behavior}: {d.describe()}"
-        large = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes",
-                                    "false") == "true"
-        run.rows_schema = target_arrow_schema(st.columns, pa.schema(META_FIELDS), large)
+        run.rows_schema = target_arrow_schema(st.columns, self.spark)
         self._save()
         return True
 
@@ -360,25 +356,16 @@ class PipelineStream:
             return schema
         return None
 
-    def _defer(self, st: TableState, what: str, truncate: bool = False) -> None:
+    def _defer(self, st: TableState, what: str, stop: Exception | None = None) -> None:
         """Hand the table's change to the loop: the micro-batch fails (``HandedToLoop``),
         so Spark commits none of it; the loop (``_examine_failure``) has
-        ``_schema_changed`` deal with the change (or stops, for ``exception`` and a
-        TRUNCATE it must not apply), then restarts the stream, which replays the batch.
-        Targets that wrote the batch already skip it then, by its batch id."""
-        behavior = self.settings.schema_change_behavior
+        ``_schema_changed`` deal with the change (or raises ``stop``: a TRUNCATE it must
+        not apply), then restarts the stream, which replays the batch. Targets that wrote
+        the batch already skip it then, by its batch id."""
 
         def later() -> None:
-            if truncate and behavior == "exception":
-                raise SchemaChangeStop(what, fix="schema.change.behavior is 'exception': "
-                                                 "choose evolve or try_evolve to empty the "
-                                                 "target too, or lenient or ignore to keep "
-                                                 "its rows")
-            if truncate:
-                raise SchemaError(f"{what}, and its target {st.target} is shared with "
-                                  "other tables",
-                                  fix="use schema.change.behavior: lenient to keep the rows, "
-                                      "or empty the target yourself and restart")
+            if stop is not None:
+                raise stop
             found = self.discover(fresh=True)
             if st.table not in found:
                 self._reconcile(found)
@@ -408,21 +395,9 @@ def write_target(sink_type: str, options: dict, target: str, items: list) -> tup
     where it ran (the task's working directory: the executor's)."""
     from sparkcdc.apply import ApplySpec, apply_arrow
     from sparkcdc.pipeline import targets as _targets
+    from sparkcdc.spark.arrow_batches import from_ipc
 
     for app_id, ipc, batch, keys, empty_first in items:
-        rows = pa.ipc.open_stream(ipc).read_all()
         with _targets.create_sink(sink_type, options, target, app_id) as sink:
-            last = sink.last_batch_id()
-            if last is not None and last >= batch:
-                continue
-            if empty_first:
-                sink.empty()
-            apply_arrow(sink, rows, batch, ApplySpec(keys=keys))
+            apply_arrow(sink, from_ipc(ipc), batch, ApplySpec(keys=keys), empty_first)
     return target, os.getcwd()
-
-
-def _ipc(rows) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema) as w:
-        w.write_table(rows)
-    return sink.getvalue().to_pybytes()

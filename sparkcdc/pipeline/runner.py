@@ -38,8 +38,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
-
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import (
     ConfigError,
@@ -476,7 +474,7 @@ class Runner(PipelineStream, SourceChanges):
 
         from sparkcdc.mysql.types import arrow_schema
         from sparkcdc.pipeline.stream_schema import target_arrow_schema
-        from sparkcdc.spark.rows import META_FIELDS, output_schema
+        from sparkcdc.spark.rows import output_schema
 
         if self.on_batch is not None or self._sink_kind() != "merge":
             return None
@@ -494,9 +492,7 @@ class Runner(PipelineStream, SourceChanges):
                               f"after the transform",
                               fix="keep the key in the projection, or set primary-keys in the "
                                   "table's transform")
-        large = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes",
-                                    "false") == "true"
-        return target_arrow_schema(st.columns, pa.schema(META_FIELDS), large)
+        return target_arrow_schema(st.columns, self.spark)
 
     def _transformed(self, run: TableRun, rows):
         """A table's change rows through its transform (projection, filter: Spark SQL, so
@@ -538,16 +534,10 @@ class Runner(PipelineStream, SourceChanges):
         from sparkcdc.pipeline.stream_schema import conform
 
         rows = conform(rows, run.rows_schema)
-        target_batch = run.state.batch_base + batch_id
         with self._lock(run.state.target):
             if self.runs.get(run.state.table) is not run:
                 return  # stopped meanwhile (dropped, taken again, left the stream)
-            if empty_first:
-                last = run.sink.last_batch_id()
-                if last is not None and last >= target_batch:
-                    return
-                run.sink.empty()
-            apply_arrow(run.sink, rows, target_batch, spec)
+            apply_arrow(run.sink, rows, run.state.batch_base + batch_id, spec, empty_first)
         run.change_rows[batch_id] = rows.num_rows
         note_emit_lag(run, rows)
 

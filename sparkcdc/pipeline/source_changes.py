@@ -16,6 +16,7 @@ from sparkcdc.errors import (
     BinlogUnavailable,
     SchemaChangeStop,
     SchemaError,
+    SparkCDCError,
 )
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import TableState
@@ -71,23 +72,34 @@ class SourceChanges:
                 self._truncated(st, ddl)
         self._scan_from = now
 
+    def _truncate_stop(self, st: TableState, what: str) -> SparkCDCError | None:
+        """Why a TRUNCATE of the table stops the pipeline instead of reaching its target:
+        the behavior is ``exception``, or the target would have to be emptied and other
+        tables write into it too. None when it may go on."""
+        behavior = self.settings.schema_change_behavior
+        if behavior == "exception":
+            return SchemaChangeStop(what, fix="schema.change.behavior is 'exception': choose "
+                                              "evolve or try_evolve to empty the target too, "
+                                              "or lenient or ignore to keep its rows")
+        if behavior in ("evolve", "try_evolve") and self._shared(st):
+            return SchemaError(f"{what}, and its target {st.target} is shared with other "
+                               "tables",
+                               fix="use schema.change.behavior: lenient to keep the rows, or "
+                                   "empty the target yourself and restart")
+        return None
+
     def _truncated(self, st: TableState, ddl) -> None:
         behavior = self.settings.schema_change_behavior
         what = f"table {st.table} was truncated ({ddl.statement.strip()[:120]})"
-        if behavior == "exception":
-            raise SchemaChangeStop(what, fix="schema.change.behavior is 'exception': choose "
-                                             "evolve or try_evolve to empty the target too, "
-                                             "or lenient or ignore to keep its rows")
+        stop = self._truncate_stop(st, what)
+        if stop is not None:
+            raise stop
         st.ddl_seen = ddl.end.to_dict()
         if behavior in ("lenient", "ignore"):
             log.warning("%s: the target keeps its rows (%s)", what, behavior)
             self._save()
             return
         log.warning("%s: emptying %s and taking the table again", what, st.target)
-        if self._shared(st):
-            raise SchemaError(f"{what}, and its target {st.target} is shared with other tables",
-                              fix="use schema.change.behavior: lenient to keep the rows, or "
-                                  "empty the target yourself and restart")
         run = self._stop_run(st)
         sink = self._sink_for(st)
         last = sink.last_batch_id()

@@ -31,16 +31,20 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 
-def target_arrow_schema(columns: list[dict], meta: pa.Schema, large: bool) -> pa.Schema:
+def target_arrow_schema(columns: list[dict], spark=None) -> pa.Schema:
     """The Arrow schema of a target's rows: its data columns (Spark StructField JSON), then
-    the metadata columns, in the types Spark's ``toArrow`` gives (so a sink sees the same
-    types whichever way the rows came)."""
+    the metadata columns, in the types Spark's ``toArrow`` gives in ``spark``'s session (so
+    a sink sees the same types whichever way the rows came)."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import StructField, StructType
 
+    from sparkcdc.spark.arrow_batches import prefers_large_types
+    from sparkcdc.spark.rows import META_FIELDS
+
     fields = [StructField.fromJson(c) for c in columns]
-    fields += from_arrow_schema(meta, prefer_timestamp_ntz=True).fields
-    return to_arrow_schema(StructType(fields), timezone="UTC", prefers_large_types=large)
+    fields += from_arrow_schema(pa.schema(META_FIELDS), prefer_timestamp_ntz=True).fields
+    return to_arrow_schema(StructType(fields), timezone="UTC",
+                           prefers_large_types=prefers_large_types(spark))
 
 
 def conform(part: pa.Table, target: pa.Schema,

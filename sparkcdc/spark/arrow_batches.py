@@ -24,12 +24,22 @@ SCHEMA = pa.schema([pa.field("_rows", pa.int64(), nullable=False),
                     pa.field("_batch", pa.binary(), nullable=False)])
 
 
+def to_ipc(data: pa.RecordBatch | pa.Table) -> pa.Buffer:
+    """``data`` in Arrow's IPC stream format (lossless, schema and metadata included)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, data.schema) as w:
+        w.write(data)
+    return sink.getvalue()
+
+
+def from_ipc(data) -> pa.Table:
+    """A table back from ``to_ipc``'s bytes."""
+    return pa.ipc.open_stream(data).read_all()
+
+
 def encode(batch: pa.RecordBatch) -> pa.RecordBatch:
     """One output row holding ``batch`` as IPC stream bytes (no copy of the bytes)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as w:
-        w.write_batch(batch)
-    buf = sink.getvalue()
+    buf = to_ipc(batch)
     offsets = pa.py_buffer(pa.array([0, buf.size], pa.int32()).buffers()[1])
     payload = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, buf])
     return pa.RecordBatch.from_arrays([pa.array([batch.num_rows], pa.int64()), payload],
@@ -51,7 +61,7 @@ def decode(rows: pa.Table, schema: pa.Schema | None = None) -> pa.Table:
 
 def _payloads(rows: pa.Table) -> list[pa.Table]:
     """The record batches a collected micro-batch carries, each back as a table."""
-    return [pa.ipc.open_stream(v).read_all() for v in rows.column("_batch").to_pylist()]
+    return [from_ipc(v) for v in rows.column("_batch").to_pylist()]
 
 
 def spark_arrow_schema(source_schema: pa.Schema, spark=None) -> pa.Schema:
@@ -59,11 +69,15 @@ def spark_arrow_schema(source_schema: pa.Schema, spark=None) -> pa.Schema:
     Spark (its types, UTC timestamps, large strings if the session prefers them)."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-    large = False
-    if spark is not None:
-        large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
     spark_schema = from_arrow_schema(source_schema, prefer_timestamp_ntz=True)
-    return to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=large)
+    return to_arrow_schema(spark_schema, timezone="UTC",
+                           prefers_large_types=prefers_large_types(spark))
+
+
+def prefers_large_types(spark=None) -> bool:
+    """Whether ``spark``'s ``toArrow`` gives large strings and binaries."""
+    return spark is not None and spark.conf.get(
+        "spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
 
 
 @dataclass
