@@ -288,13 +288,7 @@ class Options:
             if prefix is not None:
                 self.prefixed[prefix][key[len(prefix):]] = str(value)
                 continue
-            if key not in spec:
-                close = difflib.get_close_matches(key, list(spec), n=1, cutoff=0.5)
-                hint = f"did you mean '{close[0]}'? " if close else ""
-                raise ConfigError(
-                    f"unknown option '{key}' for the {sink_type} sink",
-                    fix=f"{hint}accepted options: {', '.join(sorted(spec))}"
-                        + (f"; and any '{prefixes[0]}*'" if prefixes else ""), key=key)
+            check_known(sink_type, spec, key, prefixes)
             self.raw[key] = value if isinstance(value, str) else _to_str(value)
         for key, opt in spec.items():
             if opt.default == REQUIRED and key not in self.raw:
@@ -348,6 +342,18 @@ class Options:
         return v
 
 
+def check_known(sink_type: str, spec: Mapping[str, Opt], key: str,
+                prefixes: tuple[str, ...] = ()) -> None:
+    """An option name the sink does not know fails with the closest one it does."""
+    if key in spec or key == "type" or key.startswith(prefixes):
+        return
+    close = difflib.get_close_matches(key, list(spec), n=1, cutoff=0.5)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise ConfigError(f"unknown option '{key}' for the {sink_type} sink",
+                      fix=f"{hint}accepted options: {', '.join(sorted(spec))}"
+                          + (f"; and any '{prefixes[0]}*'" if prefixes else ""), key=key)
+
+
 def _to_str(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -364,6 +370,32 @@ def table_name_parts(sink_type: str, key: str, value: str, parts: int) -> tuple[
         raise ConfigError(f"option '{key}' of the {sink_type} sink is malformed: {value!r}",
                           fix=f"give it as '{want}'", key=key)
     return got
+
+
+# -- a pipeline's destination: one target table per routed name ``db.table`` ----------------
+
+def set_per_target(sink_type: str, options: Mapping[str, str], *names: str) -> None:
+    """Refuse options a pipeline sets for each target table itself."""
+    for name in names:
+        if name in options:
+            raise ConfigError(f"option '{name}' of the {sink_type} sink is set by the pipeline "
+                              "for each target table",
+                              fix="name targets with 'route' (sink-table: db.table)", key=name)
+
+
+def sub_path(sink_type: str, options: Mapping[str, str], db: str, table: str) -> str:
+    """A target's folder under the destination's base ``path``: ``<path>/<db>/<table>``."""
+    base = options.get("path")
+    if not base:
+        raise ConfigError(f"the {sink_type} sink needs the option 'path'",
+                          fix="the base directory; each table goes to path/<db>/<table>",
+                          key="path")
+    base = str(base)
+    if "://" in base:
+        return f"{base.rstrip('/')}/{db}/{table}"
+    import os
+
+    return os.path.join(base, db, table)
 
 
 # -- type helpers shared by the SQL sinks --------------------------------------------------------

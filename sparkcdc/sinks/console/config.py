@@ -23,3 +23,8 @@ class ConsoleConfig:
     def parse(cls, options: Mapping[str, Any]) -> ConsoleConfig:
         o = Options("console", OPTIONS, options)
         return cls(num_rows=o.integer("num-rows", lo=0), show_table=o.flag("show-table"))
+
+
+def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
+    """Every target of a console destination prints to the same console."""
+    return dict(options)

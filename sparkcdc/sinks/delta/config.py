@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkcdc.sinks.base import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import REQUIRED, Opt, Options, sub_path
 
 OPTIONS = {
     "path": Opt(REQUIRED, "the table's location: a local path or a URI delta-rs supports"),
@@ -18,6 +18,7 @@ OPTIONS = {
     "target-file-size": Opt(None, "a positive integer: bytes per file for compaction"),
 }
 STORAGE_PREFIX = "storage."  # storage.<key> -> delta-rs storage_options
+PREFIXES = (STORAGE_PREFIX,)  # option names taken as a group
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,13 @@ class DeltaConfig:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
-        o = Options("delta", OPTIONS, options, prefixes=(STORAGE_PREFIX,))
+        o = Options("delta", OPTIONS, options, prefixes=PREFIXES)
         return cls(path=o.text("path"), partition_by=o.names("partition-by"),
                    app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),
                    target_file_size=o.integer("target-file-size", lo=1),
                    storage_options=o.prefixed[STORAGE_PREFIX])
+
+
+def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
+    """A pipeline's Delta destination: one table per target, ``<path>/<db>/<table>``."""
+    return {**options, "path": sub_path("delta", options, db, table)}

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.sinks.base import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import REQUIRED, Opt, Options, sub_path
 
 FORMATS = ("parquet", "json")
 OPTIONS = {
@@ -27,3 +27,8 @@ class FilesConfig:
         o = Options("files", OPTIONS, options)
         return cls(path=o.text("path").rstrip("/"), format=o.choice("format", FORMATS),
                    compression=o.text("compression"))
+
+
+def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
+    """A pipeline's files destination: one changelog per target, ``<path>/<db>/<table>``."""
+    return {**options, "path": sub_path("files", options, db, table)}

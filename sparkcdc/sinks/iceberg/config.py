@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.sinks.base import REQUIRED, Opt, Options, table_name_parts
+from sparkcdc.sinks.base import REQUIRED, Opt, Options, set_per_target, table_name_parts
 
 OPTIONS = {
     "table": Opt(REQUIRED, "'namespace.table'"),
@@ -21,6 +21,7 @@ OPTIONS = {
                                 "table's small data files into few (0: never)"),
 }
 CATALOG_PREFIX = "catalog."  # catalog.<key> -> pyiceberg catalog properties (type, uri, ...)
+PREFIXES = (CATALOG_PREFIX,)  # option names taken as a group
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class IcebergConfig:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> IcebergConfig:
-        o = Options("iceberg", OPTIONS, options, prefixes=(CATALOG_PREFIX,))
+        o = Options("iceberg", OPTIONS, options, prefixes=PREFIXES)
         ns, name = table_name_parts("iceberg", "table", o.text("table"), 2)
         props = dict(o.prefixed[CATALOG_PREFIX])
         warehouse = o.text("warehouse")
@@ -62,3 +63,10 @@ class IcebergConfig:
         return cls(namespace=ns, table=name, catalog_name=o.text("catalog-name"),
                    app_id=o.text("app-id"), catalog_properties=props,
                    compact_every=o.integer("compact-every", lo=0))
+
+
+def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
+    """A pipeline's Iceberg destination is a catalog: a target ``db.table`` is the table
+    ``table`` in the namespace ``db``."""
+    set_per_target("iceberg", options, "table")
+    return {**options, "table": f"{db}.{table}"}

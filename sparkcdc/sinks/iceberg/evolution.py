@@ -53,15 +53,14 @@ def stored_columns(sink) -> pa.Schema | None:
 
 def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
     t = sink.catalog().load_table(sink.config.identifier)
-    with t.transaction() as tx:
-        with tx.update_schema() as u:
-            for c in changes:
-                if c.kind in ("add", "retype"):
-                    u.union_by_name(pa.schema([pa.field(c.name, _stored(c.type))]))
-                elif c.kind == "drop":
-                    u.delete_column(c.name)
-                elif c.kind == "rename":
-                    u.rename_column(c.name, c.new_name)
+    with t.transaction() as tx, tx.update_schema() as u:
+        for c in changes:
+            if c.kind in ("add", "retype"):
+                u.union_by_name(pa.schema([pa.field(c.name, _stored(c.type))]))
+            elif c.kind == "drop":
+                u.delete_column(c.name)
+            elif c.kind == "rename":
+                u.rename_column(c.name, c.new_name)
     copies = [c for c in changes if c.kind == "copy"]
     if copies:
         t = sink.catalog().load_table(sink.config.identifier)

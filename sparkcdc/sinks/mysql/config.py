@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.sinks.base import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import REQUIRED, Opt, Options, set_per_target
 
 OPTIONS = {
     "hostname": Opt(REQUIRED, "the server's host name or IP"),
@@ -49,3 +49,9 @@ class MySQLConfig:
                    app_id=o.text("app-id"),
                    statement_bytes=o.integer("statement-bytes", lo=1024),
                    connect_timeout=o.integer("connect-timeout", lo=1))
+
+
+def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
+    """A pipeline's MySQL destination is a server: a target ``db.table`` is that table."""
+    set_per_target("mysql", options, "database", "table")
+    return {**options, "database": db, "table": table}

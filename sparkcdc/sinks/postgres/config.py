@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.sinks.base import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import REQUIRED, Opt, Options, set_per_target
 
 OPTIONS = {
     "host": Opt("127.0.0.1", "the server's host name or IP"),
@@ -45,3 +45,10 @@ class PostgresConfig:
                    password=o.get("password") or "", database=o.text("database"),
                    schema=o.text("schema"), table=o.text("table"), app_id=o.text("app-id"),
                    connect_timeout=o.integer("connect-timeout", lo=1))
+
+
+def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
+    """A pipeline's PostgreSQL destination is a database: a target ``db.table`` is the
+    table ``table`` in the schema ``db``, unless ``schema`` names one schema for all."""
+    set_per_target("postgres", options, "table")
+    return {"schema": db, **options, "table": table}
