@@ -267,3 +267,37 @@ def test_an_alter_no_row_follows_reaches_the_target(spark, mariadb, db, tmp_path
     mariadb.execute("ALTER TABLE t ADD COLUMN z VARCHAR(5)", database=db)
     Runner(defn, spark, until_caught_up=True).run()
     assert "z" in _target(tmp_path, db)[1]
+
+
+@pytest.mark.slow
+def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
+        spark, mariadb, db, tmp_path):
+    """``ADD COLUMN`` with a default (or NOT NULL, or generated) gives every row the server
+    held a value without a row event. The target gets those values too: the batch that
+    carries the ALTER also upserts the table's current rows, after its own rows. A row
+    changed in the same batch before and after the ALTER, one deleted, one inserted after
+    it, and a column added without a default (left null) around it."""
+    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.verify import Verifier, render
+
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
+                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_40", database=db)
+    defn = _pipeline(mariadb, db, tmp_path)
+    Runner(defn, spark, until_caught_up=True).run()
+    mariadb.execute("UPDATE t SET a = 100 WHERE id = 1", "DELETE FROM t WHERE id = 3",
+                    "ALTER TABLE t ADD COLUMN d INT NOT NULL DEFAULT 7, "
+                    "ADD COLUMN e VARCHAR(5) DEFAULT 'x', ADD COLUMN n INT, "
+                    "ADD COLUMN z INT NOT NULL, ADD COLUMN g INT AS (a * 2) PERSISTENT",
+                    "UPDATE t SET d = 9, n = 5 WHERE id = 2",
+                    "INSERT INTO t (id, a, z) VALUES (41, 41, 3)", database=db)
+    Runner(defn, spark, until_caught_up=True).run()
+    got = _target(tmp_path, db)
+    assert 3 not in got and len(got) == 40
+    assert [(got[i]["d"], got[i]["e"], got[i]["n"], got[i]["z"], got[i]["g"])
+            for i in (1, 2, 4, 41)] == [(7, "x", None, 0, 200), (9, "x", 5, 0, 4),
+                                        (7, "x", None, 0, 8), (7, "x", None, 3, 82)]
+    mariadb.execute("UPDATE t SET e = 'y' WHERE id = 4", database=db)  # streams on after it
+    Runner(defn, spark, until_caught_up=True).run()
+    assert _target(tmp_path, db)[4]["e"] == "y"
+    results = Verifier(defn, rechecks=1, catch_up_timeout=5).run()
+    assert all(r.ok for r in results), render(results)

@@ -208,3 +208,37 @@ def _nothing_matched(conn: ConnectionOptions, database_regex: str, table_regex: 
         f"{criteria}. Visible tables: {seen}",
         fix="fix the regexes (both must match whole names; table-name matches 'db.table' or "
             "'table'), or grant SELECT on the wanted database to the CDC user")
+
+
+def filled_by_server(conn: ConnectionOptions, table_id: TableId,
+                     names: list[str]) -> list[str]:
+    """Which of a table's columns the server gave a value in the rows it already held when
+    they were added: a default other than NULL, NOT NULL (the type's zero), or a generated
+    column. ``ADD COLUMN`` logs no row event for those rows, so the target learns their
+    values only by reading them (``mysql.snapshot.read_table``). A column gone since is left
+    out."""
+    if not names:
+        return []
+
+    def read() -> list[tuple]:
+        with conn.connect() as c, c.cursor() as cur:
+            cur.execute("SELECT COLUMN_NAME, COLUMN_DEFAULT, IS_NULLABLE, EXTRA "
+                        "FROM information_schema.COLUMNS "
+                        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (table_id.database, table_id.table))
+            return list(cur.fetchall())
+
+    wanted = {n.lower() for n in names}
+    out = []
+    for name, default, nullable, extra in retry_lost(conn, f"reading {table_id}'s defaults",
+                                                     read):
+        if str(name).lower() not in wanted:
+            continue
+        extra = str(extra or "").upper()
+        # MariaDB spells a NULL default as the word NULL (a text 'NULL' comes quoted);
+        # MySQL gives SQL NULL
+        has_default = default is not None and str(default) != "NULL"
+        if (str(nullable).upper() == "NO" or has_default
+                or any(w in extra for w in ("GENERATED", "VIRTUAL", "PERSISTENT", "STORED"))):
+            out.append(str(name))
+    return out

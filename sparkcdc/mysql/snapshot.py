@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -240,3 +240,21 @@ def _scrub(text: str, conn: ConnectionOptions) -> str:
 
 
 __all__ = ["chunk_query", "read_chunk", "select_list", "select_literal", "to_canonical"]
+
+
+def read_table(conn: ConnectionOptions, schema: TableSchema,
+               chunk_size: int = 8096) -> Iterator[pa.Table]:
+    """A table's current rows as canonical tables, one chunk of its key range at a time
+    (the snapshot's planner and reader, without watermarks: what the rows are now, not at
+    one binlog position). For a read that the binlog's later changes will correct, such as
+    back-filling a column the server filled without a row event."""
+    from sparkcdc.core.chunking import ChunkingOptions, ChunkPlanner, is_integral_column
+    from sparkcdc.mysql.chunk_probe import MySQLKeyProbe
+
+    planner = ChunkPlanner(schema.table_id,
+                           integral_key=is_integral_column(schema.column(schema.chunk_key)),
+                           options=ChunkingOptions(chunk_size=chunk_size))
+    with MySQLKeyProbe.open(conn, schema) as probe:
+        splits = list(planner.plan_all(probe))
+    for split in splits:
+        yield read_chunk(conn, schema, split.start, split.end)

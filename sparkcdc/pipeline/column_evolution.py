@@ -99,7 +99,9 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
                 log.warning("%s: %s failed: %s", target, ch_add.describe(), e)
     for ch in done:
         if ch.kind == "add":
-            cols.append(new_fields[ch.name].jsonValue())
+            # nullable in the target whatever the source says: the rows written before it
+            # (and those of the batch before the ALTER) have no value for it
+            cols.append(dict(new_fields[ch.name].jsonValue(), nullable=True))
         elif ch.kind == "drop":
             cols = [c for c in cols if c["name"] != ch.name]
         elif ch.kind == "rename":

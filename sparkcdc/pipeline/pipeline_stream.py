@@ -265,6 +265,7 @@ class PipelineStream:
         statements = list(st.pending_ddl or [])
         formerly: dict[str, list[str]] = {}
         cut = None
+        fill: set[str] = set()  # columns added with values the server gave its rows
         for ev in sorted(changes.events, key=lambda e: int(e["seq"])):
             if ev["kind"] == DDL:
                 statements.append(ev["statement"])
@@ -280,13 +281,13 @@ class PipelineStream:
                 cut, st.note = int(ev["seq"]), f"{behavior}: truncated"
             else:
                 new = TableSchema.from_dict(ev["schema"])
-                if not self._evolve_in_stream(run, new, statements, formerly, batch_id):
+                if not self._evolve_in_stream(run, new, statements, formerly, batch_id, fill):
                     return self._defer(st, f"table {st.table} changed")
                 statements = []
         if statements:
             now = self._settled_schema(st, batch_id)
             if now is not None:
-                if not self._evolve_in_stream(run, now, statements, formerly, batch_id):
+                if not self._evolve_in_stream(run, now, statements, formerly, batch_id, fill):
                     return self._defer(st, f"table {st.table} changed")
                 statements = []
         if (statements or None) != st.pending_ddl:
@@ -294,15 +295,19 @@ class PipelineStream:
             self._save()
         parts = [conform(self._transformed(run, p), run.rows_schema, formerly)
                  for p in changes.parts]
+        fill &= {c["name"] for c in st.columns}  # those the target took
+        if fill:
+            parts.append(self._filled_rows(run, sorted(fill)))
         rows = (pa.concat_tables(parts) if parts else run.rows_schema.empty_table())
         if cut is not None:
             rows = after_seq(rows, cut)
         return rows, cut is not None
 
     def _evolve_in_stream(self, run: TableRun, new: TableSchema, statements: list[str],
-                          formerly: dict, batch_id: int) -> bool:
+                          formerly: dict, batch_id: int, fill: set[str]) -> bool:
         """The target changed for the table's new schema, as ``schema.change.behavior``
-        says; False when the loop must do it (``_schema_changed``)."""
+        says; False when the loop must do it (``_schema_changed``). Added columns whose
+        values the server gave the rows it held go into ``fill``."""
         from sparkcdc.pipeline.stream_schema import add_renames, target_arrow_schema
 
         st = run.state
@@ -320,11 +325,51 @@ class PipelineStream:
                 return True  # stopped meanwhile: its rows are not written either
             st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
         add_renames(formerly, d.renamed)
+        if d.added:
+            from sparkcdc.mysql.discovery import filled_by_server
+
+            fill.update(filled_by_server(self._source_config().connection, new.table_id,
+                                         list(d.added)))
         st.schema, run.schema = new.to_dict(), new
         st.note = f"{behavior}: {d.describe()}"
         run.rows_schema = target_arrow_schema(st.columns, self.spark)
         self._save()
         return True
+
+    def _filled_rows(self, run: TableRun, columns: list[str]) -> pa.Table:
+        """The table's current rows, read from the source, as changes that come after
+        every row of the batch: the back-fill of ``columns``, added with a default (or NOT
+        NULL, or generated) that the server gave the rows it held without a row event.
+        Written in the batch's own commit, so a crash before it redoes both. The binlog's
+        later changes carry whole rows, so the target converges on the source as after a
+        snapshot: a row changed since is overwritten by its change, one deleted since is
+        deleted by it. The whole table passes through the driver's memory once."""
+        from sparkcdc.mysql.binlog import load_table_schema
+        from sparkcdc.mysql.offsets import current_offset
+        from sparkcdc.mysql.snapshot import read_table
+        from sparkcdc.mysql.types import arrow_schema
+        from sparkcdc.pipeline.stream_schema import conform
+        from sparkcdc.spark.rows import COLUMNS, POST, output_schema, snapshot_batches
+
+        st = run.state
+        conn = self._source_config().connection
+        schema = load_table_schema(conn, run.schema.table_id)  # as it is now
+        with conn.connect() as c:
+            now = current_offset(c)  # after the batch's end: these rows sort after its rows
+        out = output_schema(arrow_schema(schema))
+        parts = []
+        for chunk in read_table(conn, schema):
+            rows = pa.Table.from_batches(
+                list(snapshot_batches(chunk, schema, now, out, COLUMNS)), out)
+            kind = rows.schema.get_field_index("_change_type")
+            rows = rows.set_column(kind, "_change_type",
+                                   pa.repeat(pa.scalar(POST, pa.string()), rows.num_rows))
+            parts.append(conform(self._transformed(run, rows), run.rows_schema))
+        n = sum(p.num_rows for p in parts)
+        log.warning("table %s: %s added with values for the rows it held; %d current row(s) "
+                    "read from the source to fill them in %s", st.table, ", ".join(columns), n,
+                    st.target)
+        return pa.concat_tables(parts) if parts else run.rows_schema.empty_table()
 
     def _streaming_at(self, st: TableState, batch_id: int) -> bool:
         """Whether the table's snapshot was done when the stream's batch began."""
