@@ -238,3 +238,48 @@ def _wait_for(check, timeout: float, what: str) -> None:
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.5)
+
+
+def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
+        spark, mariadb, db, tmp_path, monkeypatch):
+    """DROP TABLE and RENAME TABLE of tables in the pipeline's stream come as events at
+    their place in the binlog: the rows before them reach the target in the same batch, a
+    table created again under the dropped name is a new table, and a table renamed into
+    the same target goes on from the RENAME. Nothing scans the binlog's statements for
+    them (``SHOW BINLOG EVENTS``) and nothing is read twice."""
+    from sparkcdc.pipeline import schema_change
+
+    mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(10))"
+                      for t in ("a", "c", "r1")],
+                    *[f"INSERT INTO {t} SELECT seq, 'old' FROM seq_1_to_5"
+                      for t in ("a", "c", "r1")], database=db)
+    route = f"route:\n  - source-table: {db}.r[0-9]\n    sink-table: {db}.r\n"
+    defn = _defn(mariadb, db, tmp_path, extra=route)
+    _run(defn, spark)
+
+    def scanned(*_a, **_k):
+        raise AssertionError("the binlog's statements were scanned")
+
+    monkeypatch.setattr(schema_change, "find_table_rename", scanned)
+    monkeypatch.setattr(schema_change, "find_ddls", scanned)
+    mariadb.execute("UPDATE c SET v = 'last' WHERE id = 1", "DROP TABLE c",
+                    "CREATE TABLE c (id INT PRIMARY KEY, v VARCHAR(10))",
+                    "INSERT INTO c VALUES (7, 'again')",
+                    "UPDATE r1 SET v = 'before' WHERE id = 1", "RENAME TABLE r1 TO r2",
+                    "UPDATE r2 SET v = 'after' WHERE id = 2", "INSERT INTO r2 VALUES (6, 'new')",
+                    "UPDATE a SET v = 'a' WHERE id = 3", database=db)
+    _run(defn, spark)
+    assert _target(tmp_path, db, "a") == _source(mariadb, db, "a")
+    c = _target(tmp_path, db, "c")
+    assert c[1] == ("last",) and c[7] == ("again",) and c[2] == ("old",), c
+    assert {k: v[0] for k, v in _target(tmp_path, db, "r").items()} == {
+        1: "before", 2: "after", 3: "old", 4: "old", 5: "old", 6: "new"}
+    st = Checkpoint(tmp_path / "ckpt").load_tables()
+    assert st[f"{db}.r1"].status == "dropped" and st[f"{db}.r1"].note == f"renamed to {db}.r2"
+    assert st[f"{db}.r2"].note == f"renamed from {db}.r1"
+    assert st[f"{db}.c"].status == "active" and st[f"{db}.c"].generation == 1
+    mariadb.execute("UPDATE r2 SET v = 'later' WHERE id = 3", "UPDATE c SET v = 'x'",
+                    database=db)
+    _run(defn, spark)
+    assert _target(tmp_path, db, "r")[3] == ("later",)
+    assert _target(tmp_path, db, "c")[7] == ("x",)

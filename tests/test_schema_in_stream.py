@@ -107,6 +107,36 @@ def test_a_ddl_of_another_table_or_database_is_no_event(mariadb, db):
     assert [(r.kind, r.statement) for r in recs] == [(DDL, "ALTER TABLE t ADD INDEX (id)")]
 
 
+def test_a_drop_of_a_table_or_its_database_and_a_rename_are_ddl_events(mariadb, db):
+    """The statements that end a table under its name reach the stream as ``ddl`` events
+    with their default database, and ``ddl.table_fate`` reads what became of it."""
+    from sparkcdc.mysql.ddl import table_fate
+
+    x = f"{db}_x"
+    mariadb.execute(f"CREATE DATABASE IF NOT EXISTS `{x}`", f"CREATE TABLE `{x}`.g (id INT)",
+                    "CREATE TABLE a (id INT PRIMARY KEY)", "CREATE TABLE b (id INT PRIMARY KEY)",
+                    database=db)
+    start = current_offset(_conn(mariadb), "mariadb")
+    mariadb.execute("RENAME TABLE a TO a1, a1 TO a2", "DROP TABLE IF EXISTS b, nothere",
+                    f"DROP DATABASE `{x}`", database=db)
+    conn = _conn(mariadb)
+    schemas = {TableId(db, "a"): TableSchema(TableId(db, "a"), (Column("id", "int"),),
+                                             ("id",), "id"),
+               TableId(db, "b"): TableSchema(TableId(db, "b"), (Column("id", "int"),),
+                                             ("id",), "id"),
+               TableId(x, "g"): TableSchema(TableId(x, "g"), (Column("id", "int"),), (), "id")}
+    recs = list(BinlogReader(conn, 7402, schemas, table_events=True).read_window(
+        start, current_offset(conn, "mariadb")))
+    got = [(str(r.table_id), r.database, table_fate(r.statement, r.database, str(r.table_id)))
+           for r in recs]
+    assert got == [(f"{db}.a", db, ("renamed", f"{db}.a2")), (f"{db}.b", db, ("dropped", None)),
+                   (f"{x}.g", x, ("dropped", None))], got
+    assert table_fate("DROP TEMPORARY TABLE b", db, f"{db}.b") is None
+    assert table_fate("ALTER TABLE b RENAME TO other.b", db, f"{db}.b") == ("renamed",
+                                                                          "other.b")
+    assert table_fate("ALTER TABLE b ADD COLUMN v INT", db, f"{db}.b") is None
+
+
 def test_a_schema_fits_a_table_map_column_by_column(mariadb, db):
     """``fits`` against the maps the server writes: every change the decoder or the Arrow
     type depends on is seen, a longer VARCHAR is not a change."""

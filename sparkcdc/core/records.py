@@ -68,6 +68,7 @@ class TableEvent:
     ts_ms: int
     schema: Any = None
     statement: str | None = None
+    database: str | None = None  # the statement's default database (``use``): its bare names
 
 
 @dataclass(frozen=True, slots=True)

@@ -1100,7 +1100,8 @@ class BinlogReader:
     def _ddl_events(self, q: bytes, db: str | None, state: _State, ev_start: int,
                     end_key: tuple | None, ts: int) -> Iterator[TableEvent]:
         """The table events of a statement on its own (a DDL): ``truncate`` for a TRUNCATE
-        of a captured table, ``ddl`` for each captured table another DDL names."""
+        of a captured table, ``ddl`` for each captured table another DDL names (a ``DROP
+        DATABASE``: each captured table of the database)."""
         sql = q.decode("utf-8", "replace")
         if not ddl.is_ddl(sql):
             return
@@ -1114,8 +1115,11 @@ class BinlogReader:
             if cut in self._schemas:
                 yield TableEvent(TRUNCATE, TableId(*cut), offset, ts * 1000, statement=sql)
             return
-        for skey in ddl.named_tables(sql, db, self._schemas):
-            yield TableEvent(DDL, TableId(*skey), offset, ts * 1000, statement=sql)
+        gone_db = ddl.dropped_database(sql)
+        named = ([k for k in self._schemas if k[0].lower() == gone_db.lower()]
+                 if gone_db is not None else ddl.named_tables(sql, db, self._schemas))
+        for skey in named:
+            yield TableEvent(DDL, TableId(*skey), offset, ts * 1000, statement=sql, database=db)
 
     def _schema_of_map(self, tm: Any, old: TableSchema) -> TableSchema:
         """The schema a captured table's new table map describes (``schema_at.resolve``),

@@ -68,6 +68,8 @@ class TableState:
     ddl_seen: dict | None = None  # end of the last TRUNCATE handled (binlog offset)
     pending_ddl: list | None = None  # DDL statements the stream brought before the schema
     #                                  they made (pipeline/stream_schema.py)
+    gone: dict | None = None  # dropped or renamed, as the pipeline's stream saw it: kind,
+    #                           the new name, the statement's binlog offset (for the loop)
     note: str = ""
     group: int | None = None  # read by the pipeline's stream, this generation of it; None:
     #                           by a stream of its own (``generation``)

@@ -19,9 +19,7 @@ import os
 import pyarrow as pa
 
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.errors import (
-    SparkCDCError,
-)
+from sparkcdc.errors import SchemaChangeStop, SparkCDCError
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import TableState, write_json
 from sparkcdc.pipeline.routing import Shaper
@@ -189,16 +187,20 @@ class PipelineStream:
             if planned is not None:
                 rows, empty_first = planned
                 self._write_rows(run, rows, batch_id, ApplySpec(keys=run.keys), empty_first)
+                self._note_gone(run)
 
         def fn(df, batch_id):
             batch_id = int(batch_id)
             members = self._group_members
             work = [(members[t], ch) for t, ch in decode_tables(df.toArrow()).items()
-                    if t in members and t not in self._deferred]
+                    if t in members and t not in self._deferred
+                    and members[t].state.gone is None]  # (its rows after that: not its own)
             if self._writes_on_executors():
                 ready = [(run, *p) for run, ch in work
                          if (p := prepare(run, ch, batch_id)) is not None]
                 self._write_on_executors(ready, batch_id)
+                for run, _rows, _empty in ready:
+                    self._note_gone(run)
                 return
             if len(work) <= 1:
                 for run, ch in work:
@@ -258,9 +260,11 @@ class PipelineStream:
         whether a TRUNCATE empties the target first; None when the change is one the loop
         must make (a new key, a change during the snapshot, the behavior ``exception``)."""
         from sparkcdc.core.records import DDL, TRUNCATE
-        from sparkcdc.pipeline.stream_schema import after_seq, conform
+        from sparkcdc.mysql.ddl import table_fate
+        from sparkcdc.pipeline.stream_schema import after_seq, before_seq, conform
 
         st = run.state
+        run.gone = None
         behavior = self.settings.schema_change_behavior
         statements = list(st.pending_ddl or [])
         formerly: dict[str, list[str]] = {}
@@ -268,6 +272,11 @@ class PipelineStream:
         fill: set[str] = set()  # columns added with values the server gave its rows
         for ev in sorted(changes.events, key=lambda e: int(e["seq"])):
             if ev["kind"] == DDL:
+                fate = table_fate(ev["statement"], ev.get("use"), st.table)
+                if fate is not None:  # dropped or renamed: the rows before it are its last
+                    run.gone = self._gone_in_stream(run, fate, ev, batch_id)
+                    statements = []
+                    break
                 statements.append(ev["statement"])
             elif ev["kind"] == TRUNCATE:
                 what = f"table {st.table} was truncated ({ev['statement'].strip()[:120]})"
@@ -284,7 +293,7 @@ class PipelineStream:
                 if not self._evolve_in_stream(run, new, statements, formerly, batch_id, fill):
                     return self._defer(st, f"table {st.table} changed")
                 statements = []
-        if statements:
+        if statements and run.gone is None:
             now = self._settled_schema(st, batch_id)
             if now is not None:
                 if not self._evolve_in_stream(run, now, statements, formerly, batch_id, fill):
@@ -301,7 +310,66 @@ class PipelineStream:
         rows = (pa.concat_tables(parts) if parts else run.rows_schema.empty_table())
         if cut is not None:
             rows = after_seq(rows, cut)
+        if run.gone is not None:
+            rows = before_seq(rows, run.gone["seq"])
         return rows, cut is not None
+
+    def _gone_in_stream(self, run: TableRun, fate: tuple, ev: dict, batch_id: int) -> dict:
+        """A DDL in the stream dropped or renamed the table: what the loop is to do
+        (``_follow_gone``) once the rows before it are written, or the change handed to
+        the loop now: the stop under ``exception``, and a table still in its snapshot (its
+        target may have to be emptied for the new name)."""
+        st = run.state
+        kind, new_name = fate
+        what = (f"table {st.table} was renamed to {new_name}" if kind == "renamed"
+                else f"table {st.table} was dropped")
+        if self.settings.schema_change_behavior == "exception":
+            self._defer(st, what, SchemaChangeStop(
+                f"{what} on the source",
+                fix="schema.change.behavior is 'exception': restore the table, or choose "
+                    "another behavior (the target is then kept as it is)"))
+        if not self._streaming_at(st, batch_id):
+            self._defer(st, what)
+        return {"kind": kind, "to": new_name, "at": ev["offset"], "seq": int(ev["seq"])}
+
+    def _note_gone(self, run: TableRun) -> None:
+        """After the table's last rows are written: the drop or rename the batch carried
+        goes into its state, for the loop (``_follow_gone``). The batch commits only after
+        this, so a crash before it replays the batch, and with it the DDL."""
+        if run.gone is not None and run.state.gone is None:
+            run.state.gone = run.gone
+            self._save()
+
+    def _follow_gone(self, found: dict | None = None, reconcile: bool = True) -> None:
+        """Tables the pipeline's stream saw dropped or renamed: a table renamed to a name
+        ``tables`` matches and routes to the same target goes on under it from the RENAME
+        (``_go_on_as``; nothing read again); otherwise its stream stops and its target is
+        kept. Then the tables are looked up again: a new name, or the name created again,
+        is a new table."""
+        gone = [st for st in self.states.values() if st.status == "active" and st.gone]
+        if not gone:
+            return
+        from sparkcdc.core.offsets import BinlogOffset
+
+        found = self.discover(fresh=True) if found is None else found
+        for st in gone:
+            g = st.gone
+            if g["kind"] == "renamed":
+                st.note = f"renamed to {g['to']}"
+                if self._may_go_on_as(st, g["to"], found):
+                    sink, last, _offset, _done = self._halt(st)
+                    try:
+                        self._go_on_as(st, g["to"], found[g["to"]], sink, last, True,
+                                       BinlogOffset.from_dict(g["at"]))
+                    finally:
+                        sink.close()
+                    st.gone = None
+                    continue
+            self._dropped(st, st.note if g["kind"] == "renamed" else "")
+            st.gone = None
+        self._save()
+        if reconcile:
+            self._reconcile(found)
 
     def _evolve_in_stream(self, run: TableRun, new: TableSchema, statements: list[str],
                           formerly: dict, batch_id: int, fill: set[str]) -> bool:

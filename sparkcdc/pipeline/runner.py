@@ -191,14 +191,17 @@ class Runner(PipelineStream, SourceChanges):
                 self.nothing_to_do = True
                 return 0
             sparkcdc.register(self.spark)
+            self._follow_gone(found, reconcile=False)  # seen by the last run's stream
             self._reconcile(found, starting=True)
             self._sync_group()
             self._save()
             last_discovery = time.monotonic()
             while not self._stop.is_set():
                 self._poll()
+                self._follow_gone()
                 if self.until_caught_up and self._all_ended():
                     self._poll()  # the last batches' progress; a failure examined
+                    self._follow_gone()
                     if self._all_ended():  # (not restarted by that examination)
                         break
                 if not self.runs and self.until_caught_up:
@@ -333,11 +336,16 @@ class Runner(PipelineStream, SourceChanges):
                         f"table {table} changed: {d.describe()}",
                         fix="schema.change.behavior is 'exception': revert the change, or "
                             "choose evolve, try_evolve, lenient or ignore and run again")
+        waits = self._gone_in_stream_ahead(found)
         for table, st in list(self.states.items()):
-            if st.status == "active" and table not in found:
+            if st.status == "active" and table not in found and table not in waits:
                 self._renamed(st, found)
+        # a new table routed where a table about to leave writes may be that table renamed
+        held = {self.states[w].target for w in waits}
         for table, schema in found.items():
             st = self.states.get(table)
+            if st is None and target_of(self.defn, table) in held:
+                continue  # until the stream has brought the other's DROP or RENAME
             if st is None or st.status == "dropped" and table not in self.runs:
                 if st is not None:  # dropped and created again: a fresh start
                     st = TableState(table, st.target, st.generation + 1,
@@ -365,8 +373,41 @@ class Runner(PipelineStream, SourceChanges):
                     self._apply_gap(st)
                 self._start(st, schema)
         for table, st in self.states.items():
-            if table not in found and st.status == "active":
+            if table not in found and st.status == "active" and table not in waits:
                 self._dropped(st)
+        for table in sorted(waits - set(self.runs)):  # read on up to its DROP or RENAME
+            st = self.states[table]
+            self._start(st, TableSchema.from_dict(st.schema))
+
+    def _gone_in_stream_ahead(self, found: dict[str, TableSchema]) -> set[str]:
+        """Tables gone from the source whose DROP or RENAME the pipeline's stream has yet
+        to read: it brings the statement at its place, after the table's last rows
+        (``_follow_gone``), so discovery leaves them to it. One the stream has read past
+        where the server is now (a ``DROP DATABASE`` it saw no table of, a binlog without
+        the statement) is left to discovery (``_renamed``, ``_dropped``)."""
+        memo: dict = {}
+        ahead = {t for t, st in self.states.items()
+                 if st.status == "active" and t not in found and not st.gone
+                 and self._carried_by_stream(st, memo)}
+        if not ahead:
+            return set()
+        from sparkcdc.mysql.connection import retry_lost
+        from sparkcdc.mysql.offsets import current_offset
+
+        conn = self._source_config().connection
+
+        def read_now():
+            with conn.connect() as c:
+                return current_offset(c)
+
+        now = retry_lost(conn, "reading the binlog position", read_now)
+        waits = set()
+        for t in ahead:
+            st = self.states[t]
+            off = self.ckpt.offset(st, self.ckpt.last_committed(st))
+            if ov.position(off) < now:
+                waits.add(t)
+        return waits
 
     # -- streams -----------------------------------------------------------------------------
 

@@ -214,49 +214,65 @@ class SourceChanges:
                 return
             new_name, ddl = found_rename
             st.note = f"renamed to {new_name}"
-            other = self.states.get(new_name)
-            if (new_name not in found or target_of(self.defn, new_name) != st.target
-                    or (other is not None and other.status == "active")):
-                log.warning("table %s was renamed to %s: %s", st.table, new_name,
-                            "captured as a new table" if new_name in found
-                            else "not matched by source.tables")
+            if not self._may_go_on_as(st, new_name, found):
                 return
-            new_schema = found[new_name]
-            old_schema = TableSchema.from_dict(st.schema)
-            nst = TableState(new_name, st.target, app_id=self._app_id(new_name))
-            if other is not None:  # the name was captured before: its next generation
-                nst = TableState(new_name, st.target, other.generation + 1,
-                                 batch_base=self._next_base(other), app_id=other.app_id)
-            nst.columns = st.columns
             if snapshot_done and after < ddl.start:
                 self._apply_gap(st, {
                     "from": after.to_dict(), "to": ddl.start.to_dict(), "schema": st.schema,
                     "batch": (last + 1) if last is not None else st.batch_base,
                     "assigner": offset["assigner"] if offset else None,
                     "generation": st.generation, "columns": st.columns}, save=False)
-            d = sc.diff(old_schema, new_schema)
-            if any((d.added, d.dropped, d.modified)):
-                nst.columns = self._evolve_columns(nst, old_schema, new_schema, d, sink,
-                                                   behavior)
-            if snapshot_done:
-                nst.start = {"mode": "specific-offset", "offset": ddl.end.to_dict()}
-                how = "from the RENAME on"
-            else:
-                self._empty_for_retake(st, sink, last, f"table {st.table} renamed")
-                how = "taken again (renamed during its snapshot)"
-            nst.schema = new_schema.to_dict()
-            nst.note = f"renamed from {st.table}"
-            log.warning("table %s was renamed to %s: it goes on into %s, %s", st.table,
-                        new_name, st.target, how)
-            st.status = "dropped"
-            st.group = None
-            self.states[new_name] = nst
-            self._save()
-            self._start(nst, new_schema)
+            self._go_on_as(st, new_name, found[new_name], sink, last, snapshot_done, ddl.end)
         finally:
             sink.close()
 
-    def _dropped(self, st: TableState) -> None:
+    def _may_go_on_as(self, st: TableState, new_name: str,
+                      found: dict[str, TableSchema]) -> bool:
+        """Whether a table renamed to ``new_name`` goes on under it: ``tables`` matches the
+        new name, it routes to the same target, and no active table has that name."""
+        other = self.states.get(new_name)
+        if (new_name not in found or target_of(self.defn, new_name) != st.target
+                or (other is not None and other.status == "active")):
+            log.warning("table %s was renamed to %s: %s", st.table, new_name,
+                        "captured as a new table" if new_name in found
+                        else "not matched by source.tables")
+            return False
+        return True
+
+    def _go_on_as(self, st: TableState, new_name: str, new_schema: TableSchema, sink,
+                  last: int | None, snapshot_done: bool, start) -> None:
+        """The renamed table goes on into its target under ``new_name``, from ``start`` (a
+        binlog offset at or after the RENAME; every row of the old name before it is in
+        the target), with its target's columns changed for the new name's schema. Renamed
+        during its snapshot, it is taken again instead."""
+        behavior = self.settings.schema_change_behavior
+        other = self.states.get(new_name)
+        old_schema = TableSchema.from_dict(st.schema)
+        nst = TableState(new_name, st.target, app_id=self._app_id(new_name))
+        if other is not None:  # the name was captured before: its next generation
+            nst = TableState(new_name, st.target, other.generation + 1,
+                             batch_base=self._next_base(other), app_id=other.app_id)
+        nst.columns = st.columns
+        d = sc.diff(old_schema, new_schema)
+        if any((d.added, d.dropped, d.modified)):
+            nst.columns = self._evolve_columns(nst, old_schema, new_schema, d, sink, behavior)
+        if snapshot_done:
+            nst.start = {"mode": "specific-offset", "offset": start.to_dict()}
+            how = "from the RENAME on"
+        else:
+            self._empty_for_retake(st, sink, last, f"table {st.table} renamed")
+            how = "taken again (renamed during its snapshot)"
+        nst.schema = new_schema.to_dict()
+        nst.note = f"renamed from {st.table}"
+        log.warning("table %s was renamed to %s: it goes on into %s, %s", st.table,
+                    new_name, st.target, how)
+        st.status = "dropped"
+        st.group = None
+        self.states[new_name] = nst
+        self._save()
+        self._start(nst, new_schema)
+
+    def _dropped(self, st: TableState, note: str = "") -> None:
         if self.settings.schema_change_behavior == "exception":
             raise SchemaChangeStop(
                 f"table {st.table} was dropped (or renamed) on the source",
@@ -267,7 +283,7 @@ class SourceChanges:
         self._stop_run(st)  # the pipeline's stream goes on without it
         st.group = None
         st.status = "dropped"
-        st.note = "dropped on the source"
+        st.note = note or "dropped on the source"
         self._save()
 
     # -- schema changes --------------------------------------------------------------------

@@ -84,3 +84,14 @@ def after_seq(rows: pa.Table, seq: int) -> pa.Table:
 
     bound = pa.scalar(decimal.Decimal(seq), rows.schema.field("_seq").type)
     return rows.filter(pc.greater(rows.column("_seq"), bound))
+
+
+def before_seq(rows: pa.Table, seq: int) -> pa.Table:
+    """The rows before ``_seq`` ``seq`` (a DROP or RENAME of the table: the rows after it are
+    another table's, one created under the name again)."""
+    import decimal
+
+    import pyarrow.compute as pc
+
+    bound = pa.scalar(decimal.Decimal(seq), rows.schema.field("_seq").type)
+    return rows.filter(pc.less(rows.column("_seq"), bound))

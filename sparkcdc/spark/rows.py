@@ -295,14 +295,15 @@ EVENT_KEY = b"sparkcdc.event"
 def event_batch(ev: TableEvent, schema: TableSchema) -> pa.RecordBatch:
     """A ``TableEvent`` as a batch without rows in the table's columns shape (its schema
     from here on): what happened rides in the schema's metadata (``EVENT_KEY``, JSON: kind,
-    table, ``_seq`` as text, the statement, the schema), so it travels with the change
+    table, ``_seq`` as text, its binlog offset, the statement and its default database,
+    the schema), so it travels with the change
     batches, in their order, and sorts among the table's rows by ``seq``."""
     from sparkcdc.mysql.types import arrow_schema
 
     out = output_schema(arrow_schema(schema))
     meta = {"kind": ev.kind, "database": ev.table_id.database, "table": ev.table_id.table,
             "seq": str(seq_number(ev.offset, SEQ_SNAPSHOT)), "op_ts_ms": ev.ts_ms,
-            "statement": ev.statement,
+            "statement": ev.statement, "use": ev.database, "offset": ev.offset.to_dict(),
             "schema": ev.schema.to_dict() if ev.schema is not None else None}
     out = out.with_metadata({EVENT_KEY: json.dumps(meta, sort_keys=True).encode()})
     return pa.RecordBatch.from_pylist([], schema=out)
