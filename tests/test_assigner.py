@@ -165,3 +165,28 @@ def test_reconcile_takes_a_table_again_under_a_new_generation_and_forgets_the_go
     s = SplitAssigner.streaming_only([A])
     assert s.reconcile({A: 0, B: 0}, planner_of, snapshot=False)
     assert s.phase == Phase.STREAMING and s.covered(B) == (True, True, None)
+
+
+def test_a_table_joins_from_a_binlog_offset_without_a_snapshot():
+    """A table given an offset (one renamed to its name there) is streamed at once, with no
+    chunk to read, and is reported as joining from that offset in the batch it joins in
+    only: the window of that batch passes none of it, so its changes from the offset are
+    read apart (``joined_since``), once."""
+    a = SplitAssigner.for_snapshot([planner_of(A)])
+    _finish_all(a)
+    before = SplitAssigner.from_dict(a.to_dict())
+    at = BinlogOffset("mysql-bin.000003", 1234).to_dict()
+    assert a.reconcile({A: 0, B: 0}, planner_of, snapshot=True, since={B: at})
+    a = roundtrip(a)
+    assert a.phase == Phase.STREAMING and a.tables[B].since == at
+    assert a.covered(B) == (True, True, None)  # nothing to read: no snapshot
+    assert list(a.joined_since(before)) == [B]
+    assert B not in before.still_in(a).tables  # the join batch's window: none of B
+    assert a.joined_since(roundtrip(a)) == {}  # the next batch: B is an ordinary member
+    assert not a.reconcile({A: 0, B: 0}, planner_of, snapshot=True, since={B: at})
+    # taken again under a new generation from an offset: joins again
+    later = BinlogOffset("mysql-bin.000004", 4).to_dict()
+    prev = roundtrip(a)
+    assert a.reconcile({A: 0, B: 1}, planner_of, snapshot=True, since={B: later})
+    assert a.joined_since(prev) == {B: a.tables[B]} and a.tables[B].since == later
+    assert "since" not in roundtrip(a).to_dict()["tables"][0]  # A: the key only where set

@@ -245,8 +245,9 @@ def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
     """DROP TABLE and RENAME TABLE of tables in the pipeline's stream come as events at
     their place in the binlog: the rows before them reach the target in the same batch, a
     table created again under the dropped name is a new table, and a table renamed into
-    the same target goes on from the RENAME. Nothing scans the binlog's statements for
-    them (``SHOW BINLOG EVENTS``) and nothing is read twice."""
+    the same target goes on from the RENAME, inside the pipeline's stream (the source reads
+    its changes from the RENAME on in the batch it joins in). Nothing scans the binlog's
+    statements for them (``SHOW BINLOG EVENTS``) and nothing is read twice."""
     from sparkcdc.pipeline import schema_change
 
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(10))"
@@ -277,6 +278,7 @@ def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
     st = Checkpoint(tmp_path / "ckpt").load_tables()
     assert st[f"{db}.r1"].status == "dropped" and st[f"{db}.r1"].note == f"renamed to {db}.r2"
     assert st[f"{db}.r2"].note == f"renamed from {db}.r1"
+    assert st[f"{db}.r2"].group == 0 and _streams(tmp_path) == [GROUP_KEY]  # no own stream
     assert st[f"{db}.c"].status == "active" and st[f"{db}.c"].generation == 1
     mariadb.execute("UPDATE r2 SET v = 'later' WHERE id = 3", "UPDATE c SET v = 'x'",
                     database=db)

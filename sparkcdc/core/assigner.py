@@ -58,22 +58,28 @@ class TableState:
     started: bool = False  # at least one chunk finished (else nothing is covered)
     inflight: list[SnapshotSplit] = field(default_factory=list)  # assigned, not finished
     generation: int = 0  # bumped by the caller to take the table again (``reconcile``)
+    # joined streaming from this binlog offset (a dict; a table renamed to its name there):
+    # the batch it joins in reads its changes from there on (``reconcile``)
+    since: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": str(self.table_id), "database": self.table_id.database,
-                "name": self.table_id.table, "phase": self.phase.value,
-                "planner": self.planner, "covered_end": encode_value(self.covered_end),
-                "started": self.started, "chunks_done": self.chunks_done,
-                "rows_done": self.rows_done,
-                "inflight": [s.to_dict() for s in self.inflight],
-                "generation": self.generation}
+        d = {"table": str(self.table_id), "database": self.table_id.database,
+             "name": self.table_id.table, "phase": self.phase.value,
+             "planner": self.planner, "covered_end": encode_value(self.covered_end),
+             "started": self.started, "chunks_done": self.chunks_done,
+             "rows_done": self.rows_done,
+             "inflight": [s.to_dict() for s in self.inflight],
+             "generation": self.generation}
+        if self.since is not None:  # (only then: offsets are compared as JSON text)
+            d["since"] = self.since
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TableState":
         return cls(TableId(d["database"], d["name"]), TablePhase(d["phase"]), d["planner"],
                    decode_value(d["covered_end"]), int(d["chunks_done"]), int(d["rows_done"]),
                    bool(d["started"]), [SnapshotSplit.from_dict(s) for s in d["inflight"]],
-                   int(d.get("generation", 0)))
+                   int(d.get("generation", 0)), d.get("since"))
 
 
 PlannerFactory = Callable[[TableId], tuple[ChunkPlanner, KeyProbe]]
@@ -144,15 +150,18 @@ class SplitAssigner:
             self.phase = Phase.STREAMING
 
     def reconcile(self, wanted: dict[TableId, int], planner_of: Callable[[TableId], ChunkPlanner],
-                  snapshot: bool) -> bool:
+                  snapshot: bool, since: dict[TableId, dict[str, Any]] | None = None) -> bool:
         """Make the captured tables those of ``wanted`` (table -> generation), between two
         batches of a running stream. A table that is new, or whose generation moved on (its
         target was emptied: a TRUNCATE, a purged binlog, a change during its snapshot), is
         taken from the start: planned and snapshotted chunk by chunk while the binlog of the
         others keeps flowing, its changes passed on only for the keys its finished chunks
         cover (Flink CDC's newly added tables). Without ``snapshot`` (the stream started
-        from a binlog position) it is streamed from here on. A table no longer wanted is
-        forgotten. True when anything changed."""
+        from a binlog position) it is streamed from here on. A table given a binlog offset
+        in ``since`` (one renamed to its name there, whose every change before it is in its
+        target) is streamed from that offset: no snapshot, and the batch it joins in reads
+        its changes from ``since`` on. A table no longer wanted is forgotten. True when
+        anything changed."""
         changed = False
         for t in [t for t in self.tables if t not in wanted]:
             del self.tables[t]
@@ -161,7 +170,10 @@ class SplitAssigner:
             ts = self.tables.get(t)
             if ts is not None and ts.generation == gen:
                 continue
-            if snapshot:
+            if since and t in since:
+                ts = TableState(t, TablePhase.DONE, None, started=True, generation=gen,
+                                since=since[t])
+            elif snapshot:
                 ts = TableState(t, TablePhase.PLANNING, planner_of(t).to_dict(), generation=gen)
             else:
                 ts = TableState(t, TablePhase.DONE, None, started=True, generation=gen)
@@ -172,6 +184,14 @@ class SplitAssigner:
             done = all(t.phase == TablePhase.DONE for t in self.tables.values())
             self.phase = Phase.STREAMING if done else Phase.SNAPSHOTTING
         return changed
+
+    def joined_since(self, earlier: "SplitAssigner") -> dict[TableId, TableState]:
+        """The tables that joined after ``earlier`` streaming from a binlog offset of their
+        own (``since``): their changes from there to this assigner's batch end are read
+        apart, as the window of ``earlier`` to here passes none of them (``still_in``)."""
+        return {t: ts for t, ts in self.tables.items()
+                if ts.since is not None and (t not in earlier.tables
+                                             or earlier.tables[t].generation != ts.generation)}
 
     def still_in(self, later: "SplitAssigner") -> "SplitAssigner":
         """This assigner without the tables ``later`` forgot or takes again: the window

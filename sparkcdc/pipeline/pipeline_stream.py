@@ -56,11 +56,15 @@ class PipelineStream:
     def _joins_group(self, st: TableState) -> bool:
         """A table is read by the pipeline's stream when its changes take the Arrow path and
         it is in it already, or it starts from its beginning (a new table, or one taken
-        again). A table that goes on from a binlog position of its own (after a schema
-        change, or from a checkpoint of a stream of its own) keeps its own stream."""
+        again), or from a binlog position where every earlier change of it is in its
+        target (``start["joins"]``: a table renamed to its name there; the source reads
+        its changes from that position in the batch it joins in). A table that goes on
+        from a stream of its own keeps it."""
         if st.group is not None:
             return True
-        return st.start.get("mode") == "initial" and self.ckpt.last_planned(st) is None
+        if self.ckpt.last_planned(st) is not None:
+            return False  # it has a stream of its own: it goes on there
+        return st.start.get("mode") == "initial" or bool(st.start.get("joins"))
 
     def _leave_group(self, st: TableState) -> None:
         """A table of the pipeline's stream that can no longer take it (a transform added
@@ -130,7 +134,10 @@ class PipelineStream:
         write_json(members_file, {
             "generations": {t: r.state.generation for t, r in sorted(members.items())},
             # as discovered (the source takes them instead of a discovery of its own)
-            "schemas": {t: r.schema.to_dict() for t, r in sorted(members.items())}})
+            "schemas": {t: r.schema.to_dict() for t, r in sorted(members.items())},
+            # tables that join from a binlog offset, without a snapshot
+            "since": {t: r.state.start["offset"] for t, r in sorted(members.items())
+                      if r.state.start.get("joins")}})
         if running and self._group_query_gen == self.group_gen:
             for r in members.values():
                 r.query = q
@@ -440,9 +447,13 @@ class PipelineStream:
         return pa.concat_tables(parts) if parts else run.rows_schema.empty_table()
 
     def _streaming_at(self, st: TableState, batch_id: int) -> bool:
-        """Whether the table's snapshot was done when the stream's batch began."""
+        """Whether the table's snapshot was done when the stream's batch began, or it
+        joins in this batch from a binlog offset (it has no snapshot)."""
         off = self.ckpt.offset(st, batch_id - 1) if batch_id > 0 else None
-        return off is not None and ov.table_phase(off, st.table) == "done"
+        if off is not None and ov.table_phase(off, st.table) == "done":
+            return True
+        now = self.ckpt.offset(st, batch_id)
+        return now is not None and ov.table_entry(now, st.table).get("since") is not None
 
     def _settled_schema(self, st: TableState, batch_id: int) -> TableSchema | None:
         """The table's schema at the end of the batch, for DDL that no row of the batch

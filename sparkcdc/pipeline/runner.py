@@ -223,6 +223,8 @@ class Runner(PipelineStream, SourceChanges):
         return 0
 
     def _all_ended(self) -> bool:
+        if self._group_dirty:  # the pipeline's stream has members to take on
+            return False
         return bool(self.runs) and all(r.query is not None and not r.query.isActive
                                        for r in self.runs.values())
 

@@ -257,7 +257,8 @@ class SourceChanges:
         if any((d.added, d.dropped, d.modified)):
             nst.columns = self._evolve_columns(nst, old_schema, new_schema, d, sink, behavior)
         if snapshot_done:
-            nst.start = {"mode": "specific-offset", "offset": start.to_dict()}
+            # into the pipeline's stream when it can take the table (``_joins_group``)
+            nst.start = {"mode": "specific-offset", "offset": start.to_dict(), "joins": True}
             how = "from the RENAME on"
         else:
             self._empty_for_retake(st, sink, last, f"table {st.table} renamed")

@@ -85,16 +85,27 @@ def discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | No
     return dict(sorted(tables.items())), info.flavor
 
 
-def parse_members(text: str) -> tuple[dict[TableId, int], dict[TableId, TableSchema]]:
-    """A ``scan.tables.file``: ``{"generations": {table: n}, "schemas": {table: schema}}``
-    (the schemas optional), or just ``{table: n}``."""
+@dataclass(frozen=True)
+class Members:
+    """A ``scan.tables.file``: each table's generation, the schemas it gives, and the
+    binlog offsets tables join from without a snapshot (``SplitAssigner.reconcile``)."""
+
+    generations: dict[TableId, int]
+    schemas: dict[TableId, TableSchema] = field(default_factory=dict)
+    since: dict[TableId, dict] = field(default_factory=dict)
+
+
+def parse_members(text: str) -> Members:
+    """``{"generations": {table: n}, "schemas": {table: schema}, "since": {table: offset}}``
+    (schemas and since optional), or just ``{table: n}``."""
     d = json.loads(text)
     if "generations" not in d:
-        return {TableId.parse(t): int(g) for t, g in d.items()}, {}
-    gens = {TableId.parse(t): int(g) for t, g in d["generations"].items()}
-    schemas = {TableId.parse(t): TableSchema.from_dict(x)
-               for t, x in (d.get("schemas") or {}).items()}
-    return gens, schemas
+        return Members({TableId.parse(t): int(g) for t, g in d.items()})
+    return Members({TableId.parse(t): int(g) for t, g in d["generations"].items()},
+                   {TableId.parse(t): TableSchema.from_dict(x)
+                    for t, x in (d.get("schemas") or {}).items()},
+                   {TableId.parse(t): BinlogOffset.from_dict(x).to_dict()
+                    for t, x in (d.get("since") or {}).items()})
 
 
 def _members_with_schemas(config: SourceConfig) -> dict[TableId, TableSchema] | None:
@@ -104,9 +115,10 @@ def _members_with_schemas(config: SourceConfig) -> dict[TableId, TableSchema] | 
         return None
     try:
         with open(config.tables_file, encoding="utf-8") as f:
-            gens, schemas = parse_members(f.read())
+            m = parse_members(f.read())
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    gens, schemas = m.generations, m.schemas
     if not gens or any(t not in schemas for t in gens):
         return None
     return {t: schemas[t] for t in sorted(gens)}
@@ -534,6 +546,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._sizer: BatchSizer | None = None
         self._members_text: str | None = None  # scan.tables.file as last read
         self._members: dict[TableId, int] | None = None
+        self._since: dict[TableId, dict] = {}  # members joining from a binlog offset
 
     def _d(self):
         if self._dialect is None:
@@ -589,9 +602,10 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 text = f.read()
             if text == self._members_text:
                 return
-            wanted, schemas = parse_members(text)
+            m = parse_members(text)
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
             return
+        wanted, schemas = m.generations, m.schemas
         new = [t for t in wanted if t not in self.ctx.tables]
         if new:
             found = {t: schemas[t] for t in new if t in schemas}
@@ -602,6 +616,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._d().tables.update(found)
         self._members_text = text
         self._members = {t: g for t, g in wanted.items() if t in self.ctx.tables}
+        self._since = {t: o for t, o in m.since.items() if t in self._members}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.ctx.config.max_rows_per_batch
@@ -646,7 +661,12 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._read_members()
         # the tables captured now (a restarted query may capture more, fewer, or take one
         # again under a new generation): the assigner follows, between two batches
-        assigner.reconcile(self._generations(), lambda t: d.planner(t)[0], snapshotting)
+        had = SplitAssigner.from_dict(start["assigner"]) if self._since else assigner
+        assigner.reconcile(self._generations(), lambda t: d.planner(t)[0], snapshotting,
+                           self._since)
+        # a table that joins from a binlog offset has changes to read even where the
+        # server's position has not moved (``partitions``: ``_joined_since``)
+        joins = bool(self._since) and bool(assigner.joined_since(had))
         if snapshotting and assigner.phase == Phase.SNAPSHOTTING:
             now = time.monotonic()
             chunks = assigner.assign(self._chunks_per_batch(limit, now), d.planner)
@@ -659,7 +679,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # a backlog is read in batches of bounded size (the driver collects each); a
             # batch with chunks keeps its position, to which they are rolled back
             pos = d.bound_window(prev.pos, pos, cfg.binlog_batch_bytes)
-        if not chunks and pos == prev.pos:
+        if not chunks and pos == prev.pos and not joins:
             return start
         return SourceOffset(prev.run, pos, assigner, chunks, prev.min_ts_ms).to_dict()
 
@@ -682,8 +702,27 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             covered = s.assigner.still_in(e.assigner).to_dict()
             items.extend(WindowItem(a.to_dict(), b.to_dict(), covered, s.min_ts_ms, view_at)
                          for a, b in windows)
+        items.extend(self._joined_since(s, e))
         items.extend(ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks)
         return _group(items, self.ctx.config.server_ids)
+
+    def _joined_since(self, s: SourceOffset, e: SourceOffset) -> list[WindowItem]:
+        """For each table that joins in this batch from a binlog offset of its own (a table
+        renamed to its name there, ``SplitAssigner.joined_since``): its changes from that
+        offset to the batch's end, read apart (the batch's window passes none of them)."""
+        items = []
+        cfg = self.ctx.config
+        for t, ts in sorted(e.assigner.joined_since(s.assigner).items()):
+            since = BinlogOffset.from_dict(ts.since)
+            if not since < e.pos:
+                continue
+            alone = SplitAssigner({t: ts}, Phase.STREAMING).to_dict()
+            windows = self._d().split_window(since, e.pos, cfg.binlog_split_bytes,
+                                             len(cfg.server_ids))
+            view_at = since.to_dict() if len(windows) > 1 else None
+            items.extend(WindowItem(a.to_dict(), b.to_dict(), alone, s.min_ts_ms, view_at)
+                         for a, b in windows)
+        return items
 
     def read(self, partition: WorkPartition):
         return read_partition(self.ctx, partition)
