@@ -17,6 +17,7 @@ import random
 import time
 
 import deltalake
+import pytest
 from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.checkpoint import GROUP_KEY, Checkpoint
@@ -285,3 +286,43 @@ def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
     _run(defn, spark)
     assert _target(tmp_path, db, "r")[3] == ("later",)
     assert _target(tmp_path, db, "c")[7] == ("x",)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json"])
+def test_a_changelog_sink_is_written_by_the_pipelines_stream(spark, mariadb, db, tmp_path, fmt):
+    """The ``files`` sink (a changelog, every change row appended with Spark's writer) takes
+    the pipeline's stream too: a snapshot, then updates, deletes and a column added with a
+    default in one run (the back-fill appends the table's current rows after the ALTER).
+    Folding each target's changelog gives its source table."""
+    from sparkcdc import sinks
+    from sparkcdc.apply import materialize
+
+    mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in "ab"],
+                    *[f"INSERT INTO {t} SELECT seq, seq FROM seq_1_to_30" for t in "ab"],
+                    database=db)
+    source = source_yaml(mariadb, db + ".\\.*", 40)
+    defn = parse_pipeline(f"""
+{source}
+sink:
+  type: files
+  path: {tmp_path}/log
+  format: {fmt}
+pipeline:
+  name: log
+  parallelism: 1
+  checkpoint.location: {tmp_path}/ckpt
+""", "log.yaml", env={"TEST_PW": mariadb.info.cdc_password})
+    _run(defn, spark)
+    mariadb.execute("UPDATE a SET v = -v WHERE id <= 5", "DELETE FROM b WHERE id > 25",
+                    "ALTER TABLE a ADD COLUMN w INT NOT NULL DEFAULT 4",
+                    "UPDATE a SET w = 9 WHERE id = 1", "INSERT INTO b VALUES (31, 31)",
+                    database=db)
+    _run(defn, spark)
+    assert _streams(tmp_path) == [GROUP_KEY]
+    for t in "ab":
+        log = sinks.create("files", {"path": str(tmp_path / "log" / db / t),
+                                     "format": fmt}).changelog(spark)
+        rows = materialize(log, keys="id").drop("sparkcdc_batch").toArrow().to_pylist()
+        got = {r["id"]: tuple(v for k, v in sorted(r.items()) if k in ("v", "w"))
+               for r in rows}
+        assert got == _source(mariadb, db, t), t

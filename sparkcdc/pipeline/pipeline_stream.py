@@ -222,6 +222,8 @@ class PipelineStream:
         """``write.on``: ``auto`` writes from the executors when the master is a cluster
         (not ``local``), else from the driver (docs/benchmarks.md, Writers: on one machine
         the driver's writers are the fastest)."""
+        if self._sink_kind() != "merge":
+            return False  # a changelog is written by Spark's own writer, from the driver
         how = self.settings.write_on
         if how != "auto":
             return how == "executors"
@@ -260,6 +262,7 @@ class PipelineStream:
             for run, rows in runs[target]:
                 run.change_rows[batch_id] = rows.num_rows
                 note_emit_lag(run, rows)
+                self._after_batch(run, rows, run.state.batch_base + batch_id)
 
     def _in_stream_changes(self, run: TableRun, changes, batch_id: int):
         """A table's events in a micro-batch of the pipeline's stream, applied in binlog

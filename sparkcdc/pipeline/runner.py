@@ -506,21 +506,19 @@ class Runner(PipelineStream, SourceChanges):
         return run
 
     def _arrow_path(self, st: TableState, schema: TableSchema, shaper: Shaper):
-        """The Arrow schema of the target's rows when the table's micro-batches can skip
-        Spark's rows (``arrow-batches``: decoded and planned on the driver, see
-        spark/arrow_batches.py), else None. That is the case for a merge sink with the
-        default apply: everything the Spark plan would do to the rows is then the plan
-        ``reduce_changes`` does in Arrow; shaping them like the target (a column kept for a
-        dropped one, a type kept) is ``stream_schema.conform``, and a transform runs on
-        each batch's rows of the table (``_transformed``)."""
+        """The Arrow schema of the target's rows: a table's micro-batches skip Spark's rows
+        (``arrow-batches``: decoded and planned on the driver, see spark/arrow_batches.py).
+        For a merge sink everything the Spark plan would do to the rows is the plan
+        ``reduce_changes`` does in Arrow; a changelog sink appends the rows with Spark's
+        writer. Shaping them like the target (a column kept for a dropped one, a type
+        kept) is ``stream_schema.conform``, and a transform runs on each batch's rows of
+        the table (``_transformed``)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from sparkcdc.mysql.types import arrow_schema
         from sparkcdc.pipeline.stream_schema import target_arrow_schema
         from sparkcdc.spark.rows import output_schema
 
-        if self.on_batch is not None or self._sink_kind() != "merge":
-            return None
         source = output_schema(arrow_schema(schema))
         spark_schema = from_arrow_schema(source, prefer_timestamp_ntz=True)
         if shaper.transform is not None:  # the transform's own columns (checked here once)
@@ -543,14 +541,10 @@ class Runner(PipelineStream, SourceChanges):
         the batch's rows, planned and collected back as Arrow."""
         if run.shaper.transform is None or not rows.num_rows:
             return rows
-        from pyspark.sql.pandas.types import from_arrow_schema
-
         from sparkcdc.spark.arrow_batches import spark_arrow_schema
 
         rows = rows.cast(spark_arrow_schema(_plain_schema(rows.schema), self.spark))
-        df = self.spark.createDataFrame(  # naive timestamps stay DATETIME (no time zone)
-            rows, schema=from_arrow_schema(rows.schema, prefer_timestamp_ntz=True))
-        return run.shaper.apply(df).toArrow()
+        return run.shaper.apply(self._local_frame(rows)).toArrow()
 
     def _arrow_batch_fn(self, run: TableRun, rows_schema):
         from sparkcdc.apply import ApplySpec
@@ -577,12 +571,35 @@ class Runner(PipelineStream, SourceChanges):
         from sparkcdc.pipeline.stream_schema import conform
 
         rows = conform(rows, run.rows_schema)
+        target_batch = run.state.batch_base + batch_id
+        df = None
         with self._lock(run.state.target):
             if self.runs.get(run.state.table) is not run:
                 return  # stopped meanwhile (dropped, taken again, left the stream)
-            apply_arrow(run.sink, rows, run.state.batch_base + batch_id, spec, empty_first)
+            if run.sink.kind == "changelog":  # every change row, appended by Spark's writer
+                if empty_first:
+                    run.sink.empty()  # a changelog cannot be: this fails with the fix
+                df = self._local_frame(rows)
+                run.sink.write_changelog(df, target_batch)
+            else:
+                apply_arrow(run.sink, rows, target_batch, spec, empty_first)
         run.change_rows[batch_id] = rows.num_rows
         note_emit_lag(run, rows)
+        self._after_batch(run, rows, target_batch, df)
+
+    def _after_batch(self, run: TableRun, rows, target_batch: int, df=None) -> None:
+        """``on_batch(table, change rows as a Spark DataFrame, the target's batch id)``, the
+        hook of ``Runner`` (tests and callers watch every applied batch with it)."""
+        if self.on_batch is not None:
+            self.on_batch(run.state.table, df if df is not None else self._local_frame(rows),
+                          target_batch)
+
+    def _local_frame(self, rows):
+        """Arrow rows on the driver as a Spark DataFrame (naive timestamps stay DATETIME)."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return self.spark.createDataFrame(
+            rows, schema=from_arrow_schema(rows.schema, prefer_timestamp_ntz=True))
 
     def _conform(self, st: TableState, df):
         """The rows shaped like the target: columns the target has but the table no longer

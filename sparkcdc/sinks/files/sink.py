@@ -71,9 +71,8 @@ class FilesSink(Sink):
         spark = df.sparkSession
         if batch_id in self.applied_batches(spark):
             return WriteResult(batch_id, skipped=True)
-        if self.config.format == "json" and self._schema_json(spark) is None:
-            (spark.createDataFrame([(df.schema.json(),)], "schema string").coalesce(1)
-             .write.mode("overwrite").text(f"{self.config.path}/_sparkcdc_schema"))
+        if self.config.format == "json":
+            self._keep_schema(spark, df.schema)
         w = df.write.mode("overwrite").format(self.config.format)
         if self.config.compression:
             w = w.option("compression", self.config.compression)
@@ -82,6 +81,21 @@ class FilesSink(Sink):
         w.save(f"{self.config.path}/{BATCH_COLUMN}={batch_id}")
         log.debug("files sink: batch %d written to %s", batch_id, self.config.path)
         return WriteResult(batch_id)
+
+    def _keep_schema(self, spark, schema) -> None:
+        """The JSON changelog's schema: the first batch's, with the columns later batches
+        add (an ADD COLUMN) appended, so a reader sees every column ever written."""
+        from pyspark.sql.types import StructType
+
+        text = self._schema_json(spark)
+        if text is not None:
+            have = StructType.fromJson(__import__("json").loads(text))
+            new = [f for f in schema.fields if f.name not in have.fieldNames()]
+            if not new:
+                return
+            schema = StructType(have.fields + new)
+        (spark.createDataFrame([(schema.json(),)], "schema string").coalesce(1)
+         .write.mode("overwrite").text(f"{self.config.path}/_sparkcdc_schema"))
 
     def _schema_json(self, spark) -> str | None:
         root, fs, jvm = self._fs(spark)
@@ -97,6 +111,8 @@ class FilesSink(Sink):
         if not self.applied_batches(spark):
             return None
         reader = spark.read.format(self.config.format)
+        if self.config.format == "parquet":  # batches after an ADD COLUMN have one more
+            reader = reader.option("mergeSchema", "true")
         if self.config.format == "json":
             schema = StructType.fromJson(__import__("json").loads(self._schema_json(spark)))
             from pyspark.sql.types import LongType, StructField
