@@ -703,8 +703,24 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             items.extend(WindowItem(a.to_dict(), b.to_dict(), covered, s.min_ts_ms, view_at)
                          for a, b in windows)
         items.extend(self._joined_since(s, e))
-        items.extend(ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks)
+        gone = self._taken_again_since(e)
+        items.extend(ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks
+                     if c.table_id not in gone)
         return _group(items, self.ctx.config.server_ids)
+
+    def _taken_again_since(self, e: SourceOffset) -> set[TableId]:
+        """Tables whose chunks in a batch planned at ``e`` are no longer wanted: taken again
+        under a newer generation since (or gone) by the time the batch is read, which is
+        the case when it is replayed after the change that made the loop take the table
+        again (a schema change during its snapshot). Their rows would not be written (the
+        apply side writes no older generation), and the binlog around them may no longer
+        decode with the table's schema of today."""
+        if not self.ctx.config.tables_file:
+            return set()
+        self._read_members()  # a replay after a restart: no latestOffset came first
+        wanted = self._generations()
+        return {t for t, ts in e.assigner.tables.items()
+                if t not in wanted or wanted[t] != ts.generation}
 
     def _joined_since(self, s: SourceOffset, e: SourceOffset) -> list[WindowItem]:
         """For each table that joins in this batch from a binlog offset of its own (a table
