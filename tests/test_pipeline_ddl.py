@@ -296,7 +296,7 @@ def delta_schema(tmp_path, db, table):  # for debugging failures by hand
     return deltalake.DeltaTable(str(tmp_path / "lake" / f"{db}_t" / table)).schema()
 
 
-# -- which DDL names the table (schema_change._mentions) ---------------------------------------
+# -- which DDL names the table (mysql.ddl.named_tables, as the binlog reader asks) --------------
 
 @pytest.mark.parametrize("sql,current_db,expected", [
     # a MySQL target on the source server writes its own DDL into the same binlog: the
@@ -314,6 +314,6 @@ def delta_schema(tmp_path, db, table):  # for debugging failures by hand
     ("DROP TABLE `shop`.`t2`, `shop`.`t`", None, True),
 ])
 def test_a_ddl_names_the_table_by_resolved_names(sql, current_db, expected):
-    from sparkcdc.mysql.ddl import mentions as _mentions
+    from sparkcdc.mysql.ddl import named_tables
 
-    assert _mentions(sql, current_db, "shop", "t") is expected
+    assert (named_tables(sql, current_db, {("shop", "t"): None}) == [("shop", "t")]) is expected

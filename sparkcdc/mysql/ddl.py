@@ -1,7 +1,7 @@
 """Which tables and columns a DDL statement names, read from its text.
 
 The binlog carries each DDL as the statement's text and its default database (a QUERY
-event; ``SHOW BINLOG EVENTS`` prints the database as a leading ``use `db`;``). Names here
+event). Names here
 are *resolved*, never searched for as text: a MySQL target on the source server writes its
 own DDL (``CREATE TABLE `shop_t`.`t` ...``) into the same binlog, and a text search for
 ``shop`` and ``t`` once took that for a change of ``shop.t``. Names compare without case, so a
@@ -43,33 +43,15 @@ def ident(s: str) -> str:
     return s[1:-1].replace("``", "`") if s.startswith("`") else s
 
 
-def split_use(info: str) -> tuple[str | None, str]:
-    """``SHOW BINLOG EVENTS``' text of a Query: (its default database or None, the SQL)."""
-    m = USE.match(info)
-    return (m.group(1).replace("``", "`") if m else None), USE.sub("", info)
-
-
 def is_ddl(sql: str) -> bool:
     return DDL.match(sql) is not None
 
 
-def mentions(sql: str, current_db: str | None, db: str, table: str) -> bool:
-    """Whether the statement names ``db.table``: a qualified ``db.table`` anywhere, or the
-    bare ``table`` when the statement's default database is ``db`` or unknown."""
-    body = USE.sub("", sql)
-    want = (db.lower(), table.lower())
-    for m in _QUALIFIED.finditer(body):
-        if (ident(m.group(1)).lower(), ident(m.group(2)).lower()) == want:
-            return True
-    if current_db is not None and current_db.lower() != want[0]:
-        return False  # a bare name here is a table of another database
-    return want[1] in _bare_names(body)
-
-
 def named_tables(sql: str, current_db: str | None,
                  candidates: dict[tuple[str, str], object]) -> list[tuple[str, str]]:
-    """The ``(db, table)`` keys of ``candidates`` the statement names (``mentions`` for each,
-    with the statement parsed once: a DDL is checked against every captured table)."""
+    """The ``(db, table)`` keys of ``candidates`` the statement names, parsed once for all
+    (a DDL is checked against every captured table): a qualified ``db.table`` anywhere, or
+    the bare ``table`` when the statement's default database is ``db`` or unknown."""
     body = USE.sub("", sql)
     qualified = {(ident(m.group(1)).lower(), ident(m.group(2)).lower())
                  for m in _QUALIFIED.finditer(body)}

@@ -64,8 +64,11 @@ class TableState:
     batch_base: int = 0  # sink batch id = batch_base + Spark's batch id of this generation
     app_id: str = ""  # the sink's application id for this table (all generations)
     columns: list | None = None  # the target's data columns (Spark StructField JSON)
-    gap: dict | None = None  # old-schema rows before a DDL, still to apply
-    ddl_seen: dict | None = None  # end of the last TRUNCATE handled (binlog offset)
+    # from checkpoints of before the stream carried schema changes: old-schema rows before
+    # a DDL still to apply (the table joins the stream where they start), and the end of
+    # the last TRUNCATE found by scanning the binlog (no longer used)
+    gap: dict | None = None
+    ddl_seen: dict | None = None
     pending_ddl: list | None = None  # DDL statements the stream brought before the schema
     #                                  they made (pipeline/stream_schema.py)
     gone: dict | None = None  # dropped or renamed, as the pipeline's stream saw it: kind,

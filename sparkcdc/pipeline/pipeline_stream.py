@@ -29,6 +29,9 @@ from sparkcdc.spark import offset_view as ov
 log = logging.getLogger("sparkcdc.pipeline")
 
 
+DONE, LOOP, REKEY = "done", "loop", "rekeyed"  # what became of a schema change in the stream
+
+
 class HandedToLoop(Exception):
     """Fails a micro-batch of the pipeline's stream whose change the loop must make
     (``Runner._defer``)."""
@@ -53,45 +56,41 @@ class PipelineStream:
 
     # -- the pipeline's stream: every table that can, in one query -----------------------
 
-    def _joins_group(self, st: TableState) -> bool:
-        """A table is read by the pipeline's stream when its changes take the Arrow path and
-        it is in it already, or it starts from its beginning (a new table, or one taken
-        again), or from a binlog position where every earlier change of it is in its
-        target (``start["joins"]``: a table renamed to its name there; the source reads
-        its changes from that position in the batch it joins in). A table that goes on
-        from a stream of its own keeps it."""
-        if st.group is not None:
-            return True
-        if self.ckpt.last_planned(st) is not None:
-            return False  # it has a stream of its own: it goes on there
-        return st.start.get("mode") == "initial" or bool(st.start.get("joins"))
-
-    def _leave_group(self, st: TableState) -> None:
-        """A table of the pipeline's stream that can no longer take it (a transform added
-        to the definition since, a sink of another kind) goes on in a stream of its own:
-        from the end of its target's last batch when its snapshot was done there (the
-        stream's later batches had no rows of it), else taken again from the start."""
+    def _from_own_stream(self, st: TableState) -> None:
+        """A table a stream of its own read (a checkpoint from before every table took the
+        pipeline's stream) joins it: from the binlog offset its target's last batch ended
+        at when its snapshot was done there (the stream then reads its changes from there,
+        and carries the schema changes since), else taken again from the start. A DDL
+        whose old-schema rows were still to apply (``gap``) is read again the same way,
+        from where they start."""
         sink = self._sink_for(st)
         try:
             last = sink.last_batch_id()
-            applied = last is not None and last >= st.batch_base
-            off = self.ckpt.offset(st, last - st.batch_base) if applied else None
-            if off is not None and ov.table_phase(off, st.table) == "done":
-                st.start = {"mode": "specific-offset", "offset": ov.position(off).to_dict()}
+            if st.gap:
+                since = st.gap["from"]
+                st.schema, st.columns = st.gap["schema"], st.gap["columns"] or st.columns
+                st.gap = None
             else:
-                if last is not None:
-                    self._empty_for_retake(st, sink, last, f"table {st.table} leaves the "
-                                                           "pipeline's stream in its snapshot")
-                st.start = {"mode": "initial"}
+                applied = last is not None and last >= st.batch_base
+                off = self.ckpt.offset(st, last - st.batch_base) if applied else None
+                if off is not None and ov.table_phase(off, st.table) == "done":
+                    since = ov.position(off).to_dict()
+                elif not applied and st.start.get("mode") == "specific-offset":
+                    since = st.start["offset"]
+                else:
+                    since = None
+                    if last is not None:
+                        self._empty_for_retake(st, sink, last, f"table {st.table} joins the "
+                                               "pipeline's stream in its snapshot")
         finally:
             sink.close()
-        log.warning("table %s leaves the pipeline's stream for a stream of its own (%s)",
-                    st.table, st.start["mode"])
-        st.group = None
+        st.start = ({"mode": "specific-offset", "offset": since, "joins": True}
+                    if since is not None else {"mode": "initial"})
+        log.warning("table %s leaves its stream of its own for the pipeline's stream (%s)",
+                    st.table, f"from {since['file']}:{since['pos']}" if since else
+                    "taken again")
         st.generation += 1
         st.batch_base = (last + 1) if last is not None else max(0, st.batch_base)
-        self._group_dirty = True
-        self._save()
 
     def _join_group(self, st: TableState, schema: TableSchema, shaper: Shaper,
                     keys: tuple[str, ...], rows_schema) -> None:
@@ -296,17 +295,26 @@ class PipelineStream:
                 if behavior in ("lenient", "ignore"):
                     log.warning("%s: the target keeps its rows (%s)", what, behavior)
                     continue
+                if not self._streaming_at(st, batch_id):  # its chunks are of before it
+                    return self._defer(st, what)
                 log.warning("%s: emptying %s; the rows after it follow", what, st.target)
                 cut, st.note = int(ev["seq"]), f"{behavior}: truncated"
             else:
                 new = TableSchema.from_dict(ev["schema"])
-                if not self._evolve_in_stream(run, new, statements, formerly, batch_id, fill):
+                how = self._evolve_in_stream(run, new, statements, formerly, batch_id, fill)
+                if how == REKEY:  # the rows before it are written; the loop goes on from it
+                    run.gone = {"kind": REKEY, "at": ev["offset"], "seq": int(ev["seq"]),
+                                "schema": ev["schema"], "statements": statements}
+                    statements = []
+                    break
+                if how == LOOP:
                     return self._defer(st, f"table {st.table} changed")
                 statements = []
         if statements and run.gone is None:
             now = self._settled_schema(st, batch_id)
             if now is not None:
-                if not self._evolve_in_stream(run, now, statements, formerly, batch_id, fill):
+                how = self._evolve_in_stream(run, now, statements, formerly, batch_id, fill)
+                if how != DONE:  # (a new key with no row after it: taken again)
                     return self._defer(st, f"table {st.table} changed")
                 statements = []
         if (statements or None) != st.pending_ddl:
@@ -326,9 +334,8 @@ class PipelineStream:
 
     def _gone_in_stream(self, run: TableRun, fate: tuple, ev: dict, batch_id: int) -> dict:
         """A DDL in the stream dropped or renamed the table: what the loop is to do
-        (``_follow_gone``) once the rows before it are written, or the change handed to
-        the loop now: the stop under ``exception``, and a table still in its snapshot (its
-        target may have to be emptied for the new name)."""
+        (``_follow_gone``) once the rows before it are written (a table renamed during its
+        snapshot is taken again under its new name), or, under ``exception``, the stop."""
         st = run.state
         kind, new_name = fate
         what = (f"table {st.table} was renamed to {new_name}" if kind == "renamed"
@@ -338,9 +345,8 @@ class PipelineStream:
                 f"{what} on the source",
                 fix="schema.change.behavior is 'exception': restore the table, or choose "
                     "another behavior (the target is then kept as it is)"))
-        if not self._streaming_at(st, batch_id):
-            self._defer(st, what)
-        return {"kind": kind, "to": new_name, "at": ev["offset"], "seq": int(ev["seq"])}
+        return {"kind": kind, "to": new_name, "at": ev["offset"], "seq": int(ev["seq"]),
+                "streaming": self._streaming_at(st, batch_id)}
 
     def _note_gone(self, run: TableRun) -> None:
         """After the table's last rows are written: the drop or rename the batch carried
@@ -351,11 +357,12 @@ class PipelineStream:
             self._save()
 
     def _follow_gone(self, found: dict | None = None, reconcile: bool = True) -> None:
-        """Tables the pipeline's stream saw dropped or renamed: a table renamed to a name
-        ``tables`` matches and routes to the same target goes on under it from the RENAME
-        (``_go_on_as``; nothing read again); otherwise its stream stops and its target is
-        kept. Then the tables are looked up again: a new name, or the name created again,
-        is a new table."""
+        """Tables the pipeline's stream saw dropped, renamed or given a new key: a table
+        renamed to a name ``tables`` matches and routes to the same target goes on under it
+        from the RENAME (``_go_on_as``; nothing read again); a table with a new key goes on
+        from the change with it (``_rekeyed``); otherwise its stream stops and its target
+        is kept. Then the tables are looked up again: a new name, or the name created
+        again, is a new table."""
         gone = [st for st in self.states.values() if st.status == "active" and st.gone]
         if not gone:
             return
@@ -363,28 +370,32 @@ class PipelineStream:
 
         found = self.discover(fresh=True) if found is None else found
         for st in gone:
-            g = st.gone
+            g, st.gone = st.gone, None
+            if g["kind"] == REKEY:
+                self._rekeyed(st, TableSchema.from_dict(g["schema"]), g["statements"],
+                              BinlogOffset.from_dict(g["at"]))
+                continue
             if g["kind"] == "renamed":
                 st.note = f"renamed to {g['to']}"
                 if self._may_go_on_as(st, g["to"], found):
                     sink, last, _offset, _done = self._halt(st)
                     try:
-                        self._go_on_as(st, g["to"], found[g["to"]], sink, last, True,
-                                       BinlogOffset.from_dict(g["at"]))
+                        self._go_on_as(st, g["to"], found[g["to"]], sink, last,
+                                       g.get("streaming", True), BinlogOffset.from_dict(g["at"]))
                     finally:
                         sink.close()
-                    st.gone = None
                     continue
             self._dropped(st, st.note if g["kind"] == "renamed" else "")
-            st.gone = None
         self._save()
         if reconcile:
             self._reconcile(found)
 
     def _evolve_in_stream(self, run: TableRun, new: TableSchema, statements: list[str],
-                          formerly: dict, batch_id: int, fill: set[str]) -> bool:
+                          formerly: dict, batch_id: int, fill: set[str]) -> str:
         """The target changed for the table's new schema, as ``schema.change.behavior``
-        says; False when the loop must do it (``_schema_changed``). Added columns whose
+        says (``DONE``). ``REKEY``: a new primary key, which the loop makes after the rows
+        before it (``_rekeyed``); ``LOOP``: the loop must deal with it now (the behavior
+        ``exception``, a change during the snapshot: ``_defer``). Added columns whose
         values the server gave the rows it held go into ``fill``."""
         from sparkcdc.pipeline.stream_schema import add_renames, target_arrow_schema
 
@@ -392,15 +403,17 @@ class PipelineStream:
         old = TableSchema.from_dict(st.schema)
         d = sc.diff(old, new)
         if not d:
-            return True
+            return DONE
         d = d.with_renames(statements)
         behavior = self.settings.schema_change_behavior
-        if d.key_changed or behavior == "exception" or not self._streaming_at(st, batch_id):
-            return False
+        if behavior == "exception" or not self._streaming_at(st, batch_id):
+            return LOOP
+        if d.key_changed:
+            return REKEY
         log.warning("table %s changed: %s (%s)", st.table, d.describe(), behavior)
         with self._lock(st.target):
             if self.runs.get(st.table) is not run:
-                return True  # stopped meanwhile: its rows are not written either
+                return DONE  # stopped meanwhile: its rows are not written either
             st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
         add_renames(formerly, d.renamed)
         if d.added:
@@ -412,7 +425,7 @@ class PipelineStream:
         st.note = f"{behavior}: {d.describe()}"
         run.rows_schema = target_arrow_schema(st.columns, self.spark)
         self._save()
-        return True
+        return DONE
 
     def _filled_rows(self, run: TableRun, columns: list[str]) -> pa.Table:
         """The table's current rows, read from the source, as changes that come after
@@ -485,10 +498,10 @@ class PipelineStream:
 
     def _defer(self, st: TableState, what: str, stop: Exception | None = None) -> None:
         """Hand the table's change to the loop: the micro-batch fails (``HandedToLoop``),
-        so Spark commits none of it; the loop (``_examine_failure``) has
-        ``_schema_changed`` deal with the change (or raises ``stop``: a TRUNCATE it must
-        not apply), then restarts the stream, which replays the batch. Targets that wrote
-        the batch already skip it then, by its batch id."""
+        so Spark commits none of it; the loop (``_examine_failure``) takes the table again
+        (``_retake``: a change during its snapshot, a new key no row followed) or raises
+        ``stop`` (the behavior ``exception``), then restarts the stream, which replays the
+        batch. Targets that wrote the batch already skip it then, by its batch id."""
 
         def later() -> None:
             if stop is not None:
@@ -497,8 +510,7 @@ class PipelineStream:
             if st.table not in found:
                 self._reconcile(found)
                 return
-            old = TableSchema.from_dict(st.schema)
-            self._schema_changed(st, old, found[st.table], sc.diff(old, found[st.table]))
+            self._retake(st, found[st.table], what)
 
         log.info("%s: the pipeline hands the change to its loop", what)
         self._deferred[st.table] = later

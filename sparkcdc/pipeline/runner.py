@@ -2,29 +2,26 @@
 routed targets. Its parts, one idea each:
 
 * here, the loop and the table states: discovery, reconciling what it found with
-  ``pipeline.json``, starting each table's capture (``_start``), watching the queries;
-* ``pipeline_stream.py``: the pipeline's stream, one query over every table with a merge
-  sink (a members file the source follows, micro-batches split by table, schema changes
-  and TRUNCATEs applied between a table's rows, writes from the driver or from tasks);
-* ``source_changes.py``: what the loop does when a table changed on the source (a rename or
-  a drop found by discovery, a binlog purged while stopped, a schema change of a table in a
-  stream of its own or one the pipeline's stream hands over);
+  ``pipeline.json``, starting each table's capture (``_start``), watching the query;
+* ``pipeline_stream.py``: the pipeline's stream, one query over every table (a members
+  file the source follows, micro-batches split by table, schema changes, TRUNCATEs, drops
+  and renames met in binlog order, writes from the driver or from tasks);
+* ``source_changes.py``: what the loop does when the stream hands a change over (a table
+  taken again, a new key, a rename into the same target, a drop) and a binlog purged while
+  the pipeline was stopped;
 * ``table_run.py``: what the runner keeps about a running table.
 
 The loop, on the driver:
 
 1. discover the matched tables (the columns of new ones: a table whose changes the
-   pipeline's stream carries keeps its schema); start the pipeline's stream and any own
-   streams (``TableState`` in ``pipeline.json`` says which generation, from where, with
-   which schema);
-2. every second: look at every query once (progress per table for the display and
-   ``live/``; a failed query is examined at once, a change handed over by the pipeline's
-   stream made first);
+   pipeline's stream carries keeps its schema); start the pipeline's stream
+   (``TableState`` in ``pipeline.json`` says which generation, from where, with which
+   schema; a table a stream of its own read, in a checkpoint from before, joins it);
+2. every second: look at the query (progress per table for the display and ``live/``;
+   a failed batch is examined at once, a change handed over by the stream made first),
+   and act on the drops, renames and new keys the stream has written up to;
 3. every ``discovery.interval``: re-discover; a new matching table joins (snapshot first,
-   inside the running query), a dropped one leaves.
-
-A table keeps a stream of its own only for a sink that is not a merge sink, or after a
-rename into the same target (docs/pipelines.md).
+   inside the running query).
 """
 
 from __future__ import annotations
@@ -58,12 +55,6 @@ from sparkcdc.spark import offset_view as ov
 log = logging.getLogger("sparkcdc.pipeline")
 
 
-def _spark_type(json_schema: list) -> Any:
-    from pyspark.sql.types import StructType
-
-    return StructType.fromJson({"type": "struct", "fields": json_schema})
-
-
 class Runner(PipelineStream, SourceChanges):
     """Runs a pipeline. ``run()`` blocks until stopped (``stop()``, Ctrl-C, SIGTERM) or, with
     ``until_caught_up``, until every table reached the binlog position of its start."""
@@ -88,7 +79,7 @@ class Runner(PipelineStream, SourceChanges):
         self._discovery_failures = 0  # periodic table discovery, failures in a row
         self._flavor = "mariadb"
         self._config = None
-        self._scan_from = None
+        self._now = None  # the server's binlog position at the last look (_read_now)
         self.nothing_to_do = False  # run() found every table caught up and started nothing
         self.group_gen = 0  # the generation of the pipeline's stream (``_sync_group``)
         self.group_query = None
@@ -185,9 +176,9 @@ class Runner(PipelineStream, SourceChanges):
             self.group_gen = self.ckpt.load_group()
             found = self.discover()
             self._check_purged()
-            self._check_truncates(self._committed_floor())
+            self._read_now()
             if self.until_caught_up and self._caught_up_already(found):
-                log.info("every table is caught up at %s: nothing to do", self._scan_from)
+                log.info("every table is caught up at %s: nothing to do", self._now)
                 self.nothing_to_do = True
                 return 0
             sparkcdc.register(self.spark)
@@ -233,7 +224,7 @@ class Runner(PipelineStream, SourceChanges):
         JVM and session): every captured table is known with its schema, its stream
         committed every batch it planned, its snapshot is done, and the server's binlog
         has not moved since that batch's end. Any doubt means there is work."""
-        now = self._scan_from
+        now = self._now
         if now is None or set(found) != {t for t, st in self.states.items()
                                          if st.status == "active"}:
             return False
@@ -259,8 +250,8 @@ class Runner(PipelineStream, SourceChanges):
         themselves: a retryable failure is logged and the look is taken again at the next
         interval; only ``_MAX_IN_A_ROW`` failures in a row stop the pipeline."""
         try:
+            self._read_now()
             self._reconcile(self.discover())
-            self._check_truncates(self._scan_from)
             self._save()
         except SparkCDCError as e:
             if not e.retryable:
@@ -339,11 +330,9 @@ class Runner(PipelineStream, SourceChanges):
                         fix="schema.change.behavior is 'exception': revert the change, or "
                             "choose evolve, try_evolve, lenient or ignore and run again")
         waits = self._gone_in_stream_ahead(found)
-        for table, st in list(self.states.items()):
-            if st.status == "active" and table not in found and table not in waits:
-                self._renamed(st, found)
         # a new table routed where a table about to leave writes may be that table renamed
         held = {self.states[w].target for w in waits}
+        memo: dict = {}
         for table, schema in found.items():
             st = self.states.get(table)
             if st is None and target_of(self.defn, table) in held:
@@ -363,16 +352,12 @@ class Runner(PipelineStream, SourceChanges):
                 continue
             if st.status == "failed":
                 continue
-            old = TableSchema.from_dict(st.schema)
-            d = sc.diff(old, schema)
-            if d and self._carried_by_stream(st):
-                if table not in self.runs:
-                    self._start(st, schema)
-            elif d:
-                self._schema_changed(st, old, schema, d)
+            d = sc.diff(TableSchema.from_dict(st.schema), schema)
+            if d and not self._stream_carries(st, memo):
+                # its chunks were read with the old schema: taken again with the new one
+                self._retake(st, schema, f"table {table} changed during its snapshot "
+                                         f"({d.describe()})")
             elif table not in self.runs:
-                if st.gap:
-                    self._apply_gap(st)
                 self._start(st, schema)
         for table, st in self.states.items():
             if table not in found and st.status == "active" and table not in waits:
@@ -381,28 +366,27 @@ class Runner(PipelineStream, SourceChanges):
             st = self.states[table]
             self._start(st, TableSchema.from_dict(st.schema))
 
+    def _stream_carries(self, st: TableState, memo: dict) -> bool:
+        """Whether the table's schema changes reach its target through the pipeline's
+        stream: past its snapshot there, joining it from a binlog offset, or coming from a
+        stream of its own (it joins from where its target is, with the schema it was read
+        with: ``_from_own_stream``)."""
+        return (self._carried_by_stream(st, memo) or bool(st.start.get("joins"))
+                or (st.group is None and self.ckpt.last_planned(st) is not None))
+
     def _gone_in_stream_ahead(self, found: dict[str, TableSchema]) -> set[str]:
         """Tables gone from the source whose DROP or RENAME the pipeline's stream has yet
         to read: it brings the statement at its place, after the table's last rows
         (``_follow_gone``), so discovery leaves them to it. One the stream has read past
-        where the server is now (a ``DROP DATABASE`` it saw no table of, a binlog without
-        the statement) is left to discovery (``_renamed``, ``_dropped``)."""
+        where the server is now without meeting the statement is dropped (``_dropped``)."""
         memo: dict = {}
         ahead = {t for t, st in self.states.items()
                  if st.status == "active" and t not in found and not st.gone
                  and self._carried_by_stream(st, memo)}
         if not ahead:
             return set()
-        from sparkcdc.mysql.connection import retry_lost
-        from sparkcdc.mysql.offsets import current_offset
-
-        conn = self._source_config().connection
-
-        def read_now():
-            with conn.connect() as c:
-                return current_offset(c)
-
-        now = retry_lost(conn, "reading the binlog position", read_now)
+        self._read_now()  # after the discovery that found them gone
+        now = self._now
         waits = set()
         for t in ahead:
             st = self.states[t]
@@ -421,8 +405,7 @@ class Runner(PipelineStream, SourceChanges):
         return self._target_locks.setdefault(target, threading.Lock())
 
     def _start(self, st: TableState, schema: TableSchema) -> None:
-        """Capture the table: in the pipeline's stream when it can (``_joins_group``), else
-        in a stream of its own."""
+        """Capture the table in the pipeline's stream."""
         shaper = shaper_for(self.defn, st.table)
         keys = shaper.keys(schema.primary_key)
         if not keys:
@@ -431,56 +414,11 @@ class Runner(PipelineStream, SourceChanges):
                 "changes by",
                 fix=f"add a transform for {st.table} with primary-keys: the columns that "
                     "identify a row (or add a primary key to the table)")
+        if st.group is None and self.ckpt.last_planned(st) is not None:
+            self._from_own_stream(st)
+            schema = TableSchema.from_dict(st.schema)
         rows_schema = self._arrow_path(st, schema, shaper)
-        if rows_schema is not None and self._joins_group(st):
-            self._join_group(st, schema, shaper, tuple(keys), rows_schema)
-            return
-        if st.group is not None:
-            self._leave_group(st)
-        extra = {"server-id": self._server_ids()}
-        start = st.start
-        if start["mode"] == "specific-offset":
-            off = start["offset"]
-            extra.update({"scan.startup.mode": "specific-offset",
-                          "scan.startup.specific-offset.file": off["file"],
-                          "scan.startup.specific-offset.pos": str(off["pos"]),
-                          "scan.startup.specific-offset.skip-events": str(off.get("events", 0)),
-                          "scan.startup.specific-offset.skip-rows": str(off.get("rows", 0))})
-        elif start["mode"] == "initial":
-            if st.generation > 0:
-                extra["scan.startup.mode"] = "initial"
-        extra.update(self._upsert_only())
-        opts = self.defn.source.options_for(st.table, **extra)
-        if rows_schema is not None:
-            opts["arrow-batches"] = "true"
-        df = self.spark.readStream.format("mysql-cdc").options(**opts).load()
-        if rows_schema is not None:
-            shaped, columns = df, rows_schema.names
-        else:
-            shaped = shaper.apply(df)
-            data_cols = [f for f in shaped.schema.fields if f.name not in META]
-            if st.columns is None:
-                st.columns = [f.jsonValue() for f in data_cols]
-            shaped = self._conform(st, shaped)
-            columns = shaped.columns
-        missing = [k for k in keys if k not in columns]
-        if missing:
-            raise ConfigError(f"key column(s) {missing} of {st.table} are not in its rows "
-                              f"after the transform",
-                              fix="keep the key in the projection, or set primary-keys in the "
-                                  "table's transform")
-        self._save()  # the table's state is on disk before its stream writes
-        sink = self._sink_for(st)
-        run = self._new_run(st, schema, sink, shaper, tuple(keys))
-        fn = (self._batch_fn(run) if rows_schema is None
-              else self._arrow_batch_fn(run, rows_schema))
-        writer = (shaped.writeStream.foreachBatch(fn)
-                  .option("checkpointLocation", str(self.ckpt.stream_dir(st)))
-                  .queryName(f"{self.settings.name}:{st.table}:g{st.generation}"))
-        run.query = self._trigger(writer).start()
-        self.runs[st.table] = run
-        log.info("stream %s g%d -> %s (%s)", st.table, st.generation, st.target,
-                 start["mode"])
+        self._join_group(st, schema, shaper, tuple(keys), rows_schema)
 
     def _upsert_only(self) -> dict[str, str]:
         if (self.on_batch is None and self._sink_kind() == "merge"
@@ -546,21 +484,6 @@ class Runner(PipelineStream, SourceChanges):
         rows = rows.cast(spark_arrow_schema(_plain_schema(rows.schema), self.spark))
         return run.shaper.apply(self._local_frame(rows)).toArrow()
 
-    def _arrow_batch_fn(self, run: TableRun, rows_schema):
-        from sparkcdc.apply import ApplySpec
-        from sparkcdc.pipeline.stream_schema import conform
-        from sparkcdc.spark.arrow_batches import decode
-
-        spec = ApplySpec(keys=run.keys)
-        run.arrow, run.rows_schema = True, rows_schema
-
-        def fn(df, batch_id):
-            batch = df.toArrow()
-            rows = (conform(self._transformed(run, decode(batch)), rows_schema)
-                    if batch.num_rows else rows_schema.empty_table())
-            self._write_rows(run, rows, int(batch_id), spec)
-        return fn
-
     def _write_rows(self, run: TableRun, rows, batch_id: int, spec,
                     empty_first: bool = False) -> None:
         """A table's change rows of one micro-batch (Arrow) shaped like its target, planned
@@ -600,44 +523,6 @@ class Runner(PipelineStream, SourceChanges):
 
         return self.spark.createDataFrame(
             rows, schema=from_arrow_schema(rows.schema, prefer_timestamp_ntz=True))
-
-    def _conform(self, st: TableState, df):
-        """The rows shaped like the target: columns the target has but the table no longer
-        has are null; new columns are kept or left out (``st.columns`` is the target's)."""
-        from pyspark.sql import functions as F
-
-        want = _spark_type(st.columns)
-        have = {f.name: f.dataType for f in df.schema.fields}
-        cols = []
-        for f in want.fields:
-            if f.name in have:
-                c = F.col(f"`{f.name}`")
-                cols.append(c if have[f.name] == f.dataType else c.cast(f.dataType).alias(f.name))
-            else:
-                cols.append(F.lit(None).cast(f.dataType).alias(f.name))
-        return df.select(*cols, *[F.col(m) for m in META])
-
-    def _batch_fn(self, run: TableRun):
-        from sparkcdc.apply import apply_changes
-
-        apply = apply_changes(run.sink, keys=list(run.keys))
-        lock = self._lock(run.state.target)
-        base = run.state.batch_base
-        hook = self.on_batch
-        table = run.state.table
-
-        def fn(df, batch_id):
-            if hook is not None:
-                df = df.persist()
-            try:
-                with lock:
-                    apply.apply(df, base + int(batch_id))
-                if hook is not None:
-                    hook(table, df, int(batch_id))
-            finally:
-                if hook is not None:
-                    df.unpersist()
-        return fn
 
     # -- watching ----------------------------------------------------------------------------
 
@@ -808,6 +693,11 @@ class Runner(PipelineStream, SourceChanges):
         run.sink.close()
         return run
 
+
+# A query whose execution thread died while Spark handled a failure (seen: a
+# StackOverflowError in java.util.regex on a long error text after a torn connection) stays
+# "active" with no exception, and would hang the pipeline: it is restarted like a transient
+# failure (the checkpoint makes the restart exactly once).
 _THREAD_DIED = ("the stream's execution thread died without reporting an error "
                 "(see the Spark log above)")
 

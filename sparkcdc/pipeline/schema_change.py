@@ -1,36 +1,17 @@
-"""Schema changes of captured tables: what changed, where in the binlog, and the rows before it.
-
-The runner compares each table's schema (re-discovered every ``discovery.interval``, and
-whenever a table's stream fails) with the schema its stream was started with. When they
-differ, ``find_ddls`` looks for the DDL statement in the binlog (``SHOW BINLOG EVENTS``,
-which ``REPLICATION CLIENT``/``BINLOG MONITOR`` allows) after the last applied position, so
-the old schema's rows up to the DDL can be applied (``read_gap``) and the new generation of
-the stream can start right after it.
+"""What changed between two schemas of a table: columns added, dropped, retyped, renamed
+(renames read from the DDL statements the stream carried, never guessed) and whether the
+primary key changed. The pipeline's stream finds the schemas and the statements in binlog
+order (``pipeline_stream.py``); the target's changes follow from the diff
+(``column_evolution.py``).
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import pyarrow as pa
-
-from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.mysql.connection import ConnectionOptions, retry_lost
-from sparkcdc.mysql.ddl import (
-    column_renames,
-    is_ddl,
-    mentions,
-    split_use,
-    table_renames,
-    truncated_table,
-)
+from sparkcdc.mysql.ddl import column_renames
 
-log = logging.getLogger("sparkcdc.pipeline")
 
 @dataclass(frozen=True)
 class Diff:
@@ -101,170 +82,3 @@ def _same_type(a: str, b: str) -> bool:
     if ta.kind == tb.kind == STRING:
         ta, tb = replace(ta, length=None), replace(tb, length=None)
     return ta == tb
-
-
-@dataclass(frozen=True)
-class DDLEvent:
-    start: BinlogOffset  # where the DDL's transaction starts (the end of the window before)
-    end: BinlogOffset  # the next event: where the new generation starts
-    statement: str
-    rows_before: bool = False  # row events of the table since the previous DDL (find_ddls)
-
-
-@dataclass(frozen=True)
-class _Event:
-    """One row of ``SHOW BINLOG EVENTS``, with where its transaction starts and the
-    statement's default database (``use `db`;``) split off a Query's text."""
-
-    file: str
-    pos: int
-    end_pos: int
-    kind: str
-    info: str
-    txn_start: int
-    current_db: str | None = None
-    sql: str = ""
-
-    def span(self, flavor: str) -> tuple[BinlogOffset, BinlogOffset]:
-        """(where the event's transaction starts, the next event)."""
-        return (BinlogOffset(self.file, self.txn_start, flavor=flavor),
-                BinlogOffset(self.file, self.end_pos, flavor=flavor))
-
-
-def _scan(conn: ConnectionOptions, after: BinlogOffset, what: str,
-          visit: Callable[[_Event], bool], reset: Callable[[], None]) -> None:
-    """Every binlog event at or after ``after`` (from the start of the transaction holding
-    it) to the end of the binlog, in order, to ``visit`` -- which returns True to stop.
-    Nothing is visited if ``after``'s file is gone. A connection lost in the middle starts
-    the scan over (``retry_lost``), after ``reset()`` empties what ``visit`` collected."""
-
-    def attempt() -> None:
-        reset()
-        with conn.connect() as c, c.cursor() as cur:
-            cur.execute("SHOW BINARY LOGS")
-            files = [r[0] for r in cur.fetchall()]
-            if after.file not in files:
-                return
-            txn_start = None
-            for f in files[files.index(after.file):]:
-                start = after.boundary().pos if f == after.file else 4
-                while True:
-                    cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT 5000", (f,))
-                    rows = cur.fetchall()
-                    for log_name, pos, kind, _sid, end_pos, info in rows:
-                        if kind in ("Gtid", "Anonymous_Gtid") or (kind == "Query"
-                                                                   and info == "BEGIN"):
-                            txn_start = pos
-                        current_db, sql = None, ""
-                        if kind == "Query" and info:
-                            current_db, sql = split_use(info)
-                        ev = _Event(log_name, pos, end_pos, kind, info or "",
-                                    txn_start if txn_start is not None else pos,
-                                    current_db, sql)
-                        if visit(ev):
-                            return
-                    if len(rows) < 5000:
-                        break
-                    start = rows[-1][4]  # End_log_pos of the last one
-
-    retry_lost(conn, what, attempt)
-
-
-def find_ddls(conn: ConnectionOptions, after: BinlogOffset, db: str, table: str,
-              flavor: str, first: bool = False) -> list[DDLEvent]:
-    """Every DDL naming ``db.table`` at or after ``after``, in binlog order, each with
-    ``rows_before``: whether row events of the table lie between the previous DDL of the
-    list and this one (the rows a stream would have to decode with an intermediate schema)."""
-    tagged = re.compile(r"\(`?" + re.escape(db) + r"`?\.`?" + re.escape(table) + r"`?\)")
-    out: list[DDLEvent] = []
-    rows_seen = False
-
-    def visit(ev: _Event) -> bool:
-        nonlocal rows_seen
-        if ev.kind == "Table_map" and tagged.search(ev.info):
-            rows_seen = True
-        if (ev.kind != "Query" or not is_ddl(ev.sql)
-                or not mentions(ev.sql, ev.current_db, db, table)):
-            return False
-        start, end = ev.span(flavor)
-        if start < after:
-            return False
-        out.append(DDLEvent(start, end, ev.sql, rows_before=rows_seen and bool(out)))
-        rows_seen = False
-        return first
-
-    def reset() -> None:
-        nonlocal rows_seen
-        out.clear()
-        rows_seen = False
-
-    _scan(conn, after, "reading the binlog for DDL", visit, reset)
-    return out
-
-
-def find_table_rename(conn: ConnectionOptions, after: BinlogOffset, table: str,
-                      flavor: str) -> tuple[str, DDLEvent] | None:
-    """The new name of ``table`` (``db.table``) if a RENAME at or after ``after`` renamed it
-    (following a chain ``a -> b -> c`` to its end), with the first rename's event."""
-    name, first = table, None
-
-    def visit(ev: _Event) -> bool:
-        nonlocal name, first
-        if ev.kind != "Query" or "rename" not in ev.sql.lower():
-            return False
-        for old, new in table_renames(ev.sql, ev.current_db):
-            if old == name:
-                name = new
-                if first is None:
-                    first = DDLEvent(*ev.span(flavor), ev.info)
-        return False
-
-    def reset() -> None:
-        nonlocal name, first
-        name, first = table, None
-
-    _scan(conn, after, "reading the binlog for table renames", visit, reset)
-    return (name, first) if first is not None else None
-
-
-def read_gap(config, flavor: str, schema: TableSchema, start: BinlogOffset, end: BinlogOffset,
-             assigner: dict) -> pa.Table:
-    """The table's change rows in ``[start, end)`` decoded with ``schema`` (the schema before
-    the DDL at ``end``), filtered by the stream's ``assigner`` state, exactly as the stream's
-    own next batch would have emitted them."""
-    from sparkcdc.mysql.types import arrow_schema
-    from sparkcdc.spark.rows import COLUMNS, output_schema
-    from sparkcdc.spark.source import ReadContext, WindowItem, open_dialect, read_window
-
-    tables = {schema.table_id: schema}
-    out = output_schema(arrow_schema(schema))
-    ctx = ReadContext(config, flavor, tables, out, COLUMNS)
-    dialect = open_dialect(config, flavor, tables)
-    try:
-        batches = list(read_window(ctx, dialect, WindowItem(start.to_dict(), end.to_dict(),
-                                                             assigner, None)))
-    finally:
-        dialect.close()
-    return pa.Table.from_batches(batches, schema=out) if batches else out.empty_table()
-
-
-def dumps(o) -> str:
-    return json.dumps(o, sort_keys=True)
-
-
-def find_truncates(conn: ConnectionOptions, after: BinlogOffset, captured: set[str],
-                   flavor: str) -> list[tuple[str, DDLEvent]]:
-    """``TRUNCATE TABLE`` statements of captured tables (``db.table``) at or after ``after``.
-    They write no row events, so the streams never see them."""
-    out: list[tuple[str, DDLEvent]] = []
-
-    def visit(ev: _Event) -> bool:
-        t = truncated_table(ev.sql, ev.current_db) if ev.kind == "Query" else None
-        if t:
-            db, table = t
-            if f"{db}.{table}" in captured:
-                out.append((f"{db}.{table}", DDLEvent(*ev.span(flavor), ev.info)))
-        return False
-
-    _scan(conn, after, "reading the binlog for TRUNCATE TABLE", visit, out.clear)
-    return out

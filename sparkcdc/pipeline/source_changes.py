@@ -1,9 +1,9 @@
-"""Changes of the source the runner's loop deals with: a TRUNCATE, a rename or a drop of a
-table found by discovery, a binlog purged while the pipeline was stopped, and schema changes
-of a table in a stream of its own (found in the binlog with ``SHOW BINLOG EVENTS``, the old
-schema's rows applied before the target changes: the gap). The pipeline's stream carries its
-tables' schema changes and TRUNCATEs itself (``pipeline_stream.py``) and hands the rest here
-(a change during a snapshot, a new key, ``exception``). ``Runner`` takes these methods as a
+"""Changes of the source the runner's loop deals with, once the pipeline's stream has
+written the rows before them or handed them over (``pipeline_stream.py``): a table taken
+again (a change or a TRUNCATE during its snapshot, a new key with no row after it), a new
+primary key, a table renamed into the same target or dropped, a binlog purged while the
+pipeline was stopped. Every one of them is known from the stream, in binlog order, or from
+discovery; nothing reads the binlog's statements. ``Runner`` takes these methods as a
 mixin: they share its state.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import (
     BinlogUnavailable,
@@ -20,34 +21,20 @@ from sparkcdc.errors import (
 )
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import TableState
+from sparkcdc.pipeline.column_evolution import evolve_target
 from sparkcdc.pipeline.routing import shaper_for, target_of
 from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
 
-from sparkcdc.pipeline.column_evolution import evolve_target
-
 
 class SourceChanges:
     """What the runner does when a table changed on the source (a mixin of the runner)."""
 
-    # -- TRUNCATE TABLE (no row events: found in the binlog's statements) ------------------
-
-    def _committed_floor(self):
-        """The smallest binlog position any active table has committed (None: none has)."""
-        floor = None
-        for table, st in self.states.items():
-            if st.status != "active":
-                continue
-            b = self.ckpt.last_committed(st)
-            off = self.ckpt.offset(st, b) if b is not None else None
-            if off is None:
-                continue
-            pos = ov.position(off)
-            floor = pos if floor is None or pos < floor else floor
-        return floor
-
-    def _check_truncates(self, after) -> None:
+    def _read_now(self) -> None:
+        """The server's binlog position now (``_now``): a run with nothing to do stops
+        there, and a table gone from discovery is left to the stream until it has read
+        that far."""
         from sparkcdc.mysql.connection import retry_lost
         from sparkcdc.mysql.offsets import current_offset
 
@@ -57,20 +44,7 @@ class SourceChanges:
             with conn.connect() as c:
                 return current_offset(c)
 
-        now = retry_lost(conn, "reading the binlog position", read_now)
-        if after is not None:
-            # the pipeline's stream carries the TRUNCATEs of its tables itself
-            memo: dict = {}
-            active = {t for t, st in self.states.items()
-                      if st.status == "active" and not self._carried_by_stream(st, memo)}
-            # find_truncates retries a lost connection itself (schema_change._scan)
-            found = sc.find_truncates(conn, after, active, self._flavor) if active else []
-            for table, ddl in found:
-                st = self.states[table]
-                if st.ddl_seen and not (_offset_of(st.ddl_seen) < ddl.end):
-                    continue
-                self._truncated(st, ddl)
-        self._scan_from = now
+        self._now = retry_lost(conn, "reading the binlog position", read_now)
 
     def _truncate_stop(self, st: TableState, what: str) -> SparkCDCError | None:
         """Why a TRUNCATE of the table stops the pipeline instead of reaching its target:
@@ -88,32 +62,6 @@ class SourceChanges:
                                    "empty the target yourself and restart")
         return None
 
-    def _truncated(self, st: TableState, ddl) -> None:
-        behavior = self.settings.schema_change_behavior
-        what = f"table {st.table} was truncated ({ddl.statement.strip()[:120]})"
-        stop = self._truncate_stop(st, what)
-        if stop is not None:
-            raise stop
-        st.ddl_seen = ddl.end.to_dict()
-        if behavior in ("lenient", "ignore"):
-            log.warning("%s: the target keeps its rows (%s)", what, behavior)
-            self._save()
-            return
-        log.warning("%s: emptying %s and taking the table again", what, st.target)
-        run = self._stop_run(st)
-        sink = self._sink_for(st)
-        last = sink.last_batch_id()
-        sink.empty()
-        sink.close()
-        st.group = None  # joins the pipeline's stream again as a table to take from the start
-        st.generation += 1
-        st.batch_base = (last + 1) if last is not None else st.batch_base
-        st.start = {"mode": "initial"}
-        st.note = f"{behavior}: truncated"
-        self._save()
-        if run is not None:
-            self._start(st, run.schema)
-
     # -- binlog purged while the pipeline was stopped --------------------------------------
 
     def _resume_position(self, st: TableState):
@@ -126,7 +74,7 @@ class SourceChanges:
         if off is not None:
             return ov.position(off)
         if st.start.get("mode") == "specific-offset":
-            return _offset_of(st.start["offset"])
+            return BinlogOffset.from_dict(st.start["offset"])
         return None  # a snapshot not begun: nothing to resume
 
     def _check_purged(self) -> None:
@@ -189,42 +137,6 @@ class SourceChanges:
     def _next_base(self, st: TableState) -> int:
         last = self._sink_for(st).last_batch_id()
         return (last + 1) if last is not None else st.batch_base
-
-    def _renamed(self, st: TableState, found: dict[str, TableSchema]) -> None:
-        """A captured table gone from the source: if a RENAME TABLE took it to a name that
-        ``tables`` matches and that routes to the same target, the table goes on under its
-        new name from the RENAME on (the old name's rows before it applied first), without
-        taking it again. Otherwise nothing happens here: the old name is dropped
-        (``_dropped``) and the new name, if matched, is a new table."""
-        behavior = self.settings.schema_change_behavior
-        if behavior == "exception":
-            return  # _dropped stops the pipeline
-        sink, last, offset, snapshot_done = self._halt(st)
-        try:
-            if offset is not None:
-                after = ov.position(offset)
-            elif st.start.get("mode") == "specific-offset":
-                after = _offset_of(st.start["offset"])
-            else:
-                after = self._scan_from
-            found_rename = (sc.find_table_rename(self._source_config().connection, after,
-                                                 st.table, self._flavor)
-                            if after is not None else None)
-            if found_rename is None:
-                return
-            new_name, ddl = found_rename
-            st.note = f"renamed to {new_name}"
-            if not self._may_go_on_as(st, new_name, found):
-                return
-            if snapshot_done and after < ddl.start:
-                self._apply_gap(st, {
-                    "from": after.to_dict(), "to": ddl.start.to_dict(), "schema": st.schema,
-                    "batch": (last + 1) if last is not None else st.batch_base,
-                    "assigner": offset["assigner"] if offset else None,
-                    "generation": st.generation, "columns": st.columns}, save=False)
-            self._go_on_as(st, new_name, found[new_name], sink, last, snapshot_done, ddl.end)
-        finally:
-            sink.close()
 
     def _may_go_on_as(self, st: TableState, new_name: str,
                       found: dict[str, TableSchema]) -> bool:
@@ -289,67 +201,60 @@ class SourceChanges:
 
     # -- schema changes --------------------------------------------------------------------
 
-    def _schema_changed(self, st: TableState, old: TableSchema, new: TableSchema,
-                        d: sc.Diff) -> None:
+    def _retake(self, st: TableState, new: TableSchema, what: str) -> None:
+        """Take the table again with its schema of now: its target changed for it (as
+        ``schema.change.behavior`` says), emptied, and snapshotted inside the pipeline's
+        stream under a new generation. For a change or a TRUNCATE during its snapshot (its
+        chunks were read before it), and a new key no row followed."""
         behavior = self.settings.schema_change_behavior
-        what = f"table {st.table} changed: {d.describe()}"
+        old = TableSchema.from_dict(st.schema)
+        d = sc.diff(old, new)
         if behavior == "exception":
-            raise SchemaChangeStop(what, fix="schema.change.behavior is 'exception': revert the "
-                                             "change, or choose evolve, try_evolve, lenient or "
-                                             "ignore and run again")
-        sink, last, offset, snapshot_done = self._halt(st)
-        conn = self._source_config().connection
-        retake = not snapshot_done
-        new_base = (last + 1) if last is not None else st.batch_base
-        gap, resume = None, None
-        if snapshot_done:
-            after = (ov.position(offset) if offset is not None
-                     else _offset_of(st.start["offset"]))
-            ddls = sc.find_ddls(conn, after, new.table_id.database, new.table_id.table,
-                                self._flavor)
-            if ddls:
-                # the schema as of now: a DDL after the discovery is in ``ddls`` too
-                new = self.discover(fresh=True).get(st.table, new)
-                d = sc.diff(old, new).with_renames([x.statement for x in ddls])
-                what = f"table {st.table} changed: {d.describe()}"
-            if any(x.rows_before for x in ddls):
-                # rows written between two DDLs have a schema that is neither the old one
-                # nor the current one: take the table again rather than guess it
-                log.warning("%s: %d DDLs with rows between them; taking the table again",
-                            st.table, len(ddls))
-                retake = True
-            else:
-                resume = after
-                if ddls:
-                    first, final = ddls[0], ddls[-1]
-                    if after < first.start:
-                        gap = {"from": after.to_dict(), "to": first.start.to_dict(),
-                               "schema": st.schema, "batch": new_base,
-                               "assigner": offset["assigner"] if offset else None,
-                               "generation": st.generation, "columns": st.columns}
-                        new_base += 1
-                    resume = max(after, final.end)
-                    for x in ddls:
-                        log.info("%s at %s: %s", st.table, x.start, x.statement[:200])
-        log.warning("%s (%s)", what, behavior)
-        if gap is not None:
-            # the old schema's rows first, into the target as it still is. Nothing is saved
-            # before the target changed: a run stopped in between finds the change again
-            # (the gap batch is idempotent, each target change too; with the gap applied but
-            # the state not saved, the table is taken again)
-            self._apply_gap(st, gap, save=False)
-        st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
-        if retake:
+            raise SchemaChangeStop(
+                f"table {st.table} changed: {d.describe()}" if d else what,
+                fix="schema.change.behavior is 'exception': revert the change, or choose "
+                    "evolve, try_evolve, lenient or ignore and run again")
+        sink, last, _offset, _done = self._halt(st)
+        try:
+            if d:
+                st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
             self._empty_for_retake(st, sink, last, what)
-            st.start = {"mode": "initial"}
-        else:
-            st.start = {"mode": "specific-offset", "offset": resume.to_dict()}
-        sink.close()
-        st.group = None  # a retake joins the pipeline's stream again; a resume has its own
+        finally:
+            sink.close()
+        log.warning("%s: emptying %s and taking the table again", what, st.target)
+        st.start = {"mode": "initial"}
+        st.group = None  # joins the pipeline's stream again, under its new generation
         st.generation += 1
-        st.batch_base = new_base
+        st.batch_base = (last + 1) if last is not None else st.batch_base
         st.schema = new.to_dict()
-        st.note = f"{behavior}: {d.describe()}" + (" (taken again)" if retake else "")
+        st.pending_ddl = None
+        st.note = f"{behavior}: {d.describe() or what} (taken again)"
+        self._save()
+        self._start(st, new)
+
+    def _rekeyed(self, st: TableState, new: TableSchema, statements: list[str],
+                 at) -> None:
+        """A new primary key, met by the pipeline's stream at ``at`` after the table's
+        snapshot: every row before it is in the target, which changes its columns for the
+        new schema; the table goes on from ``at`` under a new generation, its changes
+        applied by the new key (the target's rows are not rewritten)."""
+        behavior = self.settings.schema_change_behavior
+        old = TableSchema.from_dict(st.schema)
+        d = sc.diff(old, new).with_renames(statements)
+        sink, last, _offset, _done = self._halt(st)
+        try:
+            st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
+        finally:
+            sink.close()
+        log.warning("table %s changed: %s (%s); it goes on from %s", st.table, d.describe(),
+                    behavior, at)
+        st.start = {"mode": "specific-offset", "offset": at.to_dict(), "joins": True}
+        st.group = None
+        st.generation += 1
+        st.batch_base = (last + 1) if last is not None else st.batch_base
+        st.schema = new.to_dict()
+        st.pending_ddl = None
+        st.note = f"{behavior}: {d.describe()}"
         self._save()
         self._start(st, new)
 
@@ -389,53 +294,3 @@ class SourceChanges:
         transformed = shaper_for(self.defn, st.table).transform is not None
         return evolve_target(st.table, st.target, st.columns, new, d, sink, behavior,
                              transformed)
-
-    def _apply_gap(self, st: TableState, gap: dict | None = None, save: bool = True) -> None:
-        """Apply the old schema's rows between the last applied batch and the DDL, as one
-        more batch of the old generation (idempotent through the sink's batch id)."""
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        from sparkcdc.apply import apply_changes
-
-        gap = gap or st.gap
-        old = TableSchema.from_dict(gap["schema"])
-        sink = self._sink_for(st)
-        last = sink.last_batch_id()
-        if last is None or last < gap["batch"]:
-            assigner = gap["assigner"] or _done_assigner(old)
-            rows = sc.read_gap(self._source_config(), self._flavor, old,
-                               _offset_of(gap["from"]), _offset_of(gap["to"]), assigner)
-            log.info("%s: %d change rows before the DDL, applied as batch %d", st.table,
-                     rows.num_rows, gap["batch"])
-            df = self.spark.createDataFrame(rows, schema=from_arrow_schema(
-                rows.schema, prefer_timestamp_ntz=True))
-            shaper = shaper_for(self.defn, st.table)
-            keys = shaper.keys(old.primary_key)
-            saved = st.columns
-            st.columns = gap["columns"] or saved
-            shaped = self._conform(st, shaper.apply(df))
-            st.columns = saved
-            with self._lock(st.target):
-                apply_changes(shaped, gap["batch"], sink, keys=list(keys))
-        sink.close()
-        st.gap = None
-        if save:
-            self._save()
-
-
-def _offset_of(d: dict):
-    from sparkcdc.core.offsets import BinlogOffset
-
-    return BinlogOffset.from_dict(d)
-
-
-def _done_assigner(schema: TableSchema) -> dict:
-    from sparkcdc.core.assigner import SplitAssigner
-
-    return SplitAssigner.streaming_only([schema.table_id]).to_dict()
-
-
-# A query whose execution thread died while Spark handled a failure (seen: a
-# StackOverflowError in java.util.regex on a long error text after a torn connection) stays
-# "active" with no exception, and would hang the pipeline: it is restarted like a transient
-# failure (the checkpoint makes the restart exactly once).
