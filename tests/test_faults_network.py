@@ -316,27 +316,3 @@ def test_periodic_discovery_rides_out_a_server_away(spark, mariadb, db, tmp_path
             assert r._discovery_failures == 0
         finally:
             r._stop_all()
-
-
-def test_truncate_scan_retries_a_connection_cut_mid_answer(mariadb, db, tmp_path):
-    """The runner's scan of the binlog for TRUNCATE TABLE (SHOW BINLOG EVENTS, which has
-    no row events for the streams to see) torn in the middle of its answer: read again, and
-    the truncate is still found -- before, the driver's error stopped the pipeline."""
-    make_table(mariadb, db, 10)
-    info = mariadb.info
-    with FaultProxy(info.host, info.port) as proxy:
-        defn = parse_pipeline(_yaml(info, proxy.host, proxy.port, db, tmp_path), "faults.yaml",
-                              env={"FAULT_PW": info.cdc_password})
-        r = Runner(defn)
-        r._flavor = "mariadb"
-        seen = []
-        r.states = {f"{db}.t": type("St", (), {"status": "active", "ddl_seen": None,
-                                               "group": None, "table": f"{db}.t"})()}
-        r._truncated = lambda st, ddl: seen.append(ddl.statement)
-        r._check_truncates(None)  # the position to scan from
-        mariadb.execute(*[f"INSERT INTO `{db}`.`t` VALUES ({i}, 0, '{'x' * 30}')"
-                          for i in range(100, 400)], f"TRUNCATE TABLE `{db}`.`t`", database=db)
-        proxy.cut_after(3_000, when_sent=b"SHOW BINLOG EVENTS")
-        r._check_truncates(r._scan_from)
-        assert proxy.stats().cut_mid_transfer == 1
-    assert len(seen) == 1 and "TRUNCATE" in seen[0].upper(), seen

@@ -331,3 +331,33 @@ def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
     assert _target(tmp_path, db)[4]["e"] == "y"
     results = Verifier(defn, rechecks=1, catch_up_timeout=5).run()
     assert all(r.ok for r in results), render(results)
+
+
+@pytest.mark.slow
+def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, mariadb, db,
+                                                                          tmp_path):
+    """A new primary key met in the stream: the rows before it are written by the old key,
+    the loop changes the target's columns, and the table goes on from the change (under its
+    next generation, joining from that offset), its changes applied by the new key. The
+    target is not emptied and nothing is read again."""
+    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.status import table_statuses
+
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(3) NOT NULL, v INT)",
+                    "INSERT INTO t SELECT seq, CONCAT('k', seq), seq FROM seq_1_to_20",
+                    database=db)
+    defn = _pipeline(mariadb, db, tmp_path)
+    Runner(defn, spark, until_caught_up=True).run()
+    mariadb.execute("UPDATE t SET v = -1 WHERE id = 1",
+                    "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, k), "
+                    "ADD COLUMN w INT",
+                    "UPDATE t SET v = -2, w = 2 WHERE id = 2", "INSERT INTO t VALUES (21, 'z', 21, 0)",
+                    "DELETE FROM t WHERE id = 3", database=db)
+    Runner(defn, spark, until_caught_up=True).run()
+    got = _target(tmp_path, db)
+    want = {r[0]: r for r in mariadb.query(f"SELECT id, k, v, w FROM `{db}`.t")}
+    assert {i: (r["k"], r["v"], r["w"]) for i, r in got.items()} == {
+        i: (r[1], r[2], r[3]) for i, r in want.items()}
+    st = {s.table: s for s in table_statuses(defn)}[f"{db}.t"]
+    assert st.generation == 1 and "primary key changed" in st.note, st
+    assert "taken again" not in st.note
