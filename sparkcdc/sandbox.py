@@ -171,7 +171,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _set_pdeathsig() -> None:  # runs in the child between fork and exec
+def set_pdeathsig() -> None:
+    """The child dies with its parent (runs in the child between fork and exec): a killed
+    test or pipeline leaves no server behind."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -247,7 +249,7 @@ class MariaDBSandbox:
             log = open(root / "error.log", "ab")
             self._proc = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=None if self.detached else _set_pdeathsig,
+                preexec_fn=None if self.detached else set_pdeathsig,
                 start_new_session=self.detached,
             )
             log.close()
@@ -368,7 +370,7 @@ class MariaDBSandbox:
         log = open(self._root / "error.log", "ab")
         self._proc = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=None if self.detached else _set_pdeathsig,
+            preexec_fn=None if self.detached else set_pdeathsig,
             start_new_session=self.detached,
         )
         log.close()

@@ -33,7 +33,7 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from sparkcdc.sandbox import _set_pdeathsig, free_port
+from sparkcdc.sandbox import set_pdeathsig, free_port
 
 PYSPARK = Path(__import__("pyspark").__file__).parent
 ROWS, CHUNK = 1600, 200  # 8 chunks: two micro-batches of 4 chunk reads (parallelism 4)
@@ -84,7 +84,7 @@ class StandaloneCluster:
         log = open(self.root / f"{name}.log", "w")
         p = subprocess.Popen([str(PYSPARK / "bin" / "spark-class"), *args], env=self.env,
                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             preexec_fn=_set_pdeathsig)
+                             preexec_fn=set_pdeathsig)
         self.procs.append(p)
         return p
 
@@ -246,7 +246,7 @@ pipeline:
     run = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
                           "--until-caught-up", "--no-progress", "-v", "--master", cluster.url],
                          check=False, capture_output=True, text=True, env=env, timeout=400,
-                         preexec_fn=_set_pdeathsig)
+                         preexec_fn=set_pdeathsig)
     out = run.stdout + run.stderr
     (tmp_path / "run.log").write_text(out)
     assert run.returncode == 0, out[-5000:] + cluster.logs()
@@ -307,7 +307,7 @@ pipeline:
     bad = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
                           "--until-caught-up", "--no-progress", "--master", cluster.url],
                          check=False, capture_output=True, text=True, env=env, timeout=400,
-                         preexec_fn=_set_pdeathsig)
+                         preexec_fn=set_pdeathsig)
     assert bad.returncode != 0, bad.stdout + bad.stderr[-3000:]
     assert "the executors cannot run sparkcdc's Python" in bad.stderr, bad.stderr[-3000:]
     assert "No module named" in bad.stderr and "fix:" in bad.stderr, bad.stderr[-3000:]

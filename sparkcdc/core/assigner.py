@@ -48,7 +48,11 @@ class TablePhase(str, enum.Enum):
 
 
 @dataclass
-class TableState:
+class TableSplits:
+    """One table as the assigner holds it: its planner's state, the key prefix its finished
+    chunks cover, the chunks handed out and not finished, its generation. (The pipeline's
+    ``TableState`` is another thing: a table's place in a pipeline run.)"""
+
     table_id: TableId
     phase: TablePhase
     planner: dict[str, Any] | None  # ChunkPlanner.to_dict(); None once DONE
@@ -75,7 +79,7 @@ class TableState:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TableState":
+    def from_dict(cls, d: dict[str, Any]) -> "TableSplits":
         return cls(TableId(d["database"], d["name"]), TablePhase(d["phase"]), d["planner"],
                    decode_value(d["covered_end"]), int(d["chunks_done"]), int(d["rows_done"]),
                    bool(d["started"]), [SnapshotSplit.from_dict(s) for s in d["inflight"]],
@@ -87,7 +91,7 @@ PlannerFactory = Callable[[TableId], tuple[ChunkPlanner, KeyProbe]]
 
 
 class SplitAssigner:
-    def __init__(self, tables: dict[TableId, TableState], phase: Phase):
+    def __init__(self, tables: dict[TableId, TableSplits], phase: Phase):
         self.tables = tables
         self.phase = phase
 
@@ -95,7 +99,7 @@ class SplitAssigner:
 
     @classmethod
     def for_snapshot(cls, planners: Iterable[ChunkPlanner]) -> "SplitAssigner":
-        tables = {p.table_id: TableState(p.table_id, TablePhase.PLANNING, p.to_dict())
+        tables = {p.table_id: TableSplits(p.table_id, TablePhase.PLANNING, p.to_dict())
                   for p in planners}
         phase = Phase.SNAPSHOTTING if tables else Phase.STREAMING
         return cls(dict(sorted(tables.items())), phase)
@@ -103,7 +107,7 @@ class SplitAssigner:
     @classmethod
     def streaming_only(cls, table_ids: Iterable[TableId]) -> "SplitAssigner":
         """No snapshot (startup modes other than initial/snapshot): every key is covered."""
-        tables = {t: TableState(t, TablePhase.DONE, None, started=True)
+        tables = {t: TableSplits(t, TablePhase.DONE, None, started=True)
                   for t in sorted(table_ids)}
         return cls(tables, Phase.STREAMING)
 
@@ -171,12 +175,12 @@ class SplitAssigner:
             if ts is not None and ts.generation == gen:
                 continue
             if since and t in since:
-                ts = TableState(t, TablePhase.DONE, None, started=True, generation=gen,
+                ts = TableSplits(t, TablePhase.DONE, None, started=True, generation=gen,
                                 since=since[t])
             elif snapshot:
-                ts = TableState(t, TablePhase.PLANNING, planner_of(t).to_dict(), generation=gen)
+                ts = TableSplits(t, TablePhase.PLANNING, planner_of(t).to_dict(), generation=gen)
             else:
-                ts = TableState(t, TablePhase.DONE, None, started=True, generation=gen)
+                ts = TableSplits(t, TablePhase.DONE, None, started=True, generation=gen)
             self.tables[t] = ts
             changed = True
         if changed:
@@ -185,7 +189,7 @@ class SplitAssigner:
             self.phase = Phase.STREAMING if done else Phase.SNAPSHOTTING
         return changed
 
-    def joined_since(self, earlier: "SplitAssigner") -> dict[TableId, TableState]:
+    def joined_since(self, earlier: "SplitAssigner") -> dict[TableId, TableSplits]:
         """The tables that joined after ``earlier`` streaming from a binlog offset of their
         own (``since``): their changes from there to this assigner's batch end are read
         apart, as the window of ``earlier`` to here passes none of them (``still_in``)."""
@@ -239,6 +243,6 @@ class SplitAssigner:
     def from_dict(cls, d: dict[str, Any]) -> "SplitAssigner":
         tables = {}
         for td in d["tables"]:
-            ts = TableState.from_dict(td)
+            ts = TableSplits.from_dict(td)
             tables[ts.table_id] = ts
         return cls(tables, Phase(d["phase"]))

@@ -19,6 +19,7 @@ Executors never send anything back: Spark's model has no channel for it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import logging
@@ -457,11 +458,14 @@ def _few_gc_passes(threshold: int = 50_000):
 class MySQLCDCDataSource(DataSource):
     """``spark.readStream.format("mysql-cdc")`` and ``spark.read.format("mysql-cdc")``."""
 
-    def __init__(self, options):
-        super().__init__(options)
-        self.config = SourceConfig.parse(dict(options))
-        self._tables: dict[TableId, TableSchema] | None = None
-        self._flavor = "mariadb"
+    # Spark's DataSource.__init__ is not to be overridden: the options are parsed on first
+    # use, and the tables looked up once
+    _tables: dict[TableId, TableSchema] | None = None
+    _flavor = "mariadb"
+
+    @functools.cached_property
+    def config(self) -> SourceConfig:
+        return SourceConfig.parse(dict(self.options))
 
     @classmethod
     def name(cls) -> str:

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from sparkcdc.errors import SandboxError
-from sparkcdc.sandbox import _set_pdeathsig, free_port
+from sparkcdc.sandbox import set_pdeathsig, free_port
 
 
 def _binary(name: str) -> str:
@@ -102,7 +102,7 @@ class PostgresSandbox:
                  "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
                  "-c", "max_connections=50", "-c", "shared_buffers=128MB"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_set_pdeathsig, **kw)
+                preexec_fn=set_pdeathsig, **kw)
             log.close()
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self._proc.poll() is None:
