@@ -21,8 +21,9 @@ from sparkcdc.core.schema import TableId
 from sparkcdc.mysql import binlog as B
 from sparkcdc.mysql import events as E
 from sparkcdc.mysql import fastdecode as F
-from sparkcdc.mysql.binlog import BinlogReader, PyRowDecoder, load_table_schema
+from sparkcdc.mysql.binlog import BinlogReader, load_table_schema
 from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.mysql.row_decoding import LibraryRowDecoder, PyRowDecoder, meta_sig
 from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
 
 pytestmark = pytest.mark.timeout(300)
@@ -48,7 +49,7 @@ def assert_same_records(ours, ref):
 def test_native_is_the_default_and_library_decoders_keep_the_library_events(monkeypatch):
     conn = B.ConnectionOptions(hostname="localhost")
     assert BinlogReader(conn, 1, set()).events == "native"
-    assert BinlogReader(conn, 1, set(), decoder=B.LibraryRowDecoder()).events == "library"
+    assert BinlogReader(conn, 1, set(), decoder=LibraryRowDecoder()).events == "library"
     monkeypatch.setenv("SPARKCDC_BINLOG_EVENTS", "library")
     assert BinlogReader(conn, 1, set()).events == "library"
     monkeypatch.setenv("SPARKCDC_BINLOG_EVENTS", "bogus")
@@ -162,7 +163,7 @@ def test_table_maps_equal_the_librarys(mariadb, db):
         for ev in lib:
             if ev.packet.log_pos > end.pos:
                 break
-            want.append((ev.schema, ev.table, [(c.name, B._meta_sig(c)) for c in ev.columns]))
+            want.append((ev.schema, ev.table, [(c.name, meta_sig(c)) for c in ev.columns]))
     finally:
         lib.close()
     base = {k: v for k, v in conn.pymysql_kwargs().items()
@@ -178,7 +179,7 @@ def test_table_maps_equal_the_librarys(mariadb, db):
                 if etype == E.TABLE_MAP and log_pos <= end.pos:
                     tm = E.parse_table_map(bytes(data[s + 19:e - csum]))
                     got.append((tm.schema, tm.table,
-                                [(c.name, B._meta_sig(c)) for c in tm.columns]))
+                                [(c.name, meta_sig(c)) for c in tm.columns]))
     finally:
         stream.close()
     assert got == want and {t for _, t, _ in got} == {"all_types", "rt"}

@@ -20,10 +20,11 @@ from test_types import COLUMNS, _expected, _insert_all_types, cdc
 
 from sparkcdc.core.schema import Column, TableId
 from sparkcdc.errors import DecodeError
-from sparkcdc.mysql import binlog as B
 from sparkcdc.mysql import fastdecode as F
-from sparkcdc.mysql.binlog import BinlogReader, PyRowDecoder, load_table_schema
+from sparkcdc.mysql import row_decoding as B
+from sparkcdc.mysql.binlog import BinlogReader, load_table_schema
 from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.mysql.row_decoding import PyRowDecoder
 
 pytestmark = pytest.mark.timeout(300)  # the extension is built by `make setup`
 
@@ -78,15 +79,15 @@ def test_all_types_inserts_updates_deletes_equal_the_reference(mariadb, db):
 
 
 def test_the_default_decoder_is_the_compiled_one():
-    assert isinstance(B.default_decoder(), F.CRowDecoder)
+    assert isinstance(F.default_decoder(), F.CRowDecoder)
 
 
 def test_without_the_extension_the_default_falls_back_to_python(monkeypatch):
     monkeypatch.setattr(F, "_C", None)
     assert not F.available()
-    assert type(B.default_decoder()) is PyRowDecoder
+    assert type(F.default_decoder()) is PyRowDecoder
     monkeypatch.setenv("SPARKCDC_ROW_DECODER", "library")
-    assert type(B.default_decoder()) is B.LibraryRowDecoder
+    assert type(F.default_decoder()) is B.LibraryRowDecoder
 
 
 RANDOM_DDL = """CREATE TABLE `{t}` (

@@ -12,9 +12,10 @@ import pytest
 
 from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import ConfigError, SchemaError
-from sparkcdc.mysql.binlog import BinlogReader, LibraryRowDecoder, load_table_schema
+from sparkcdc.mysql.binlog import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.mysql.row_decoding import LibraryRowDecoder
 from sparkcdc.mysql.snapshot import chunk_query, read_chunk, select_literal
 from sparkcdc.mysql.types import arrow_schema, parse_column_type
 from sparkcdc.sandbox import MariaDBSandbox, ServerSettings

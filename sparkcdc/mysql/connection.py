@@ -15,8 +15,8 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import quote
 

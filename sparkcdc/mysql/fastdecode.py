@@ -1,6 +1,6 @@
 """The compiled row decoder: per-table plans built once, whole events decoded in C.
 
-``CRowDecoder`` plugs in behind ``binlog.RowDecoder``. For each table map it compiles a
+``CRowDecoder`` plugs in behind ``row_decoding.RowDecoder``. For each table map it compiles a
 plan once (one small spec per column, from the TABLE_MAP metadata and the captured schema,
 checked exactly as ``PyRowDecoder`` checks them) and hands every row event of that table to
 ``_fastdecode.decode``, which walks all of the event's row images in C and returns the same
@@ -20,8 +20,9 @@ from typing import Any
 
 from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.errors import ConfigError, DecodeError
-from sparkcdc.mysql import binlog as B
+from sparkcdc.mysql import row_decoding as R
 from sparkcdc.mysql import types as T
+from sparkcdc.mysql.events import ColumnType
 
 try:  # built by setup.py; optional
     from sparkcdc.mysql import _fastdecode as _C
@@ -44,17 +45,17 @@ def available() -> bool:
     return _C is not None
 
 
-def default_decoder() -> B.RowDecoder:
+def default_decoder() -> R.RowDecoder:
     """The fastest decoder this installation has (``SPARKCDC_ROW_DECODER`` overrides)."""
     choice = os.environ.get("SPARKCDC_ROW_DECODER", "").strip().lower()
     if choice in ("", "auto"):
-        return CRowDecoder() if available() else B.PyRowDecoder()
+        return CRowDecoder() if available() else R.PyRowDecoder()
     if choice == "c":
         return CRowDecoder()
     if choice == "py":
-        return B.PyRowDecoder()
+        return R.PyRowDecoder()
     if choice == "library":
-        return B.LibraryRowDecoder()
+        return R.LibraryRowDecoder()
     raise ConfigError(f"SPARKCDC_ROW_DECODER={choice!r} is not a row decoder",
                       fix="use 'c', 'py', 'library' or leave it unset")
 
@@ -100,10 +101,10 @@ class CRowDecoder:
             _DELETE if isinstance(event, DeleteRowsEvent) else _INSERT)
         ncols = len(schema.columns)
         if int.from_bytes(event.columns_present_bitmap, "little") & full != full:
-            B._all_present(event.columns_present_bitmap, ncols, schema)
+            R.all_present(event.columns_present_bitmap, ncols, schema)
         if mode == _UPDATE and \
                 int.from_bytes(event.columns_present_bitmap2, "little") & full != full:
-            B._all_present(event.columns_present_bitmap2, ncols, schema)
+            R.all_present(event.columns_present_bitmap2, ncols, schema)
         pkt = event.packet
         data = pkt.read(event.event_size - pkt.read_bytes)
         try:
@@ -148,7 +149,7 @@ class CRowDecoder:
 
     def _plan(self, cols: list, schema: TableSchema) -> tuple[Any, int]:
         sig = (schema.table_id, tuple(c.column_type for c in schema.columns),
-               tuple(B._meta_sig(c) for c in cols))
+               tuple(R.meta_sig(c) for c in cols))
         got = self._plans.get(sig)
         if got is None:
             got = (compile_plan(cols, schema), (1 << len(schema.columns)) - 1)
@@ -160,48 +161,48 @@ class CRowDecoder:
 
 def compile_plan(cols: list, schema: TableSchema) -> Any:
     """A ``_fastdecode.Plan`` for a table map's columns (library ``Column`` objects)."""
-    B.check_columns(cols, schema)
+    R.check_columns(cols, schema)
     specs = tuple(column_spec(bc, sc) for bc, sc in zip(cols, schema.columns))
     names = tuple(schema.column_names)
     return _C.Plan(names, specs, Decimal)
 
 
 def column_spec(bc: Any, col: Column) -> _Spec:
-    """The C spec of one column; the same choices as ``binlog._field_decoder``."""
+    """The C spec of one column; the same choices as ``row_decoding._field_decoder``."""
     t = T.mysql_type(col)
     k = t.kind
     bt = bc.type
     unsigned = t.unsigned
 
     def mismatch() -> DecodeError:
-        return B.type_mismatch(col, bt)
+        return R.type_mismatch(col, bt)
 
-    allowed = B._COMPAT.get(bt)
+    allowed = R.COMPAT.get(bt)
     if allowed is not None and k not in allowed and t.base not in allowed:
         raise mismatch()
 
     def integer(nbytes: int) -> _Spec:
         return (OP_UINT if unsigned else OP_INT, nbytes, 0, 0, None)
 
-    if bt == B._TINY:
+    if bt == ColumnType.TINY:
         return integer(1)
-    if bt == B._SHORT:
+    if bt == ColumnType.SHORT:
         return integer(2)
-    if bt == B._INT24:
+    if bt == ColumnType.INT24:
         return integer(3)
-    if bt == B._LONG:
+    if bt == ColumnType.LONG:
         return integer(4)
-    if bt == B._LONGLONG:
+    if bt == ColumnType.LONGLONG:
         return (OP_UINT64, 8, 0, 0, None) if k == T.UINT64 else (OP_INT, 8, 0, 0, None)
-    if bt == B._FLOAT:
+    if bt == ColumnType.FLOAT:
         return (OP_FLOAT, 4, 0, 0, None)
-    if bt == B._DOUBLE:
+    if bt == ColumnType.DOUBLE:
         return (OP_DOUBLE, 8, 0, 0, None)
-    if bt == B._YEAR:
+    if bt == ColumnType.YEAR:
         return (OP_YEAR, 1, 0, 0, None)
-    if bt == B._NEWDECIMAL:
+    if bt == ColumnType.NEWDECIMAL:
         return (OP_DECIMAL, bc.precision, bc.decimals, int(k == T.DECIMAL_TEXT), None)
-    if bt in (B._VARCHAR, B._VAR_STRING, B._STRING):
+    if bt in (ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING):
         nbytes = 2 if bc.max_length > 255 else 1
         if k == T.BINARY:
             return (OP_BYTES, nbytes, t.length if t.base == "binary" and t.length else 0, 0,
@@ -209,46 +210,46 @@ def column_spec(bc: Any, col: Column) -> _Spec:
         if k in (T.STRING, T.JSON):
             return _text(nbytes, col.charset or bc.character_set_name)
         raise mismatch()
-    if bt == B._ENUM:
-        members = B._members(bc.enum_values[1:] if bc.enum_values else None, t)
+    if bt == ColumnType.ENUM:
+        members = R.enum_members(bc.enum_values[1:] if bc.enum_values else None, t)
         return (OP_ENUM, 1 if bc.size == 1 else 2, 0, 0, tuple(members))
-    if bt == B._SET:
-        return (OP_SET, bc.size, 0, 0, tuple(B._members(bc.set_values, t)))
-    if bt in (B._BLOB, B._TINY_BLOB, B._MEDIUM_BLOB, B._LONG_BLOB):
+    if bt == ColumnType.SET:
+        return (OP_SET, bc.size, 0, 0, tuple(R.enum_members(bc.set_values, t)))
+    if bt in (ColumnType.BLOB, ColumnType.TINY_BLOB, ColumnType.MEDIUM_BLOB, ColumnType.LONG_BLOB):
         if k == T.BINARY:
             return (OP_BYTES, bc.length_size, 0, 0, None)
         if k in (T.STRING, T.JSON):
             return _text(bc.length_size, col.charset or bc.character_set_name)
         raise mismatch()
-    if bt == B._GEOMETRY:
+    if bt == ColumnType.GEOMETRY:
         return (OP_GEOMETRY, bc.length_size, 0, 0, None)
-    if bt == B._JSON:
-        return (OP_CALL, bc.length_size, 0, 0, B._mysql_json)
-    if bt == B._BIT:
+    if bt == ColumnType.JSON:
+        return (OP_CALL, bc.length_size, 0, 0, R.mysql_json)
+    if bt == ColumnType.BIT:
         return (OP_BIT1 if k == T.BIT1 else OP_BITS, bc.bytes, t.nbytes, 0, None)
-    if bt in (B._DATE, B._NEWDATE):
+    if bt in (ColumnType.DATE, ColumnType.NEWDATE):
         return (OP_DATE, 3, 0, 0, None)
-    if bt == B._TIME2:
+    if bt == ColumnType.TIME2:
         return (OP_TIME2, bc.fsp, 0, 0, None)
-    if bt == B._DATETIME2:
+    if bt == ColumnType.DATETIME2:
         return (OP_DATETIME2, bc.fsp, 0, 0, None)
-    if bt == B._TIMESTAMP2:
+    if bt == ColumnType.TIMESTAMP2:
         return (OP_TIMESTAMP2, bc.fsp, 0, 0, None)
-    if bt == B._TIME:
+    if bt == ColumnType.TIME:
         return (OP_TIME, 3, 0, 0, None)
-    if bt == B._DATETIME:
+    if bt == ColumnType.DATETIME:
         return (OP_DATETIME, 8, 0, 0, None)
-    if bt == B._TIMESTAMP:
+    if bt == ColumnType.TIMESTAMP:
         return (OP_TIMESTAMP, 4, 0, 0, None)
     raise DecodeError(f"column {col.name!r}: binlog type {bt} is not supported")
 
 
 def _text(nbytes: int, charset: str | None) -> _Spec:
-    codec = B._PY_CODECS.get((charset or "utf8mb4").lower(), "utf-8")
+    codec = R.PY_CODECS.get((charset or "utf8mb4").lower(), "utf-8")
     if codec == "utf-8":
         return (OP_TEXT, nbytes, 0, 0, None)
     if codec == "cp1252":  # MySQL's latin1 needs the Python fallback for its 5 holes
-        return (OP_TEXT, nbytes, 2, 0, B._text_decoder(charset))
+        return (OP_TEXT, nbytes, 2, 0, R.text_decoder(charset))
     return (OP_TEXT, nbytes, 1, 0, codec)
 
 
