@@ -65,7 +65,6 @@ from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.fastdecode import default_decoder
 from sparkcdc.mysql.row_decoding import (
     LibraryRowDecoder,
-    PyRowDecoder,
     RowDecoder,
     meta_sig,
     op_of,
