@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 from sparkcdc.core.schema import TableId
 from sparkcdc.mysql import fastdecode
 from sparkcdc.mysql.binlog import BinlogReader, load_table_schema
-from sparkcdc.mysql.row_decoding import PyRowDecoder
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.mysql.row_decoding import PyRowDecoder
 from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
 
 DB = "bench"
