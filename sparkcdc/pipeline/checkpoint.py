@@ -8,7 +8,9 @@ Layout under ``pipeline.checkpoint.location``::
                                   that take it), generation N
     streams/_tables/g<N>.tables.json  its members (table -> generation), which the running
                                   source reads before every batch
-    streams/<db.table>/g<N>/      Spark's checkpoint of a table's own stream, generation N
+    streams/<db.table>/g<N>/      a table's own stream, generation N: only in checkpoints from
+                                  before every table took the pipeline's stream (read once,
+                                  when the table joins it)
     live/<db.table>.json          what the running runner last saw (rows, rates, pid)
 
 Spark writes ``offsets/<batch>`` before it runs a batch (a version line, a metadata line,
@@ -75,7 +77,8 @@ class TableState:
     #                           the new name, the statement's binlog offset (for the loop)
     note: str = ""
     group: int | None = None  # read by the pipeline's stream, this generation of it; None:
-    #                           by a stream of its own (``generation``)
+    #                           not yet, or, in a checkpoint from before, by a stream of its
+    #                           own (``generation``; it joins at the next start)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

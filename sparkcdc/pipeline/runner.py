@@ -672,8 +672,9 @@ class Runner(PipelineStream, SourceChanges):
                                  f"checkpoint ({self.ckpt.root})")
 
     def _stop_run(self, st: TableState) -> TableRun | None:
-        """Stop what writes the table's target: its own stream, or the pipeline's stream
-        (restarted without or with it at the next look, ``_sync_group``)."""
+        """Stop writing the table's target: the pipeline's stream goes on without it (its
+        members file rewritten at the next look, ``_sync_group``); a query of the table's
+        own (none is started any more) is stopped."""
         run = self.runs.get(st.table)
         if run is None:
             return None

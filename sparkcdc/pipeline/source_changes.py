@@ -169,7 +169,7 @@ class SourceChanges:
         if any((d.added, d.dropped, d.modified)):
             nst.columns = self._evolve_columns(nst, old_schema, new_schema, d, sink, behavior)
         if snapshot_done:
-            # into the pipeline's stream when it can take the table (``_joins_group``)
+            # it joins the pipeline's stream from there (the members file's ``since``)
             nst.start = {"mode": "specific-offset", "offset": start.to_dict(), "joins": True}
             how = "from the RENAME on"
         else:
