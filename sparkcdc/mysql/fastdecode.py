@@ -169,17 +169,9 @@ def compile_plan(cols: list, schema: TableSchema) -> Any:
 
 def column_spec(bc: Any, col: Column) -> _Spec:
     """The C spec of one column; the same choices as ``row_decoding._field_decoder``."""
-    t = T.mysql_type(col)
+    t, bt, mismatch = R.column_types(bc, col)
     k = t.kind
-    bt = bc.type
     unsigned = t.unsigned
-
-    def mismatch() -> DecodeError:
-        return R.type_mismatch(col, bt)
-
-    allowed = R.COMPAT.get(bt)
-    if allowed is not None and k not in allowed and t.base not in allowed:
-        raise mismatch()
 
     def integer(nbytes: int) -> _Spec:
         return (OP_UINT if unsigned else OP_INT, nbytes, 0, 0, None)

@@ -275,19 +275,27 @@ def type_mismatch(col: Column, binlog_type: int) -> DecodeError:
                        fix="the table was altered; restart capture with a new snapshot")
 
 
-def _field_decoder(bc: Any, col: Column) -> _Field:
-    """A decoder for one column from its binlog type/metadata and its canonical type."""
+def column_types(bc: Any, col: Column) -> tuple[T.MySQLType, int, Callable[[], DecodeError]]:
+    """A column's canonical type and its binlog type, checked to agree (``COMPAT``), and
+    the error a later disagreement raises: the start of both plans (this module's and the
+    compiled decoder's, ``fastdecode.column_spec``)."""
     t = T.mysql_type(col)
-    k = t.kind
     bt = bc.type
-    unsigned = t.unsigned
 
     def mismatch() -> DecodeError:
         return type_mismatch(col, bt)
 
     allowed = COMPAT.get(bt)
-    if allowed is not None and k not in allowed and t.base not in allowed:
+    if allowed is not None and t.kind not in allowed and t.base not in allowed:
         raise mismatch()
+    return t, bt, mismatch
+
+
+def _field_decoder(bc: Any, col: Column) -> _Field:
+    """A decoder for one column from its binlog type/metadata and its canonical type."""
+    t, bt, mismatch = column_types(bc, col)
+    k = t.kind
+    unsigned = t.unsigned
 
     if bt == _TINY:
         return _fixed_int("<B" if unsigned else "<b")
