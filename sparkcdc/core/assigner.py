@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkcdc.core.chunking import ChunkPlanner, KeyProbe, SnapshotSplit, decode_value, \
-    encode_value
+from sparkcdc.core.chunking import ChunkPlanner, KeyProbe, SnapshotSplit, decode_value, encode_value
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableId
 from sparkcdc.errors import SparkCDCError

@@ -1,5 +1,5 @@
-"""The pipeline's stream: one Spark streaming query over every table that takes the Arrow
-path (a merge sink), whatever their number.
+"""The pipeline's stream: one Spark streaming query over every table of the pipeline,
+whatever their number and whatever the sink.
 
 Its tables are listed, with their generations and schemas, in a members file the source
 reads before every batch (``scan.tables.file``), so tables join, leave and are taken again
@@ -63,25 +63,20 @@ class PipelineStream:
         and carries the schema changes since), else taken again from the start. A DDL
         whose old-schema rows were still to apply (``gap``) is read again the same way,
         from where they start."""
-        sink = self._sink_for(st)
+        sink, last, offset, snapshot_done = self._halt(st)
         try:
-            last = sink.last_batch_id()
             if st.gap:
                 since = st.gap["from"]
                 st.schema, st.columns = st.gap["schema"], st.gap["columns"] or st.columns
                 st.gap = None
+            elif offset is not None and snapshot_done:
+                since = ov.position(offset).to_dict()
+            elif offset is None and snapshot_done:  # nothing applied since its start
+                since = st.start["offset"]
             else:
-                applied = last is not None and last >= st.batch_base
-                off = self.ckpt.offset(st, last - st.batch_base) if applied else None
-                if off is not None and ov.table_phase(off, st.table) == "done":
-                    since = ov.position(off).to_dict()
-                elif not applied and st.start.get("mode") == "specific-offset":
-                    since = st.start["offset"]
-                else:
-                    since = None
-                    if last is not None:
-                        self._empty_for_retake(st, sink, last, f"table {st.table} joins the "
-                                               "pipeline's stream in its snapshot")
+                since = None
+                self._empty_for_retake(st, sink, last, f"table {st.table} joins the "
+                                       "pipeline's stream in its snapshot")
         finally:
             sink.close()
         st.start = ({"mode": "specific-offset", "offset": since, "joins": True}
@@ -91,6 +86,11 @@ class PipelineStream:
                     "taken again")
         st.generation += 1
         st.batch_base = (last + 1) if last is not None else max(0, st.batch_base)
+
+    def _has_own_stream(self, st: TableState) -> bool:
+        """Whether a stream of its own read the table (a checkpoint from before every table
+        took the pipeline's stream): it joins the pipeline's stream at its next start."""
+        return st.group is None and self.ckpt.last_planned(st) is not None
 
     def _join_group(self, st: TableState, schema: TableSchema, shaper: Shaper,
                     keys: tuple[str, ...], rows_schema) -> None:
@@ -450,11 +450,8 @@ class PipelineStream:
         out = output_schema(arrow_schema(schema))
         parts = []
         for chunk in read_table(conn, schema):
-            rows = pa.Table.from_batches(
-                list(snapshot_batches(chunk, schema, now, out, COLUMNS)), out)
-            kind = rows.schema.get_field_index("_change_type")
-            rows = rows.set_column(kind, "_change_type",
-                                   pa.repeat(pa.scalar(POST, pa.string()), rows.num_rows))
+            rows = pa.Table.from_batches(  # updates: keys the target holds, not new ones
+                list(snapshot_batches(chunk, schema, now, out, COLUMNS, kind=POST)), out)
             parts.append(conform(self._transformed(run, rows), run.rows_schema))
         n = sum(p.num_rows for p in parts)
         log.warning("table %s: %s added with values for the rows it held; %d current row(s) "

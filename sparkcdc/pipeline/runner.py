@@ -250,7 +250,6 @@ class Runner(PipelineStream, SourceChanges):
         themselves: a retryable failure is logged and the look is taken again at the next
         interval; only ``_MAX_IN_A_ROW`` failures in a row stop the pipeline."""
         try:
-            self._read_now()
             self._reconcile(self.discover())
             self._save()
         except SparkCDCError as e:
@@ -372,7 +371,7 @@ class Runner(PipelineStream, SourceChanges):
         stream of its own (it joins from where its target is, with the schema it was read
         with: ``_from_own_stream``)."""
         return (self._carried_by_stream(st, memo) or bool(st.start.get("joins"))
-                or (st.group is None and self.ckpt.last_planned(st) is not None))
+                or self._has_own_stream(st))
 
     def _gone_in_stream_ahead(self, found: dict[str, TableSchema]) -> set[str]:
         """Tables gone from the source whose DROP or RENAME the pipeline's stream has yet
@@ -414,7 +413,7 @@ class Runner(PipelineStream, SourceChanges):
                 "changes by",
                 fix=f"add a transform for {st.table} with primary-keys: the columns that "
                     "identify a row (or add a primary key to the table)")
-        if st.group is None and self.ckpt.last_planned(st) is not None:
+        if self._has_own_stream(st):
             self._from_own_stream(st)
             schema = TableSchema.from_dict(st.schema)
         rows_schema = self._arrow_path(st, schema, shaper)

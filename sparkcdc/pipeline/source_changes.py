@@ -126,13 +126,8 @@ class SourceChanges:
             sink.empty()
         finally:
             sink.close()
-        st.generation += 1  # a new Spark checkpoint: the stream starts with a snapshot
-        st.batch_base = (last + 1) if last is not None else st.batch_base
-        st.start = {"mode": "initial"}
-        st.gap = None  # old-schema rows from the lost binlog cannot be read any more
-        st.group = None  # (re)joins the pipeline's stream as a table to take from the start
-        st.note = "resnapshot: binlog purged"
-        self._save()
+        # taken from the start (old-schema rows from the lost binlog cannot be read any more)
+        self._next_generation(st, last, {"mode": "initial"}, "resnapshot: binlog purged")
 
     def _next_base(self, st: TableState) -> int:
         last = self._sink_for(st).last_batch_id()
@@ -222,14 +217,8 @@ class SourceChanges:
         finally:
             sink.close()
         log.warning("%s: emptying %s and taking the table again", what, st.target)
-        st.start = {"mode": "initial"}
-        st.group = None  # joins the pipeline's stream again, under its new generation
-        st.generation += 1
-        st.batch_base = (last + 1) if last is not None else st.batch_base
-        st.schema = new.to_dict()
-        st.pending_ddl = None
-        st.note = f"{behavior}: {d.describe() or what} (taken again)"
-        self._save()
+        self._next_generation(st, last, {"mode": "initial"},
+                              f"{behavior}: {d.describe() or what} (taken again)", new)
         self._start(st, new)
 
     def _rekeyed(self, st: TableState, new: TableSchema, statements: list[str],
@@ -248,15 +237,25 @@ class SourceChanges:
             sink.close()
         log.warning("table %s changed: %s (%s); it goes on from %s", st.table, d.describe(),
                     behavior, at)
-        st.start = {"mode": "specific-offset", "offset": at.to_dict(), "joins": True}
-        st.group = None
+        self._next_generation(st, last, {"mode": "specific-offset", "offset": at.to_dict(),
+                                         "joins": True}, f"{behavior}: {d.describe()}", new)
+        self._start(st, new)
+
+    def _next_generation(self, st: TableState, last: int | None, start: dict, note: str,
+                         schema: TableSchema | None = None) -> None:
+        """The table's next generation, saved: it (re)joins the pipeline's stream from
+        ``start``, its target's batch ids going on after ``last`` (the last one it has),
+        with ``schema`` when it changed; nothing of the one before waits for it."""
+        st.start = start
+        st.group = None  # joins the pipeline's stream again, under the new generation
         st.generation += 1
         st.batch_base = (last + 1) if last is not None else st.batch_base
-        st.schema = new.to_dict()
+        if schema is not None:
+            st.schema = schema.to_dict()
         st.pending_ddl = None
-        st.note = f"{behavior}: {d.describe()}"
+        st.gap = None
+        st.note = note
         self._save()
-        self._start(st, new)
 
     def _halt(self, st: TableState):
         """Stop the table's stream; the target's sink, its last batch id, the source offset

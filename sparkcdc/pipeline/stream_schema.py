@@ -78,20 +78,19 @@ def add_renames(formerly: dict[str, list[str]], renamed) -> None:
 
 def after_seq(rows: pa.Table, seq: int) -> pa.Table:
     """The rows after ``_seq`` ``seq`` (a TRUNCATE's place): the rows before it are gone."""
-    import decimal
-
-    import pyarrow.compute as pc
-
-    bound = pa.scalar(decimal.Decimal(seq), rows.schema.field("_seq").type)
-    return rows.filter(pc.greater(rows.column("_seq"), bound))
+    return _by_seq(rows, seq, "greater")
 
 
 def before_seq(rows: pa.Table, seq: int) -> pa.Table:
     """The rows before ``_seq`` ``seq`` (a DROP or RENAME of the table: the rows after it are
     another table's, one created under the name again)."""
+    return _by_seq(rows, seq, "less")
+
+
+def _by_seq(rows: pa.Table, seq: int, compare: str) -> pa.Table:
     import decimal
 
     import pyarrow.compute as pc
 
     bound = pa.scalar(decimal.Decimal(seq), rows.schema.field("_seq").type)
-    return rows.filter(pc.less(rows.column("_seq"), bound))
+    return rows.filter(getattr(pc, compare)(rows.column("_seq"), bound))

@@ -261,16 +261,17 @@ def in_key_order(table: pa.Table, key: Sequence[str]) -> pa.Table:
 
 
 def snapshot_batches(table: pa.Table, schema: TableSchema, as_of: BinlogOffset,
-                     out_schema: pa.Schema, shape: str,
-                     max_rows: int = 65536) -> Iterable[pa.RecordBatch]:
-    """A normalized chunk as ``insert`` rows, all with ``_seq`` = (as_of, snapshot)."""
+                     out_schema: pa.Schema, shape: str, max_rows: int = 65536,
+                     kind: str = INSERT) -> Iterable[pa.RecordBatch]:
+    """A normalized chunk as ``insert`` rows (or rows of another change ``kind``), all
+    with ``_seq`` = (as_of, snapshot)."""
     n = table.num_rows
     if n == 0:
         return
     seq = pa.scalar(decimal.Decimal(seq_number(as_of, SEQ_SNAPSHOT)), pa.decimal128(38, 0))
     # constant columns are built in Arrow (pa.repeat), not from Python lists of n values
     meta = {
-        "_change_type": pa.repeat(pa.scalar(INSERT, pa.string()), n),
+        "_change_type": pa.repeat(pa.scalar(kind, pa.string()), n),
         "_database": pa.repeat(pa.scalar(schema.table_id.database, pa.string()), n),
         "_table": pa.repeat(pa.scalar(schema.table_id.table, pa.string()), n),
         "_op_ts": pa.nulls(n, pa.timestamp("us", tz="UTC")),

@@ -665,12 +665,13 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._read_members()
         # the tables captured now (a restarted query may capture more, fewer, or take one
         # again under a new generation): the assigner follows, between two batches
-        had = SplitAssigner.from_dict(start["assigner"]) if self._since else assigner
-        assigner.reconcile(self._generations(), lambda t: d.planner(t)[0], snapshotting,
-                           self._since)
-        # a table that joins from a binlog offset has changes to read even where the
+        wanted = self._generations()
+        # a table that joins now from a binlog offset has changes to read even where the
         # server's position has not moved (``partitions``: ``_joined_since``)
-        joins = bool(self._since) and bool(assigner.joined_since(had))
+        joins = any(t in self._since and (t not in assigner.tables
+                                          or assigner.tables[t].generation != g)
+                    for t, g in wanted.items())
+        assigner.reconcile(wanted, lambda t: d.planner(t)[0], snapshotting, self._since)
         if snapshotting and assigner.phase == Phase.SNAPSHOTTING:
             now = time.monotonic()
             chunks = assigner.assign(self._chunks_per_batch(limit, now), d.planner)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from sparkcdc.errors import SandboxError
-from sparkcdc.sandbox import set_pdeathsig, free_port
+from sparkcdc.sandbox import free_port, set_pdeathsig
 
 
 def _binary(name: str) -> str:
