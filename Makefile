@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkcdc-installed
 
-.PHONY: setup test test-fast test-faults demo clean
+.PHONY: setup test test-fast test-faults test-compat demo clean
 
 setup: $(STAMP)
 
@@ -18,14 +18,19 @@ $(STAMP): pyproject.toml setup.py sparkcdc/mysql/_fastdecode.c scripts/setup.sh
 test: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy sparkcdc/core
-	$(PY) -m pytest tests -m "not faults and not cluster and not huge"
+	$(PY) -m pytest tests -m "not faults and not cluster and not huge and not spark_delta"
 
 # A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.
 demo: setup
 	$(PY) demo/demo.py
 
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow and not faults and not cluster and not huge"
+	$(PY) -m pytest tests -m "not slow and not faults and not cluster and not huge and not spark_delta"
+
+# the fast subset on Python 3.10, 3.12 and 3.13 and on the oldest and newest supported PySpark
+# (4.2 with delta-spark's catalog tests, 4.3), each in its own venv under .venv-compat/
+test-compat: setup
+	bash scripts/compat.sh
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md)
 test-faults: setup
@@ -46,4 +51,4 @@ bench: setup
 	$(PY) bench/tables.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .venv-compat .pytest_cache build *.egg-info

@@ -41,6 +41,10 @@ class ConfigError(SparkCDCError):
         self.key = key
 
 
+class UnsupportedSpark(SparkCDCError):
+    """The installed PySpark lacks an API sparkcdc needs. Terminal: only an upgrade helps."""
+
+
 class SandboxError(SparkCDCError):
     """The throwaway MariaDB server could not be started, reached or stopped."""
 

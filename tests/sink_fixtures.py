@@ -19,7 +19,7 @@ from sparkcdc import sinks
 from sparkcdc.apply import materialize
 from sparkcdc.sinks.base import END_AT, START_AT
 
-UTC = dt.UTC
+UTC = dt.timezone.utc
 D = decimal.Decimal
 
 # every sink, as test ids; files twice (both formats)

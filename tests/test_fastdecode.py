@@ -126,7 +126,7 @@ _ROW_FIELDS = {
     "tm": _td.map(lambda us: _time_literal(us, 6)), "tm2": _td.map(lambda us: _time_literal(us, 2)),
     "dt": st.datetimes(dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31))
           .map(lambda x: x.replace(microsecond=x.microsecond // 1000 * 1000)),
-    "ts": st.integers(1, 2**31 - 1).map(lambda s: dt.datetime.fromtimestamp(s, dt.UTC)
+    "ts": st.integers(1, 2**31 - 1).map(lambda s: dt.datetime.fromtimestamp(s, dt.timezone.utc)
                                       .strftime("%Y-%m-%d %H:%M:%S.123456")),
     "y": st.sampled_from([0, 1901, 2024, 2155]), "e": st.sampled_from(["a", "b", "c"]),
     "st": st.sets(st.sampled_from("pqr")).map(lambda s: ",".join(sorted(s))),

@@ -28,7 +28,7 @@ from sparkcdc.spark.rows import (
     snapshot_batches,
 )
 
-UTC = dt.UTC
+UTC = dt.timezone.utc
 
 
 def _schema(db: str, table: str) -> TableSchema:

@@ -20,7 +20,7 @@ from sparkcdc.mysql.snapshot import chunk_query, read_chunk, select_literal
 from sparkcdc.mysql.types import arrow_schema, parse_column_type
 from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
 
-UTC = dt.UTC
+UTC = dt.timezone.utc
 
 
 def cdc(sb: MariaDBSandbox, **kw) -> ConnectionOptions:

@@ -25,7 +25,7 @@ import pyarrow as pa
 from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.errors import DecodeError, SchemaError
 
-UTC = _dt.UTC
+UTC = _dt.timezone.utc  # datetime.UTC is 3.11+
 _WIDE = Context(prec=100)  # DECIMAL(65, 30) needs more than the default 28 digits
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -104,6 +104,7 @@ class PipelineStream:
             st.batch_base = nxt - (planned + 1 if planned is not None else 0)
             st.group = self.group_gen  # saved before the stream starts (_sync_group)
         run = self._new_run(st, schema, sink, shaper, keys)
+        run.published = sink.publish(self.spark)  # a wrong catalog entry fails here
         run.arrow, run.rows_schema = True, rows_schema
         run.query = self.group_query
         self.runs[st.table] = run

@@ -511,7 +511,10 @@ class Runner(PipelineStream, SourceChanges):
 
     def _after_batch(self, run: TableRun, rows, target_batch: int, df=None) -> None:
         """``on_batch(table, change rows as a Spark DataFrame, the target's batch id)``, the
-        hook of ``Runner`` (tests and callers watch every applied batch with it)."""
+        hook of ``Runner`` (tests and callers watch every applied batch with it). A target
+        created by this batch is named in its catalog now (``Sink.publish``)."""
+        if not run.published:
+            run.published = run.sink.publish(self.spark)
         if self.on_batch is not None:
             self.on_batch(run.state.table, df if df is not None else self._local_frame(rows),
                           target_batch)

@@ -38,6 +38,7 @@ class TableRun:
     arrow: bool = False  # micro-batches carry Arrow record batches (Runner._arrow_path)
     change_rows: dict = field(default_factory=dict)  # batch id -> change rows (arrow runs)
     rows_schema: Any = None  # the Arrow schema of its change rows (arrow runs)
+    published: bool = False  # its target is named where readers look (Sink.publish)
     gone: dict | None = None  # a drop or rename met in the batch being written (its state's
     #                           ``gone`` once the rows before it are)
     emit_lag: float | None = None  # seconds from its newest change's commit to its write

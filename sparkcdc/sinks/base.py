@@ -247,6 +247,13 @@ class Sink(ABC):
                           fix="empty the target table and restart, or use "
                               "schema.change.behavior: ignore")
 
+    def publish(self, spark: Any) -> bool:
+        """On the driver, with the pipeline's Spark session: name the target where readers
+        look it up, if the sink does so (a Delta table in a Spark catalog,
+        ``sinks/delta/catalog.py``). Called when the table joins, where a wrong entry fails
+        before anything is written, and after its first write until it returns True."""
+        return True
+
     def close(self) -> None:
         """Release connections; the sink reopens them if used again."""
 

@@ -31,6 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 import pyarrow as pa
+
+from sparkcdc.spark.versions import require_pyspark
+
+require_pyspark()  # before the imports an older PySpark lacks: one clear error, not theirs
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,

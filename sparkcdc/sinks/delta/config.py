@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkcdc.sinks.base import REQUIRED, Opt, Options, sub_path
+from sparkcdc.errors import ConfigError
+from sparkcdc.sinks.base import REQUIRED, Opt, Options, set_per_target, sub_path, table_name_parts
 
 OPTIONS = {
     "path": Opt(REQUIRED, "the table's location: a local path or a URI delta-rs supports"),
@@ -16,6 +17,10 @@ OPTIONS = {
     "compact-every": Opt("100", "a non-negative integer: compact small files every N batches "
                                 "(0: never)"),
     "target-file-size": Opt(None, "a positive integer: bytes per file for compaction"),
+    "catalog": Opt(None, "a Spark catalog (such as spark_catalog) that also names the table, "
+                         "as 'catalog-table'; needs Delta Lake in the Spark session"),
+    "catalog-table": Opt(None, "the table's name 'database.table' in 'catalog' (a pipeline "
+                               "names each target so, from its route)"),
 }
 STORAGE_PREFIX = "storage."  # storage.<key> -> delta-rs storage_options
 PREFIXES = (STORAGE_PREFIX,)  # option names taken as a group
@@ -29,16 +34,33 @@ class DeltaConfig:
     compact_every: int = 100  # a long stream of small batches must not pile up files
     target_file_size: int | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
+    catalog: str | None = None  # a Spark catalog naming the table too (sinks/delta/catalog.py)
+    catalog_table: tuple[str, str] | None = None  # (database, table) in it
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
         o = Options("delta", OPTIONS, options, prefixes=PREFIXES)
+        catalog, name = o.text("catalog"), o.text("catalog-table")
+        if bool(catalog) != bool(name):
+            missing = "catalog-table" if catalog else "catalog"
+            raise ConfigError(f"the delta sink's options 'catalog' and 'catalog-table' go "
+                              f"together, and '{missing}' is missing",
+                              fix="give both (catalog: spark_catalog, catalog-table: db.table)"
+                                  ", or neither for a table known by its path alone",
+                              key=missing)
         return cls(path=o.text("path"), partition_by=o.names("partition-by"),
                    app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),
                    target_file_size=o.integer("target-file-size", lo=1),
-                   storage_options=o.prefixed[STORAGE_PREFIX])
+                   storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
+                   catalog_table=(table_name_parts("delta", "catalog-table", name, 2)
+                                  if name else None))
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
-    """A pipeline's Delta destination: one table per target, ``<path>/<db>/<table>``."""
-    return {**options, "path": sub_path("delta", options, db, table)}
+    """A pipeline's Delta destination: one table per target, ``<path>/<db>/<table>``; with
+    a ``catalog``, also named ``db.table`` there."""
+    out = {**options, "path": sub_path("delta", options, db, table)}
+    if options.get("catalog"):
+        set_per_target("delta", options, "catalog-table")
+        out["catalog-table"] = f"{db}.{table}"
+    return out

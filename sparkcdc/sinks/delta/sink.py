@@ -67,6 +67,13 @@ class DeltaSink(Sink):
             return None
         return dl.DeltaTable(self.config.path, storage_options=self.config.storage_options)
 
+    def publish(self, spark) -> bool:
+        if self.config.catalog is None:
+            return True
+        from sparkcdc.sinks.delta.catalog import publish
+
+        return publish(spark, self.config, self._table() is not None)
+
     def last_batch_id(self) -> int | None:
         t = self._table()
         return None if t is None else t.transaction_version(self.config.app_id)
