@@ -9,7 +9,7 @@ STAMP := $(VENV)/.sparkcdc-installed
 setup: $(STAMP)
 
 # Re-runs only when the dependency list changes; a second `make setup` is a no-op.
-$(STAMP): pyproject.toml setup.py sparkcdc/mysql/_fastdecode.c scripts/setup.sh
+$(STAMP): pyproject.toml setup.py sparkcdc/mysql/binlog/_fastdecode.c scripts/setup.sh
 	bash scripts/setup.sh
 	touch $(STAMP)
 
@@ -34,8 +34,7 @@ test-compat: setup
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md)
 test-faults: setup
-	$(PY) -m pytest $(wildcard tests/test_faults*.py) tests/test_pipeline_kill.py tests/test_cluster.py \
-		tests/test_huge.py
+	$(PY) -m pytest tests/faults tests/pipeline/test_kill.py
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into

@@ -1,7 +1,7 @@
 """Only the optional C row decoder; everything else is in pyproject.toml.
 
 ``optional=True``: without a C compiler or the Python headers the build prints a warning and
-sparkcdc installs anyway, falling back to the pure-Python decoder (sparkcdc/mysql/fastdecode.py).
+sparkcdc installs anyway, falling back to the pure-Python decoder (sparkcdc/mysql/binlog/fastdecode.py).
 """
 
 from setuptools import Extension, setup
@@ -9,8 +9,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "sparkcdc.mysql._fastdecode",
-            ["sparkcdc/mysql/_fastdecode.c"],
+            "sparkcdc.mysql.binlog._fastdecode",
+            ["sparkcdc/mysql/binlog/_fastdecode.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"],
             optional=True,
         )

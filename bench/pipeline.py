@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from throughput import COLUMNS_DDL, FILL, LOG, machine, replace_section, run_debezium, say
 
-from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
+from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
 DB = "bench"
 TABLE = "orders"
@@ -127,7 +127,7 @@ class Bench:
         self.sb.execute(f"CREATE DATABASE {DB}")
         say(f"sandbox MariaDB on port {self.sb.info.port}")
         if "postgres" in self.args.sinks:
-            from sparkcdc.sinks.postgres.sandbox import PostgresSandbox
+            from sparkcdc.testing.postgres import PostgresSandbox
 
             self.pg = PostgresSandbox()
             self.pg.start()

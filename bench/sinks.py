@@ -136,8 +136,8 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from sparkcdc.sandbox import MariaDBSandbox
-    from sparkcdc.sinks.postgres.sandbox import PostgresSandbox
+    from sparkcdc.testing.mariadb import MariaDBSandbox
+    from sparkcdc.testing.postgres import PostgresSandbox
 
     spark = (SparkSession.builder.master("local[2]").appName("sparkcdc-bench-sinks")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from pipeline import timed  # noqa: E402
 from throughput import machine, replace_section, run_debezium, say  # noqa: E402
 
-from sparkcdc.sandbox import MariaDBSandbox, ServerSettings  # noqa: E402
+from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings  # noqa: E402
 
 DB = "bench"
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"

@@ -37,12 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sparkcdc.core.schema import TableId
-from sparkcdc.mysql import fastdecode
-from sparkcdc.mysql.binlog import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog import fastdecode
+from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
-from sparkcdc.mysql.row_decoding import PyRowDecoder
-from sparkcdc.sandbox import MariaDBSandbox, ServerSettings
+from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
+from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
 DB = "bench"
 COLUMNS_DDL = ("(id BIGINT PRIMARY KEY, a INT, b BIGINT, c VARCHAR(32), d DOUBLE, "

@@ -710,7 +710,7 @@ class Bench:
 
         servers = {s for w in self.writers for s in w.servers}
         if "postgres" in servers:
-            from sparkcdc.sinks.postgres.sandbox import PostgresSandbox
+            from sparkcdc.testing.postgres import PostgresSandbox
 
             self.pg = PostgresSandbox()
             self.pg.start()
@@ -722,7 +722,7 @@ class Bench:
                                            autocommit=True)
             say(f"sandbox PostgreSQL on port {i.port}")
         if "mariadb" in servers:
-            from sparkcdc.sandbox import MariaDBSandbox
+            from sparkcdc.testing.mariadb import MariaDBSandbox
 
             self.maria = MariaDBSandbox(name="bench-writers", base_dir=self.tmp)
             self.maria.start()

@@ -128,7 +128,7 @@ def main() -> int:
     from sparkcdc.pipeline import verify as verify_mod
     from sparkcdc.pipeline.progress import make_display
     from sparkcdc.pipeline.runner import Runner
-    from sparkcdc.sandbox import MariaDBSandbox
+    from sparkcdc.testing.mariadb import MariaDBSandbox
 
     work = Path(tempfile.mkdtemp(prefix="sparkcdc-demo-"))
     runner = None

@@ -34,5 +34,5 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 echo "setup: installing sparkcdc (editable) with the dev extra and every sink's driver"
 .venv/bin/python -m pip install -q -e '.[dev,all]'
-.venv/bin/python -c "from sparkcdc.mysql import fastdecode as f; print('setup: compiled row decoder', 'built' if f.available() else 'NOT built (pure-Python fallback)')"
+.venv/bin/python -c "from sparkcdc.mysql.binlog import fastdecode as f; print('setup: compiled row decoder', 'built' if f.available() else 'NOT built (pure-Python fallback)')"
 echo "setup: done"

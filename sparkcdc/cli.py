@@ -10,7 +10,7 @@ from sparkcdc.errors import SparkCDCError
 
 
 def _cmd_sandbox(args: argparse.Namespace) -> int:
-    from sparkcdc import sandbox
+    from sparkcdc.testing import mariadb as sandbox
 
     if args.action == "start":
         settings = (sandbox.ServerSettings.misconfigured(args.misconfigured)

@@ -1,4 +1,7 @@
-"""Shared fixtures: one real MariaDB and one SparkSession per test session."""
+"""Shared fixtures: one real MariaDB, one PostgreSQL and one SparkSession per test session.
+
+tests/ mirrors the package: the test of ``sparkcdc/x/y.py`` is ``tests/x/test_y.py``; the
+suites that cross rooms (faults, the CLI) have folders or files of their own."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import uuid
 
 import pytest
 
-from sparkcdc.sandbox import MariaDBSandbox
+from sparkcdc.testing.mariadb import MariaDBSandbox
 
 
 @pytest.fixture(scope="session")
@@ -49,3 +52,12 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server (Debian's binaries) for the test session."""
+    from sparkcdc.testing.postgres import PostgresSandbox
+
+    with PostgresSandbox() as pg:
+        yield pg

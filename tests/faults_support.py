@@ -1,4 +1,4 @@
-"""Shared pieces of the fault-injection suite (tests/test_faults*.py).
+"""Shared pieces of the fault-injection suite (tests/faults/).
 
 Every fault test has the same shape: a table under concurrent writers (inserts, updates,
 deletes, key changes), a real stream into real sinks, a fault, a recovery, and then two

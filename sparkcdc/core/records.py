@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.offsets import BinlogOffset, file_index
 from sparkcdc.core.schema import TableId
 
 INSERT, UPDATE, DELETE = "c", "u", "d"
@@ -88,7 +88,6 @@ SEQ_SNAPSHOT, SEQ_BEFORE, SEQ_AFTER = 0, 1, 2
 
 
 def seq_number(offset: BinlogOffset, sub: int) -> int:
-    from sparkcdc.core.offsets import file_index
 
     f, p, e, r = file_index(offset.file), offset.pos, offset.events, offset.rows
     if f >= 10**7 or p >= 10**13 or e >= 10**9 or r >= 10**8:

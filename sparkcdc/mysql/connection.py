@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, TLSError
+from sparkcdc.mysql import server_errors
 
 SSL_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
 VERIFY_MODES = ("verify_ca", "verify_identity")
@@ -220,7 +221,6 @@ class ConnectionOptions:
 
 T = TypeVar("T")
 
-_LOST = (2006, 2013, 2055)  # server gone away, lost connection during query, lost at handshake
 
 
 def retry_lost(conn: ConnectionOptions, what: str, read: Callable[[], T]) -> T:
@@ -235,8 +235,8 @@ def retry_lost(conn: ConnectionOptions, what: str, read: Callable[[], T]) -> T:
         try:
             return read()
         except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as e:
-            code = e.args[0] if e.args and isinstance(e.args[0], int) else None
-            if isinstance(e, pymysql.err.OperationalError) and code not in _LOST:
+            if (isinstance(e, pymysql.err.OperationalError)
+                    and server_errors.code(e) not in server_errors.LOST):
                 raise
             if attempt == conn.max_retries:
                 raise ConnectionFailed(

@@ -17,6 +17,7 @@ from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import FinishedSplit
+from sparkcdc.errors import BinlogUnavailable, ConfigError
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.locate import Locator
 
@@ -87,7 +88,7 @@ class MySQLDialect:
         """Changes in ``[start, end)`` of one table (or of every known table if None, or of
         those in ``only``: the others' events are skipped undecoded); with
         ``table_events``, the tables' ``TableEvent``s among them (``BinlogReader``)."""
-        from sparkcdc.mysql.binlog import BinlogReader
+        from sparkcdc.mysql.binlog.reader import BinlogReader
 
         if start >= end:
             return iter(())
@@ -139,7 +140,6 @@ class MySQLDialect:
 
     def specific_offset(self, startup) -> BinlogOffset:
         """``scan.startup.specific-offset.*`` as an offset; the file must still exist."""
-        from sparkcdc.errors import BinlogUnavailable, ConfigError
 
         if not startup.file:
             raise ConfigError(
@@ -161,7 +161,7 @@ class MySQLDialect:
         """Where to start for ``scan.startup.timestamp-millis``: the oldest file whose
         successor was created after ``ts_ms`` (file creation times come from each file's
         first event); the reader then skips changes committed before ``ts_ms``."""
-        from sparkcdc.mysql.binlog import file_start_timestamps
+        from sparkcdc.mysql.binlog.reader import file_start_timestamps
 
         files = self.binlog_files()
         starts = file_start_timestamps(self.conn, self.server_id, files, flavor=self.flavor)

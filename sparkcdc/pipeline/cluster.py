@@ -89,7 +89,7 @@ def _probe(_: Any) -> list[dict]:  # runs on an executor
             out["missing"].append(f"{mod} ({e})")
     try:
         import sparkcdc as pkg
-        from sparkcdc.mysql.fastdecode import default_decoder
+        from sparkcdc.mysql.binlog.fastdecode import default_decoder
 
         out["sparkcdc"] = _os.path.dirname(_os.path.abspath(pkg.__file__))
         out["decoder"] = type(default_decoder()).__name__

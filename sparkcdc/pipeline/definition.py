@@ -20,7 +20,7 @@ import yaml
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.options import OPTIONS as SOURCE_OPTIONS
-from sparkcdc.mysql.options import duration_seconds
+from sparkcdc.mysql.options import SourceConfig, duration_seconds
 
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
 SECTIONS = ("source", "sink", "route", "transform", "pipeline")
@@ -346,7 +346,6 @@ def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
 
 def _check_source_options(r: _Reader, opts: dict[str, str]) -> None:
     """Parse the options once now, so a malformed value fails at its own line."""
-    from sparkcdc.mysql.options import SourceConfig
 
     trial = {**opts, "database-name": "x", "table-name": "x"}
     try:

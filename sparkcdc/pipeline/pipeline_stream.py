@@ -18,9 +18,13 @@ import os
 
 import pyarrow as pa
 
-from sparkcdc.core.schema import TableSchema
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.records import DDL, TRUNCATE
+from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import SchemaChangeStop, SparkCDCError
+from sparkcdc.mysql.ddl import table_fate
 from sparkcdc.pipeline import schema_change as sc
+from sparkcdc.pipeline import targets as _targets
 from sparkcdc.pipeline.checkpoint import TableState, write_json
 from sparkcdc.pipeline.routing import Shaper
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
@@ -269,8 +273,6 @@ class PipelineStream:
         order (pipeline/stream_schema.py): its rows shaped like the target afterwards and
         whether a TRUNCATE empties the target first; None when the change is one the loop
         must make (a new key, a change during the snapshot, the behavior ``exception``)."""
-        from sparkcdc.core.records import DDL, TRUNCATE
-        from sparkcdc.mysql.ddl import table_fate
         from sparkcdc.pipeline.stream_schema import after_seq, before_seq, conform
 
         st = run.state
@@ -367,7 +369,6 @@ class PipelineStream:
         gone = [st for st in self.states.values() if st.status == "active" and st.gone]
         if not gone:
             return
-        from sparkcdc.core.offsets import BinlogOffset
 
         found = self.discover(fresh=True) if found is None else found
         for st in gone:
@@ -436,7 +437,7 @@ class PipelineStream:
         later changes carry whole rows, so the target converges on the source as after a
         snapshot: a row changed since is overwritten by its change, one deleted since is
         deleted by it. The whole table passes through the driver's memory once."""
-        from sparkcdc.mysql.binlog import load_table_schema
+        from sparkcdc.mysql.binlog.reader import load_table_schema
         from sparkcdc.mysql.offsets import current_offset
         from sparkcdc.mysql.snapshot import read_table
         from sparkcdc.mysql.types import arrow_schema
@@ -474,8 +475,7 @@ class PipelineStream:
         followed: information_schema's, when the binlog has not moved past the batch's end
         while it was read (so no later DDL is in it); None otherwise (the statements wait
         for the table's next rows, which carry their schema)."""
-        from sparkcdc.core.schema import TableId
-        from sparkcdc.mysql.binlog import load_table_schema
+        from sparkcdc.mysql.binlog.reader import load_table_schema
         from sparkcdc.mysql.offsets import current_offset
 
         off = self.ckpt.offset(st, batch_id)
@@ -531,7 +531,6 @@ def write_target(sink_type: str, options: dict, target: str, items: list) -> tup
     target that has the batch already skips it, as on the driver). Returns the target and
     where it ran (the task's working directory: the executor's)."""
     from sparkcdc.apply import ApplySpec, apply_arrow
-    from sparkcdc.pipeline import targets as _targets
     from sparkcdc.spark.arrow_batches import from_ipc
 
     for app_id, ipc, batch, keys, empty_first in items:

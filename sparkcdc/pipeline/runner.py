@@ -35,21 +35,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkcdc.core.schema import TableSchema
+from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import (
     ConfigError,
     PipelineFailed,
     SchemaChangeStop,
     SparkCDCError,
 )
+from sparkcdc.mysql.options import SourceConfig, parse_server_ids
+from sparkcdc.pipeline import cluster, targets
 from sparkcdc.pipeline import schema_change as sc
-from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, read_json, write_json
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.pipeline_stream import PipelineStream
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
 from sparkcdc.pipeline.source_changes import SourceChanges
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
+from sparkcdc.sinks import sink_class
 from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -100,7 +102,6 @@ class Runner(PipelineStream, SourceChanges):
     @property
     def spark(self):
         if self._spark is None:
-            from sparkcdc.pipeline import cluster
             from sparkcdc.pipeline.session import build_session
 
             self._spark = build_session(self.settings, self.master)
@@ -113,7 +114,6 @@ class Runner(PipelineStream, SourceChanges):
         return self._spark
 
     def _source_config(self):
-        from sparkcdc.mysql.options import SourceConfig
 
         if self._config is None:
             self._config = SourceConfig.parse(self.defn.source.options_for())
@@ -124,7 +124,6 @@ class Runner(PipelineStream, SourceChanges):
         target through the pipeline's stream (``_carried_by_stream``) keeps the schema the
         pipeline holds: only the list of tables and the new tables' columns are read
         (``fresh``: every table's columns)."""
-        from sparkcdc.core.schema import TableId
         from sparkcdc.spark.source import discover_tables
 
         memo: dict = {}
@@ -138,7 +137,6 @@ class Runner(PipelineStream, SourceChanges):
         n = self.settings.parallelism + 1  # one id for the binlog window, the rest for chunks
         pool = self.defn.source.options.get("server-id")
         if pool:
-            from sparkcdc.mysql.options import parse_server_ids
 
             ids = parse_server_ids(pool)
             lo = self._ids_used * n
@@ -155,7 +153,6 @@ class Runner(PipelineStream, SourceChanges):
         return f"{base}-{base + n - 1}"
 
     def _sink_kind(self) -> str:
-        from sparkcdc.sinks import sink_class
 
         return sink_class(self.defn.sink.type).kind
 

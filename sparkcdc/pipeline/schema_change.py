@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkcdc.core.schema import TableSchema
+from sparkcdc.errors import SchemaError
 from sparkcdc.mysql.ddl import column_renames
 
 
@@ -72,7 +73,6 @@ def _same_type(a: str, b: str) -> bool:
         return True
     from dataclasses import replace
 
-    from sparkcdc.errors import SchemaError
     from sparkcdc.mysql.types import STRING, parse_column_type
 
     try:

@@ -8,13 +8,14 @@ import os
 import sys
 from typing import Any
 
+from sparkcdc.pipeline import cluster
+
 
 def build_session(settings: Any, master: str | None):
     """A SparkSession for the pipeline ``settings`` (``PipelineSettings``) on ``master``
     (default ``local[*]``); the YAML's ``spark`` mapping overrides any default here."""
     from pyspark.sql import SparkSession
 
-    from sparkcdc.pipeline import cluster
 
     conf = {"spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.sql.shuffle.partitions": str(max(2, settings.parallelism)),

@@ -19,6 +19,7 @@ from sparkcdc.errors import (
     SchemaError,
     SparkCDCError,
 )
+from sparkcdc.mysql.connection import retry_lost
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import TableState
 from sparkcdc.pipeline.column_evolution import evolve_target
@@ -35,7 +36,6 @@ class SourceChanges:
         """The server's binlog position now (``_now``): a run with nothing to do stops
         there, and a table gone from discovery is left to the stream until it has read
         that far."""
-        from sparkcdc.mysql.connection import retry_lost
         from sparkcdc.mysql.offsets import current_offset
 
         conn = self._source_config().connection

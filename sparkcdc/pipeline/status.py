@@ -13,6 +13,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from sparkcdc.core.offsets import file_index
+from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.pipeline.checkpoint import Checkpoint, read_json
 from sparkcdc.pipeline.console import human_bytes, make_console
 from sparkcdc.pipeline.definition import PipelineDef
@@ -83,7 +85,6 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
             if pos.get("file") == current.get("file"):
                 ts.lag_bytes = max(0, int(current["pos"]) - int(pos["pos"]))
             else:
-                from sparkcdc.core.offsets import file_index
 
                 ts.lag_files = file_index(current["file"]) - file_index(pos["file"])
         out.append(ts)
@@ -93,7 +94,6 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
 def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
     """The source's current binlog position, or (None, why not)."""
     from sparkcdc.mysql.offsets import current_offset
-    from sparkcdc.mysql.options import SourceConfig
 
     try:
         conn = SourceConfig.parse(defn.source.options_for()).connection

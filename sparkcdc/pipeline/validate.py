@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 
 from sparkcdc.errors import SparkCDCError
+from sparkcdc.mysql.options import SourceConfig, parse_server_ids
+from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import target_of, transform_of
 
@@ -54,7 +56,6 @@ def _matches(db: str, table: str, db_re: re.Pattern, tbl_re: re.Pattern,
 
 def validate_pipeline(defn: PipelineDef) -> Report:
     from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
-    from sparkcdc.mysql.options import SourceConfig, parse_server_ids
     from sparkcdc.mysql.validation import validate_all
 
     report = Report([], {})
@@ -162,7 +163,6 @@ def _check_transforms(defn: PipelineDef, schemas: dict, report: Report) -> None:
 
 
 def _check_sink(defn: PipelineDef, report: Report) -> None:
-    from sparkcdc.pipeline import targets
 
     target = next(iter(report.tables.values()), "sparkcdc.validate")
     try:

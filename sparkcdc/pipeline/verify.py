@@ -31,6 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.core.schema import Column, TableSchema, quote_ident
+from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.definition import PipelineDef
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -210,7 +212,6 @@ class TargetResult:
 class Verifier:
     def __init__(self, defn: PipelineDef, rows_per_range: int = 100_000, rechecks: int = 3,
                  catch_up_timeout: float = 60.0, max_keys: int = 10):
-        from sparkcdc.mysql.options import SourceConfig
 
         self.defn = defn
         self.rows_per_range = rows_per_range
@@ -315,7 +316,6 @@ class Verifier:
         end of the table's last applied batch (read before and after the rows, so no batch
         landed in between). None when a position is unknown (a table still in its snapshot,
         or no state)."""
-        from sparkcdc.pipeline import targets
         from sparkcdc.pipeline.checkpoint import Checkpoint
         from sparkcdc.spark.offset_view import position as offset_pos
         from sparkcdc.spark.offset_view import table_phase
@@ -381,7 +381,6 @@ class Verifier:
         return out
 
     def _sink(self, target: str, states, table: str):
-        from sparkcdc.pipeline import targets
 
         st = states.get(table)
         app = st.app_id if st else f"{self.defn.pipeline.name}.{table}"

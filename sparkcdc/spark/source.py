@@ -55,16 +55,26 @@ from sparkcdc.core.chunking import ChunkingOptions, SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import META_COLUMNS, SCHEMA, TableEvent
 from sparkcdc.core.schema import TableId, TableSchema
+from sparkcdc.core.stream_filter import StreamFilter, TableProgress
 from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
 from sparkcdc.mysql.options import SourceConfig
-from sparkcdc.spark.rows import TABLES
+from sparkcdc.spark.rows import (
+    COLUMNS,
+    TABLES,
+    RowBuilder,
+    TableBuilders,
+    event_batch,
+    in_key_order,
+    output_schema,
+    snapshot_batches,
+)
 
 log = logging.getLogger(__name__)
 
 OFFSET_VERSION = 1
 ROWS_PER_ARROW_BATCH = 8192
 # a window's batch is also cut at about this many bytes of long values (TEXT, BLOB, JSON,
-# GEOMETRY), so rows of 16 MB values never pile up 8192 deep (tests/test_huge.py)
+# GEOMETRY), so rows of 16 MB values never pile up 8192 deep (tests/faults/test_huge.py)
 BYTES_PER_ARROW_BATCH = 32 * 1024 * 1024
 _WIDE_TYPES = frozenset({"text", "mediumtext", "longtext", "blob", "mediumblob", "longblob",
                          "json", "geometry", "linestring", "polygon", "multipoint",
@@ -350,7 +360,6 @@ def _read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.Record
 def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
                 rollback=None) -> Iterator[pa.RecordBatch]:
     from sparkcdc.core.watermark import read_split_as_of
-    from sparkcdc.spark.rows import in_key_order, snapshot_batches
 
     split = SnapshotSplit.from_dict(item.split)
     schema = ctx.tables.get(split.table_id)
@@ -363,15 +372,12 @@ def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
     out, shape = ctx.out_schema, ctx.shape
     if shape == TABLES:  # the table's own columns, in batches of its own
         from sparkcdc.mysql.types import arrow_schema
-        from sparkcdc.spark.rows import COLUMNS, output_schema
 
         out, shape = output_schema(arrow_schema(schema)), COLUMNS
     yield from snapshot_batches(rows, schema, as_of, out, shape, ROWS_PER_ARROW_BATCH)
 
 
 def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.RecordBatch]:
-    from sparkcdc.core.stream_filter import StreamFilter, TableProgress
-    from sparkcdc.spark.rows import RowBuilder, TableBuilders
 
     start, end = BinlogOffset.from_dict(item.start), BinlogOffset.from_dict(item.end)
     assigner = SplitAssigner.from_dict(item.assigner)
@@ -423,7 +429,6 @@ def _table_event(builder, ev: TableEvent, tables: dict, rekeyed: set) -> pa.Reco
     """The event's batch (``rows.event_batch``); after a ``schema`` event the table's rows
     are built in its new schema. A new row key makes the rest of its rows useless (the
     runner takes the table again), and the stream filter could not place them."""
-    from sparkcdc.spark.rows import event_batch
 
     if ev.kind == SCHEMA:
         old = tables[ev.table_id]

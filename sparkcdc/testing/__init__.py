@@ -1,2 +1,9 @@
-"""Tools for testing sparkcdc itself under faults (``proxy``: a TCP proxy that cuts, refuses,
-delays and throttles connections). Not used by sparkcdc at run time."""
+"""Throwaway servers and faults, for trying and testing sparkcdc; never used by a pipeline at
+run time (an import contract says so).
+
+* ``mariadb``: a CDC-ready MariaDB started as a child process on loopback with a temporary
+  datadir (``MariaDBSandbox``), or detached for ``sparkcdc sandbox start``;
+* ``postgres``: the same for a PostgreSQL target (``PostgresSandbox``);
+* ``proxy``: a TCP proxy that cuts, refuses, delays and throttles connections, for the
+  fault tests.
+"""

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from sparkcdc.sinks.delta.sink import storage_table
 from sparkcdc.sinks.evolution import Change, arrow_change
 
 
 def _stored(t: pa.DataType) -> pa.DataType:
-    from sparkcdc.sinks.delta.sink import storage_table
 
     return storage_table(pa.table({"c": pa.array([], t)})).schema.field("c").type
 
@@ -49,7 +49,6 @@ def _add_columns(sink, fields: list[pa.Field]) -> None:
     import deltalake
     from deltalake.schema import Field, Schema
 
-    from sparkcdc.sinks.delta.sink import storage_table
 
     cfg = sink.config
     if not deltalake.DeltaTable.is_deltatable(cfg.path, cfg.storage_options):

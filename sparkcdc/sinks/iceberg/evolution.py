@@ -7,10 +7,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sparkcdc.sinks.evolution import Change, arrow_change
+from sparkcdc.sinks.iceberg.sink import storage_table
 
 
 def _stored(t: pa.DataType) -> pa.DataType:
-    from sparkcdc.sinks.iceberg.sink import storage_table
 
     return storage_table(pa.table({"c": pa.array([], t)})).schema.field("c").type
 

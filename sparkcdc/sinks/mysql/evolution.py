@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.mysql.sink import mysql_type, q
 
 
 def stored_columns(sink) -> pa.Schema | None:
@@ -22,7 +23,6 @@ def stored_columns(sink) -> pa.Schema | None:
 
 
 def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
-    from sparkcdc.sinks.mysql.sink import mysql_type, q
 
     target = f"{q(sink.config.database)}.{q(sink.config.table)}"
     conn = sink.connection()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.postgres.sink import pg_type
 
 
 def stored_columns(sink) -> pa.Schema | None:
@@ -22,7 +23,6 @@ def stored_columns(sink) -> pa.Schema | None:
 def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
     from psycopg import sql
 
-    from sparkcdc.sinks.postgres.sink import pg_type
 
     target = sql.Identifier(sink.config.schema, sink.config.table)
     conn = sink.connection()

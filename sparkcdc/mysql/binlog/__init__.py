@@ -1,0 +1,13 @@
+"""The binlog, in layers that import only downwards (an import contract holds them):
+
+* ``reader``: ``BinlogReader``, windows and tails of change records from one server, with
+  its own reconnects and positions;
+* ``fastdecode``: the compiled row decoder's wrapper (``_fastdecode.c``), with the Python
+  decoder as its fallback;
+* ``row_decoding``: row images to canonical values, in Python (``PyRowDecoder``) and through
+  python-mysql-replication (``LibraryRowDecoder``, the tests' reference);
+* ``protocol``: the replication protocol itself: the dump request, packets, event headers,
+  table maps and the binlog column types.
+
+``tablemap_cache`` serves the library event path, the reference the tests compare with.
+"""

@@ -1,0 +1,254 @@
+"""The compiled row decoder: per-table plans built once, whole events decoded in C.
+
+``CRowDecoder`` plugs in behind ``row_decoding.RowDecoder``. For each table map it compiles a
+plan once (one small spec per column, from the TABLE_MAP metadata and the captured schema,
+checked exactly as ``PyRowDecoder`` checks them) and hands every row event of that table to
+``_fastdecode.decode``, which walks all of the event's row images in C and returns the same
+canonical values as ``PyRowDecoder`` (``tests/mysql/binlog/test_fastdecode.py`` holds them equal on the
+all-types table and on randomized rows). Rows of uncaptured tables never reach a decoder.
+
+The extension is built by ``pip install -e .`` (``setup.py``, optional). When it is absent,
+``default_decoder()`` falls back to ``PyRowDecoder``; ``SPARKCDC_ROW_DECODER`` (``c``,
+``py`` or ``library``) picks one explicitly, e.g. to compare them.
+"""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from typing import Any
+
+from sparkcdc.core.schema import Column, TableSchema
+from sparkcdc.errors import ConfigError, DecodeError
+from sparkcdc.mysql import types as T
+from sparkcdc.mysql.binlog import row_decoding as R
+from sparkcdc.mysql.binlog.protocol import ColumnType
+
+try:  # built by setup.py; optional
+    from sparkcdc.mysql.binlog import _fastdecode as _C
+except ImportError:  # pragma: no cover - exercised by the fallback test through a seam
+    _C = None
+
+# op codes of _fastdecode.c
+OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_YEAR, OP_DECIMAL = 1, 2, 3, 4, 5, 6, 7
+OP_TEXT, OP_BYTES, OP_ENUM, OP_SET, OP_GEOMETRY, OP_CALL, OP_BIT1, OP_BITS = (
+    8, 9, 10, 11, 12, 13, 14, 15)
+OP_DATE, OP_TIME2, OP_DATETIME2, OP_TIMESTAMP2, OP_TIME, OP_DATETIME, OP_TIMESTAMP = (
+    16, 17, 18, 19, 20, 21, 22)
+
+_INSERT, _DELETE, _UPDATE = 0, 1, 2
+_Spec = tuple[int, int, int, int, Any]
+
+
+def available() -> bool:
+    """True when the C extension was built."""
+    return _C is not None
+
+
+def default_decoder() -> R.RowDecoder:
+    """The fastest decoder this installation has (``SPARKCDC_ROW_DECODER`` overrides)."""
+    choice = os.environ.get("SPARKCDC_ROW_DECODER", "").strip().lower()
+    if choice in ("", "auto"):
+        return CRowDecoder() if available() else R.PyRowDecoder()
+    if choice == "c":
+        return CRowDecoder()
+    if choice == "py":
+        return R.PyRowDecoder()
+    if choice == "library":
+        return R.LibraryRowDecoder()
+    raise ConfigError(f"SPARKCDC_ROW_DECODER={choice!r} is not a row decoder",
+                      fix="use 'c', 'py', 'library' or leave it unset")
+
+
+class CRowDecoder:
+    """``RowDecoder`` over the C extension."""
+
+    takes_buffers = True  # decode_rows accepts a memoryview (big events are not copied)
+    # decode_event: a whole rows event in one C call (an extension built before it lacks it)
+    event_in_c = _C is not None and hasattr(_C, "decode_event")
+
+    def __init__(self) -> None:
+        if _C is None:
+            raise ConfigError("the compiled row decoder (sparkcdc.mysql.binlog._fastdecode) is not "
+                              "built", fix="install gcc and the Python headers "
+                              "(python3-dev), then `pip install -e .` again")
+        self._plans: dict[tuple, tuple[Any, int]] = {}  # signature -> (plan, full bitmap)
+        # the library builds one column list per TABLE_MAP event: the last one seen per
+        # table spares computing the signature again for every row event that follows it
+        self._last: dict[Any, tuple[Any, TableSchema, Any, int]] = {}
+        self._by_map: dict[Any, tuple[TableSchema, Any]] = {}  # events.TableMap -> plan
+
+    def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
+        from pymysqlreplication.row_event import (
+            DeleteRowsEvent,
+            PartialUpdateRowsEvent,
+            UpdateRowsEvent,
+        )
+
+        if isinstance(event, PartialUpdateRowsEvent):
+            raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be decoded",
+                              fix="set binlog_row_value_options='' on the server")
+        cols = event.columns
+        hit = self._last.get(event.table_id)
+        if hit is not None and hit[0] is cols and hit[1] is schema:
+            plan, full = hit[2], hit[3]
+        else:
+            plan, full = self._plan(cols, schema)
+            if len(self._last) > 1024:
+                self._last.clear()
+            self._last[event.table_id] = (cols, schema, plan, full)
+        mode = _UPDATE if isinstance(event, UpdateRowsEvent) else (
+            _DELETE if isinstance(event, DeleteRowsEvent) else _INSERT)
+        ncols = len(schema.columns)
+        if int.from_bytes(event.columns_present_bitmap, "little") & full != full:
+            R.all_present(event.columns_present_bitmap, ncols, schema)
+        if mode == _UPDATE and \
+                int.from_bytes(event.columns_present_bitmap2, "little") & full != full:
+            R.all_present(event.columns_present_bitmap2, ncols, schema)
+        pkt = event.packet
+        data = pkt.read(event.event_size - pkt.read_bytes)
+        try:
+            return _C.decode(plan, data, mode)
+        except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
+            raise _malformed(schema, e) from None
+
+    def _plan_for(self, table_map: Any, schema: TableSchema) -> Any:
+        """The compiled plan of a parsed table map, kept per map (bounded) while the schema
+        it was compiled against is the same object."""
+        hit = self._by_map.get(table_map)
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        plan = self._plan(table_map.columns, schema)[0]
+        if len(self._by_map) > 1024:
+            self._by_map.clear()
+        self._by_map[table_map] = (schema, plan)
+        return plan
+
+    def decode_event(self, table_map: Any, schema: TableSchema, data: bytes, start: int,
+                     end: int, table_id_len: int, version: int, mode: int
+                     ) -> list[tuple[dict | None, dict | None]] | None:
+        """A whole rows event (body at ``data[start:end]``) in one C call: header, bitmaps
+        and row images. None when a columns-present bitmap lacks a column (the caller
+        names it)."""
+        plan = self._plan_for(table_map, schema)
+        try:
+            return _C.decode_event(plan, data, start, end, table_id_len, version, mode)
+        except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
+            raise _malformed(schema, e) from None
+
+    def decode_rows(self, table_map: Any, schema: TableSchema, mode: int,
+                    data: bytes) -> list[tuple[dict | None, dict | None]]:
+        """The row images of one rows event for our own event layer
+        (``sparkcdc.mysql.binlog.protocol``): ``data`` starts after the event's bitmaps; ``mode``
+        0 insert, 1 delete, 2 update."""
+        plan = self._plan_for(table_map, schema)
+        try:
+            return _C.decode(plan, data, mode)
+        except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
+            raise _malformed(schema, e) from None
+
+    def _plan(self, cols: list, schema: TableSchema) -> tuple[Any, int]:
+        sig = (schema.table_id, tuple(c.column_type for c in schema.columns),
+               tuple(R.meta_sig(c) for c in cols))
+        got = self._plans.get(sig)
+        if got is None:
+            got = (compile_plan(cols, schema), (1 << len(schema.columns)) - 1)
+            if len(self._plans) > 1024:
+                self._plans.clear()
+            self._plans[sig] = got
+        return got
+
+
+def compile_plan(cols: list, schema: TableSchema) -> Any:
+    """A ``_fastdecode.Plan`` for a table map's columns (library ``Column`` objects)."""
+    R.check_columns(cols, schema)
+    specs = tuple(column_spec(bc, sc) for bc, sc in zip(cols, schema.columns))
+    names = tuple(schema.column_names)
+    return _C.Plan(names, specs, Decimal)
+
+
+def column_spec(bc: Any, col: Column) -> _Spec:
+    """The C spec of one column; the same choices as ``row_decoding._field_decoder``."""
+    t, bt, mismatch = R.column_types(bc, col)
+    k = t.kind
+    unsigned = t.unsigned
+
+    def integer(nbytes: int) -> _Spec:
+        return (OP_UINT if unsigned else OP_INT, nbytes, 0, 0, None)
+
+    if bt == ColumnType.TINY:
+        return integer(1)
+    if bt == ColumnType.SHORT:
+        return integer(2)
+    if bt == ColumnType.INT24:
+        return integer(3)
+    if bt == ColumnType.LONG:
+        return integer(4)
+    if bt == ColumnType.LONGLONG:
+        return (OP_UINT64, 8, 0, 0, None) if k == T.UINT64 else (OP_INT, 8, 0, 0, None)
+    if bt == ColumnType.FLOAT:
+        return (OP_FLOAT, 4, 0, 0, None)
+    if bt == ColumnType.DOUBLE:
+        return (OP_DOUBLE, 8, 0, 0, None)
+    if bt == ColumnType.YEAR:
+        return (OP_YEAR, 1, 0, 0, None)
+    if bt == ColumnType.NEWDECIMAL:
+        return (OP_DECIMAL, bc.precision, bc.decimals, int(k == T.DECIMAL_TEXT), None)
+    if bt in (ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING):
+        nbytes = 2 if bc.max_length > 255 else 1
+        if k == T.BINARY:
+            return (OP_BYTES, nbytes, t.length if t.base == "binary" and t.length else 0, 0,
+                    None)
+        if k in (T.STRING, T.JSON):
+            return _text(nbytes, col.charset or bc.character_set_name)
+        raise mismatch()
+    if bt == ColumnType.ENUM:
+        members = R.enum_members(bc.enum_values[1:] if bc.enum_values else None, t)
+        return (OP_ENUM, 1 if bc.size == 1 else 2, 0, 0, tuple(members))
+    if bt == ColumnType.SET:
+        return (OP_SET, bc.size, 0, 0, tuple(R.enum_members(bc.set_values, t)))
+    if bt in (ColumnType.BLOB, ColumnType.TINY_BLOB, ColumnType.MEDIUM_BLOB, ColumnType.LONG_BLOB):
+        if k == T.BINARY:
+            return (OP_BYTES, bc.length_size, 0, 0, None)
+        if k in (T.STRING, T.JSON):
+            return _text(bc.length_size, col.charset or bc.character_set_name)
+        raise mismatch()
+    if bt == ColumnType.GEOMETRY:
+        return (OP_GEOMETRY, bc.length_size, 0, 0, None)
+    if bt == ColumnType.JSON:
+        return (OP_CALL, bc.length_size, 0, 0, R.mysql_json)
+    if bt == ColumnType.BIT:
+        return (OP_BIT1 if k == T.BIT1 else OP_BITS, bc.bytes, t.nbytes, 0, None)
+    if bt in (ColumnType.DATE, ColumnType.NEWDATE):
+        return (OP_DATE, 3, 0, 0, None)
+    if bt == ColumnType.TIME2:
+        return (OP_TIME2, bc.fsp, 0, 0, None)
+    if bt == ColumnType.DATETIME2:
+        return (OP_DATETIME2, bc.fsp, 0, 0, None)
+    if bt == ColumnType.TIMESTAMP2:
+        return (OP_TIMESTAMP2, bc.fsp, 0, 0, None)
+    if bt == ColumnType.TIME:
+        return (OP_TIME, 3, 0, 0, None)
+    if bt == ColumnType.DATETIME:
+        return (OP_DATETIME, 8, 0, 0, None)
+    if bt == ColumnType.TIMESTAMP:
+        return (OP_TIMESTAMP, 4, 0, 0, None)
+    raise DecodeError(f"column {col.name!r}: binlog type {bt} is not supported")
+
+
+def _text(nbytes: int, charset: str | None) -> _Spec:
+    codec = R.PY_CODECS.get((charset or "utf8mb4").lower(), "utf-8")
+    if codec == "utf-8":
+        return (OP_TEXT, nbytes, 0, 0, None)
+    if codec == "cp1252":  # MySQL's latin1 needs the Python fallback for its 5 holes
+        return (OP_TEXT, nbytes, 2, 0, R.text_decoder(charset))
+    return (OP_TEXT, nbytes, 1, 0, codec)
+
+
+__all__ = ["CRowDecoder", "available", "column_spec", "compile_plan", "default_decoder"]
+
+
+def _malformed(schema: TableSchema, e: Exception) -> DecodeError:
+    return DecodeError(f"{schema.table_id}: malformed row event: {e}",
+                       fix="the table's binlog metadata and schema disagree; if the "
+                           "table was altered, restart capture with a new snapshot")

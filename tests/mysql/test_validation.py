@@ -1,0 +1,306 @@
+"""Server validation against real servers, healthy and misconfigured on purpose."""
+
+from __future__ import annotations
+
+import pickle
+import secrets
+
+import pytest
+
+from sparkcdc.errors import ServerConfigError
+from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.validation import (
+    check_server,
+    inspect_server,
+    parse_grants,
+    parse_version,
+    validate_all,
+    validate_server,
+)
+from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
+
+
+def _cdc(sb: MariaDBSandbox, user: str | None = None, password: str | None = None):
+    i = sb.info
+    return ConnectionOptions(hostname=i.host, port=i.port, username=user or i.cdc_user,
+                             password=password or i.cdc_password, max_retries=0)
+
+
+def _admin(sb: MariaDBSandbox) -> ConnectionOptions:
+    i = sb.info
+    return ConnectionOptions(hostname=i.host, port=i.port, username=i.admin_user,
+                             password=i.admin_password, max_retries=0)
+
+
+def _single_problem(sb: MariaDBSandbox, check: str, **kw) -> ServerConfigError:
+    with pytest.raises(ServerConfigError) as e:
+        validate_server(_cdc(sb), **kw)
+    err = e.value
+    assert err.check == check, str(err)
+    assert err.fix, "every problem names its fix"
+    assert sb.info.cdc_password not in str(err)
+    return err
+
+
+@pytest.fixture
+def user(mariadb):
+    """A throwaway user on the session server with the privileges a test grants it."""
+    name, password = f"u_{secrets.token_hex(4)}", secrets.token_urlsafe(10)
+    mariadb.execute(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'")
+
+    def grant(*statements: str) -> ConnectionOptions:
+        mariadb.execute(*(s.format(user=f"'{name}'@'%'") for s in statements))
+        return _cdc(mariadb, name, password)
+
+    yield grant
+    mariadb.execute(f"DROP USER '{name}'@'%'")
+
+
+# -- healthy -----------------------------------------------------------------------------------
+
+
+def test_healthy_server_passes(mariadb, db):
+    info = validate_server(_cdc(mariadb), server_ids=[5400, 5401], databases=[db])
+    assert info.flavor == "mariadb" and info.version >= (10, 4, 0)
+    assert info.server_id == mariadb.info.server_id
+    assert (info.log_bin, info.binlog_format, info.binlog_row_image,
+            info.binlog_row_metadata) == (True, "ROW", "FULL", "FULL")
+    assert info.gtid_mode == "ON" and info.gtid_position
+    assert info.user == "'cdc'@'%'"
+    assert info.replication_client_name == "BINLOG MONITOR"
+    # the least-privileged CDC user cannot list replicas: said, not failed
+    assert info.replica_server_ids is None
+    assert any("replica" in w for w in info.warnings)
+    assert validate_all(_cdc(mariadb), server_ids=[5400], databases=[db]) == []
+
+
+# -- binlog configuration, one misconfigured server each ---------------------------------------
+
+
+def test_binlog_off():
+    with MariaDBSandbox(ServerSettings.misconfigured("no-binlog"), name="v-nobinlog") as sb:
+        err = _single_problem(sb, "log_bin")
+        assert "log_bin=OFF" in err.message and "--log-bin" in err.fix
+        # all problems at once: the binlog is off, and its (default) format is not ROW either
+        problems = validate_all(_cdc(sb))
+        assert problems[0].check == "log_bin"
+        assert len({p.check for p in problems}) == len(problems)
+
+
+@pytest.mark.parametrize("variant,value", [("statement", "STATEMENT"), ("mixed", "MIXED")])
+def test_binlog_format_not_row(variant, value):
+    with MariaDBSandbox(ServerSettings.misconfigured(variant), name=f"v-{variant}") as sb:
+        err = _single_problem(sb, "binlog_format")
+        assert f"binlog_format is {value}" in err.message
+        assert "SET GLOBAL binlog_format = 'ROW'" in err.fix and "my.cnf" in err.fix
+        assert [p.check for p in validate_all(_cdc(sb))] == ["binlog_format"]
+
+
+def test_binlog_row_image_minimal():
+    with MariaDBSandbox(ServerSettings.misconfigured("minimal-image"), name="v-img") as sb:
+        err = _single_problem(sb, "binlog_row_image")
+        assert "binlog_row_image is MINIMAL" in err.message
+        assert "SET GLOBAL binlog_row_image = 'FULL'" in err.fix
+
+
+def test_binlog_row_image_noblob():
+    with MariaDBSandbox(ServerSettings.misconfigured("noblob-image"), name="v-noblob") as sb:
+        assert "NOBLOB" in _single_problem(sb, "binlog_row_image").message
+
+
+def test_binlog_row_metadata_minimal():
+    with MariaDBSandbox(ServerSettings.misconfigured("minimal-metadata"), name="v-meta") as sb:
+        err = _single_problem(sb, "binlog_row_metadata")
+        assert "binlog_row_metadata is MINIMAL" in err.message
+        assert "SET GLOBAL binlog_row_metadata = 'FULL'" in err.fix
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+
+def test_too_old_version_is_refused():
+    with MariaDBSandbox(ServerSettings(version="10.3.39-MariaDB-log"), name="v-old") as sb:
+        err = _single_problem(sb, "version")
+        assert "MariaDB 10.3.39" in err.message and "upgrade" in err.fix
+        assert "10.4" in err.fix
+
+
+def test_mariadb_pretending_to_be_mysql_57_is_recognised():
+    with MariaDBSandbox(ServerSettings(version="5.7.19-10.11.19-log"), name="v-57") as sb:
+        info = validate_server(_cdc(sb))
+        assert info.version_string == "5.7.19-10.11.19-log"
+        assert (info.flavor, info.version) == ("mariadb", (10, 11, 19))
+
+
+@pytest.mark.parametrize("version,comment,expected", [
+    ("10.11.19-MariaDB-0+deb12u1", "Debian 12", ("mariadb", (10, 11, 19))),
+    ("5.5.5-10.6.16-MariaDB-log", "", ("mariadb", (10, 6, 16))),
+    ("11.4.2-MariaDB", "mariadb.org binary distribution", ("mariadb", (11, 4, 2))),
+    ("8.0.36", "MySQL Community Server - GPL", ("mysql", (8, 0, 36))),
+    ("8.4.0", "MySQL Community Server - GPL", ("mysql", (8, 4, 0))),
+    ("5.7.44-log", "MySQL Community Server (GPL)", ("mysql", (5, 7, 44))),
+    ("8.0.35-27", "Percona Server (GPL), Release 27", ("mysql", (8, 0, 35))),
+    ("5.7.19-10.11.19-log", "mariadb.org binary distribution", ("mariadb", (10, 11, 19))),
+    ("10.4", "", ("mysql", (10, 4, 0))),
+])
+def test_parse_version(version, comment, expected):
+    assert parse_version(version, comment) == expected
+
+
+def test_parse_version_flavor_hint_from_server_variables():
+    # the comment says nothing: only the caller knows (from @@aria_block_size) it is MariaDB
+    assert parse_version("5.7.19-10.11.19-log", "Debian 12") == ("mysql", (5, 7, 19))
+    assert parse_version("5.7.19-10.11.19-log", "Debian 12", mariadb=True) == (
+        "mariadb", (10, 11, 19))
+    with pytest.raises(ServerConfigError, match="cannot read the server version"):
+        parse_version("unknown")
+
+
+# -- privileges --------------------------------------------------------------------------------
+
+
+def test_user_lacking_replication_slave(mariadb, db, user):
+    conn = user("GRANT SELECT, REPLICATION CLIENT ON *.* TO {user}")
+    with pytest.raises(ServerConfigError) as e:
+        validate_server(conn, databases=[db])
+    err = e.value
+    assert err.check == "privileges"
+    assert "lacks REPLICATION SLAVE" in err.message
+    assert "SELECT" not in err.message.split("lacks")[1].split(":")[0]
+    assert f"GRANT REPLICATION SLAVE ON *.* TO '{conn.username}'@'%';" in err.fix
+    assert conn.password not in str(err)
+
+
+def test_user_lacking_select(mariadb, db, user):
+    conn = user("GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO {user}")
+    with pytest.raises(ServerConfigError) as e:
+        validate_server(conn, databases=[db])
+    assert e.value.check == "privileges"
+    assert f"lacks SELECT on {db}" in e.value.message
+    assert f"GRANT SELECT ON `{db}`.* TO '{conn.username}'@'%';" in e.value.fix
+    # without named databases, any SELECT at all is asked for
+    with pytest.raises(ServerConfigError, match="GRANT SELECT ON \\*\\.\\*"):
+        validate_server(conn)
+
+
+def test_database_level_select_is_enough_for_that_database(mariadb, db, user):
+    conn = user("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO {user}",
+                f"GRANT SELECT ON `{db}`.* TO {{user}}")
+    validate_server(conn, databases=[db])
+    other = "not_granted_db"
+    problems = validate_all(conn, databases=[db, other])
+    assert [p.check for p in problems] == ["privileges"]
+    assert f"SELECT on {other}" in problems[0].message and db not in problems[0].message
+
+
+def test_user_lacking_everything_gets_one_grant_statement_per_scope(mariadb, db, user):
+    conn = user()
+    (problem,) = validate_all(conn, databases=[db])
+    assert problem.check == "privileges"
+    assert f"GRANT SELECT ON `{db}`.*" in problem.fix
+    assert "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.*" in problem.fix
+
+
+def test_all_privileges_cover_everything(mariadb, db, user):
+    conn = user("GRANT ALL PRIVILEGES ON *.* TO {user}")
+    assert validate_all(conn, databases=[db]) == []
+
+
+def test_parse_grants_spellings():
+    g = parse_grants([
+        "GRANT USAGE ON *.* TO `u`@`%` IDENTIFIED BY PASSWORD '*ABC'",
+        "GRANT REPLICATION SLAVE,REPLICATION CLIENT ON *.* TO `u`@`%`",
+        "GRANT SELECT, INSERT ON `shop\\_%`.* TO `u`@`%`",
+        "GRANT SELECT (`a`, `b`) ON `hr`.`people` TO `u`@`%`",
+        "GRANT SELECT ON `we``ird db`.`t 1` TO `u`@`%`",
+        "GRANT `analyst`@`%` TO `u`@`%`",
+        "GRANT PROXY ON ''@'%' TO 'u'@'%'",
+    ])
+    assert g.has_global("REPLICATION SLAVE") and g.has_global("REPLICATION CLIENT")
+    assert not g.has_global("SELECT")
+    assert g.can_select("shop_eu") and not g.can_select("shopXeu")
+    assert not g.can_select("hr")  # column grants do not allow SELECT *
+    assert g.can_select("we`ird db")
+    assert g.roles == ("`analyst`@`%`",)
+
+
+# -- server ids --------------------------------------------------------------------------------
+
+
+def test_server_id_equal_to_the_servers_own_id(mariadb):
+    own = mariadb.info.server_id
+    err = _single_problem(mariadb, "server_id", server_ids=[own - 1, own])
+    assert f"server-id {own} is the source server's own @@server_id" in err.message
+    assert "server-id option" in err.fix
+    suggested = err.fix.split("'")[1]
+    lo, _, hi = suggested.partition("-")
+    assert own not in range(int(lo), int(hi or lo) + 1)
+
+
+def test_server_id_out_of_range(mariadb):
+    assert _single_problem(mariadb, "server_id", server_ids=[0]).message.startswith(
+        "server-id 0 is out of range")
+
+
+def test_server_id_clash_with_a_connected_replica(mariadb, db):
+    """A registered binlog reader shows in SHOW REPLICA HOSTS, visible to a privileged user."""
+    from pymysqlreplication import BinLogStreamReader
+
+    mariadb.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)",
+                    f"INSERT INTO `{db}`.t VALUES (1)")
+    i = mariadb.info
+    reader = BinLogStreamReader(
+        connection_settings={"host": i.host, "port": i.port, "user": i.admin_user,
+                             "password": i.admin_password},
+        server_id=7777, report_slave="clash-test", blocking=True)
+    try:
+        next(iter(reader), None)  # connect, register, read an event
+        info = inspect_server(_admin(mariadb))
+        assert 7777 in info.replica_server_ids
+        problems = check_server(info, server_ids=[7776, 7777])
+        assert [p.check for p in problems] == ["server_id"]
+        assert "7777 is already used by a replica" in problems[0].message
+        assert "7777" not in problems[0].fix.split("'")[1]
+    finally:
+        reader.close()
+
+
+def test_problems_pickle_with_their_check():
+    info_problem = check_server(_fake_info(), server_ids=[1])[0]
+    again = pickle.loads(pickle.dumps(info_problem))
+    assert again.check == "server_id" and again.fix == info_problem.fix
+
+
+def _fake_info():
+    # a pure check needs no server: check_server is a function of ServerInfo
+    from sparkcdc.mysql.validation import ServerInfo
+
+    return ServerInfo(flavor="mysql", version=(8, 0, 36), version_string="8.0.36",
+                      server_id=1, log_bin=True, binlog_format="ROW", binlog_row_image="FULL",
+                      binlog_row_metadata="FULL", gtid_mode="ON", gtid_position=None,
+                      user="'cdc'@'%'",
+                      grants=parse_grants([("GRANT SELECT, REPLICATION SLAVE, REPLICATION "
+                                            "CLIENT ON *.* TO `cdc`@`%`")]),
+                      replica_server_ids=())
+
+
+def test_older_server_without_row_metadata_only_warns():
+    from dataclasses import replace
+
+    info = replace(_fake_info(), version=(5, 7, 44), binlog_row_metadata=None)
+    assert check_server(info, server_ids=[5400]) == []
+    mysql_super = replace(_fake_info(), grants=parse_grants(
+        ["GRANT SELECT, REPLICATION SLAVE, SUPER ON *.* TO `cdc`@`%`"]))
+    assert check_server(mysql_super) == []  # SUPER allows SHOW MASTER STATUS on MySQL
+
+
+def test_privileges_held_through_a_role(mariadb, db, user):
+    role = f"r_{secrets.token_hex(4)}"
+    mariadb.execute(f"CREATE ROLE {role}",
+                    f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO {role}")
+    try:
+        conn = user(f"GRANT {role} TO {{user}}", f"SET DEFAULT ROLE {role} FOR {{user}}")
+        info = validate_server(conn, databases=[db])
+        assert info.grants.roles and not info.roles_unreadable
+    finally:
+        mariadb.execute(f"DROP ROLE {role}")
