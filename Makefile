@@ -18,14 +18,14 @@ $(STAMP): pyproject.toml setup.py sparkcdc/mysql/binlog/_fastdecode.c scripts/se
 test: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy sparkcdc/core
-	$(PY) -m pytest tests -m "not faults and not cluster and not huge and not spark_delta"
+	$(PY) -m pytest tests -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.
 demo: setup
 	$(PY) demo/demo.py
 
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow and not faults and not cluster and not huge and not spark_delta"
+	$(PY) -m pytest tests -m "not slow and not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # the fast subset on Python 3.10, 3.12 and 3.13 and on the oldest and newest supported PySpark
 # (4.2 with delta-spark's catalog tests, 4.3), each in its own venv under .venv-compat/

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test-compat: the fast subset below on each supported Python and on the oldest and the
-# newest supported PySpark (README, "Supported versions"); `make test` runs everything on one.
+# newest supported PySpark (README, "Supported versions"), then the built wheels run the demo
+# from clean venvs; `make test` runs everything on one.
 #
 # Each cell is python:pyspark[:delta], one venv in .venv-compat/ (installed once, again when
 # pyproject.toml or setup.py change). A cell marked delta also runs the tests that need
@@ -48,6 +49,11 @@ for cell in $MATRIX; do
 done
 # the main venv's editable install is put back (a cell's install rewrote the shared metadata)
 [ -x .venv/bin/python ] && .venv/bin/python -m pip install -q --no-deps -e . >/dev/null 2>&1 || true
+# the package as a user installs it: sdist, wheels with and without a compiler, the demo
+# from clean venvs (tests/test_packaging.py)
+if ! .venv/bin/python -m pytest -q -p no:cacheprovider -m wheel tests/test_packaging.py; then
+    failed+=("wheel")
+fi
 if [ ${#failed[@]} -gt 0 ]; then
     echo "test-compat: FAILED in ${failed[*]}" >&2
     exit 1

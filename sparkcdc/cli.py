@@ -59,7 +59,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     defn = load_pipeline(args.pipeline)
     display = None if args.no_progress else make_display()
     runner = Runner(defn, master=args.master, until_caught_up=args.until_caught_up,
-                    display=display)
+                    display=display, spark_log_to_console=args.verbose > 0)
     metrics = None
     if args.metrics_port is not None:
         from sparkcdc.pipeline.metrics import MetricsServer
@@ -77,7 +77,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     what = "caught up" if args.until_caught_up else "stopped"
     if runner.nothing_to_do:
         what += " (nothing to do since the last run; Spark was not started)"
-    print(f"pipeline {defn.pipeline.name!r} {what}; checkpoint: {defn.checkpoint_dir}")
+    print(f"pipeline {defn.pipeline.name!r} {what}; checkpoint: {defn.checkpoint_dir}"
+          + ("" if runner.nothing_to_do else f"; Spark's log: {runner.ckpt.spark_log}"))
     return 0
 
 
@@ -141,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.add_argument("pipeline", help="the pipeline YAML file")
         p.add_argument("-v", "--verbose", action="count", default=0,
-                       help="log more (-v: info, -vv: debug)")
+                       help="log more (-v: info, and Spark's own warnings on the console as well as "
+                            "in its log file; -vv: debug)")
         p.set_defaults(func=func)
         return p
 

@@ -122,6 +122,14 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
         log.seek(0)
         out = log.read()
     assert "pipeline 'cli' stopped" in out, out[-3000:]
+    # clean output: sparkcdc's own lines; Spark's log4j lines go to a file under the
+    # checkpoint (a JVM stack trace, too, has no place on the console)
+    spark_lines = [ln for ln in out.splitlines()
+                   if re.match(r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|ERROR|INFO) ", ln)
+                   or ln.lstrip().startswith("at org.apache.")]
+    assert not spark_lines, spark_lines[:5]
+    assert f"Spark's log: {ckpt / 'logs' / 'spark.log'}" in out, out[-1000:]
+    assert (ckpt / "logs" / "spark.log").exists()
 
     status = cli("status", str(yaml_path), env=env)
     assert status.returncode == 0, status.stderr

@@ -99,6 +99,11 @@ class Checkpoint:
     # -- pipeline state --------------------------------------------------------------------
 
     @property
+    def spark_log(self) -> Path:
+        """Spark's own warnings and errors of the runs (pipeline/log4j2.properties)."""
+        return self.root / "logs" / "spark.log"
+
+    @property
     def state_path(self) -> Path:
         return self.root / "pipeline.json"
 

@@ -63,7 +63,8 @@ class Runner(PipelineStream, SourceChanges):
 
     def __init__(self, defn: PipelineDef, spark=None, *, master: str | None = None,
                  until_caught_up: bool = False, display=None,
-                 on_batch: Callable[[str, Any, int], None] | None = None):
+                 on_batch: Callable[[str, Any, int], None] | None = None,
+                 spark_log_to_console: bool = False):
         self.defn = defn
         self.settings = defn.pipeline
         self._spark = spark
@@ -72,6 +73,7 @@ class Runner(PipelineStream, SourceChanges):
         self.until_caught_up = until_caught_up
         self.display = display
         self.on_batch = on_batch
+        self.spark_log_to_console = spark_log_to_console
         self.ckpt = Checkpoint(defn.checkpoint_dir)
         self.runs: dict[str, TableRun] = {}
         self.states: dict[str, TableState] = {}
@@ -104,7 +106,8 @@ class Runner(PipelineStream, SourceChanges):
         if self._spark is None:
             from sparkcdc.pipeline.session import build_session
 
-            self._spark = build_session(self.settings, self.master)
+            self._spark = build_session(self.settings, self.master, str(self.ckpt.spark_log),
+                                        self.spark_log_to_console)
             if not cluster.is_local(self.master):
                 try:
                     cluster.probe_executors(self._spark)

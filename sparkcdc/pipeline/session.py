@@ -11,9 +11,12 @@ from typing import Any
 from sparkcdc.pipeline import cluster
 
 
-def build_session(settings: Any, master: str | None):
+def build_session(settings: Any, master: str | None, log_file: str | None = None,
+                  log_to_console: bool = False):
     """A SparkSession for the pipeline ``settings`` (``PipelineSettings``) on ``master``
-    (default ``local[*]``); the YAML's ``spark`` mapping overrides any default here."""
+    (default ``local[*]``); the YAML's ``spark`` mapping overrides any default here. Spark's
+    own warnings and errors go to ``log_file`` (and to the console too with
+    ``log_to_console``), unless the configuration names a log4j file of its own."""
     from pyspark.sql import SparkSession
 
 
@@ -32,9 +35,14 @@ def build_session(settings: Any, master: str | None):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if "log4j" not in conf.get("spark.driver.extraJavaOptions", ""):
         quiet = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+        extra = f" -Dlog4j2.configurationFile=file:{quiet}"
+        if log_file:
+            os.makedirs(os.path.dirname(log_file), exist_ok=True)
+            extra += f" -Dsparkcdc.spark.log={log_file}"
+        if log_to_console:
+            extra += " -Dsparkcdc.spark.console=WARN"
         conf["spark.driver.extraJavaOptions"] = (
-            conf.get("spark.driver.extraJavaOptions", "")
-            + f" -Dlog4j2.configurationFile=file:{quiet}").strip()
+            conf.get("spark.driver.extraJavaOptions", "") + extra).strip()
     if settings.local_time_zone:
         conf["spark.sql.session.timeZone"] = settings.local_time_zone
     b = SparkSession.builder.appName(f"sparkcdc:{settings.name}").master(master or "local[*]")
