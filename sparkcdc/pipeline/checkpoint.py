@@ -24,7 +24,8 @@ import json
 import os
 import tempfile
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,45 @@ def read_json(path: Path) -> Any:
         return None
 
 
+class CaptureStatus(str, Enum):
+    """Whether the pipeline captures a table (a ``str``: the state file holds the word)."""
+
+    ACTIVE = "active"  # captured: snapshotting or streaming
+    DROPPED = "dropped"  # gone from the source (its target is kept)
+    FAILED = "failed"  # its stream failed for good; a restart tries it again
+
+    def __str__(self) -> str:  # the word, on every Python (3.12 changed mixed-in enums)
+        return self.value
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a table's generation begins: with its snapshot (no ``offset``), or at a binlog
+    offset with no snapshot. ``joins``: the table joins the pipeline's stream at that
+    offset (the members file's ``since``): a rename into the same target, a new primary
+    key, or a table leaving a stream of its own."""
+
+    offset: dict | None = None  # BinlogOffset.to_dict()
+    joins: bool = False
+
+    @property
+    def mode(self) -> str:
+        """The source's startup mode for it (``scan.startup.mode``)."""
+        return "initial" if self.offset is None else "specific-offset"
+
+    def to_dict(self) -> dict:
+        if self.offset is None:
+            return {"mode": "initial"}
+        return {"mode": "specific-offset", "offset": self.offset,
+                **({"joins": True} if self.joins else {})}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Start:
+        if d.get("mode", "initial") == "initial":
+            return cls()
+        return cls(d["offset"], bool(d.get("joins")))
+
+
 @dataclass
 class TableState:
     """One source table in the pipeline state."""
@@ -61,8 +101,8 @@ class TableState:
     target: str
     generation: int = 0
     schema: dict | None = None  # TableSchema.to_dict() the generation was started with
-    start: dict = field(default_factory=lambda: {"mode": "initial"})
-    status: str = "active"  # active | dropped | failed
+    start: Start = Start()
+    status: CaptureStatus = CaptureStatus.ACTIVE
     batch_base: int = 0  # sink batch id = batch_base + Spark's batch id of this generation
     app_id: str = ""  # the sink's application id for this table (all generations)
     columns: list | None = None  # the target's data columns (Spark StructField JSON)
@@ -81,11 +121,12 @@ class TableState:
     #                           own (``generation``; it joins at the next start)
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "start": self.start.to_dict(), "status": self.status.value}
 
     @classmethod
     def from_dict(cls, d: dict) -> TableState:
-        return cls(**d)
+        return cls(**{**d, "start": Start.from_dict(d.get("start") or {}),
+                      "status": CaptureStatus(d.get("status", "active"))})
 
 
 GROUP_KEY = "_tables"  # the pipeline stream's directory (a table's key always has a dot)

@@ -25,7 +25,7 @@ from sparkcdc.errors import SchemaChangeStop, SparkCDCError
 from sparkcdc.mysql.ddl import table_fate
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline import targets as _targets
-from sparkcdc.pipeline.checkpoint import TableState, write_json
+from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState, write_json
 from sparkcdc.pipeline.routing import Shaper
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
 from sparkcdc.spark import offset_view as ov
@@ -76,15 +76,14 @@ class PipelineStream:
             elif offset is not None and snapshot_done:
                 since = ov.position(offset).to_dict()
             elif offset is None and snapshot_done:  # nothing applied since its start
-                since = st.start["offset"]
+                since = st.start.offset
             else:
                 since = None
                 self._empty_for_retake(st, sink, last, f"table {st.table} joins the "
                                        "pipeline's stream in its snapshot")
         finally:
             sink.close()
-        st.start = ({"mode": "specific-offset", "offset": since, "joins": True}
-                    if since is not None else {"mode": "initial"})
+        st.start = Start(since, joins=True) if since is not None else Start()
         log.warning("table %s leaves its stream of its own for the pipeline's stream (%s)",
                     st.table, f"from {since['file']}:{since['pos']}" if since else
                     "taken again")
@@ -140,8 +139,8 @@ class PipelineStream:
             # as discovered (the source takes them instead of a discovery of its own)
             "schemas": {t: r.schema.to_dict() for t, r in sorted(members.items())},
             # tables that join from a binlog offset, without a snapshot
-            "since": {t: r.state.start["offset"] for t, r in sorted(members.items())
-                      if r.state.start.get("joins")}})
+            "since": {t: r.state.start.offset for t, r in sorted(members.items())
+                      if r.state.start.joins}})
         if running and self._group_query_gen == self.group_gen:
             for r in members.values():
                 r.query = q
@@ -366,7 +365,7 @@ class PipelineStream:
         from the change with it (``_rekeyed``); otherwise its stream stops and its target
         is kept. Then the tables are looked up again: a new name, or the name created
         again, is a new table."""
-        gone = [st for st in self.states.values() if st.status == "active" and st.gone]
+        gone = [st for st in self.states.values() if st.status == CaptureStatus.ACTIVE and st.gone]
         if not gone:
             return
 

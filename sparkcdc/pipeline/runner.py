@@ -45,7 +45,13 @@ from sparkcdc.errors import (
 from sparkcdc.mysql.options import SourceConfig, parse_server_ids
 from sparkcdc.pipeline import cluster, targets
 from sparkcdc.pipeline import schema_change as sc
-from sparkcdc.pipeline.checkpoint import Checkpoint, TableState, read_json, write_json
+from sparkcdc.pipeline.checkpoint import (
+    CaptureStatus,
+    Checkpoint,
+    TableState,
+    read_json,
+    write_json,
+)
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.pipeline_stream import PipelineStream
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
@@ -132,7 +138,7 @@ class Runner(PipelineStream, SourceChanges):
         memo: dict = {}
         known = None if fresh else {
             TableId.parse(t): TableSchema.from_dict(st.schema) for t, st in self.states.items()
-            if st.status == "active" and st.schema and self._carried_by_stream(st, memo)}
+            if st.status == CaptureStatus.ACTIVE and st.schema and self._carried_by_stream(st, memo)}
         tables, self._flavor = discover_tables(self._source_config(), known)
         return {str(t): s for t, s in tables.items()}
 
@@ -226,10 +232,10 @@ class Runner(PipelineStream, SourceChanges):
         has not moved since that batch's end. Any doubt means there is work."""
         now = self._now
         if now is None or set(found) != {t for t, st in self.states.items()
-                                         if st.status == "active"}:
+                                         if st.status == CaptureStatus.ACTIVE}:
             return False
         for table, st in self.states.items():
-            if st.status != "active":
+            if st.status != CaptureStatus.ACTIVE:
                 continue
             if st.gap or sc.diff(TableSchema.from_dict(st.schema), found[table]):
                 return False
@@ -317,7 +323,7 @@ class Runner(PipelineStream, SourceChanges):
     def _reconcile(self, found: dict[str, TableSchema], starting: bool = False) -> None:
         if self.settings.schema_change_behavior == "exception":  # before starting anything
             for table, st in self.states.items():
-                if st.status != "active":
+                if st.status != CaptureStatus.ACTIVE:
                     continue
                 if table not in found:
                     self._dropped(st)  # raises: the behavior is exception
@@ -336,7 +342,7 @@ class Runner(PipelineStream, SourceChanges):
             st = self.states.get(table)
             if st is None and target_of(self.defn, table) in held:
                 continue  # until the stream has brought the other's DROP or RENAME
-            if st is None or st.status == "dropped" and table not in self.runs:
+            if st is None or st.status == CaptureStatus.DROPPED and table not in self.runs:
                 if st is not None:  # dropped and created again: a fresh start
                     st = TableState(table, st.target, st.generation + 1,
                                     batch_base=self._next_base(st), app_id=st.app_id)
@@ -345,11 +351,11 @@ class Runner(PipelineStream, SourceChanges):
                     if not starting:
                         log.info("new table %s: capturing it into %s", table, st.target)
                 st.schema = schema.to_dict()
-                st.status = "active"
+                st.status = CaptureStatus.ACTIVE
                 self.states[table] = st
                 self._start(st, schema)  # saves the state before any stream starts
                 continue
-            if st.status == "failed":
+            if st.status == CaptureStatus.FAILED:
                 continue
             d = sc.diff(TableSchema.from_dict(st.schema), schema)
             if d and not self._stream_carries(st, memo):
@@ -359,7 +365,7 @@ class Runner(PipelineStream, SourceChanges):
             elif table not in self.runs:
                 self._start(st, schema)
         for table, st in self.states.items():
-            if table not in found and st.status == "active" and table not in waits:
+            if table not in found and st.status == CaptureStatus.ACTIVE and table not in waits:
                 self._dropped(st)
         for table in sorted(waits - set(self.runs)):  # read on up to its DROP or RENAME
             st = self.states[table]
@@ -370,7 +376,7 @@ class Runner(PipelineStream, SourceChanges):
         stream: past its snapshot there, joining it from a binlog offset, or coming from a
         stream of its own (it joins from where its target is, with the schema it was read
         with: ``_from_own_stream``)."""
-        return (self._carried_by_stream(st, memo) or bool(st.start.get("joins"))
+        return (self._carried_by_stream(st, memo) or st.start.joins
                 or self._has_own_stream(st))
 
     def _gone_in_stream_ahead(self, found: dict[str, TableSchema]) -> set[str]:
@@ -380,7 +386,7 @@ class Runner(PipelineStream, SourceChanges):
         where the server is now without meeting the statement is dropped (``_dropped``)."""
         memo: dict = {}
         ahead = {t for t, st in self.states.items()
-                 if st.status == "active" and t not in found and not st.gone
+                 if st.status == CaptureStatus.ACTIVE and t not in found and not st.gone
                  and self._carried_by_stream(st, memo)}
         if not ahead:
             return set()

@@ -21,7 +21,7 @@ from sparkcdc.errors import (
 )
 from sparkcdc.mysql.connection import retry_lost
 from sparkcdc.pipeline import schema_change as sc
-from sparkcdc.pipeline.checkpoint import TableState
+from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState
 from sparkcdc.pipeline.column_evolution import evolve_target
 from sparkcdc.pipeline.routing import shaper_for, target_of
 from sparkcdc.spark import offset_view as ov
@@ -73,8 +73,8 @@ class SourceChanges:
         off = self.ckpt.offset(st, b) if b is not None else None
         if off is not None:
             return ov.position(off)
-        if st.start.get("mode") == "specific-offset":
-            return BinlogOffset.from_dict(st.start["offset"])
+        if st.start.offset is not None:
+            return BinlogOffset.from_dict(st.start.offset)
         return None  # a snapshot not begun: nothing to resume
 
     def _check_purged(self) -> None:
@@ -83,7 +83,7 @@ class SourceChanges:
         (``resnapshot``): its target emptied and reloaded, the other tables untouched."""
         files = None
         for table, st in list(self.states.items()):
-            if st.status != "active":
+            if st.status != CaptureStatus.ACTIVE:
                 continue
             pos = self._resume_position(st)
             if pos is None:
@@ -127,7 +127,7 @@ class SourceChanges:
         finally:
             sink.close()
         # taken from the start (old-schema rows from the lost binlog cannot be read any more)
-        self._next_generation(st, last, {"mode": "initial"}, "resnapshot: binlog purged")
+        self._next_generation(st, last, Start(), "resnapshot: binlog purged")
 
     def _next_base(self, st: TableState) -> int:
         last = self._sink_for(st).last_batch_id()
@@ -139,7 +139,7 @@ class SourceChanges:
         new name, it routes to the same target, and no active table has that name."""
         other = self.states.get(new_name)
         if (new_name not in found or target_of(self.defn, new_name) != st.target
-                or (other is not None and other.status == "active")):
+                or (other is not None and other.status == CaptureStatus.ACTIVE)):
             log.warning("table %s was renamed to %s: %s", st.table, new_name,
                         "captured as a new table" if new_name in found
                         else "not matched by source.tables")
@@ -165,7 +165,7 @@ class SourceChanges:
             nst.columns = self._evolve_columns(nst, old_schema, new_schema, d, sink, behavior)
         if snapshot_done:
             # it joins the pipeline's stream from there (the members file's ``since``)
-            nst.start = {"mode": "specific-offset", "offset": start.to_dict(), "joins": True}
+            nst.start = Start(start.to_dict(), joins=True)
             how = "from the RENAME on"
         else:
             self._empty_for_retake(st, sink, last, f"table {st.table} renamed")
@@ -174,7 +174,7 @@ class SourceChanges:
         nst.note = f"renamed from {st.table}"
         log.warning("table %s was renamed to %s: it goes on into %s, %s", st.table,
                     new_name, st.target, how)
-        st.status = "dropped"
+        st.status = CaptureStatus.DROPPED
         st.group = None
         self.states[new_name] = nst
         self._save()
@@ -190,7 +190,7 @@ class SourceChanges:
                     st.table, st.target)
         self._stop_run(st)  # the pipeline's stream goes on without it
         st.group = None
-        st.status = "dropped"
+        st.status = CaptureStatus.DROPPED
         st.note = note or "dropped on the source"
         self._save()
 
@@ -217,7 +217,7 @@ class SourceChanges:
         finally:
             sink.close()
         log.warning("%s: emptying %s and taking the table again", what, st.target)
-        self._next_generation(st, last, {"mode": "initial"},
+        self._next_generation(st, last, Start(),
                               f"{behavior}: {d.describe() or what} (taken again)", new)
         self._start(st, new)
 
@@ -237,11 +237,11 @@ class SourceChanges:
             sink.close()
         log.warning("table %s changed: %s (%s); it goes on from %s", st.table, d.describe(),
                     behavior, at)
-        self._next_generation(st, last, {"mode": "specific-offset", "offset": at.to_dict(),
-                                         "joins": True}, f"{behavior}: {d.describe()}", new)
+        self._next_generation(st, last, Start(at.to_dict(), joins=True),
+                              f"{behavior}: {d.describe()}", new)
         self._start(st, new)
 
-    def _next_generation(self, st: TableState, last: int | None, start: dict, note: str,
+    def _next_generation(self, st: TableState, last: int | None, start: Start, note: str,
                          schema: TableSchema | None = None) -> None:
         """The table's next generation, saved: it (re)joins the pipeline's stream from
         ``start``, its target's batch ids going on after ``last`` (the last one it has),
@@ -267,7 +267,7 @@ class SourceChanges:
         applied = last is not None and last >= st.batch_base
         offset = self.ckpt.offset(st, last - st.batch_base) if applied else None
         snapshot_done = (offset is not None and ov.table_phase(offset, st.table) == "done") or (
-            not applied and st.start["mode"] == "specific-offset")
+            not applied and st.start.offset is not None)
         return sink, last, offset, snapshot_done
 
     def _empty_for_retake(self, st: TableState, sink, last, what: str) -> None:
@@ -283,7 +283,7 @@ class SourceChanges:
         sink.empty()
 
     def _shared(self, st: TableState) -> bool:
-        return any(o.target == st.target and o.table != st.table and o.status == "active"
+        return any(o.target == st.target and o.table != st.table and o.status == CaptureStatus.ACTIVE
                    for o in self.states.values())
 
     def _evolve_columns(self, st: TableState, old: TableSchema, new: TableSchema,

@@ -26,7 +26,7 @@ class TableStatus:
     table: str
     target: str
     generation: int
-    status: str  # active | dropped | failed
+    status: str  # a CaptureStatus: active | dropped | failed
     phase: str  # not started | snapshot | streaming
     chunks_done: int
     chunks_total: int | None
@@ -77,7 +77,7 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
             done = table_chunks_done(off, table)
             total = chunks_total(off, table, done)
             pos = off.get("pos")
-        ts = TableStatus(table, st.target, st.generation, st.status, phase, done, total,
+        ts = TableStatus(table, st.target, st.generation, str(st.status), phase, done, total,
                          live.get("rows") if live.get("generation") == st.generation else None,
                          (committed + 1) if committed is not None else 0, pos,
                          running=running, note=st.note)

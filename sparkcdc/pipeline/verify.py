@@ -344,9 +344,9 @@ class Verifier:
             if b is None:
                 return None
             if b < st.batch_base:  # nothing applied since this generation started
-                if st.start.get("mode") != "specific-offset" or st.gap:
+                if st.start.offset is None or st.gap:
                     return None
-                positions[t] = _offset(st.start["offset"])
+                positions[t] = _offset(st.start.offset)
                 continue
             off = ck.offset(st, b - st.batch_base)
             if off is None or table_phase(off, t) != "done":
