@@ -20,8 +20,8 @@ import base64
 import datetime as dt
 import decimal
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -138,9 +138,13 @@ class RowBuilder:
         preimage and a postimage, or a delete and an insert when it changes the row key."""
         images, kind, tcode, ts_ms = self._images, self._kind, self._tcode, self._ts_ms
         hcode, low = self._hcode, self._low
-        add_img, add_kind, add_t, add_ts = images.append, kind.append, tcode.append, ts_ms.append
+        add_kind, add_t, add_ts = kind.append, tcode.append, ts_ms.append
+        # a record's verdict admits only the images it has (an insert's after, a delete's
+        # before), which the record types cannot say
+        add_img = cast(Callable[[Any], None], images.append)
         add_h, add_low = hcode.append, low.append
-        last_tid, code, keyget = None, 0, None
+        last_tid, code = None, 0
+        keyget: Any = None
         pre = self.preimages
         last_file, last_pos = self._last_txn or (None, None)
         h = len(self._highs) - 1

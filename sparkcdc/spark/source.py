@@ -53,7 +53,7 @@ from sparkcdc.core.assigner import Phase, SplitAssigner
 from sparkcdc.core.batch_size import BatchSizer
 from sparkcdc.core.chunking import ChunkingOptions, SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
-from sparkcdc.core.records import META_COLUMNS, SCHEMA, TableEvent
+from sparkcdc.core.records import META_COLUMNS, SCHEMA, ChangeRecord, TableEvent
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import StreamFilter, TableProgress
 from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
@@ -393,9 +393,9 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
     tables = dict(ctx.tables)  # a table's schema changes here when the stream says so
     builder = (TableBuilders(tables, ctx.config.preimages) if ctx.shape == TABLES
                else RowBuilder(ctx.out_schema, ctx.shape, ctx.config.preimages))
-    pending = []
-    wide = {t: cols for t, s in ctx.tables.items()
-            if (cols := tuple(c.name for c in s.columns if c.data_type in _WIDE_TYPES))}
+    pending: list[ChangeRecord] = []
+    wide = {t: wcols for t, s in ctx.tables.items()
+            if (wcols := tuple(c.name for c in s.columns if c.data_type in _WIDE_TYPES))}
     held = 0  # bytes of long values in ``pending``
     events = ctx.config.table_events
     rekeyed: set = set()  # tables whose key changed: the runner takes them again
@@ -543,7 +543,7 @@ class SnapshotReader(DataSourceReader):
         items = [ChunkItem(s.to_dict(), as_of.to_dict()) for s in splits]
         return _group(items, cfg.server_ids) or [WorkPartition(cfg.server_ids[0], [])]
 
-    def read(self, partition: WorkPartition):
+    def read(self, partition: WorkPartition):  # type: ignore[override]  # Spark hands back ours
         return read_partition(self.ctx, partition)
 
 
@@ -687,6 +687,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             chunks = assigner.assign(self._chunks_per_batch(limit, now), d.planner)
             for c in chunks:
                 assigner.finish(c)
+            assert self._sizer is not None  # made by _chunks_per_batch
             self._sizer.admitted(len(chunks), now)
         if cfg.startup_mode == "snapshot" and not chunks:
             return start  # snapshot only: nothing after the last chunk
@@ -741,9 +742,10 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """For each table that joins in this batch from a binlog offset of its own (a table
         renamed to its name there, ``SplitAssigner.joined_since``): its changes from that
         offset to the batch's end, read apart (the batch's window passes none of them)."""
-        items = []
+        items: list[WindowItem] = []
         cfg = self.ctx.config
         for t, ts in sorted(e.assigner.joined_since(s.assigner).items()):
+            assert ts.since is not None  # joined_since gives the tables that have one
             since = BinlogOffset.from_dict(ts.since)
             if not since < e.pos:
                 continue
@@ -755,7 +757,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                          for a, b in windows)
         return items
 
-    def read(self, partition: WorkPartition):
+    def read(self, partition: WorkPartition):  # type: ignore[override]  # Spark hands back ours
         return read_partition(self.ctx, partition)
 
     def commit(self, end: dict) -> None:
