@@ -20,7 +20,8 @@ import yaml
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.options import OPTIONS as SOURCE_OPTIONS
-from sparkcdc.mysql.options import SourceConfig, duration_seconds
+from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.options import duration_seconds
 
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
 SECTIONS = ("source", "sink", "route", "transform", "pipeline")
@@ -339,7 +340,7 @@ def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
     for req in ("hostname", "username"):
         if req not in opts:
             raise r.error(f"source.{req}", line, "is required",
-                          fix=f"'{req}' accepts {SOURCE_OPTIONS[req][1]}")
+                          fix=f"'{req}' accepts {SOURCE_OPTIONS[req].accepts}")
     _check_source_options(r, opts)
     return SourceDef(stype, opts, tables, exclude, line)
 

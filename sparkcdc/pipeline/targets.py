@@ -39,12 +39,12 @@ def target_options(sink_type: str, options: Mapping[str, str], target: str,
 def check_sink_options(sink_type: str, options: Mapping[str, str]) -> None:
     """Fail now, naming the option, if the sink would refuse these options: they are made a
     probe target's and parsed (no connection is opened)."""
+    from sparkcdc.options import check_known
     from sparkcdc.sinks import sink_class
-    from sparkcdc.sinks.base import check_known
 
     cfg = _config(sink_type)
     for name in options:  # a misspelt name first, before what it leaves missing
-        check_known(sink_type, cfg.OPTIONS, name, getattr(cfg, "PREFIXES", ()))
+        check_known(f"{sink_type} sink", cfg.OPTIONS, name, getattr(cfg, "PREFIXES", ()))
     probe = target_options(sink_type, options, "db.table", "probe")
     sink_class(sink_type).from_options(probe)
 

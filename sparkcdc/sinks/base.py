@@ -8,7 +8,6 @@ sink writes it atomically together with the batch id, so a replayed batch change
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import logging
 from abc import ABC, abstractmethod
@@ -264,110 +263,7 @@ class Sink(ABC):
         self.close()
 
 
-# -- options ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Opt:
-    """One sink option: default (None: unset; REQUIRED: must be given) and what it accepts."""
-
-    default: str | None
-    accepts: str
-
-
-REQUIRED = "\0required"
-
-
-class Options:
-    """Parses a sink's string options once: unknown names fail with the closest valid name,
-    malformed values with the option's name and what it accepts."""
-
-    def __init__(self, sink_type: str, spec: Mapping[str, Opt], raw: Mapping[str, Any],
-                 prefixes: tuple[str, ...] = ()):
-        self.sink_type = sink_type
-        self.spec = spec
-        self.raw: dict[str, str] = {}
-        self.prefixed: dict[str, dict[str, str]] = {p: {} for p in prefixes}
-        for key, value in raw.items():
-            key = str(key)
-            if key == "type":
-                continue
-            prefix = next((p for p in prefixes if key.startswith(p)), None)
-            if prefix is not None:
-                self.prefixed[prefix][key[len(prefix):]] = str(value)
-                continue
-            check_known(sink_type, spec, key, prefixes)
-            self.raw[key] = value if isinstance(value, str) else _to_str(value)
-        for key, opt in spec.items():
-            if opt.default == REQUIRED and key not in self.raw:
-                raise ConfigError(f"the {sink_type} sink needs the option '{key}'",
-                                  fix=f"'{key}' accepts {opt.accepts}", key=key)
-
-    def _bad(self, key: str, value: str, why: str) -> ConfigError:
-        return ConfigError(f"option '{key}' of the {self.sink_type} sink {why}: {value!r}",
-                           fix=f"'{key}' accepts {self.spec[key].accepts}", key=key)
-
-    def get(self, key: str) -> str | None:
-        if key in self.raw:
-            return self.raw[key]
-        d = self.spec[key].default
-        return None if d == REQUIRED else d
-
-    def text(self, key: str) -> str | None:
-        v = self.get(key)
-        return v if v is None else v.strip() if key != "password" else v
-
-    def integer(self, key: str, lo: int | None = None, hi: int | None = None) -> int | None:
-        v = self.get(key)
-        if v is None:
-            return None
-        try:
-            n = int(v.strip())
-        except ValueError:
-            raise self._bad(key, v, "must be an integer") from None
-        if (lo is not None and n < lo) or (hi is not None and n > hi):
-            raise self._bad(key, v, "is out of range")
-        return n
-
-    def flag(self, key: str) -> bool:
-        v = (self.get(key) or "").strip().lower()
-        if v in ("true", "1", "yes"):
-            return True
-        if v in ("false", "0", "no", ""):
-            return False
-        raise self._bad(key, v, "must be true or false")
-
-    def names(self, key: str) -> tuple[str, ...]:
-        v = self.get(key)
-        if not v:
-            return ()
-        return tuple(p.strip() for p in v.split(",") if p.strip())
-
-    def choice(self, key: str, choices: tuple[str, ...]) -> str:
-        v = (self.get(key) or "").strip().lower()
-        if v not in choices:
-            raise self._bad(key, v, "is not one of " + ", ".join(choices))
-        return v
-
-
-def check_known(sink_type: str, spec: Mapping[str, Opt], key: str,
-                prefixes: tuple[str, ...] = ()) -> None:
-    """An option name the sink does not know fails with the closest one it does."""
-    if key in spec or key == "type" or key.startswith(prefixes):
-        return
-    close = difflib.get_close_matches(key, list(spec), n=1, cutoff=0.5)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    raise ConfigError(f"unknown option '{key}' for the {sink_type} sink",
-                      fix=f"{hint}accepted options: {', '.join(sorted(spec))}"
-                          + (f"; and any '{prefixes[0]}*'" if prefixes else ""), key=key)
-
-
-def _to_str(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
+# -- option helpers the sinks share (the options themselves: sparkcdc/options.py) -------------
 
 def table_name_parts(sink_type: str, key: str, value: str, parts: int) -> tuple[str, ...]:
     """Split 'a.b' into parts; names with dots are not supported (say so clearly)."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.sinks.base import Opt, Options
+from sparkcdc.options import Opt, Options
 
 OPTIONS = {
     "num-rows": Opt("20", "a non-negative integer: change rows printed per batch"),
@@ -21,7 +21,7 @@ class ConsoleConfig:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> ConsoleConfig:
-        o = Options("console", OPTIONS, options)
+        o = Options("console sink", OPTIONS, options)
         return cls(num_rows=o.integer("num-rows", lo=0), show_table=o.flag("show-table"))
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.sinks.base import REQUIRED, Opt, Options, set_per_target, sub_path, table_name_parts
+from sparkcdc.options import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import set_per_target, sub_path, table_name_parts
 
 OPTIONS = {
     "path": Opt(REQUIRED, "the table's location: a local path or a URI delta-rs supports"),
@@ -39,7 +40,7 @@ class DeltaConfig:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
-        o = Options("delta", OPTIONS, options, prefixes=PREFIXES)
+        o = Options("delta sink", OPTIONS, options, prefixes=PREFIXES)
         catalog, name = o.text("catalog"), o.text("catalog-table")
         if bool(catalog) != bool(name):
             missing = "catalog-table" if catalog else "catalog"

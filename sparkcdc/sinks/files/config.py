@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.sinks.base import REQUIRED, Opt, Options, sub_path
+from sparkcdc.options import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import sub_path
 
 FORMATS = ("parquet", "json")
 OPTIONS = {
@@ -24,7 +25,7 @@ class FilesConfig:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> FilesConfig:
-        o = Options("files", OPTIONS, options)
+        o = Options("files sink", OPTIONS, options)
         return cls(path=o.text("path").rstrip("/"), format=o.choice("format", FORMATS),
                    compression=o.text("compression"))
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.sinks.base import REQUIRED, Opt, Options, set_per_target, table_name_parts
+from sparkcdc.options import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import set_per_target, table_name_parts
 
 OPTIONS = {
     "table": Opt(REQUIRED, "'namespace.table'"),
@@ -43,7 +44,7 @@ class IcebergConfig:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> IcebergConfig:
-        o = Options("iceberg", OPTIONS, options, prefixes=PREFIXES)
+        o = Options("iceberg sink", OPTIONS, options, prefixes=PREFIXES)
         ns, name = table_name_parts("iceberg", "table", o.text("table"), 2)
         props = dict(o.prefixed[CATALOG_PREFIX])
         warehouse = o.text("warehouse")

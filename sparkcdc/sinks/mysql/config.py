@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.sinks.base import REQUIRED, Opt, Options, set_per_target
+from sparkcdc.options import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import set_per_target
 
 OPTIONS = {
     "hostname": Opt(REQUIRED, "the server's host name or IP"),
@@ -42,7 +43,7 @@ class MySQLConfig:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> MySQLConfig:
-        o = Options("mysql", OPTIONS, options)
+        o = Options("mysql sink", OPTIONS, options)
         return cls(hostname=o.text("hostname"), port=o.integer("port", 1, 65535),
                    username=o.text("username"), password=o.get("password") or "",
                    database=o.text("database"), table=o.text("table"),

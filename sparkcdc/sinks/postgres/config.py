@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.sinks.base import REQUIRED, Opt, Options, set_per_target
+from sparkcdc.options import REQUIRED, Opt, Options
+from sparkcdc.sinks.base import set_per_target
 
 OPTIONS = {
     "host": Opt("127.0.0.1", "the server's host name or IP"),
@@ -40,7 +41,7 @@ class PostgresConfig:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> PostgresConfig:
-        o = Options("postgres", OPTIONS, options)
+        o = Options("postgres sink", OPTIONS, options)
         return cls(host=o.text("host"), port=o.integer("port", 1, 65535), user=o.text("user"),
                    password=o.get("password") or "", database=o.text("database"),
                    schema=o.text("schema"), table=o.text("table"), app_id=o.text("app-id"),
