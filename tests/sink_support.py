@@ -169,7 +169,5 @@ __all__ = [
     "arrow_schema",
     "changes_df",
     "conform",
-    "make_target",
-    "pg_server",
     "table_rows",
 ]

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from library_reader import LibraryBinlogReader, LibraryRowDecoder
 from types_support import (
     COLUMNS,
     UTC,
@@ -21,7 +22,6 @@ from types_support import (
 from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import ConfigError, SchemaError
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
-from sparkcdc.mysql.binlog.row_decoding import LibraryRowDecoder
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.snapshot import chunk_query, read_chunk, select_literal
 from sparkcdc.mysql.types import arrow_schema, parse_column_type
@@ -74,8 +74,8 @@ def test_library_rows_convert_canonically_except_where_the_library_loses_data(al
     negative TIME values with a fraction, which the library decodes wrongly: the reason the
     default decoder reads the bytes itself."""
     conn, schema, start, end = all_types
-    lib = list(BinlogReader(conn, 7103, {schema.table_id: schema},
-                            decoder=LibraryRowDecoder()).read_window(start, end))
+    lib = list(LibraryBinlogReader(conn, 7103, {schema.table_id: schema},
+                                   decoder=LibraryRowDecoder()).read_window(start, end))
     diffs = {(w["id"], k) for r, w in zip(lib, expected_all_types()) for k in COLUMNS
              if r.after[k] != w[k]}
     assert diffs == {(3, "tm3"), (3, "tm6")}

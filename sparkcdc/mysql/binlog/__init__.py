@@ -4,10 +4,10 @@
   its own reconnects and positions;
 * ``fastdecode``: the compiled row decoder's wrapper (``_fastdecode.c``), with the Python
   decoder as its fallback;
-* ``row_decoding``: row images to canonical values, in Python (``PyRowDecoder``) and through
-  python-mysql-replication (``LibraryRowDecoder``, the tests' reference);
+* ``row_decoding``: row images to canonical values, in Python (``PyRowDecoder``);
 * ``protocol``: the replication protocol itself: the dump request, packets, event headers,
   table maps and the binlog column types.
 
-``tablemap_cache`` serves the library event path, the reference the tests compare with.
+The tests compare this with a reference reader over python-mysql-replication's events
+(tests/library_reader.py), which overrides the reader's ``_open`` and ``_consume``.
 """

@@ -8,8 +8,8 @@ canonical values as ``PyRowDecoder`` (``tests/mysql/binlog/test_fastdecode.py`` 
 all-types table and on randomized rows). Rows of uncaptured tables never reach a decoder.
 
 The extension is built by ``pip install -e .`` (``setup.py``, optional). When it is absent,
-``default_decoder()`` falls back to ``PyRowDecoder``; ``SPARKCDC_ROW_DECODER`` (``c``,
-``py`` or ``library``) picks one explicitly, e.g. to compare them.
+``default_decoder()`` falls back to ``PyRowDecoder``; ``SPARKCDC_ROW_DECODER`` (``c`` or
+``py``) picks one explicitly, e.g. to compare them.
 """
 
 from __future__ import annotations
@@ -54,10 +54,8 @@ def default_decoder() -> R.RowDecoder:
         return CRowDecoder()
     if choice == "py":
         return R.PyRowDecoder()
-    if choice == "library":
-        return R.LibraryRowDecoder()
     raise ConfigError(f"SPARKCDC_ROW_DECODER={choice!r} is not a row decoder",
-                      fix="use 'c', 'py', 'library' or leave it unset")
+                      fix="use 'c', 'py' or leave it unset")
 
 
 class CRowDecoder:

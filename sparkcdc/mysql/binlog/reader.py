@@ -2,21 +2,20 @@
 
 What the reader owns, and why:
 
-* **Events.** By default the reader speaks the replication protocol itself through
-  ``sparkcdc.mysql.binlog.protocol`` (``events="native"``): its own dump request, packet splitting
-  (in C when the extension is built), event headers, table maps parsed once per distinct
-  body, and row events handed straight to the row decoder, so no per-event work goes through
-  python-mysql-replication's event classes. The library's events remain behind
-  ``events="library"`` (``SPARKCDC_BINLOG_EVENTS``) as the reference the tests compare with.
-* **Positions.** Every stream starts from an explicit file and position (on the library
-  path ``is_mariadb=False`` on both flavors: the library's MariaDB mode ignores the file and
-  position). Record offsets are the start of their transaction plus two counters (see
-  ``sparkcdc.core.records``). ``events`` counts *every* row event of the transaction,
+* **Events.** The reader speaks the replication protocol itself through
+  ``sparkcdc.mysql.binlog.protocol``: its own dump request, packet splitting (in C when the
+  extension is built), event headers, table maps parsed once per distinct body, and row
+  events handed straight to the row decoder, so no per-event work goes through
+  python-mysql-replication's event classes. Those classes read the same stream in the
+  tests' reference reader (tests/library_reader.py), which overrides ``_open`` and
+  ``_consume``, the two places the event layer shows.
+* **Positions.** Every stream starts from an explicit file and position. Record offsets
+  are the start of their transaction plus two counters (see ``sparkcdc.core.records``). ``events`` counts *every* row event of the transaction,
   captured or not, so an offset means the same thing whatever tables a later run captures.
   Events of uncaptured tables are still skipped without decoding their rows.
 * **Reconnection.** The reader reconnects itself from its own last offset, a bounded number
   of times, dropping every record before the last one it yielded: no duplicates, no endless
-  loop (on the library path the library's silent reconnect is refused).
+  loop.
 * **Decoding.** Row images are decoded by a swappable ``RowDecoder`` (``row_decoding.py``).
   The default (``fastdecode.default_decoder``: the compiled ``CRowDecoder``, else
   ``PyRowDecoder``) reads the
@@ -52,7 +51,6 @@ from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import (
     AuthenticationFailed,
     BinlogUnavailable,
-    ConfigError,
     ConnectionFailed,
     DecodeError,
     OffsetError,
@@ -62,20 +60,16 @@ from sparkcdc.errors import (
 )
 from sparkcdc.mysql import ddl, schema_at, server_errors
 from sparkcdc.mysql.binlog import protocol as E
-from sparkcdc.mysql.binlog import tablemap_cache
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
 from sparkcdc.mysql.binlog.protocol import DumpStream
 from sparkcdc.mysql.binlog.row_decoding import (
-    LibraryRowDecoder,
     RowDecoder,
     meta_sig,
-    op_of,
 )
 from sparkcdc.mysql.connection import ConnectionOptions
 
 log = logging.getLogger(__name__)
 
-_ANONYMOUS_GTID = 0x22
 _UNSUPPORTED_EVENTS = {  # events that carry rows we cannot decode: never skip them silently
     0x28: "MySQL compressed transaction payload (binlog_transaction_compression=ON)",
     166: "MariaDB compressed row events (log_bin_compress=ON)",
@@ -95,23 +89,6 @@ _RESOLVED: dict[tuple, TableSchema] = {}
 
 _BIG_EVENT = 1 << 20  # bytes; row images of bigger events go to the decoder as a memoryview
 _OPS = (INSERT, DELETE, UPDATE)  # by the event layer's mode: 0 insert, 1 delete, 2 update
-
-
-def _event_layer(choice: str | None, decoder: Any) -> str:
-    """``native`` (our own ``sparkcdc.mysql.binlog.protocol``) or ``library``
-    (python-mysql-replication's event classes); ``SPARKCDC_BINLOG_EVENTS`` overrides the
-    default. ``LibraryRowDecoder`` needs the library's events."""
-    import os
-
-    if isinstance(decoder, LibraryRowDecoder):
-        return "library"
-    choice = (choice or os.environ.get("SPARKCDC_BINLOG_EVENTS", "") or "native").strip().lower()
-    if choice not in ("native", "library"):
-        raise ConfigError(f"binlog event layer {choice!r} does not exist",
-                          fix="use 'native' or 'library' (SPARKCDC_BINLOG_EVENTS)")
-    if choice == "native" and not hasattr(decoder, "decode_rows"):
-        return "library"  # a decoder written for the library's events
-    return choice
 
 
 def _offset(file: str, pos: int, events: int, rows: int, gtid: str | None,
@@ -295,21 +272,18 @@ class BinlogReader:
                  tables: dict[TableId, TableSchema] | Iterable[TableId],
                  flavor: str = "mariadb", decoder: RowDecoder | None = None, *,
                  read_timeout: float = 60.0, max_retries: int | None = None,
-                 events: str | None = None, table_events: bool = False):
+                 table_events: bool = False):
         if flavor not in ("mariadb", "mysql"):
             raise ValueError(f"flavor must be 'mariadb' or 'mysql', not {flavor!r}")
         self.conn = conn
         self.server_id = int(server_id)
         self.flavor = flavor
         self.decoder = decoder or default_decoder()
-        self.events = _event_layer(events, self.decoder)
         # TableEvents among the records: schema changes, DDL and TRUNCATE of captured tables
         # (records.TableEvent); each row event is then decoded by the schema its table map
         # describes (mysql/schema_at.py)
         self.table_events = table_events
-        if table_events and self.events != "native":
-            raise ValueError("table events need the native event layer")
-        # each distinct TABLE_MAP body parsed once (native layer), across this reader's streams
+        # each distinct TABLE_MAP body parsed once, across this reader's streams
         self._table_maps: dict[bytes, Any] = {}
         self.read_timeout = read_timeout
         self.max_retries = conn.max_retries if max_retries is None else max_retries
@@ -398,13 +372,6 @@ class BinlogReader:
     def _consume(self, stream, state: _State, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]
                  ) -> Iterator[ChangeRecord | Heartbeat]:
-        if self.events == "native":
-            return self._consume_native(stream, state, end, heartbeat, beat)
-        return self._consume_library(stream, state, end, heartbeat, beat)
-
-    def _consume_native(self, stream, state: _State, end: BinlogOffset | None,
-                        heartbeat: float | None, beat: list[float]
-                        ) -> Iterator[ChangeRecord | Heartbeat]:
         """The loop over our own event layer (``sparkcdc.mysql.binlog.protocol``); the same records,
         offsets and boundaries as ``_consume_library``."""
 
@@ -664,140 +631,6 @@ class BinlogReader:
         with memoryview(data) as view, view[p:end] as images:  # a big event: not copied
             return self.decoder.decode_rows(tm, schema, mode, images)
 
-    def _consume_library(self, stream, state: _State, end: BinlogOffset | None,
-                         heartbeat: float | None, beat: list[float]
-                         ) -> Iterator[ChangeRecord | Heartbeat]:
-        from pymysqlreplication.event import (
-            GtidEvent,
-            HeartbeatLogEvent,
-            MariadbGtidEvent,
-            MariadbGtidListEvent,
-            NotImplementedEvent,
-            PreviousGtidsEvent,
-            QueryEvent,
-            RotateEvent,
-            XAPrepareEvent,
-            XidEvent,
-        )
-        from pymysqlreplication.row_event import RowsEvent, TableMapEvent
-
-        end_key = end.sort_key() if end is not None else None
-        low_key = state.low_key
-        flavor = self.flavor
-
-        def reached(key: tuple) -> bool:
-            return end_key is not None and key >= end_key
-
-        def beat_due() -> bool:
-            return heartbeat is not None and time.monotonic() - beat[0] >= heartbeat
-
-        def make_beat() -> Heartbeat:
-            beat[0] = time.monotonic()
-            return Heartbeat(state.boundary(), int(time.time() * 1000))
-
-        if reached(state.key(state.boundary_pos)):
-            state.done = True
-            return
-        while True:
-            ev = stream.fetchone()
-            if ev is None:
-                return  # EOF of a non-blocking dump
-            hdr = ev.packet
-            if isinstance(ev, HeartbeatLogEvent):
-                if heartbeat is not None and not state.in_txn:
-                    yield make_beat()
-                continue
-            if isinstance(ev, RotateEvent):
-                if state.in_txn:  # transactions never span files
-                    raise DecodeError(f"binlog rotated from {state.file} to {ev.next_binlog} "
-                                      f"inside a transaction")
-                state.set_file(ev.next_binlog, ev.position)
-                if reached(state.key(state.boundary_pos)):
-                    state.done = True
-                    return
-                continue
-            if hdr.log_pos == 0 or hdr.flags & _LOG_EVENT_ARTIFICIAL:
-                continue  # the dump's fake format description: no position of its own
-            state.progress += 1
-            ev_start, ev_end = hdr.log_pos - hdr.event_size, hdr.log_pos
-
-            if isinstance(ev, RowsEvent):
-                if not state.in_txn:
-                    raise _outside_txn(state, ev_start)
-                e = state.events
-                state.events += 1
-                key = state.key(state.txn_pos, e)
-                if reached(key):
-                    state.done = True
-                    return
-                schema = self._schema(ev.schema, ev.table)
-                if schema is None or key[:3] < low_key[:3]:
-                    continue  # uncaptured, or wholly before the start: never decoded
-                decoded = self.decoder.decode(ev, schema)
-                recs, low_key, cut = _event_records(state, key, decoded, op_of(ev),
-                                                    schema.table_id, end_key, flavor)
-                yield from recs
-                state.low_key = low_key
-                if cut:
-                    state.done = True
-                    return
-                continue
-            if isinstance(ev, TableMapEvent):
-                continue
-            if isinstance(ev, MariadbGtidEvent):
-                if reached(state.key(ev_start)):
-                    state.done = True
-                    return
-                state.begin(ev_start, ev.gtid, ev.timestamp, explicit=not ev.flags & 1)
-                continue
-            if isinstance(ev, GtidEvent) or (isinstance(ev, NotImplementedEvent)
-                                              and ev.event_type == _ANONYMOUS_GTID):
-                if reached(state.key(ev_start)):
-                    state.done = True
-                    return
-                gtid = ev.gtid if isinstance(ev, GtidEvent) else None
-                state.begin(ev_start, gtid, ev.timestamp, explicit=False)
-                continue
-            if isinstance(ev, NotImplementedEvent):
-                if ev.event_type in _UNSUPPORTED_EVENTS:
-                    raise DecodeError(
-                        f"{_UNSUPPORTED_EVENTS[ev.event_type]} at {state.file}:{ev_start} "
-                        f"cannot be decoded", fix="turn binlog compression off on the server")
-                if not state.in_txn:
-                    state.boundary_pos = ev_end
-            elif isinstance(ev, QueryEvent):
-                q = ev.query.strip().upper()
-                if q == "BEGIN" or q.startswith("XA START"):
-                    if not state.in_txn:
-                        if reached(state.key(ev_start)):
-                            state.done = True
-                            return
-                        state.begin(ev_start, None, ev.timestamp, explicit=True)
-                    state.explicit = True
-                elif q in ("COMMIT", "ROLLBACK") or not (state.in_txn and state.explicit):
-                    state.commit(ev_end)  # the end of a transaction, or a DDL on its own
-            elif isinstance(ev, (XidEvent, XAPrepareEvent)):
-                state.commit(ev_end)
-            elif isinstance(ev, MariadbGtidListEvent):
-                state.set_gtid_list([g.gtid for g in ev.gtid_list])
-                state.boundary_pos = ev_end
-            elif isinstance(ev, PreviousGtidsEvent):
-                state.set_gtid_list([g for g in ev._previous_gtids.split(",") if g])
-                state.boundary_pos = ev_end
-            elif not state.in_txn:
-                state.boundary_pos = ev_end  # format description, checkpoint...
-            if not state.in_txn:
-                bkey = state.key(state.boundary_pos)
-                if reached(bkey):
-                    state.done = True
-                    return
-                if bkey > low_key:
-                    state.low_key = low_key = bkey
-                if beat_due():
-                    yield make_beat()
-
-    # -- plumbing --------------------------------------------------------------------------
-
     def _schema(self, database: str, table: str) -> TableSchema | None:
         key = (database, table)
         if key not in self._schemas:
@@ -809,11 +642,8 @@ class BinlogReader:
         return schema
 
     def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
-        if self.events == "native":
-            return self._open_native(start, blocking=blocking, heartbeat=heartbeat)
-        return self._open_library(start, blocking=blocking, heartbeat=heartbeat)
-
-    def _open_native(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
+        """The dump stream from ``start`` (the reference reader of the tests,
+        tests/library_reader.py, opens python-mysql-replication's instead)."""
 
         base = self.conn.pymysql_kwargs()
         for k in ("database", "autocommit", "init_command"):
@@ -823,70 +653,6 @@ class BinlogReader:
             read_timeout = max(3 * heartbeat, 10.0)
         return DumpStream(base, self.server_id, start.file, start.pos, blocking=blocking,
                           heartbeat=heartbeat, read_timeout=read_timeout)
-
-    def _open_library(self, start: BinlogOffset, *, blocking: bool,
-                      heartbeat: float | None):
-        from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import (
-            FormatDescriptionEvent,
-            GtidEvent,
-            HeartbeatLogEvent,
-            MariadbBinLogCheckPointEvent,
-            MariadbGtidEvent,
-            MariadbGtidListEvent,
-            MariadbStartEncryptionEvent,
-            NotImplementedEvent,
-            PreviousGtidsEvent,
-            QueryEvent,
-            RotateEvent,
-            StopEvent,
-            XAPrepareEvent,
-            XidEvent,
-        )
-        from pymysqlreplication.row_event import (
-            DeleteRowsEvent,
-            PartialUpdateRowsEvent,
-            TableMapEvent,
-            UpdateRowsEvent,
-            WriteRowsEvent,
-        )
-
-        base = self.conn.pymysql_kwargs()
-        base.pop("database", None)
-        base.pop("autocommit", None)
-        base.pop("init_command", None)  # the session time zone does not matter here
-        read_timeout = self.read_timeout
-        if heartbeat is not None:
-            read_timeout = max(3 * heartbeat, 10.0)
-        settings = dict(base, read_timeout=read_timeout)
-        opened = [0]
-
-        def connect(**kw: Any):
-            # the library's control connection (information_schema) may open once; its
-            # stream connection only once: a second one would be a silent reconnect
-            if kw.get("db") == "information_schema":
-                kw.pop("read_timeout", None)
-                ctl = _connect_renaming_db(**kw)
-                tablemap_cache.enable(ctl)  # each distinct TABLE_MAP parsed once
-                return ctl
-            if opened[0]:
-                raise _Reconnect()
-            opened[0] += 1
-            return _connect_renaming_db(**kw)
-
-        return BinLogStreamReader(
-            connection_settings=settings, server_id=self.server_id,
-            resume_stream=True, blocking=blocking, log_file=start.file, log_pos=start.pos,
-            # every event that can sit between transactions moves the boundary, so the
-            # window end and heartbeats land exactly on SHOW MASTER STATUS positions
-            only_events=[RotateEvent, XidEvent, QueryEvent, GtidEvent, MariadbGtidEvent,
-                         MariadbGtidListEvent, PreviousGtidsEvent, XAPrepareEvent,
-                         HeartbeatLogEvent, TableMapEvent, WriteRowsEvent, UpdateRowsEvent,
-                         DeleteRowsEvent, PartialUpdateRowsEvent, NotImplementedEvent,
-                         FormatDescriptionEvent, MariadbBinLogCheckPointEvent, StopEvent,
-                         MariadbStartEncryptionEvent],
-            filter_non_implemented_events=False, freeze_schema=False, is_mariadb=False,
-            slave_heartbeat=heartbeat, pymysql_wrapper=connect, enable_logging=False)
 
     def _binlog_error(self, e: Exception, resume: BinlogOffset) -> Exception:
         msg = server_errors.first_line(e)
@@ -912,15 +678,6 @@ class BinlogReader:
                 return [r[0] for r in cur.fetchall()]
         except (SparkCDCError, pymysql.err.MySQLError):  # only for the message
             return []
-
-
-def _connect_renaming_db(**kw: Any):
-    """pymysql.connect for the library, which still passes the deprecated ``db``."""
-    import pymysql
-
-    if "db" in kw:
-        kw["database"] = kw.pop("db")
-    return pymysql.connect(**kw)
 
 
 def load_table_schema(conn: ConnectionOptions, table_id: TableId) -> TableSchema:

@@ -4,8 +4,9 @@ A ``RowDecoder`` turns one row event's images into dicts of values equal to what
 snapshot reads for the same row (``sparkcdc.mysql.types``). ``PyRowDecoder`` plans one small
 field decoder per column from the TABLE_MAP's metadata and the captured schema, then walks
 the bytes; the compiled ``fastdecode.CRowDecoder`` makes the same choices in C and falls
-back to these plans for what it does not handle. ``LibraryRowDecoder`` takes
-python-mysql-replication's decoded values (lossy: the reference the tests compare with).
+back to these plans for what it does not handle. (The tests' reference reader,
+tests/library_reader.py, adds ``LibraryRowDecoder``: python-mysql-replication's own values,
+lossy, made canonical.)
 The binlog reader (``reader.py``) and the compiled decoder's wrapper (``fastdecode.py``)
 import this module; it imports neither.
 """
@@ -61,10 +62,9 @@ class RowDecoder(Protocol):
 
     ``decode_rows`` serves our own event layer: ``table_map`` is an ``events.TableMap``
     (``columns`` with the TABLE_MAP metadata), ``mode`` 0 insert, 1 delete, 2 update, and
-    ``data`` the event's row images. ``decode`` serves the library's events: ``event`` is a
-    python-mysql-replication rows event whose header has been read. ``schema`` is the
-    captured table. A decoder without ``decode_rows`` makes the reader use the library's
-    events.
+    ``data`` the event's row images. ``decode`` serves the tests' reference reader
+    (tests/library_reader.py): ``event`` is a python-mysql-replication rows event whose
+    header has been read. ``schema`` is the captured table.
     """
 
     def decode_rows(self, table_map: Any, schema: TableSchema, mode: int,
@@ -75,25 +75,7 @@ class RowDecoder(Protocol):
         ...
 
 
-class LibraryRowDecoder:
-    """Uses the library's own row values, then ``types.canonical_row``. Lossy for negative
-    TIME with fractions (see ``MySQLType.from_library``); kept to compare with."""
-
-    def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
-        out: list[tuple[dict | None, dict | None]] = []
-        for row in event.rows:
-            if "values" in row:
-                img = T.canonical_row(schema, row["values"], row.get("none_sources"))
-                out.append((img, None) if op_of(event) == DELETE else (None, img))
-            else:
-                out.append((T.canonical_row(schema, row["before_values"],
-                                            row.get("before_none_sources")),
-                            T.canonical_row(schema, row["after_values"],
-                                            row.get("after_none_sources"))))
-        return out
-
-
-_Field = Callable[[bytes, int], tuple[Any, int]]
+_Field = Callable[[bytes, int], tuple[Any, int]]  # (bytes, pos) -> (value, next pos)
 
 
 class PyRowDecoder:

@@ -61,8 +61,6 @@ def test_without_the_extension_the_default_falls_back_to_python(monkeypatch):
     monkeypatch.setattr(F, "_C", None)
     assert not F.available()
     assert type(F.default_decoder()) is PyRowDecoder
-    monkeypatch.setenv("SPARKCDC_ROW_DECODER", "library")
-    assert type(F.default_decoder()) is B.LibraryRowDecoder
 
 
 @settings(max_examples=20, deadline=None,

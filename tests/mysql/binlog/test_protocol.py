@@ -1,5 +1,5 @@
 """Our own binlog event layer (``sparkcdc.mysql.binlog.protocol``) against the python-mysql-replication
-based reference (``events="library"``): the same records, offsets and GTIDs on the all-types
+based reference (tests/library_reader.py): the same records, offsets and GTIDs on the all-types
 table, on randomized rows, on events larger than 16 MB (several packets), across rotations,
 resumed inside transactions, and with the binlog checksum off, on, and changing between
 files; its table-map parse equals the library's."""
@@ -13,6 +13,7 @@ import pymysql
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from library_reader import LibraryBinlogReader
 from rows_support import RANDOM_DDL, assert_rows_same, random_rows, write_random_rows
 from types_support import cdc, expected_all_types, insert_all_types
 
@@ -22,7 +23,7 @@ from sparkcdc.mysql.binlog import fastdecode as F
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import reader as B
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
-from sparkcdc.mysql.binlog.row_decoding import LibraryRowDecoder, PyRowDecoder, meta_sig
+from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder, meta_sig
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
@@ -31,9 +32,9 @@ pytestmark = pytest.mark.timeout(300)
 
 def both(conn, tables, start, end, decoder=F.CRowDecoder, server_id=7601):
     """(reference through the library's events, ours) for one window."""
-    ref = list(BinlogReader(conn, server_id, tables, decoder=decoder(), events="library")
+    ref = list(LibraryBinlogReader(conn, server_id, tables, decoder=decoder())
                .read_window(start, end))
-    ours = list(BinlogReader(conn, server_id + 1, tables, decoder=decoder(), events="native")
+    ours = list(BinlogReader(conn, server_id + 1, tables, decoder=decoder())
                 .read_window(start, end))
     return ref, ours
 
@@ -44,17 +45,6 @@ def assert_same_records(ours, ref):
     assert [(r.offset.to_json(), r.gtid, r.ts_ms, r.op, r.table_id) for r in ours] == \
         [(r.offset.to_json(), r.gtid, r.ts_ms, r.op, r.table_id) for r in ref]
     assert_rows_same([(r.before, r.after) for r in ours], [(r.before, r.after) for r in ref])
-
-
-def test_native_is_the_default_and_library_decoders_keep_the_library_events(monkeypatch):
-    conn = B.ConnectionOptions(hostname="localhost")
-    assert BinlogReader(conn, 1, set()).events == "native"
-    assert BinlogReader(conn, 1, set(), decoder=LibraryRowDecoder()).events == "library"
-    monkeypatch.setenv("SPARKCDC_BINLOG_EVENTS", "library")
-    assert BinlogReader(conn, 1, set()).events == "library"
-    monkeypatch.setenv("SPARKCDC_BINLOG_EVENTS", "bogus")
-    with pytest.raises(B.ConfigError, match="bogus"):
-        BinlogReader(conn, 1, set())
 
 
 @pytest.mark.parametrize("decoder", [F.CRowDecoder, PyRowDecoder])
@@ -113,7 +103,7 @@ def test_events_larger_than_16_mb_arrive_as_several_packets(mariadb, db):
     assert recs[0].after["b"] == blob and recs[1].after["t"] == text
     assert recs[2].before["b"] == blob and recs[2].after["b"] == blob + b"tail"
     assert recs[3].after == {"id": 3, "b": b"after", "t": "the big ones"}
-    ref = list(BinlogReader(conn, 7605, {schema.table_id: schema}, events="library")
+    ref = list(LibraryBinlogReader(conn, 7605, {schema.table_id: schema})
                .read_window(start, end))
     assert recs == ref and [x.after for x in recs] == [x.after for x in ref]
     # the record after the big events, resumed from its own offset
@@ -293,7 +283,8 @@ def test_a_row_image_without_every_column_is_named(mariadb, db, decoder):
     schema = load_table_schema(conn, TableId(db, "m"))
     errors = []
     for layer in ("native", "library"):
-        r = BinlogReader(conn, 7630, {schema.table_id: schema}, decoder=decoder(), events=layer)
+        reader = BinlogReader if layer == "native" else LibraryBinlogReader
+        r = reader(conn, 7630, {schema.table_id: schema}, decoder=decoder())
         with pytest.raises(DecodeError, match="lacks column 'a'|lacks column 'b'") as e:
             list(r.read_window(start, end))
         errors.append(str(e.value))

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pymysql
 import pytest
+from library_reader import LibraryBinlogReader
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import ChangeRecord, Heartbeat
@@ -314,13 +315,21 @@ def test_tail_reconnects_itself_without_duplicates(mariadb, t):
     assert r.reconnects >= 2
 
 
-class _KeepsStreams(BinlogReader):
+class _KeepsStreams:
     """A seam, not a mock: the real stream, kept so a test can break its real socket."""
 
     def _open(self, start, **kw):
         stream = super()._open(start, **kw)
         self.streams = getattr(self, "streams", []) + [stream]
         return stream
+
+
+class _NativeKept(_KeepsStreams, BinlogReader):
+    pass
+
+
+class _LibraryKept(_KeepsStreams, LibraryBinlogReader):
+    pass
 
 
 def _socket_of(stream):
@@ -342,8 +351,8 @@ def test_window_broken_mid_transaction_resumes_without_duplicates(mariadb, t, la
                     f"({i}, 'row {i:08d}')" for i in range(j, j + 500)))
             cur.execute("COMMIT")
     end = current_offset(conn)
-    r = _KeepsStreams(conn, 7205, {TableId(t, "t"): load_table_schema(conn, TableId(t, "t"))},
-                      events=layer)
+    kept = {"native": _NativeKept, "library": _LibraryKept}[layer]
+    r = kept(conn, 7205, {TableId(t, "t"): load_table_schema(conn, TableId(t, "t"))})
     it = r.read_window(start, end)
     got = [next(it) for _ in range(1234)]  # inside the first transaction
     _socket_of(r.streams[-1]).shutdown(socket.SHUT_RDWR)

@@ -4,17 +4,18 @@ reading without it, and other users of python-mysql-replication untouched."""
 from __future__ import annotations
 
 import pytest
+import tablemap_cache
+from library_reader import LibraryBinlogReader
 from types_support import cdc
 
 from sparkcdc.core.schema import TableId
-from sparkcdc.mysql.binlog import tablemap_cache
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 
 pytestmark = pytest.mark.timeout(120)
 
 
-class _KeepsStreams(BinlogReader):
+class _KeepsStreams(LibraryBinlogReader):
     def _open(self, start, **kw):
         stream = super()._open(start, **kw)
         self.streams = getattr(self, "streams", []) + [stream]
@@ -47,28 +48,28 @@ def test_our_event_layer_parses_each_distinct_table_map_once(txns, monkeypatch):
     parsed = []
     real = E.parse_table_map
     monkeypatch.setattr(E, "parse_table_map", lambda *a: parsed.append(a[0]) or real(*a))
-    r = BinlogReader(conn, 7504, {schema.table_id: schema}, events="native")
+    r = BinlogReader(conn, 7504, {schema.table_id: schema})
     native = list(r.read_window(start, end))
     # t, u before and after the ALTER (MariaDB may log t's map under one id only)
     assert 2 <= len(parsed) <= 4 and len(set(parsed)) == len(parsed)
     assert len(r._table_maps) == len(parsed)
     again = list(r.read_window(start, end))  # the reader keeps them across its streams
     assert again == native and len(parsed) <= 4
-    library = list(BinlogReader(conn, 7505, {schema.table_id: schema}, events="library")
+    library = list(LibraryBinlogReader(conn, 7505, {schema.table_id: schema})
                    .read_window(start, end))
     assert native == library and len(native) == 300 + 100
 
 
 def test_each_distinct_table_map_is_parsed_once_and_records_are_unchanged(txns, monkeypatch):
-    """The library path (``events="library"``) keeps its own per-stream cache."""
+    """The reference reader keeps its own per-stream cache."""
     conn, schema, start, end = txns
-    r = _KeepsStreams(conn, 7501, {schema.table_id: schema}, events="library")
+    r = _KeepsStreams(conn, 7501, {schema.table_id: schema})
     cached = list(r.read_window(start, end))
     cache = r.streams[-1]._ctl_connection._sparkcdc_table_maps
     # t, u before and after the ALTER (MariaDB may log t's map under one id only)
     assert 2 <= len(cache) <= 4
     monkeypatch.setattr(tablemap_cache, "enable", lambda conn: None)
-    plain_reader = _KeepsStreams(conn, 7502, {schema.table_id: schema}, events="library")
+    plain_reader = _KeepsStreams(conn, 7502, {schema.table_id: schema})
     plain = list(plain_reader.read_window(start, end))
     assert not hasattr(plain_reader.streams[-1]._ctl_connection, "_sparkcdc_table_maps")
     assert cached == plain
