@@ -28,6 +28,7 @@ from typing import Any
 from sparkcdc.core.chunking import ChunkPlanner, KeyProbe, SnapshotSplit, decode_value, encode_value
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableId
+from sparkcdc.core.stream_filter import FinishedSplit
 from sparkcdc.errors import SparkCDCError
 
 
@@ -220,7 +221,6 @@ class SplitAssigner:
     def finished_view(self, hw: BinlogOffset):
         """The covered prefixes as ``TableProgress`` for ``StreamFilter``, all finished at
         ``hw`` (a window that starts at ``hw`` sees every earlier chunk as finished)."""
-        from sparkcdc.core.stream_filter import FinishedSplit
 
         view: dict[TableId, tuple[list[FinishedSplit], bool]] = {}
         for t, ts in self.tables.items():

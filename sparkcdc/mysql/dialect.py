@@ -18,8 +18,12 @@ from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import FinishedSplit
 from sparkcdc.errors import BinlogUnavailable, ConfigError
+from sparkcdc.mysql.binlog.reader import BinlogReader, file_start_timestamps
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.locate import Locator
+from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.mysql.snapshot import read_chunk
+from sparkcdc.mysql.window_split import bound_window, split_window
 
 
 class MySQLDialect:
@@ -72,13 +76,11 @@ class MySQLDialect:
     # -- SnapshotDialect -------------------------------------------------------------------
 
     def current_offset(self) -> BinlogOffset:
-        from sparkcdc.mysql.offsets import current_offset
 
         with self._cursor() as cur:
             return current_offset(cur, self.flavor)
 
     def read_chunk(self, schema: TableSchema, start: Any, end: Any):
-        from sparkcdc.mysql.snapshot import read_chunk
 
         return read_chunk(self.conn, schema, start, end)
 
@@ -88,7 +90,6 @@ class MySQLDialect:
         """Changes in ``[start, end)`` of one table (or of every known table if None, or of
         those in ``only``: the others' events are skipped undecoded); with
         ``table_events``, the tables' ``TableEvent``s among them (``BinlogReader``)."""
-        from sparkcdc.mysql.binlog.reader import BinlogReader
 
         if start >= end:
             return iter(())
@@ -103,7 +104,6 @@ class MySQLDialect:
                      max_parts: int) -> list[tuple[BinlogOffset, BinlogOffset]]:
         """``[start, end)`` cut at transaction boundaries for parallel readers
         (``mysql/window_split.py``); one piece when it is small."""
-        from sparkcdc.mysql.window_split import split_window
 
         with self._cursor() as cur:
             return split_window(cur, start, end, split_bytes, max_parts)
@@ -112,7 +112,6 @@ class MySQLDialect:
                      max_bytes: int) -> BinlogOffset:
         """Where a micro-batch starting at ``start`` ends to hold at most about
         ``max_bytes`` of binlog (``mysql/window_split.py``)."""
-        from sparkcdc.mysql.window_split import bound_window
 
         with self._cursor() as cur:
             return bound_window(cur, start, end, max_bytes)
@@ -161,7 +160,6 @@ class MySQLDialect:
         """Where to start for ``scan.startup.timestamp-millis``: the oldest file whose
         successor was created after ``ts_ms`` (file creation times come from each file's
         first event); the reader then skips changes committed before ``ts_ms``."""
-        from sparkcdc.mysql.binlog.reader import file_start_timestamps
 
         files = self.binlog_files()
         starts = file_start_timestamps(self.conn, self.server_id, files, flavor=self.flavor)

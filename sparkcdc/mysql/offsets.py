@@ -15,6 +15,7 @@ from typing import Any
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.errors import ServerConfigError
+from sparkcdc.mysql.connection import ConnectionOptions
 
 _PARSE_ERROR = 1064
 _STABLE_ATTEMPTS = 20
@@ -48,7 +49,6 @@ def current_offset(conn_or_cursor: Any, flavor: str | None = None) -> BinlogOffs
     Accepts a ``ConnectionOptions``, a pymysql connection, or a cursor. ``flavor`` is
     ``"mariadb"`` or ``"mysql"``; ``None`` asks the server.
     """
-    from sparkcdc.mysql.connection import ConnectionOptions
 
     if isinstance(conn_or_cursor, ConnectionOptions):
         with conn_or_cursor.connect() as c, c.cursor() as cur:

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcdc.core.chunking import ChunkingOptions, ChunkPlanner, is_integral_column
 from sparkcdc.core.schema import Column, TableSchema, quote_ident
 from sparkcdc.errors import ConfigError, ConnectionFailed, DecodeError, TLSError
 from sparkcdc.mysql import types as T
@@ -248,7 +249,6 @@ def read_table(conn: ConnectionOptions, schema: TableSchema,
     (the snapshot's planner and reader, without watermarks: what the rows are now, not at
     one binlog position). For a read that the binlog's later changes will correct, such as
     back-filling a column the server filled without a row event."""
-    from sparkcdc.core.chunking import ChunkingOptions, ChunkPlanner, is_integral_column
     from sparkcdc.mysql.chunk_probe import MySQLKeyProbe
 
     planner = ChunkPlanner(schema.table_id,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.mysql.binlog.fastdecode import default_decoder
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -89,7 +90,6 @@ def _probe(_: Any) -> list[dict]:  # runs on an executor
             out["missing"].append(f"{mod} ({e})")
     try:
         import sparkcdc as pkg
-        from sparkcdc.mysql.binlog.fastdecode import default_decoder
 
         out["sparkcdc"] = _os.path.dirname(_os.path.abspath(pkg.__file__))
         out["decoder"] = type(default_decoder()).__name__

@@ -10,6 +10,7 @@ import logging
 
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import SchemaError
+from sparkcdc.mysql.types import arrow_schema
 from sparkcdc.pipeline.schema_change import Diff
 from sparkcdc.sinks.evolution import Change
 
@@ -27,7 +28,6 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
     where the target can, else values are cast. ignore: the target keeps its columns."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
 
-    from sparkcdc.mysql.types import arrow_schema
 
     cols = [dict(c) for c in (columns or [])]
     if behavior == "ignore":

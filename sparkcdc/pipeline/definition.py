@@ -22,6 +22,8 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.options import OPTIONS as SOURCE_OPTIONS
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.options import duration_seconds
+from sparkcdc.pipeline.targets import check_sink_options
+from sparkcdc.sinks import REGISTRY, sink_types
 
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
 SECTIONS = ("source", "sink", "route", "transform", "pipeline")
@@ -367,7 +369,6 @@ PATH_OPTIONS = {"delta": ("path",), "files": ("path",), "iceberg": ("warehouse",
 
 
 def _sink(r: _Reader, node: yaml.Node, line: int, base: Path) -> SinkDef:
-    from sparkcdc.sinks import REGISTRY, sink_types
 
     m = r.mapping(node, "sink")
     if "type" not in m:
@@ -386,7 +387,6 @@ def _sink(r: _Reader, node: yaml.Node, line: int, base: Path) -> SinkDef:
         opts[name] = r.scalar(v, f"sink.{name}", kline)
         if name in PATH_OPTIONS.get(stype, ()):
             opts[name] = _resolve(base, opts[name])
-    from sparkcdc.pipeline.targets import check_sink_options
 
     try:
         check_sink_options(stype, opts)

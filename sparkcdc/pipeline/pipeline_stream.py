@@ -18,17 +18,25 @@ import os
 
 import pyarrow as pa
 
+from sparkcdc.apply import ApplySpec, apply_arrow
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import DDL, TRUNCATE
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import SchemaChangeStop, SparkCDCError
+from sparkcdc.mysql.binlog.reader import load_table_schema
 from sparkcdc.mysql.ddl import table_fate
+from sparkcdc.mysql.discovery import filled_by_server
+from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.mysql.snapshot import read_table
+from sparkcdc.mysql.types import arrow_schema
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline import targets as _targets
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState, write_json
 from sparkcdc.pipeline.routing import Shaper
+from sparkcdc.pipeline.stream_schema import add_renames, conform, target_arrow_schema
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
 from sparkcdc.spark import offset_view as ov
+from sparkcdc.spark.arrow_batches import decode_tables, from_ipc, to_ipc
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -177,7 +185,6 @@ class PipelineStream:
         from concurrent.futures import ThreadPoolExecutor
 
         from sparkcdc.apply import ApplySpec
-        from sparkcdc.spark.arrow_batches import decode_tables
 
         workers = max(1, min(8, 2 * self.settings.parallelism))
 
@@ -238,8 +245,6 @@ class PipelineStream:
         (``write_target``): the driver only planned them (events, transforms, the target's
         shape). A target's tables go to one task, one after another, so nothing writes a
         target twice at once."""
-        from sparkcdc.pipeline.stream_schema import conform
-        from sparkcdc.spark.arrow_batches import to_ipc
 
         by_target: dict[str, list] = {}
         runs: dict[str, list] = {}
@@ -398,7 +403,6 @@ class PipelineStream:
         before it (``_rekeyed``); ``LOOP``: the loop must deal with it now (the behavior
         ``exception``, a change during the snapshot: ``_defer``). Added columns whose
         values the server gave the rows it held go into ``fill``."""
-        from sparkcdc.pipeline.stream_schema import add_renames, target_arrow_schema
 
         st = run.state
         old = TableSchema.from_dict(st.schema)
@@ -418,7 +422,6 @@ class PipelineStream:
             st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
         add_renames(formerly, d.renamed)
         if d.added:
-            from sparkcdc.mysql.discovery import filled_by_server
 
             fill.update(filled_by_server(self._source_config().connection, new.table_id,
                                          list(d.added)))
@@ -436,10 +439,6 @@ class PipelineStream:
         later changes carry whole rows, so the target converges on the source as after a
         snapshot: a row changed since is overwritten by its change, one deleted since is
         deleted by it. The whole table passes through the driver's memory once."""
-        from sparkcdc.mysql.binlog.reader import load_table_schema
-        from sparkcdc.mysql.offsets import current_offset
-        from sparkcdc.mysql.snapshot import read_table
-        from sparkcdc.mysql.types import arrow_schema
         from sparkcdc.pipeline.stream_schema import conform
         from sparkcdc.spark.rows import COLUMNS, POST, output_schema, snapshot_batches
 
@@ -529,8 +528,6 @@ def write_target(sink_type: str, options: dict, target: str, items: list) -> tup
     Arrow IPC, batch id, keys, empty first)`` with its batch id in the same commit (a
     target that has the batch already skips it, as on the driver). Returns the target and
     where it ran (the task's working directory: the executor's)."""
-    from sparkcdc.apply import ApplySpec, apply_arrow
-    from sparkcdc.spark.arrow_batches import from_ipc
 
     for app_id, ipc, batch, keys, empty_first in items:
         with _targets.create_sink(sink_type, options, target, app_id) as sink:

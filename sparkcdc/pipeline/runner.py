@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sparkcdc.apply import apply_arrow
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import (
     ConfigError,
@@ -43,6 +44,7 @@ from sparkcdc.errors import (
     SparkCDCError,
 )
 from sparkcdc.mysql.options import SourceConfig, parse_server_ids
+from sparkcdc.mysql.types import arrow_schema
 from sparkcdc.pipeline import cluster, targets
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import (
@@ -55,10 +57,13 @@ from sparkcdc.pipeline.checkpoint import (
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.pipeline_stream import PipelineStream
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
+from sparkcdc.pipeline.session import build_session
 from sparkcdc.pipeline.source_changes import SourceChanges
+from sparkcdc.pipeline.stream_schema import conform, target_arrow_schema
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
 from sparkcdc.sinks import sink_class
 from sparkcdc.spark import offset_view as ov
+from sparkcdc.spark.arrow_batches import spark_arrow_schema
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -110,7 +115,6 @@ class Runner(PipelineStream, SourceChanges):
     @property
     def spark(self):
         if self._spark is None:
-            from sparkcdc.pipeline.session import build_session
 
             self._spark = build_session(self.settings, self.master, str(self.ckpt.spark_log),
                                         self.spark_log_to_console)
@@ -458,8 +462,6 @@ class Runner(PipelineStream, SourceChanges):
         the table (``_transformed``)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from sparkcdc.mysql.types import arrow_schema
-        from sparkcdc.pipeline.stream_schema import target_arrow_schema
         from sparkcdc.spark.rows import output_schema
 
         source = output_schema(arrow_schema(schema))
@@ -484,7 +486,6 @@ class Runner(PipelineStream, SourceChanges):
         the batch's rows, planned and collected back as Arrow."""
         if run.shaper.transform is None or not rows.num_rows:
             return rows
-        from sparkcdc.spark.arrow_batches import spark_arrow_schema
 
         rows = rows.cast(spark_arrow_schema(_plain_schema(rows.schema), self.spark))
         return run.shaper.apply(self._local_frame(rows)).toArrow()
@@ -495,8 +496,6 @@ class Runner(PipelineStream, SourceChanges):
         and written to it under the target's lock with the target's batch id; what the
         loop and the metrics show of it noted. ``empty_first``: a TRUNCATE came before
         them, the target is emptied first (unless it has the batch already)."""
-        from sparkcdc.apply import apply_arrow
-        from sparkcdc.pipeline.stream_schema import conform
 
         rows = conform(rows, run.rows_schema)
         target_batch = run.state.batch_base + batch_id

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import SchemaError
 from sparkcdc.mysql.ddl import column_renames
+from sparkcdc.mysql.types import STRING, parse_column_type
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,6 @@ def _same_type(a: str, b: str) -> bool:
         return True
     from dataclasses import replace
 
-    from sparkcdc.mysql.types import STRING, parse_column_type
 
     try:
         ta, tb = parse_column_type(a), parse_column_type(b)

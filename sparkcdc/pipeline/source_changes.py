@@ -20,6 +20,7 @@ from sparkcdc.errors import (
     SparkCDCError,
 )
 from sparkcdc.mysql.connection import retry_lost
+from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState
 from sparkcdc.pipeline.column_evolution import evolve_target
@@ -36,7 +37,6 @@ class SourceChanges:
         """The server's binlog position now (``_now``): a run with nothing to do stops
         there, and a table gone from discovery is left to the stream until it has read
         that far."""
-        from sparkcdc.mysql.offsets import current_offset
 
         conn = self._source_config().connection
 

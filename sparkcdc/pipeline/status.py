@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from sparkcdc.core.offsets import file_index
+from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.pipeline.checkpoint import Checkpoint, read_json
 from sparkcdc.pipeline.console import human_bytes, make_console
@@ -93,7 +94,6 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
 
 def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
     """The source's current binlog position, or (None, why not)."""
-    from sparkcdc.mysql.offsets import current_offset
 
     try:
         conn = SourceConfig.parse(defn.source.options_for()).connection

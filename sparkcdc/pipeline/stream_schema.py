@@ -30,6 +30,8 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from sparkcdc.spark.arrow_batches import prefers_large_types
+
 
 def target_arrow_schema(columns: list[dict], spark=None) -> pa.Schema:
     """The Arrow schema of a target's rows: its data columns (Spark StructField JSON), then
@@ -38,7 +40,6 @@ def target_arrow_schema(columns: list[dict], spark=None) -> pa.Schema:
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import StructField, StructType
 
-    from sparkcdc.spark.arrow_batches import prefers_large_types
     from sparkcdc.spark.rows import META_FIELDS
 
     fields = [StructField.fromJson(c) for c in columns]

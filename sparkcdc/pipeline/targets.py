@@ -13,9 +13,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
+from sparkcdc.options import check_known
+from sparkcdc.sinks import create, sink_class
+
 
 def _config(sink_type: str):
-    from sparkcdc.sinks import sink_class
 
     sink_class(sink_type)  # an unknown type fails here, with the types there are
     return importlib.import_module(f"sparkcdc.sinks.{sink_type}.config")
@@ -39,7 +41,6 @@ def target_options(sink_type: str, options: Mapping[str, str], target: str,
 def check_sink_options(sink_type: str, options: Mapping[str, str]) -> None:
     """Fail now, naming the option, if the sink would refuse these options: they are made a
     probe target's and parsed (no connection is opened)."""
-    from sparkcdc.options import check_known
     from sparkcdc.sinks import sink_class
 
     cfg = _config(sink_type)
@@ -50,6 +51,5 @@ def check_sink_options(sink_type: str, options: Mapping[str, str]) -> None:
 
 
 def create_sink(sink_type: str, options: Mapping[str, str], target: str, app_id: str):
-    from sparkcdc.sinks import create
 
     return create(sink_type, target_options(sink_type, options, target, app_id))

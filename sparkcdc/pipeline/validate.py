@@ -14,8 +14,10 @@ import re
 from dataclasses import dataclass
 
 from sparkcdc.errors import SparkCDCError
+from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
 from sparkcdc.mysql.options import SourceConfig, parse_server_ids
 from sparkcdc.pipeline import targets
+from sparkcdc.pipeline.console import make_console
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import target_of, transform_of
 
@@ -55,7 +57,6 @@ def _matches(db: str, table: str, db_re: re.Pattern, tbl_re: re.Pattern,
 
 
 def validate_pipeline(defn: PipelineDef) -> Report:
-    from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
     from sparkcdc.mysql.validation import validate_all
 
     report = Report([], {})
@@ -177,7 +178,6 @@ def _check_sink(defn: PipelineDef, report: Report) -> None:
 
 
 def render(report: Report, console=None) -> None:
-    from sparkcdc.pipeline.console import make_console
 
     console = console or make_console()
     for table, target in sorted(report.tables.items()):

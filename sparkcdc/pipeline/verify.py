@@ -30,10 +30,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import Column, TableSchema, quote_ident
+from sparkcdc.core.watermark import read_split_as_of
+from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.pipeline import targets
+from sparkcdc.pipeline.checkpoint import Checkpoint
+from sparkcdc.pipeline.console import make_console
 from sparkcdc.pipeline.definition import PipelineDef
+from sparkcdc.pipeline.routing import target_of, transform_of
+from sparkcdc.pipeline.status import table_statuses
+from sparkcdc.spark.offset_view import position as offset_pos
+from sparkcdc.spark.offset_view import table_phase
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -229,8 +238,6 @@ class Verifier:
 
     def groups(self) -> tuple[dict[str, list[TableSchema]], dict]:
         """Targets and their source tables (from the checkpoint's state, else routing)."""
-        from sparkcdc.pipeline.checkpoint import Checkpoint
-        from sparkcdc.pipeline.routing import target_of
         from sparkcdc.spark.source import discover_tables
 
         found, self.flavor = discover_tables(self.config)
@@ -249,7 +256,6 @@ class Verifier:
                 for target, schemas in sorted(groups.items())]
 
     def verify_target(self, target: str, schemas: list[TableSchema], states) -> TargetResult:
-        from sparkcdc.pipeline.routing import transform_of
 
         res = TargetResult(target, [str(s.table_id) for s in schemas])
         first = schemas[0]
@@ -317,8 +323,6 @@ class Verifier:
         landed in between). None when a position is unknown (a table still in its snapshot,
         or no state)."""
         from sparkcdc.pipeline.checkpoint import Checkpoint
-        from sparkcdc.spark.offset_view import position as offset_pos
-        from sparkcdc.spark.offset_view import table_phase
 
         if any(t not in states for t in tables):
             return None
@@ -357,7 +361,6 @@ class Verifier:
     def _source_as_of(self, schemas, cols, keys, ranges, key, positions) -> dict[int, dict]:
         """Per range, ``{key tuple: row hash}`` of the source rows as of each table's
         position (the chunk is selected now and rolled back with the binlog since)."""
-        from sparkcdc.core.watermark import read_split_as_of
         from sparkcdc.spark.source import open_dialect
 
         out: dict[int, dict] = {r.index: {} for r in ranges}
@@ -456,8 +459,6 @@ class Verifier:
         """Until every table's committed position reaches the server's current one (or the
         timeout: a stopped pipeline never catches up)."""
         from sparkcdc.core.offsets import BinlogOffset
-        from sparkcdc.mysql.offsets import current_offset
-        from sparkcdc.pipeline.status import table_statuses
 
         with self.config.connection.connect() as c:
             now = current_offset(c)
@@ -514,13 +515,11 @@ def _fold(d: dict) -> tuple[int, int]:
 
 
 def _offset(d: dict):
-    from sparkcdc.core.offsets import BinlogOffset
 
     return BinlogOffset.from_dict(d)
 
 
 def render(results: list[TargetResult], console=None, max_keys: int = 10) -> bool:
-    from sparkcdc.pipeline.console import make_console
 
     console = console or make_console()
     ok = True

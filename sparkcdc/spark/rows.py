@@ -37,6 +37,7 @@ from sparkcdc.core.records import (
 )
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.core.stream_filter import Verdict
+from sparkcdc.mysql.types import arrow_schema
 
 INSERT, PRE, POST, DELETE = "insert", "update_preimage", "update_postimage", "delete"
 META_FIELDS = [
@@ -303,7 +304,6 @@ def event_batch(ev: TableEvent, schema: TableSchema) -> pa.RecordBatch:
     table, ``_seq`` as text, its binlog offset, the statement and its default database,
     the schema), so it travels with the change
     batches, in their order, and sorts among the table's rows by ``seq``."""
-    from sparkcdc.mysql.types import arrow_schema
 
     out = output_schema(arrow_schema(schema))
     meta = {"kind": ev.kind, "database": ev.table_id.database, "table": ev.table_id.table,

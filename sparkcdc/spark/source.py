@@ -56,8 +56,13 @@ from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import META_COLUMNS, SCHEMA, ChangeRecord, TableEvent
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import StreamFilter, TableProgress
+from sparkcdc.core.watermark import RollbackLog, read_split_as_of
 from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
+from sparkcdc.mysql.dialect import MySQLDialect
+from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
 from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.mysql.types import arrow_schema
+from sparkcdc.spark.arrow_batches import encode
 from sparkcdc.spark.rows import (
     COLUMNS,
     TABLES,
@@ -90,7 +95,6 @@ def discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | No
     tables in ``known`` keep the schema given (``discovery.discover``).
 
     Public for the pipeline layer, which plans its streams from the same result."""
-    from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
     from sparkcdc.mysql.validation import validate_server
 
     info = validate_server(config.connection, list(config.server_ids))
@@ -158,7 +162,6 @@ def _load_schemas(config: SourceConfig, tables: list[TableId]) -> dict[TableId, 
 
 def _data_schema(tables: dict[TableId, TableSchema]) -> pa.Schema | None:
     """The shared Arrow schema of the tables, or None when they differ (envelope shape)."""
-    from sparkcdc.mysql.types import arrow_schema
 
     schemas = [arrow_schema(s) for s in tables.values()]
     first = schemas[0]
@@ -180,7 +183,6 @@ def _chunking(config: SourceConfig) -> ChunkingOptions:
 def open_dialect(config: SourceConfig, flavor: str, tables, server_id: int | None = None):
     """A dialect for ``tables`` with the source's chunking; ``server_id`` names the binlog
     reader (one per concurrent reader). Public for the pipeline's verify and DDL paths."""
-    from sparkcdc.mysql.dialect import MySQLDialect
 
     return MySQLDialect(config.connection, flavor=flavor,
                         server_id=server_id or config.server_ids[0], tables=tables,
@@ -287,7 +289,6 @@ def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordB
     else:
         batches = _read_partition(ctx, part)
     if ctx.config.arrow_batches:
-        from sparkcdc.spark.arrow_batches import encode
 
         for b in batches:
             yield encode(b)
@@ -338,7 +339,6 @@ _JOINED: dict[TableId, TableSchema] = {}  # per executor process: schemas of joi
 
 
 def _read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
-    from sparkcdc.core.watermark import RollbackLog
 
     ctx = _with_new_tables(ctx, part)
     dialect = open_dialect(ctx.config, ctx.flavor, ctx.tables, part.server_id)
@@ -359,7 +359,6 @@ def _read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.Record
 
 def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
                 rollback=None) -> Iterator[pa.RecordBatch]:
-    from sparkcdc.core.watermark import read_split_as_of
 
     split = SnapshotSplit.from_dict(item.split)
     schema = ctx.tables.get(split.table_id)

@@ -35,6 +35,7 @@ from sparkcdc.sinks.base import (
     log,
     micros,
 )
+from sparkcdc.sinks.delta.catalog import publish
 from sparkcdc.sinks.delta.config import DeltaConfig
 
 
@@ -70,7 +71,6 @@ class DeltaSink(Sink):
     def publish(self, spark) -> bool:
         if self.config.catalog is None:
             return True
-        from sparkcdc.sinks.delta.catalog import publish
 
         return publish(spark, self.config, self._table() is not None)
 

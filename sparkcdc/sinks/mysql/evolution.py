@@ -47,7 +47,6 @@ def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
 
 
 def empty(sink) -> None:
-    from sparkcdc.sinks.mysql.sink import q
 
     if stored_columns(sink) is None:
         return  # not created yet
