@@ -3,8 +3,9 @@
 Per target, the key space is cut into ranges (even ranges of a single integral key; one
 range otherwise). For each range the source computes, in SQL, ``COUNT(*)`` and the
 ``BIT_XOR`` of a 64-bit hash of every row (the first 16 hex digits of ``MD5`` of the row's
-columns, each rendered as text with its length); the target is read back through its sink
-and the same hash is computed per row in Python (Arrow compute renders the values). Shards
+columns, each rendered as text with its length: ``mysql/checksums.py``); the target is read
+back through its sink and the same hash is computed per row in Python (Arrow compute renders
+the values). Shards
 merged into one target are summed (counts) and XORed (hashes) over all their tables.
 
 No locks, and writes may go on. A range that differs is compared again *at a fixed
@@ -20,19 +21,18 @@ text forms differ between the server and Python); the columns left out are liste
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sparkcdc.core.offsets import BinlogOffset
-from sparkcdc.core.schema import Column, TableSchema, quote_ident
+from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.core.watermark import read_split_as_of
+from sparkcdc.mysql import checksums
+from sparkcdc.mysql.checksums import KeyRange, arrow_row_hashes, hashed_columns
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.pipeline import targets
@@ -45,141 +45,6 @@ from sparkcdc.spark.offset_view import position as offset_pos
 from sparkcdc.spark.offset_view import table_phase
 
 log = logging.getLogger("sparkcdc.pipeline")
-
-_INTS = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint")
-_TEXT = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json")
-_BINARY = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
-_SKIPPED = ("float", "double", "real", "geometry", "point", "linestring", "polygon",
-            "multipoint", "multilinestring", "multipolygon", "geometrycollection")
-_ZERO = "(YEAR({c}) = 0 OR MONTH({c}) = 0 OR DAYOFMONTH({c}) = 0)"
-
-
-def _base(c: Column) -> str:
-    return c.data_type.lower()
-
-
-def hashed_columns(schema: TableSchema, wanted: list[str] | None = None) -> list[Column]:
-    cols = [c for c in schema.columns if _base(c) not in _SKIPPED]
-    if wanted is not None:
-        cols = [c for c in cols if c.name in wanted]
-    return cols
-
-
-def sql_render(c: Column) -> str:
-    """The column as text, in SQL; ``arrow_render`` is its twin on the target's values."""
-    q = quote_ident(c.name)
-    t = _base(c)
-    if t in _INTS or t == "year":
-        return f"CAST({q} + 0 AS CHAR)"
-    if t == "decimal" or t == "numeric":
-        return f"CAST({q} AS CHAR)"
-    if t == "bit":
-        n = _bit_width(c)
-        if n == 1:
-            return f"CAST({q} + 0 AS CHAR)"
-        return f"LPAD(HEX({q}), {2 * math.ceil(n / 8)}, '0')"
-    if t in _TEXT:
-        return f"CONVERT({q} USING utf8mb4)"
-    if t in _BINARY:
-        return f"HEX({q})"
-    if t == "date":
-        return f"IF({_ZERO.format(c=q)}, NULL, DATE_FORMAT({q}, '%Y-%m-%d'))"
-    if t in ("datetime", "timestamp"):
-        return f"IF({_ZERO.format(c=q)}, NULL, DATE_FORMAT({q}, '%Y-%m-%d %H:%i:%s.%f'))"
-    if t == "time":
-        return f"CAST(ROUND(TIME_TO_SEC({q}) * 1000000) AS SIGNED)"
-    return f"CONVERT({q} USING utf8mb4)"
-
-
-def _bit_width(c: Column) -> int:
-    import re
-
-    m = re.search(r"\((\d+)\)", c.column_type)
-    return int(m.group(1)) if m else 1
-
-
-def sql_row_hash(cols: list[Column]) -> str:
-    parts = [f"IFNULL(CONCAT(CHAR_LENGTH({r}), ':', {r}), '~')"
-             for r in (sql_render(c) for c in cols)]
-    row = f"CONCAT_WS('|', {', '.join(parts)})" if parts else "''"
-    return f"CAST(CONV(LEFT(MD5({row}), 16), 16, 10) AS UNSIGNED)"
-
-
-def arrow_render(arr: pa.ChunkedArray, c: Column) -> pa.ChunkedArray | pa.Array:
-    t = _base(c)
-    typ = arr.type
-    if pa.types.is_boolean(typ):
-        return pc.cast(pc.cast(arr, pa.int8()), pa.string())
-    if t in ("datetime", "timestamp") and pa.types.is_timestamp(typ):
-        if typ.unit != "us":
-            arr = pc.cast(arr, pa.timestamp("us", typ.tz))
-        return pc.strftime(arr, format="%Y-%m-%d %H:%M:%S")
-    if pa.types.is_date(typ):
-        return pc.strftime(pc.cast(arr, pa.timestamp("s")), format="%Y-%m-%d")
-    if pa.types.is_duration(typ):
-        return pc.cast(pc.cast(pc.cast(arr, pa.duration("us")), pa.int64()), pa.string())
-    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_fixed_size_binary(
-            typ):
-        return pa.array([None if v is None else v.hex().upper() for v in arr.to_pylist()],
-                        pa.string())
-    if pa.types.is_decimal(typ):
-        return pa.array([None if v is None else format(v, "f") for v in arr.to_pylist()],
-                        pa.string())
-    return pc.cast(arr, pa.string())
-
-
-def arrow_row_hashes(table: pa.Table, cols: list[Column]) -> np.ndarray:
-    """The SQL hash of every row of ``table`` (as stored in the target), as uint64."""
-    n = table.num_rows
-    if n == 0:
-        return np.zeros(0, dtype=np.uint64)
-    parts = []
-    for c in cols:
-        r = arrow_render(table.column(c.name), c)
-        length = pc.cast(pc.utf8_length(r), pa.string())
-        parts.append(pc.fill_null(pc.binary_join_element_wise(length, r, ":"), "~"))
-    row = pc.binary_join_element_wise(*parts, "|") if parts else pa.array([""] * n)
-    out = np.empty(n, dtype=np.uint64)
-    for i, s in enumerate(row.to_pylist()):
-        out[i] = int(hashlib.md5(s.encode("utf-8")).hexdigest()[:16], 16)
-    return out
-
-
-# -- ranges ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class KeyRange:
-    index: int
-    lo: int | None  # inclusive; None: unbounded
-    hi: int | None  # exclusive; None: unbounded
-
-    def sql(self, key: str) -> str:
-        q = quote_ident(key)
-        conds = []
-        if self.lo is not None:
-            conds.append(f"{q} >= {int(self.lo)}")
-        if self.hi is not None:
-            conds.append(f"{q} < {int(self.hi)}")
-        return " AND ".join(conds) or "1=1"
-
-    def describe(self, key: str | None) -> str:
-        if key is None or (self.lo is None and self.hi is None):
-            return "all rows"
-        lo = "-inf" if self.lo is None else str(self.lo)
-        hi = "+inf" if self.hi is None else str(self.hi)
-        return f"{key} in [{lo}, {hi})"
-
-
-def plan_ranges(lo: int | None, hi: int | None, count: int, rows_per_range: int
-                ) -> list[KeyRange]:
-    if lo is None or hi is None or count <= rows_per_range:
-        return [KeyRange(0, None, None)]
-    n = max(1, math.ceil(count / rows_per_range))
-    step = max(1, math.ceil((hi - lo + 1) / n))
-    bounds = list(range(lo + step, hi + 1, step))
-    edges = [None] + bounds + [None]
-    return [KeyRange(i, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
-
 
 # -- results ---------------------------------------------------------------------------------------
 
@@ -229,13 +94,6 @@ class Verifier:
         self.max_keys = max_keys
         self.config = SourceConfig.parse(defn.source.options_for())
 
-    def _connect(self):
-        c = self.config.connection.connect()
-        with c.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
-            cur.execute("SET NAMES utf8mb4")
-        return c
-
     def groups(self) -> tuple[dict[str, list[TableSchema]], dict]:
         """Targets and their source tables (from the checkpoint's state, else routing)."""
         from sparkcdc.spark.source import discover_tables
@@ -271,10 +129,12 @@ class Verifier:
         cols = [c for c in hashed_columns(first) if c.name in table.column_names]
         res.skipped_columns = [c.name for c in first.columns if c not in cols]
         keys = list(first.primary_key or (first.chunk_key,))
-        single_int = len(keys) == 1 and _base(first.column(keys[0])) in _INTS
+        single_int = len(keys) == 1 and checksums.integral_key(first.column(keys[0]))
         res.key = keys[0] if single_int else None
-        ranges = self._ranges(schemas, keys[0]) if single_int else [KeyRange(0, None, None)]
-        src = self._source_sums(schemas, cols, ranges, res.key)
+        ranges = (checksums.plan_ranges(*checksums.key_bounds(self.config.connection, schemas,
+                                                                 keys[0]), self.rows_per_range)
+                      if single_int else [KeyRange(0, None, None)])
+        src = checksums.range_sums(self.config.connection, schemas, cols, ranges, res.key)
         tgt = self._target_sums(table, cols, ranges, res.key)
         res.ranges = [RangeResult(r, src[r.index], tgt[r.index]) for r in ranges]
         bad = [r.range for r in res.ranges if not r.equal]
@@ -303,7 +163,7 @@ class Verifier:
                 res.rechecks += 1
                 self._wait_caught_up(res.tables, states)
                 table = self._read_target(sink)
-                src = self._source_sums(schemas, cols, bad, res.key)
+                src = checksums.range_sums(self.config.connection, schemas, cols, bad, res.key)
                 tgt = self._target_sums(table, cols, bad, res.key)
                 fresh = {r.index: RangeResult(r, src[r.index], tgt[r.index]) for r in bad}
                 res.ranges = [fresh.get(r.range.index, r) for r in res.ranges]
@@ -396,34 +256,6 @@ class Verifier:
     def _read_target(self, sink) -> pa.Table:
         return sink.read()
 
-    def _ranges(self, schemas: list[TableSchema], key: str) -> list[KeyRange]:
-        lo = hi = None
-        count = 0
-        with self._connect() as c, c.cursor() as cur:
-            for s in schemas:
-                q = quote_ident(key)
-                cur.execute(f"SELECT MIN({q}), MAX({q}), COUNT(*) FROM {s.table_id.quoted()}")
-                a, b, n = cur.fetchone()
-                count += int(n)
-                if a is not None:
-                    lo = int(a) if lo is None else min(lo, int(a))
-                    hi = int(b) if hi is None else max(hi, int(b))
-        return plan_ranges(lo, hi, count, self.rows_per_range)
-
-    def _source_sums(self, schemas, cols, ranges, key) -> dict[int, tuple[int, int]]:
-        h = sql_row_hash(cols)
-        out = {r.index: (0, 0) for r in ranges}
-        with self._connect() as c, c.cursor() as cur:
-            for s in schemas:
-                for r in ranges:
-                    where = r.sql(key) if key else "1=1"
-                    cur.execute(f"SELECT COUNT(*), COALESCE(BIT_XOR({h}), 0) FROM "
-                                f"{s.table_id.quoted()} WHERE {where}")
-                    n, x = cur.fetchone()
-                    cn, cx = out[r.index]
-                    out[r.index] = (cn + int(n), cx ^ int(x))
-        return out
-
     def _range_index(self, table: pa.Table, ranges: list[KeyRange], key: str | None
                      ) -> np.ndarray:
         n = table.num_rows
@@ -475,16 +307,7 @@ class Verifier:
             time.sleep(1.0)
 
     def _key_diff(self, res: TargetResult, schemas, cols, keys, ranges, table) -> None:
-        h = sql_row_hash(cols)
-        kq = ", ".join(quote_ident(k) for k in keys)
-        src: dict = {}
-        with self._connect() as c, c.cursor() as cur:
-            for s in schemas:
-                for r in ranges:
-                    where = r.sql(res.key) if res.key else "1=1"
-                    cur.execute(f"SELECT {kq}, {h} FROM {s.table_id.quoted()} WHERE {where}")
-                    for row in cur.fetchall():
-                        src[tuple(row[:-1])] = int(row[-1])
+        src = checksums.row_hashes(self.config.connection, schemas, cols, keys, ranges, res.key)
         idx = self._range_index(table, ranges, res.key)
         wanted = {r.index for r in ranges}
         keep = np.isin(idx, list(wanted))
