@@ -286,6 +286,11 @@ def set_per_target(sink_type: str, options: Mapping[str, str], *names: str) -> N
                               fix="name targets with 'route' (sink-table: db.table)", key=name)
 
 
+def backtick(name: str) -> str:
+    """An identifier quoted with backticks, as MySQL's and delta-rs' SQL take it."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def sub_path(sink_type: str, options: Mapping[str, str], db: str, table: str) -> str:
     """A target's folder under the destination's base ``path``: ``<path>/<db>/<table>``."""
     base = options.get("path")

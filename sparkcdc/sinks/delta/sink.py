@@ -35,12 +35,11 @@ from sparkcdc.sinks.base import (
     log,
     micros,
 )
+from sparkcdc.sinks.base import (
+    backtick as _q,
+)
 from sparkcdc.sinks.delta.catalog import publish
 from sparkcdc.sinks.delta.config import DeltaConfig
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def storage_table(t: pa.Table) -> pa.Table:

@@ -41,13 +41,11 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
     log,
 )
+from sparkcdc.sinks.base import (
+    backtick as q,
+)
 from sparkcdc.sinks.mysql.config import MySQLConfig
 from sparkcdc.sinks.sql import column_kind, plain_text, sql_type
-
-
-def q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
 
 # the column type of each Arrow kind (sparkcdc.sinks.sql.arrow_kind); in keys, text and
 # binary need a length
