@@ -30,7 +30,7 @@ def _run(spark, options: dict, checkpoint, out: list) -> None:
     assert q.exception() is None
 
 
-def random_rows(tables: list[pa.Table]) -> pa.Table:
+def _rows(tables: list[pa.Table]) -> pa.Table:
     t = pa.concat_tables([t for t in tables if t.num_rows])
     return t.sort_by([("_seq", "ascending"), ("_change_type", "ascending")])
 
@@ -55,9 +55,9 @@ def test_arrow_batches_equal_spark_rows_for_every_type(spark, mariadb, db, tmp_p
 
     schema = load_table_schema(_conn(mariadb), TableId(db, "all_types"))
     want_schema = spark_arrow_schema(output_schema(arrow_schema(schema)), spark)
-    got = random_rows([decode(t, want_schema) for t in packed])
-    want = random_rows(plain)
-    assert packed and all(t.column_names == ["random_rows", "_batch"] for t in packed)
+    got = _rows([decode(t, want_schema) for t in packed])
+    want = _rows(plain)
+    assert packed and all(t.column_names == ["_rows", "_batch"] for t in packed)
     assert got.schema == want.schema
     assert got.num_rows == want.num_rows == 7  # 2 + 2 inserts, a key change (2), a delete
     assert got.to_pylist() == want.to_pylist()
@@ -111,8 +111,8 @@ def test_tables_that_differ_share_one_stream_each_in_its_own_types(spark, mariad
     for t in "ab":
         schema = load_table_schema(_conn(mariadb), TableId(db, t))
         want_schema = spark_arrow_schema(output_schema(arrow_schema(schema)), spark)
-        mine = random_rows([x.cast(want_schema) for x in got[f"{db}.{t}"]])
-        theirs = random_rows(plain[t])
+        mine = _rows([x.cast(want_schema) for x in got[f"{db}.{t}"]])
+        theirs = _rows(plain[t])
         assert mine.schema == theirs.schema
         assert mine.num_rows == theirs.num_rows > 200
         assert mine.to_pylist() == theirs.to_pylist()
