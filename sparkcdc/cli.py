@@ -126,6 +126,30 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _cmd_request(args: argparse.Namespace) -> int:
+    """``snapshot``, ``pause`` or ``resume``: a request the running pipeline takes
+    (pipeline/control.py); without one running, it waits for the next start."""
+    from sparkcdc.pipeline import control, load_pipeline
+
+    _logging(args.verbose)
+    defn = load_pipeline(args.pipeline)
+    path = control.submit(defn.checkpoint_dir, args.command, args.tables)
+    ans = control.wait(path, args.timeout)
+    if ans is None:
+        print(f"{args.command} of {args.tables!r} requested; no running pipeline took it within "
+              f"{args.timeout:g}s, so it waits in {path.parent} for the next start of "
+              f"pipeline {defn.pipeline.name!r}")
+        return 0
+    done = {"snapshot": "snapshotted again (the others stream on)", "pause": "paused",
+            "resume": "resumed from where it was paused"}[args.command]
+    for table in ans.applied:
+        print(f"{table}: {done}")
+    past = {"snapshot": "snapshotted", "pause": "paused", "resume": "resumed"}[args.command]
+    for table, why in ans.skipped.items():
+        print(f"{table}: not {past}: {why}")
+    return 0 if ans.applied else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkcdc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -173,6 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds to wait for a running pipeline to catch up before a "
                           "re-check (default 60)")
     ver.add_argument("--max-keys", type=int, default=10, help="differing keys printed per table")
+    for name, what in (("snapshot", "snapshot the chosen tables again while the pipeline runs "
+                                    "(their targets are merged over, not emptied)"),
+                       ("pause", "stop reading the chosen tables; their changes wait in the "
+                                 "binlog"),
+                       ("resume", "go on with paused tables from where they stopped")):
+        req = pipeline_cmd(name, what, _cmd_request)
+        req.add_argument("--tables", required=True,
+                         help="a regular expression matched against 'database.table'")
+        req.add_argument("--timeout", type=float, default=60.0,
+                         help="seconds to wait for the running pipeline to take the request "
+                              "(default 60)")
     return parser
 
 

@@ -13,19 +13,14 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 
 import deltalake
+from cli_support import cause, cli, delta_ids, wait_for
 
 from sparkcdc.pipeline.definition import load_pipeline
 from sparkcdc.pipeline.status import table_statuses
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
-
-
-def cli(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkcdc.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout)
 
 
 def write_pipeline(path, options, db, lake, ckpt):
@@ -49,31 +44,6 @@ pipeline:
   trigger.interval: 1s
   discovery.interval: 1s
 """)
-
-
-def _cause(stderr: str) -> str:
-    """A failed run's error for the assertion message: the lines naming exceptions and
-    their causes (a Java trace's root cause sits far from its end), then the tail."""
-    named = [ln for ln in stderr.splitlines()
-             if ("Error" in ln or "Exception" in ln or "Caused by" in ln)
-             and not ln.lstrip().startswith("at ")]
-    return "\n".join(named[:40]) + "\n...\n" + stderr[-2000:]
-
-
-def wait_for(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def delta_ids(lake, db, table):
-    path = str(lake / db / table)
-    if not deltalake.DeltaTable.is_deltatable(path):
-        return set()
-    return {r["id"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()}
 
 
 def test_run_status_verify_and_resume(mariadb, db, tmp_path):
@@ -154,7 +124,7 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
 
     resumed = cli("run", str(yaml_path), "--until-caught-up", "--no-progress", "--master",
                   "local[2]", env=env)
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + _cause(resumed.stderr)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + cause(resumed.stderr)
     assert "caught up" in resumed.stdout
     assert "nothing to do" not in resumed.stdout  # it had two rows to bring
     for notice in ("log4j profile", "NativeCodeLoader", "resolves to a loopback"):
@@ -169,7 +139,7 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
     # one change anywhere in the binlog, even of a table not captured, means a real run
     mariadb.execute(f"CREATE DATABASE {db}_other", f"CREATE TABLE {db}_other.t (id INT)")
     moved = cli("run", str(yaml_path), "--until-caught-up", "--no-progress", env=env)
-    assert moved.returncode == 0, moved.stdout[-2000:] + _cause(moved.stderr)
+    assert moved.returncode == 0, moved.stdout[-2000:] + cause(moved.stderr)
     assert "nothing to do" not in moved.stdout, moved.stdout
 
 

@@ -60,6 +60,7 @@ class CaptureStatus(str, Enum):
     ACTIVE = "active"  # captured: snapshotting or streaming
     DROPPED = "dropped"  # gone from the source (its target is kept)
     FAILED = "failed"  # its stream failed for good; a restart tries it again
+    PAUSED = "paused"  # by ``sparkcdc pause``, until ``sparkcdc resume`` (``paused_at``)
 
     def __str__(self) -> str:  # the word, on every Python (3.12 changed mixed-in enums)
         return self.value
@@ -116,6 +117,7 @@ class TableState:
     gone: dict | None = None  # dropped or renamed, as the pipeline's stream saw it: kind,
     #                           the new name, the statement's binlog offset (for the loop)
     note: str = ""
+    paused_at: dict | None = None  # where a paused table resumes (its target's last batch end)
     group: int | None = None  # read by the pipeline's stream, this generation of it; None:
     #                           not yet, or, in a checkpoint from before, by a stream of its
     #                           own (``generation``; it joins at the next start)

@@ -45,7 +45,7 @@ from sparkcdc.errors import (
 )
 from sparkcdc.mysql.options import SourceConfig, parse_server_ids
 from sparkcdc.mysql.types import arrow_schema
-from sparkcdc.pipeline import cluster, targets
+from sparkcdc.pipeline import cluster, control, targets
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import (
     CaptureStatus,
@@ -55,6 +55,7 @@ from sparkcdc.pipeline.checkpoint import (
     write_json,
 )
 from sparkcdc.pipeline.definition import PipelineDef
+from sparkcdc.pipeline.operator import OperatorRequests
 from sparkcdc.pipeline.pipeline_stream import PipelineStream
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
 from sparkcdc.pipeline.session import build_session
@@ -68,7 +69,7 @@ from sparkcdc.spark.arrow_batches import spark_arrow_schema
 log = logging.getLogger("sparkcdc.pipeline")
 
 
-class Runner(PipelineStream, SourceChanges):
+class Runner(PipelineStream, SourceChanges, OperatorRequests):
     """Runs a pipeline. ``run()`` blocks until stopped (``stop()``, Ctrl-C, SIGTERM) or, with
     ``until_caught_up``, until every table reached the binlog position of its start."""
 
@@ -194,12 +195,14 @@ class Runner(PipelineStream, SourceChanges):
             sparkcdc.register(self.spark)
             self._follow_gone(found, reconcile=False)  # seen by the last run's stream
             self._reconcile(found, starting=True)
+            self._take_requests()  # made while no pipeline ran
             self._sync_group()
             self._save()
             last_discovery = time.monotonic()
             while not self._stop.is_set():
                 self._poll()
                 self._follow_gone()
+                self._take_requests()
                 if self.until_caught_up and self._all_ended():
                     self._poll()  # the last batches' progress; a failure examined
                     self._follow_gone()
@@ -235,8 +238,10 @@ class Runner(PipelineStream, SourceChanges):
         committed every batch it planned, its snapshot is done, and the server's binlog
         has not moved since that batch's end. Any doubt means there is work."""
         now = self._now
-        if now is None or set(found) != {t for t, st in self.states.items()
-                                         if st.status == CaptureStatus.ACTIVE}:
+        if control.pending(self.ckpt.root):
+            return False  # an operator's request waits
+        if now is None or set(found) - self._paused() != {
+                t for t, st in self.states.items() if st.status == CaptureStatus.ACTIVE}:
             return False
         for table, st in self.states.items():
             if st.status != CaptureStatus.ACTIVE:
@@ -253,6 +258,9 @@ class Runner(PipelineStream, SourceChanges):
             if (pos.file, pos.pos) != (now.file, now.pos):
                 return False
         return True
+
+    def _paused(self) -> set[str]:
+        return {t for t, st in self.states.items() if st.status == CaptureStatus.PAUSED}
 
     def _rediscover(self) -> None:
         """The periodic look for new, changed and truncated tables. The server being away
@@ -359,7 +367,7 @@ class Runner(PipelineStream, SourceChanges):
                 self.states[table] = st
                 self._start(st, schema)  # saves the state before any stream starts
                 continue
-            if st.status == CaptureStatus.FAILED:
+            if st.status in (CaptureStatus.FAILED, CaptureStatus.PAUSED):
                 continue
             d = sc.diff(TableSchema.from_dict(st.schema), schema)
             if d and not self._stream_carries(st, memo):
