@@ -1,5 +1,5 @@
 """Schema changes carried in the stream (``BinlogReader(table_events=True)``,
-mysql/schema_at.py), against the real MariaDB: each row event decoded by the schema its own
+mysql/binlog/schema_at.py), against the real MariaDB: each row event decoded by the schema its own
 table map describes, and the DDL statements and TRUNCATEs of captured tables as events in
 binlog order. Then through a whole pipeline: several DDLs of one table with rows between
 them, read as one backlog, and an ALTER that no row follows."""
@@ -13,7 +13,7 @@ from pipeline_support import source_yaml
 
 from sparkcdc.core.records import DDL, SCHEMA, TRUNCATE, ChangeRecord, TableEvent
 from sparkcdc.core.schema import Column, TableId, TableSchema
-from sparkcdc.mysql import schema_at
+from sparkcdc.mysql.binlog import schema_at
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset

@@ -58,8 +58,9 @@ from sparkcdc.errors import (
     ServerConfigError,
     SparkCDCError,
 )
-from sparkcdc.mysql import ddl, schema_at, server_errors
+from sparkcdc.mysql import ddl, server_errors
 from sparkcdc.mysql.binlog import protocol as E
+from sparkcdc.mysql.binlog import schema_at
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
 from sparkcdc.mysql.binlog.protocol import DumpStream
 from sparkcdc.mysql.binlog.row_decoding import (
@@ -281,7 +282,7 @@ class BinlogReader:
         self.decoder = decoder or default_decoder()
         # TableEvents among the records: schema changes, DDL and TRUNCATE of captured tables
         # (records.TableEvent); each row event is then decoded by the schema its table map
-        # describes (mysql/schema_at.py)
+        # describes (binlog/schema_at.py)
         self.table_events = table_events
         # each distinct TABLE_MAP body parsed once, across this reader's streams
         self._table_maps: dict[bytes, Any] = {}
