@@ -9,6 +9,8 @@ command -v mariadb >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
 command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
 # the postgres sink tests run their own PostgreSQL server (initdb + postgres, no system cluster)
 command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
+# the online schema change test runs Percona's pt-online-schema-change on a captured table
+command -v pt-online-schema-change >/dev/null 2>&1 || need_pkgs+=(percona-toolkit)
 # the compiled row decoder (setup.py, optional: without these sparkcdc falls back to Python)
 command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
 PYTHON=${PYTHON:-python3.11}

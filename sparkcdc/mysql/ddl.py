@@ -87,7 +87,9 @@ def _qualified(a: str, b: str | None, current_db: str | None) -> str:
 
 
 def table_renames(sql: str, current_db: str | None) -> list[tuple[str, str]]:
-    """(old, new) ``db.table`` names renamed by a RENAME TABLE or ALTER TABLE ... RENAME."""
+    """(old, new) ``db.table`` names renamed by a RENAME TABLE or ALTER TABLE ... RENAME
+    (comments inside it, as gh-ost writes them, are no names)."""
+    sql = _COMMENT.sub(" ", sql)
     m = _ALTER_RENAME.match(sql)
     if m:
         return [(_qualified(m.group(1), m.group(2), current_db),

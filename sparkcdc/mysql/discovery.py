@@ -19,6 +19,7 @@ from typing import Any
 
 from sparkcdc.core.schema import Column, TableId, TableSchema, quote_ident
 from sparkcdc.errors import ConfigError, SchemaError
+from sparkcdc.mysql import online_schema
 from sparkcdc.mysql.connection import ConnectionOptions, retry_lost
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,8 @@ def _compile(pattern: str, option: str) -> re.Pattern:
 def discover(conn: ConnectionOptions, database_regex: str, table_regex: str,
              exclude: str | None = None,
              chunk_key_columns: dict[str, str] | None = None,
-             known: dict[TableId, TableSchema] | None = None) -> dict[TableId, TableSchema]:
+             known: dict[TableId, TableSchema] | None = None,
+             skip_helpers: bool = False) -> dict[TableId, TableSchema]:
     """The captured tables and their schemas, in ``(database, table)`` order.
 
     ``chunk_key_columns`` maps a ``db.table`` regex to a column (see
@@ -75,7 +77,8 @@ def discover(conn: ConnectionOptions, database_regex: str, table_regex: str,
     still exists keeps the schema given there, and its columns are not read: a pipeline
     whose stream carries its tables' schema changes asks information_schema only for the
     list of tables and the columns of new ones (at 1,000 tables the columns are most of
-    what a look costs the server).
+    what a look costs the server). ``skip_helpers``: the helper tables of online schema
+    change tools are not captured (``online_schema.helpers``).
     """
     db_re = _compile(database_regex, "database-name")
     tbl_re = _compile(table_regex, "table-name")
@@ -85,16 +88,19 @@ def discover(conn: ConnectionOptions, database_regex: str, table_regex: str,
     # reads are idempotent; then it is a retryable ConnectionFailed, not a driver's error
     return retry_lost(conn, "reading the tables", lambda: _discover(
         conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules,
-        known or {}))
+        known or {}, skip_helpers))
 
 
 def _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, key_rules,
-              known):
+              known, skip_helpers=False):
     with conn.connect() as c, c.cursor() as cur:
         cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES")
         visible = [(d, t, ty) for d, t, ty in cur.fetchall() if d.lower() not in SYSTEM_SCHEMAS]
         chosen = sorted(TableId(d, t) for d, t, ty in visible
                         if ty in _BASE_TABLE_TYPES and _selected(d, t, db_re, tbl_re, ex_re))
+        if skip_helpers:
+            skip = online_schema.helpers(TableId(d, t) for d, t, _ty in visible)
+            chosen = [t for t in chosen if t not in skip]
         if not chosen:
             raise _nothing_matched(conn, database_regex, table_regex, exclude, visible)
         unknown = [t for t in chosen if t not in known]

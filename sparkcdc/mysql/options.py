@@ -90,6 +90,10 @@ OPTIONS: dict[str, Opt] = {
                  "DDL statements and TRUNCATEs travel in the stream as event batches, and "
                  "its rows after a change are decoded with the new schema "
                  "(docs/spark-source.md, Schema changes in the stream)"),
+    "scan.parse.online.schema.changes.enabled": Opt(
+        "false", "true or false: read gh-ost's and pt-online-schema-change's work on a "
+                 "captured table as an ALTER of it; their helper tables are not captured "
+                 "(mysql/online_schema.py)"),
     "scan.binlog.parallel.split-size": Opt(
         "64mb", "a size like '64mb', '512kb' or a number of bytes: a micro-batch's binlog "
                 "window larger than this is read by several tasks; 0 turns that off"),
@@ -203,6 +207,7 @@ class SourceConfig:
     table_generations: Mapping[str, int] = field(default_factory=dict)  # db.table -> number
     table_events: bool = False  # scan.schema-changes.in-stream
     tables_file: str | None = None  # scan.tables.file
+    online_schema_changes: bool = False  # scan.parse.online.schema.changes.enabled
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SourceConfig:
@@ -288,6 +293,7 @@ class SourceConfig:
             table_generations=_generations(get("scan.table-generations")),
             table_events=_table_events(o),
             tables_file=get("scan.tables.file") or None,
+            online_schema_changes=o.flag("scan.parse.online.schema.changes.enabled"),
         )
 
 

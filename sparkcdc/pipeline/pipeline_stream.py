@@ -23,6 +23,7 @@ from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import DDL, TRUNCATE
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import SchemaChangeStop, SparkCDCError
+from sparkcdc.mysql import online_schema
 from sparkcdc.mysql.binlog.reader import load_table_schema
 from sparkcdc.mysql.ddl import table_fate
 from sparkcdc.mysql.discovery import filled_by_server
@@ -289,6 +290,8 @@ class PipelineStream:
         for ev in sorted(changes.events, key=lambda e: int(e["seq"])):
             if ev["kind"] == DDL:
                 fate = table_fate(ev["statement"], ev.get("use"), st.table)
+                if fate is not None and self._swapped(st, ev):
+                    fate = None  # an online schema change tool's swap: an ALTER of the table
                 if fate is not None:  # dropped or renamed: the rows before it are its last
                     run.gone = self._gone_in_stream(run, fate, ev, batch_id)
                     statements = []
@@ -421,8 +424,10 @@ class PipelineStream:
                 return DONE  # stopped meanwhile: its rows are not written either
             st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
         add_renames(formerly, d.renamed)
-        if d.added:
-
+        if any(self._swapped(st, {"statement": s}) for s in statements):
+            # the swapped-in table is the tool's copy, every value of it possibly new
+            fill.update(c["name"] for c in st.columns)
+        elif d.added:
             fill.update(filled_by_server(self._source_config().connection, new.table_id,
                                          list(d.added)))
         st.schema, run.schema = new.to_dict(), new
@@ -430,6 +435,12 @@ class PipelineStream:
         run.rows_schema = target_arrow_schema(st.columns, self.spark)
         self._save()
         return DONE
+
+    def _swapped(self, st: TableState, ev: dict) -> bool:
+        """Whether a DDL event is an online schema change tool's swap of the table, read as
+        an ALTER of it (``scan.parse.online.schema.changes.enabled``)."""
+        return (self._source_config().online_schema_changes
+                and online_schema.swap(ev["statement"], ev.get("use"), st.table))
 
     def _filled_rows(self, run: TableRun, columns: list[str]) -> pa.Table:
         """The table's current rows, read from the source, as changes that come after

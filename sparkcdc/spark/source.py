@@ -101,7 +101,8 @@ def discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | No
     chunk_keys = (dict(parse_chunk_key_option(config.chunk_key_columns))
                   if config.chunk_key_columns else None)
     tables = discover(config.connection, config.database_name, config.table_name,
-                      config.table_exclude, chunk_keys, known)
+                      config.table_exclude, chunk_keys, known,
+                      skip_helpers=config.online_schema_changes)
     return dict(sorted(tables.items())), info.flavor
 
 
