@@ -133,7 +133,8 @@ def _cmd_request(args: argparse.Namespace) -> int:
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)
-    path = control.submit(defn.checkpoint_dir, args.command, args.tables)
+    path = control.submit(defn.checkpoint_dir, args.command, args.tables,
+                          getattr(args, "where", None))
     ans = control.wait(path, args.timeout)
     if ans is None:
         print(f"{args.command} of {args.tables!r} requested; no running pipeline took it within "
@@ -142,6 +143,8 @@ def _cmd_request(args: argparse.Namespace) -> int:
         return 0
     done = {"snapshot": "snapshotted again (the others stream on)", "pause": "paused",
             "resume": "resumed from where it was paused"}[args.command]
+    if getattr(args, "where", None):
+        done = f"rows where {args.where} read again (it streams on)"
     for table in ans.applied:
         print(f"{table}: {done}")
     past = {"snapshot": "snapshotted", "pause": "paused", "resume": "resumed"}[args.command]
@@ -208,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
         req.add_argument("--timeout", type=float, default=60.0,
                          help="seconds to wait for the running pipeline to take the request "
                               "(default 60)")
+        if name == "snapshot":
+            req.add_argument("--where", default=None,
+                             help="only the rows where this SQL condition holds, read again "
+                                  "while the table streams on, e.g. \"id > 1000\"")
     return parser
 
 

@@ -14,6 +14,12 @@ keeps the whole state small (one cursor per table, not one entry per chunk) and 
 the stream filter needs: a change is emitted when its key is covered and it happened after
 the chunk holding it was finished (``FinishedSplit``).
 
+A DONE table may also be read again in part while it streams (a *reread*: the operator's
+``sparkcdc snapshot --where``): its chunks are planned and handed out like a snapshot's, each
+carrying the condition, but finishing them moves nothing the stream filter reads: the
+table stays covered, its changes keep flowing, and the reread rows, as of their batch's
+position, merge over the target.
+
 Every transition is a method; an illegal one raises ``IllegalTransition``. ``to_dict`` /
 ``from_dict`` round-trip the whole state through JSON with a fixed key order.
 """
@@ -65,6 +71,10 @@ class TableSplits:
     # joined streaming from this binlog offset (a dict; a table renamed to its name there):
     # the batch it joins in reads its changes from there on (``reconcile``)
     since: dict[str, Any] | None = None
+    # a reread of the DONE table in progress: {"id", "where", "planner", "inflight"}; and
+    # the id of the last one taken on (``reconcile`` takes each id once)
+    reread: dict[str, Any] | None = None
+    reread_id: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = {"table": str(self.table_id), "database": self.table_id.database,
@@ -76,14 +86,22 @@ class TableSplits:
              "generation": self.generation}
         if self.since is not None:  # (only then: offsets are compared as JSON text)
             d["since"] = self.since
+        if self.reread_id:
+            d["reread_id"] = self.reread_id
+        if self.reread is not None:
+            d["reread"] = self.reread
         return d
+
+    def reread_planning(self) -> bool:
+        return self.reread is not None and self.reread["planner"] is not None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TableSplits":
         return cls(TableId(d["database"], d["name"]), TablePhase(d["phase"]), d["planner"],
                    decode_value(d["covered_end"]), int(d["chunks_done"]), int(d["rows_done"]),
                    bool(d["started"]), [SnapshotSplit.from_dict(s) for s in d["inflight"]],
-                   int(d.get("generation", 0)), d.get("since"))
+                   int(d.get("generation", 0)), d.get("since"), d.get("reread"),
+                   int(d.get("reread_id", 0)))
 
 
 PlannerFactory = Callable[[TableId], tuple[ChunkPlanner, KeyProbe]]
@@ -122,6 +140,9 @@ class SplitAssigner:
         for ts in self.tables.values():
             if len(out) >= n:
                 break
+            if ts.reread_planning():
+                out.extend(self._assign_reread(ts, n - len(out), factory))
+                continue
             if ts.phase != TablePhase.PLANNING:
                 continue
             planner, probe = factory(ts.table_id)
@@ -135,9 +156,25 @@ class SplitAssigner:
                 ts.phase = TablePhase.SNAPSHOTTING
         return out
 
+    @staticmethod
+    def _assign_reread(ts: TableSplits, n: int, factory: PlannerFactory) -> list[SnapshotSplit]:
+        """The next chunks of a DONE table's reread, each with its condition."""
+        rr = ts.reread
+        assert rr is not None and rr["planner"] is not None
+        planner, probe = factory(ts.table_id)
+        planner = ChunkPlanner.from_dict(rr["planner"], planner.options)
+        chunks = [SnapshotSplit(c.table_id, c.index, c.start, c.end, rr["where"])
+                  for c in planner.next_chunks(probe, n)]
+        rr["planner"] = None if planner.done else planner.to_dict()
+        rr["inflight"].extend(c.to_dict() for c in chunks)
+        return chunks
+
     def finish(self, split: SnapshotSplit, rows: int = 0) -> None:
         """``split`` was emitted, normalized; it joins its table's covered prefix."""
         ts = self.tables.get(split.table_id)
+        if split.where is not None:
+            self._finish_reread(ts, split)
+            return
         if ts is None or not ts.inflight or ts.inflight[0] != split:
             raise IllegalTransition(f"{split} is not the next chunk in flight of its table")
         ts.inflight.pop(0)
@@ -150,11 +187,32 @@ class SplitAssigner:
                 raise IllegalTransition(f"{split} is open-ended but its table is still planning")
             ts.phase = TablePhase.DONE
             ts.planner = None
-        if all(t.phase == TablePhase.DONE for t in self.tables.values()):
+        self._settle_phase()
+
+    def _finish_reread(self, ts: TableSplits | None, split: SnapshotSplit) -> None:
+        """A reread chunk was emitted: the stream filter's view of its table does not move
+        (it is covered already); the reread ends with its open-ended chunk."""
+        rr = ts.reread if ts is not None else None
+        if rr is None or not rr["inflight"] or rr["inflight"][0] != split.to_dict():
+            raise IllegalTransition(f"{split} is not the next reread chunk of its table")
+        assert ts is not None
+        rr["inflight"].pop(0)
+        if split.end is None:
+            if rr["planner"] is not None or rr["inflight"]:
+                raise IllegalTransition(f"{split} is open-ended but its reread is planning")
+            ts.reread = None
+        self._settle_phase()
+
+    def _settle_phase(self) -> None:
+        """STREAMING once every table is DONE and no reread is under way."""
+        if all(t.phase == TablePhase.DONE and t.reread is None for t in self.tables.values()):
             self.phase = Phase.STREAMING
+        else:
+            self.phase = Phase.SNAPSHOTTING
 
     def reconcile(self, wanted: dict[TableId, int], planner_of: Callable[[TableId], ChunkPlanner],
-                  snapshot: bool, since: dict[TableId, dict[str, Any]] | None = None) -> bool:
+                  snapshot: bool, since: dict[TableId, dict[str, Any]] | None = None,
+                  rereads: dict[TableId, tuple[int, str]] | None = None) -> bool:
         """Make the captured tables those of ``wanted`` (table -> generation), between two
         batches of a running stream. A table that is new, or whose generation moved on (its
         target was emptied: a TRUNCATE, a purged binlog, a change during its snapshot), is
@@ -164,8 +222,9 @@ class SplitAssigner:
         from a binlog position) it is streamed from here on. A table given a binlog offset
         in ``since`` (one renamed to its name there, whose every change before it is in its
         target) is streamed from that offset: no snapshot, and the batch it joins in reads
-        its changes from ``since`` on. A table no longer wanted is forgotten. True when
-        anything changed."""
+        its changes from ``since`` on. A table no longer wanted is forgotten. A DONE table
+        given a reread ``(id, condition)`` it has not taken on yet is read again where the
+        condition holds, while it streams. True when anything changed."""
         changed = False
         for t in [t for t in self.tables if t not in wanted]:
             del self.tables[t]
@@ -183,10 +242,17 @@ class SplitAssigner:
                 ts = TableSplits(t, TablePhase.DONE, None, started=True, generation=gen)
             self.tables[t] = ts
             changed = True
+        for t, (rid, where) in (rereads or {}).items():
+            ts = self.tables.get(t)
+            if ts is None or ts.phase != TablePhase.DONE or rid <= ts.reread_id:
+                continue  # a table still in its snapshot reads every row anyway
+            ts.reread = {"id": rid, "where": where, "planner": planner_of(t).to_dict(),
+                         "inflight": []}
+            ts.reread_id = rid
+            changed = True
         if changed:
             self.tables = dict(sorted(self.tables.items()))
-            done = all(t.phase == TablePhase.DONE for t in self.tables.values())
-            self.phase = Phase.STREAMING if done else Phase.SNAPSHOTTING
+            self._settle_phase()
         return changed
 
     def joined_since(self, earlier: "SplitAssigner") -> dict[TableId, TableSplits]:

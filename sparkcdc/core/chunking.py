@@ -111,12 +111,15 @@ def decode_value(d: Any) -> Any:
 
 @dataclass(frozen=True)
 class SnapshotSplit:
-    """One chunk ``[start, end)`` of one table; ``None`` bounds are unbounded."""
+    """One chunk ``[start, end)`` of one table; ``None`` bounds are unbounded. ``where``: a
+    condition on the chunk's rows (SQL, the operator's), for a table read again in part
+    while it streams (``SplitAssigner.reconcile``'s rereads)."""
 
     table_id: TableId
     index: int
     start: Any = None
     end: Any = None
+    where: str | None = None
 
     @property
     def split_id(self) -> str:
@@ -131,15 +134,18 @@ class SnapshotSplit:
         return self.end is None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"database": self.table_id.database, "table": self.table_id.table,
-                "index": self.index, "start": encode_value(self.start),
-                "end": encode_value(self.end)}
+        d = {"database": self.table_id.database, "table": self.table_id.table,
+             "index": self.index, "start": encode_value(self.start),
+             "end": encode_value(self.end)}
+        if self.where is not None:  # (only then: offsets are compared as JSON text)
+            d["where"] = self.where
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SnapshotSplit:
         try:
             return cls(TableId(d["database"], d["table"]), int(d["index"]),
-                       decode_value(d["start"]), decode_value(d["end"]))
+                       decode_value(d["start"]), decode_value(d["end"]), d.get("where"))
         except (KeyError, TypeError, ValueError) as e:
             raise OffsetError(f"malformed snapshot split {d!r}: {e!r}") from None
 

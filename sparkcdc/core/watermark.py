@@ -33,7 +33,8 @@ class SnapshotDialect(Protocol):
 
     def current_offset(self) -> BinlogOffset: ...
 
-    def read_chunk(self, schema: TableSchema, start: Any, end: Any): ...  # -> pyarrow.Table
+    def read_chunk(self, schema: TableSchema, start: Any, end: Any,
+                   where: str | None = None): ...  # -> pyarrow.Table
 
     def read_window(self, schema: TableSchema | None, start: BinlogOffset,
                     end: BinlogOffset) -> Iterable[ChangeRecord]: ...
@@ -61,9 +62,11 @@ class SplitResult:
 
 
 def _select_then_high_watermark(dialect: SnapshotDialect, schema: TableSchema, split_id: str,
-                                start: Any, end: Any, hooks: WatermarkHooks):
+                                start: Any, end: Any, hooks: WatermarkHooks,
+                                where: str | None = None):
     """Steps 2 and 3, shared by both directions of normalization."""
-    rows = dialect.read_chunk(schema, start, end)
+    rows = (dialect.read_chunk(schema, start, end, where) if where is not None
+            else dialect.read_chunk(schema, start, end))
     log.debug("%s step 2: selected %d rows", split_id, rows.num_rows)
     if hooks.after_select:
         hooks.after_select()
@@ -190,10 +193,14 @@ class RollbackLog:
 
 def read_split_as_of(dialect: SnapshotDialect, schema: TableSchema, split_id: str, start: Any,
                      end: Any, as_of: BinlogOffset, *, hooks: WatermarkHooks | None = None,
-                     backfill: bool = True, log_: RollbackLog | None = None) -> SplitResult:
+                     backfill: bool = True, log_: RollbackLog | None = None,
+                     where: str | None = None) -> SplitResult:
     """Select chunk ``[start, end)`` and roll it back to ``as_of``, a low watermark fixed
     before this call (by the Spark driver, docs/spark-source.md), so that every replay of
-    the same ``as_of`` returns the same rows however late it runs.
+    the same ``as_of`` returns the same rows however late it runs. ``where`` narrows the
+    select (a table read again in part); the rollback still covers the chunk's key range,
+    so a row the condition left out but a change after ``as_of`` names comes back as it
+    was at ``as_of``: a current row, never a wrong one.
 
     ``log_`` (a ``RollbackLog`` at ``as_of``) is shared by the chunks one task reads: the
     binlog after ``as_of`` is then read once for all of them.
@@ -208,7 +215,8 @@ def read_split_as_of(dialect: SnapshotDialect, schema: TableSchema, split_id: st
 
     # 2. one consistent select of the chunk
     # 3. high watermark
-    rows, high = _select_then_high_watermark(dialect, schema, split_id, start, end, hooks)
+    rows, high = _select_then_high_watermark(dialect, schema, split_id, start, end, hooks,
+                                             where)
     if high < low:
         raise OffsetError(f"{split_id}: the binlog position {high} is behind the planned "
                           f"low watermark {low}",

@@ -80,9 +80,9 @@ class MySQLDialect:
         with self._cursor() as cur:
             return current_offset(cur, self.flavor)
 
-    def read_chunk(self, schema: TableSchema, start: Any, end: Any):
+    def read_chunk(self, schema: TableSchema, start: Any, end: Any, where: str | None = None):
 
-        return read_chunk(self.conn, schema, start, end)
+        return read_chunk(self.conn, schema, start, end, where=where)
 
     def read_window(self, schema: TableSchema | None, start: BinlogOffset,
                     end: BinlogOffset, only: Iterable[TableId] | None = None,

@@ -148,14 +148,17 @@ def select_list(schema: TableSchema) -> str:
 
 
 def chunk_query(schema: TableSchema, start: Any, end: Any, *,
-                chunk_key: str | None = None) -> str:
-    """``SELECT <canonical exprs> FROM t WHERE k >= start AND k < end`` (null bounds omitted)."""
+                chunk_key: str | None = None, where: str | None = None) -> str:
+    """``SELECT <canonical exprs> FROM t WHERE k >= start AND k < end`` (null bounds omitted),
+    and ``AND (where)`` for a condition of the operator's."""
     key = schema.column(chunk_key or schema.chunk_key)
     conds = []
     if start is not None:
         conds.append(f"{quote_ident(key.name)} >= {select_literal(start, key)}")
     if end is not None:
         conds.append(f"{quote_ident(key.name)} < {select_literal(end, key)}")
+    if where:
+        conds.append(f"({where})")
     sql = f"SELECT {select_list(schema)} FROM {schema.table_id.quoted()}"
     if conds:
         sql += " WHERE " + " AND ".join(conds)
@@ -180,14 +183,15 @@ def to_canonical(raw: pa.Table, schema: TableSchema) -> pa.Table:
 
 def read_chunk(conn: ConnectionOptions, schema: TableSchema, start: Any, end: Any, *,
                chunk_key: str | None = None,
-               reader: Callable[[str, str], pa.Table] | None = None) -> pa.Table:
+               reader: Callable[[str, str], pa.Table] | None = None,
+               where: str | None = None) -> pa.Table:
     """Read the rows of ``schema`` with ``start <= chunk_key < end`` as a canonical table.
 
     One statement is one consistent read (InnoDB), which the watermark algorithm needs.
     Memory is the chunk's rows once as connectorx's Arrow plus the cast columns.
     ``reader`` (url, sql) -> Arrow table is a seam for tests and other engines.
     """
-    sql = chunk_query(schema, start, end, chunk_key=chunk_key)
+    sql = chunk_query(schema, start, end, chunk_key=chunk_key, where=where)
     if reader is None and not conn.connectorx_supported:
         # connectorx cannot present a client certificate (ssl.cert): read through pymysql
         return to_canonical(_pymysql_read(conn, sql), schema)

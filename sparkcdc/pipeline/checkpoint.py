@@ -118,6 +118,7 @@ class TableState:
     #                           the new name, the statement's binlog offset (for the loop)
     note: str = ""
     paused_at: dict | None = None  # where a paused table resumes (its target's last batch end)
+    reread: dict | None = None  # {"id", "where"}: read again in part (``snapshot --where``)
     group: int | None = None  # read by the pipeline's stream, this generation of it; None:
     #                           not yet, or, in a checkpoint from before, by a stream of its
     #                           own (``generation``; it joins at the next start)

@@ -30,6 +30,7 @@ class Request:
     path: Path
     kind: str
     tables: str  # a regular expression matched against 'database.table'
+    where: str | None = None  # snapshot: only the rows where this SQL condition holds
 
     def matches(self, table: str) -> bool:
         return re.fullmatch(self.tables, table) is not None
@@ -52,7 +53,7 @@ def _done_path(path: Path) -> Path:
     return path.with_name(path.name[:-len(".json")] + ".done.json")
 
 
-def submit(checkpoint: Path, kind: str, tables: str) -> Path:
+def submit(checkpoint: Path, kind: str, tables: str, where: str | None = None) -> Path:
     """Write a request; the path it waits at."""
     if kind not in KINDS:
         raise ValueError(kind)
@@ -65,7 +66,8 @@ def submit(checkpoint: Path, kind: str, tables: str) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"kind": kind, "tables": tables, "at": time.time()}))
+    tmp.write_text(json.dumps({"kind": kind, "tables": tables, "where": where,
+                               "at": time.time()}))
     os.replace(tmp, path)
     return path
 
@@ -81,7 +83,7 @@ def pending(checkpoint: Path) -> list[Request]:
             continue
         try:
             data = json.loads(p.read_text())
-            out.append(Request(p, data["kind"], data["tables"]))
+            out.append(Request(p, data["kind"], data["tables"], data.get("where")))
         except (OSError, ValueError, KeyError):
             continue  # half written: the next look takes it
     return out

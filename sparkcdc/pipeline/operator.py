@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from sparkcdc.core.schema import TableSchema
+from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.pipeline import control
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState
@@ -41,7 +41,7 @@ class OperatorRequests:
             found = self.discover(fresh=True) if req.kind == "snapshot" and tables else {}
             for table in tables:
                 st = self.states[table]
-                why = getattr(self, f"_{req.kind}_request")(st, found)
+                why = getattr(self, f"_{req.kind}_request")(st, found, req)
                 if why:
                     ans.skipped[table] = why
                 else:
@@ -51,11 +51,14 @@ class OperatorRequests:
                         "".join(f"; {t} skipped ({w})" for t, w in ans.skipped.items()))
             control.answer(req, ans)
 
-    def _snapshot_request(self, st: TableState, found: dict[str, TableSchema]) -> str | None:
+    def _snapshot_request(self, st: TableState, found: dict[str, TableSchema],
+                          req: control.Request) -> str | None:
         if st.status != CaptureStatus.ACTIVE:
             return f"it is {st.status}"
         if st.table not in found:
             return "it is gone from the source"
+        if req.where:
+            return self._reread(st, req.where)
         if sc.diff(TableSchema.from_dict(st.schema), found[st.table]):
             return "its schema changed and the stream has not brought the change yet; ask again"
         sink, last, _offset, _done = self._halt(st)
@@ -64,7 +67,26 @@ class OperatorRequests:
         self._start(st, found[st.table])
         return None
 
-    def _pause_request(self, st: TableState, _found) -> str | None:
+    def _reread(self, st: TableState, where: str) -> str | None:
+        """Read the rows of the table where ``where`` holds again, while it streams on:
+        no new generation, its target merged over (``SplitAssigner``'s rereads)."""
+        b = self.ckpt.last_committed(st)
+        off = self.ckpt.offset(st, b) if b is not None else None
+        if off is None or ov.table_phase(off, st.table) != "done":
+            return "it is in its snapshot, which reads every row (ask again once it streams)"
+        table = TableId.parse(st.table)
+        try:
+            with self._source_config().connection.connect() as c, c.cursor() as cur:
+                cur.execute(f"SELECT 1 FROM {table.quoted()} WHERE ({where}) LIMIT 0")
+        except Exception as e:  # the server's own words, as the answer
+            return f"the condition does not run on the source: {str(e)[:300]}"
+        st.reread = {"id": int((st.reread or {}).get("id", 0)) + 1, "where": where}
+        st.note = f"snapshot where {where}"
+        self._group_dirty = True  # the members file carries it to the running stream
+        self._save()
+        return None
+
+    def _pause_request(self, st: TableState, _found, _req=None) -> str | None:
         if st.status != CaptureStatus.ACTIVE:
             return f"it is {st.status}"
         sink, _last, offset, snapshot_done = self._halt(st)
@@ -81,7 +103,7 @@ class OperatorRequests:
         self._save()
         return None
 
-    def _resume_request(self, st: TableState, _found) -> str | None:
+    def _resume_request(self, st: TableState, _found, _req=None) -> str | None:
         if st.status != CaptureStatus.PAUSED:
             return f"it is {st.status}, not paused"
         sink = self._sink_for(st)

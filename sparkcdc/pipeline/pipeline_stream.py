@@ -149,7 +149,10 @@ class PipelineStream:
             "schemas": {t: r.schema.to_dict() for t, r in sorted(members.items())},
             # tables that join from a binlog offset, without a snapshot
             "since": {t: r.state.start.offset for t, r in sorted(members.items())
-                      if r.state.start.joins}})
+                      if r.state.start.joins},
+            # tables read again in part while they stream (``sparkcdc snapshot --where``)
+            "rereads": {t: r.state.reread for t, r in sorted(members.items())
+                        if r.state.reread}})
         if running and self._group_query_gen == self.group_gen:
             for r in members.values():
                 r.query = q

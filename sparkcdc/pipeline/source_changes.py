@@ -254,6 +254,7 @@ class SourceChanges:
             st.schema = schema.to_dict()
         st.pending_ddl = None
         st.gap = None
+        st.reread = None  # the new generation reads every row
         st.note = note
         self._save()
 

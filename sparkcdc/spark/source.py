@@ -108,17 +108,20 @@ def discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | No
 
 @dataclass(frozen=True)
 class Members:
-    """A ``scan.tables.file``: each table's generation, the schemas it gives, and the
-    binlog offsets tables join from without a snapshot (``SplitAssigner.reconcile``)."""
+    """A ``scan.tables.file``: each table's generation, the schemas it gives, the binlog
+    offsets tables join from without a snapshot, and the tables read again in part while
+    they stream (``SplitAssigner.reconcile``)."""
 
     generations: dict[TableId, int]
     schemas: dict[TableId, TableSchema] = field(default_factory=dict)
     since: dict[TableId, dict] = field(default_factory=dict)
+    rereads: dict[TableId, tuple[int, str]] = field(default_factory=dict)
 
 
 def parse_members(text: str) -> Members:
-    """``{"generations": {table: n}, "schemas": {table: schema}, "since": {table: offset}}``
-    (schemas and since optional), or just ``{table: n}``."""
+    """``{"generations": {table: n}, "schemas": {table: schema}, "since": {table: offset},
+    "rereads": {table: {"id": n, "where": condition}}}`` (all but generations optional), or
+    just ``{table: n}``."""
     d = json.loads(text)
     if "generations" not in d:
         return Members({TableId.parse(t): int(g) for t, g in d.items()})
@@ -126,7 +129,9 @@ def parse_members(text: str) -> Members:
                    {TableId.parse(t): TableSchema.from_dict(x)
                     for t, x in (d.get("schemas") or {}).items()},
                    {TableId.parse(t): BinlogOffset.from_dict(x).to_dict()
-                    for t, x in (d.get("since") or {}).items()})
+                    for t, x in (d.get("since") or {}).items()},
+                   {TableId.parse(t): (int(x["id"]), str(x["where"]))
+                    for t, x in (d.get("rereads") or {}).items()})
 
 
 def _members_with_schemas(config: SourceConfig) -> dict[TableId, TableSchema] | None:
@@ -367,7 +372,8 @@ def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
         return
     as_of = BinlogOffset.from_dict(item.as_of)
     result = read_split_as_of(dialect, schema, split.split_id, split.start, split.end, as_of,
-                              backfill=not ctx.config.backfill_skip, log_=rollback)
+                              backfill=not ctx.config.backfill_skip, log_=rollback,
+                              where=split.where)
     rows = in_key_order(result.rows, schema.row_key)  # a replay is byte-identical
     out, shape = ctx.out_schema, ctx.shape
     if shape == TABLES:  # the table's own columns, in batches of its own
@@ -561,6 +567,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._members_text: str | None = None  # scan.tables.file as last read
         self._members: dict[TableId, int] | None = None
         self._since: dict[TableId, dict] = {}  # members joining from a binlog offset
+        self._rereads: dict[TableId, tuple[int, str]] = {}  # members read again in part
 
     def _d(self):
         if self._dialect is None:
@@ -631,6 +638,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._members_text = text
         self._members = {t: g for t, g in wanted.items() if t in self.ctx.tables}
         self._since = {t: o for t, o in m.since.items() if t in self._members}
+        self._rereads = {t: r for t, r in m.rereads.items() if t in self._members}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.ctx.config.max_rows_per_batch
@@ -681,7 +689,8 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         joins = any(t in self._since and (t not in assigner.tables
                                           or assigner.tables[t].generation != g)
                     for t, g in wanted.items())
-        assigner.reconcile(wanted, lambda t: d.planner(t)[0], snapshotting, self._since)
+        assigner.reconcile(wanted, lambda t: d.planner(t)[0], snapshotting, self._since,
+                           self._rereads)
         if snapshotting and assigner.phase == Phase.SNAPSHOTTING:
             now = time.monotonic()
             chunks = assigner.assign(self._chunks_per_batch(limit, now), d.planner)

@@ -190,3 +190,43 @@ def test_a_table_joins_from_a_binlog_offset_without_a_snapshot():
     assert a.reconcile({A: 0, B: 1}, planner_of, snapshot=True, since={B: later})
     assert a.joined_since(prev) == {B: a.tables[B]} and a.tables[B].since == later
     assert "since" not in roundtrip(a).to_dict()["tables"][0]  # A: the key only where set
+
+
+def test_a_streaming_table_is_read_again_in_part_while_its_changes_keep_flowing():
+    """A reread (``sparkcdc snapshot --where``) of a DONE table: its chunks carry the
+    condition and come in key order like a snapshot's, the stream filter's view of the
+    table never moves (every key stays covered, so no change is held back), each reread id
+    is taken once, and the assigner streams again after the last chunk."""
+    a = new_assigner()
+    _finish_all(a)
+    view = a.finished_view(BinlogOffset("b.000001", 4))
+    assert a.reconcile({A: 0, B: 0}, planner_of, snapshot=True, rereads={A: (1, "id < 300")})
+    a = roundtrip(a)
+    assert a.phase == Phase.SNAPSHOTTING and a.tables[A].phase == TablePhase.DONE
+    got = []
+    while a.phase == Phase.SNAPSHOTTING:
+        chunks = a.assign(3, factory)
+        assert chunks and all(c.where == "id < 300" and c.table_id == A for c in chunks)
+        assert a.covered(A) == (True, True, None)  # the stream filter passes all of A
+        for c in chunks:
+            a.finish(c)
+            got.append(c)
+        a = roundtrip(a)
+    assert [c.start for c in got][0] is None and got[-1].end is None
+    assert all(x.end == y.start for x, y in zip(got, got[1:]))  # the whole key space, once
+    assert a.finished_view(BinlogOffset("b.000001", 4)) == view
+    assert not a.reconcile({A: 0, B: 0}, planner_of, snapshot=True,
+                           rereads={A: (1, "id < 300")})  # taken once
+    assert a.reconcile({A: 0, B: 0}, planner_of, snapshot=True, rereads={A: (2, "id > 5")})
+    with pytest.raises(IllegalTransition):  # a reread chunk out of order
+        c1, c2 = a.assign(2, factory)
+        a.finish(c2)
+
+
+def test_a_reread_of_a_table_in_its_snapshot_waits_for_nothing():
+    """A table still in its snapshot reads every row anyway: a reread is not taken while it
+    lasts."""
+    a = new_assigner()
+    a.assign(1, factory)
+    assert not a.reconcile({A: 0, B: 0}, planner_of, snapshot=True, rereads={A: (1, "1=1")})
+    assert a.tables[A].reread is None

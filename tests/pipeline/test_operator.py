@@ -3,8 +3,9 @@ them: separate processes, a real MariaDB, Delta targets (pipeline/operator.py).
 
 One continuous run, two tables under changes: ``a`` is paused (its changes meanwhile reach
 nothing, ``b`` streams on), resumed (every change made while it was paused arrives), its
-target is then damaged by hand and ``snapshot`` makes it right while ``b`` streams on; a
-request for a table that is not paused is answered with the reason. Then ``status`` shows
+target is then damaged by hand and ``snapshot`` makes it right while ``b`` streams on, and
+``snapshot --where`` reads back only the rows its condition names; a request that cannot
+be made is answered with the reason. Then ``status`` shows
 the generations, and a request made while nothing runs waits for the next start."""
 
 from __future__ import annotations
@@ -100,6 +101,22 @@ pipeline:
         wait_for(lambda: rows(lake, db, "a") == source(mariadb, db, "a"), 120,
                  "a snapshotted again")
         wait_for(lambda: rows(lake, db, "b") == source(mariadb, db, "b"), 60, "b streaming on")
+
+        # part of a read again (--where): only the rows the condition names come back
+        deltalake.DeltaTable(path).delete("id <= 20 OR (id >= 150 AND id <= 160)")
+        bad = cli("snapshot", str(yaml_path), "--tables", f"{db}\\.a", "--where", "id <<< 3",
+                  env=env)
+        assert bad.returncode == 1 and "does not run on the source" in bad.stdout, bad.stdout
+        p = cli("snapshot", str(yaml_path), "--tables", f"{db}\\.a", "--where", "id <= 20",
+                env=env)
+        assert p.returncode == 0 and "rows where id <= 20 read again" in p.stdout, p.stdout
+        mariadb.execute("UPDATE a SET v = 9 WHERE id = 100", "UPDATE b SET v = 9 WHERE id = 3",
+                        database=db)
+        want = {k: v for k, v in source(mariadb, db, "a").items() if not 150 <= k <= 160}
+        wait_for(lambda: rows(lake, db, "a") == want, 120, "the rows where id <= 20")
+        wait_for(lambda: rows(lake, db, "b") == source(mariadb, db, "b"), 60, "b streaming on")
+        time.sleep(3)
+        assert rows(lake, db, "a") == want  # the rows outside the condition were not read
     finally:
         proc.send_signal(signal.SIGINT)
         try:
