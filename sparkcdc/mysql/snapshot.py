@@ -130,12 +130,16 @@ def _select_expr(column: Column) -> str:
         # the stored UTC instant, whatever the session time zone; 0 is the zero timestamp
         return f"NULLIF(CAST(UNIX_TIMESTAMP({q}) * 1000000 AS SIGNED), 0)"
     if k == T.GEOMETRY:
-        return f"ST_AsBinary({q})"
+        return f"CAST({q} AS BINARY)"  # as stored: the SRID, then WKB (types.ewkb)
     return q
 
 
 def _cast(arr: pa.ChunkedArray, t: T.MySQLType) -> pa.ChunkedArray:
     target = t.arrow_type
+    if t.kind == T.GEOMETRY:  # as stored (SRID, WKB): WKB or EWKB, as the binlog reads it
+        return pa.chunked_array([pa.array([None if v is None else T.ewkb(v)
+                                           for v in pc.cast(arr, pa.binary()).to_pylist()],
+                                          pa.binary())], pa.binary())
     if arr.type == target:
         return arr
     if pa.types.is_large_string(arr.type) and pa.types.is_string(target):

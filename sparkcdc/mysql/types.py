@@ -29,6 +29,22 @@ UTC = _dt.timezone.utc  # datetime.UTC is 3.11+
 _WIDE = Context(prec=100)  # DECIMAL(65, 30) needs more than the default 28 digits
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=UTC)
 
+def ewkb(stored: bytes) -> bytes:
+    """A geometry as the server stores it (a 4-byte little-endian SRID, then WKB) as WKB
+    when its SRID is 0, else as EWKB: PostGIS's extended WKB, whose type word carries the
+    SRID flag (0x20000000) and is followed by the SRID, as Debezium keeps it. PostGIS,
+    Sedona, Shapely and GEOS read both. Bytes that are no WKB pass as they are."""
+    if len(stored) <= 4:
+        return b""
+    srid = int.from_bytes(stored[:4], "little")
+    wkb = stored[4:]
+    if srid == 0 or len(wkb) < 5 or wkb[0] not in (0, 1):
+        return wkb
+    order = "little" if wkb[0] == 1 else "big"
+    kind = int.from_bytes(wkb[1:5], order) | 0x20000000
+    return wkb[:1] + kind.to_bytes(4, order) + srid.to_bytes(4, order) + wkb[5:]
+
+
 # kinds: the canonical families both read paths switch on
 INT = "int"  # fits int64 (every signed integer, unsigned up to INT)
 UINT64 = "uint64"  # BIGINT UNSIGNED -> decimal128(20, 0)
@@ -132,7 +148,7 @@ class MySQLType:
         if k == YEAR:
             return 0 if v == 1900 else int(v)  # the library adds 1900 to the stored 0
         if k == GEOMETRY:
-            return bytes(v)[4:]  # 4-byte SRID, then WKB
+            return ewkb(bytes(v))
         raise DecodeError(f"no canonical form for {self.base}")  # pragma: no cover
 
     # -- helpers shared by both paths -------------------------------------------------------

@@ -349,10 +349,31 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
         Py_DECREF(parts);
         return v;
     }
-    case OP_GEOMETRY:
+    case OP_GEOMETRY: {
+        /* as stored: a little-endian SRID, then WKB; out: WKB when the SRID is 0, else
+           EWKB (the type word | 0x20000000, then the SRID, in the WKB's byte order), as
+           types.ewkb does */
         if (read_prefixed(c, s->a, &p, &n) < 0) return NULL;
         if (n <= 4) return Py_NewRef(empty_bytes);
-        return PyBytes_FromStringAndSize((const char *)p + 4, n - 4);
+        uint32_t srid = (uint32_t)le(p, 4);
+        const unsigned char *w = p + 4;
+        Py_ssize_t wn = n - 4;
+        if (srid == 0 || wn < 5 || (w[0] != 0 && w[0] != 1))
+            return PyBytes_FromStringAndSize((const char *)w, wn);
+        PyObject *out = PyBytes_FromStringAndSize(NULL, wn + 4);
+        if (out == NULL) return NULL;
+        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+        int little = w[0] == 1;
+        uint32_t kind = (uint32_t)(little ? le(w + 1, 4) : be(w + 1, 4)) | 0x20000000u;
+        o[0] = w[0];
+        for (int k = 0; k < 4; k++) {
+            int shift = little ? 8 * k : 8 * (3 - k);
+            o[1 + k] = (unsigned char)(kind >> shift);
+            o[5 + k] = (unsigned char)(srid >> shift);
+        }
+        memcpy(o + 9, w + 5, (size_t)(wn - 5));
+        return out;
+    }
     case OP_CALL: {
         if (read_prefixed(c, s->a, &p, &n) < 0) return NULL;
         PyObject *raw = PyBytes_FromStringAndSize((const char *)p, n);

@@ -324,7 +324,7 @@ def _field_decoder(bc: Any, col: Column) -> _Field:
                                     text_decoder(col.charset or bc.character_set_name))
         raise mismatch()
     if bt == _GEOMETRY:
-        return _length_prefixed(bc.length_size, lambda b: bytes(b[4:]))  # SRID, then WKB
+        return _length_prefixed(bc.length_size, lambda b: T.ewkb(bytes(b)))  # SRID, then WKB
     if bt == _JSON:
         return _length_prefixed(bc.length_size, mysql_json)
     if bt == _BIT:
