@@ -94,6 +94,32 @@ class Start:
         return cls(d["offset"], bool(d.get("joins")))
 
 
+@dataclass(frozen=True)
+class Gone:
+    """What the pipeline's stream saw happen to a table, for the loop to follow once the
+    rows before it are written: ``dropped``, ``renamed`` (to ``to``), or ``rekey``, a new
+    primary key (the ``schema`` and the ``statements`` that made it), at the binlog offset
+    ``at`` (event ``seq`` of its batch). ``streaming``: the table was past its snapshot."""
+
+    kind: str
+    at: dict
+    seq: int
+    to: str | None = None
+    streaming: bool = True
+    schema: dict | None = None
+    statements: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "at": self.at, "seq": self.seq, "to": self.to,
+                "streaming": self.streaming, "schema": self.schema,
+                "statements": list(self.statements)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Gone:
+        return cls(d["kind"], d["at"], int(d["seq"]), d.get("to"), bool(d.get("streaming", True)),
+                   d.get("schema"), tuple(d.get("statements") or ()))
+
+
 @dataclass
 class TableState:
     """One source table in the pipeline state."""
@@ -114,8 +140,7 @@ class TableState:
     ddl_seen: dict | None = None
     pending_ddl: list | None = None  # DDL statements the stream brought before the schema
     #                                  they made (pipeline/stream_schema.py)
-    gone: dict | None = None  # dropped or renamed, as the pipeline's stream saw it: kind,
-    #                           the new name, the statement's binlog offset (for the loop)
+    gone: Gone | None = None  # dropped, renamed or re-keyed, as the pipeline's stream saw it
     note: str = ""
     paused_at: dict | None = None  # where a paused table resumes (its target's last batch end)
     reread: dict | None = None  # {"id", "where"}: read again in part (``snapshot --where``)
@@ -124,12 +149,14 @@ class TableState:
     #                           own (``generation``; it joins at the next start)
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "start": self.start.to_dict(), "status": self.status.value}
+        return {**self.__dict__, "start": self.start.to_dict(), "status": self.status.value,
+                "gone": self.gone.to_dict() if self.gone is not None else None}
 
     @classmethod
     def from_dict(cls, d: dict) -> TableState:
         return cls(**{**d, "start": Start.from_dict(d.get("start") or {}),
-                      "status": CaptureStatus(d.get("status", "active"))})
+                      "status": CaptureStatus(d.get("status", "active")),
+                      "gone": Gone.from_dict(d["gone"]) if d.get("gone") else None})
 
 
 GROUP_KEY = "_tables"  # the pipeline stream's directory (a table's key always has a dot)

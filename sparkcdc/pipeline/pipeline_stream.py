@@ -32,7 +32,7 @@ from sparkcdc.mysql.snapshot import read_table
 from sparkcdc.mysql.types import arrow_schema
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline import targets as _targets
-from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState, write_json
+from sparkcdc.pipeline.checkpoint import CaptureStatus, Gone, Start, TableState, write_json
 from sparkcdc.pipeline.routing import Shaper
 from sparkcdc.pipeline.stream_schema import add_renames, conform, target_arrow_schema
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
@@ -316,8 +316,8 @@ class PipelineStream:
                 new = TableSchema.from_dict(ev["schema"])
                 how = self._evolve_in_stream(run, new, statements, formerly, batch_id, fill)
                 if how == REKEY:  # the rows before it are written; the loop goes on from it
-                    run.gone = {"kind": REKEY, "at": ev["offset"], "seq": int(ev["seq"]),
-                                "schema": ev["schema"], "statements": statements}
+                    run.gone = Gone(REKEY, ev["offset"], int(ev["seq"]), schema=ev["schema"],
+                                    statements=tuple(statements))
                     statements = []
                     break
                 if how == LOOP:
@@ -342,10 +342,10 @@ class PipelineStream:
         if cut is not None:
             rows = after_seq(rows, cut)
         if run.gone is not None:
-            rows = before_seq(rows, run.gone["seq"])
+            rows = before_seq(rows, run.gone.seq)
         return rows, cut is not None
 
-    def _gone_in_stream(self, run: TableRun, fate: tuple, ev: dict, batch_id: int) -> dict:
+    def _gone_in_stream(self, run: TableRun, fate: tuple, ev: dict, batch_id: int) -> Gone:
         """A DDL in the stream dropped or renamed the table: what the loop is to do
         (``_follow_gone``) once the rows before it are written (a table renamed during its
         snapshot is taken again under its new name), or, under ``exception``, the stop."""
@@ -358,8 +358,8 @@ class PipelineStream:
                 f"{what} on the source",
                 fix="schema.change.behavior is 'exception': restore the table, or choose "
                     "another behavior (the target is then kept as it is)"))
-        return {"kind": kind, "to": new_name, "at": ev["offset"], "seq": int(ev["seq"]),
-                "streaming": self._streaming_at(st, batch_id)}
+        return Gone(kind, ev["offset"], int(ev["seq"]), to=new_name,
+                    streaming=self._streaming_at(st, batch_id))
 
     def _note_gone(self, run: TableRun) -> None:
         """After the table's last rows are written: the drop or rename the batch carried
@@ -383,21 +383,22 @@ class PipelineStream:
         found = self.discover(fresh=True) if found is None else found
         for st in gone:
             g, st.gone = st.gone, None
-            if g["kind"] == REKEY:
-                self._rekeyed(st, TableSchema.from_dict(g["schema"]), g["statements"],
-                              BinlogOffset.from_dict(g["at"]))
+            if g.kind == REKEY:
+                assert g.schema is not None
+                self._rekeyed(st, TableSchema.from_dict(g.schema), list(g.statements),
+                              BinlogOffset.from_dict(g.at))
                 continue
-            if g["kind"] == "renamed":
-                st.note = f"renamed to {g['to']}"
-                if self._may_go_on_as(st, g["to"], found):
+            if g.kind == "renamed" and g.to is not None:
+                st.note = f"renamed to {g.to}"
+                if self._may_go_on_as(st, g.to, found):
                     sink, last, _offset, _done = self._halt(st)
                     try:
-                        self._go_on_as(st, g["to"], found[g["to"]], sink, last,
-                                       g.get("streaming", True), BinlogOffset.from_dict(g["at"]))
+                        self._go_on_as(st, g.to, found[g.to], sink, last, g.streaming,
+                                       BinlogOffset.from_dict(g.at))
                     finally:
                         sink.close()
                     continue
-            self._dropped(st, st.note if g["kind"] == "renamed" else "")
+            self._dropped(st, st.note if g.kind == "renamed" else "")
         self._save()
         if reconcile:
             self._reconcile(found)

@@ -39,7 +39,7 @@ class TableRun:
     change_rows: dict = field(default_factory=dict)  # batch id -> change rows (arrow runs)
     rows_schema: Any = None  # the Arrow schema of its change rows (arrow runs)
     published: bool = False  # its target is named where readers look (Sink.publish)
-    gone: dict | None = None  # a drop or rename met in the batch being written (its state's
+    gone: Any = None  # a Gone: a drop, rename or new key met in the batch being written (its state's
     #                           ``gone`` once the rows before it are)
     emit_lag: float | None = None  # seconds from its newest change's commit to its write
     active: bool = False  # its query was active at the last look (``_poll``)

@@ -30,3 +30,15 @@ def test_an_older_start_without_joins_reads_as_an_offset_it_does_not_join_at():
                                          "offset": {"file": "b.1", "pos": 4}}})
     assert st.start == Start({"file": "b.1", "pos": 4}, joins=False)
     assert st.status is CaptureStatus.FAILED
+
+
+def test_what_the_stream_saw_happen_to_a_table_round_trips(tmp_path):
+    from sparkcdc.pipeline.checkpoint import Gone
+
+    ck = Checkpoint(tmp_path)
+    off = {"file": "b.000002", "pos": 4, "events": 0, "rows": 0}
+    renamed = TableState("d.a", "l.a", gone=Gone("renamed", off, 7, to="d.b", streaming=False))
+    rekey = TableState("d.c", "l.c", gone=Gone("rekeyed", off, 3, schema={"x": 1},
+                                               statements=("ALTER TABLE c ADD PRIMARY KEY (k)",)))
+    ck.save_tables("p", {"d.a": renamed, "d.c": rekey})
+    assert ck.load_tables() == {"d.a": renamed, "d.c": rekey}
