@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import deltalake
+
 
 def source_yaml(sb, tables: str, server_ids: int) -> str:
     """A pipeline's ``source:`` block capturing ``tables`` from the sandbox ``sb`` as its CDC
@@ -19,3 +21,22 @@ def source_yaml(sb, tables: str, server_ids: int) -> str:
   tables: {tables}
   server-id: {base}-{base + server_ids - 1}
 """
+
+
+def delta_rows_by_key(tmp_path, db, table) -> dict:
+    """A Delta target under ``tmp_path/lake`` by its ``id``: the other columns in name order
+    (no key held twice)."""
+    t = deltalake.DeltaTable(str(tmp_path / "lake" / db / table)).to_pyarrow_table()
+    rows = t.to_pylist()
+    assert len(rows) == len({r["id"] for r in rows}), f"{table}: a key is held twice"
+    return {r["id"]: tuple(v for k, v in sorted(r.items()) if k != "id") for r in rows}
+
+
+def source_rows_by_key(mariadb, db, table) -> dict:
+    """The source table the same way, to compare with ``delta_rows_by_key``."""
+    cols = [r[0] for r in mariadb.query(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND "
+        "table_name = %s ORDER BY column_name", (db, table))]
+    other = [c for c in cols if c != "id"]
+    got = mariadb.query(f"SELECT id, {', '.join(other)} FROM `{db}`.`{table}`")
+    return {r[0]: tuple(r[1:]) for r in got}

@@ -13,8 +13,9 @@ import subprocess
 import threading
 import time
 
-import deltalake
 import pytest
+from pipeline_support import delta_rows_by_key as _target
+from pipeline_support import source_rows_by_key as _source
 from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -36,22 +37,6 @@ pipeline:
   checkpoint.location: {tmp_path}/ckpt
 """
     return parse_pipeline(text, "osc.yaml", env={"TEST_PW": mariadb.info.cdc_password})
-
-
-def _target(tmp_path, db, table) -> dict:
-    rows = deltalake.DeltaTable(str(tmp_path / "lake" / db / table)).to_pyarrow_table()
-    rows = rows.to_pylist()
-    assert len(rows) == len({r["id"] for r in rows}), f"{table}: a key is held twice"
-    return {r["id"]: tuple(v for k, v in sorted(r.items()) if k != "id") for r in rows}
-
-
-def _source(mariadb, db, table) -> dict:
-    cols = [r[0] for r in mariadb.query(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND "
-        "table_name = %s ORDER BY column_name", (db, table))]
-    other = [c for c in cols if c != "id"]
-    return {r[0]: tuple(r[1:]) for r in
-            mariadb.query(f"SELECT id, {', '.join(other)} FROM `{db}`.`{table}`")}
 
 
 def _targets(tmp_path, db) -> list[str]:

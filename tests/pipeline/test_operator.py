@@ -11,7 +11,6 @@ the generations, and a request made while nothing runs waits for the next start.
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import time
 
 import deltalake
 from cli_support import cli, wait_for
+from pipeline_support import source_yaml
 
 
 def rows(lake, db, table) -> dict:
@@ -37,18 +37,8 @@ def test_pause_resume_and_snapshot_a_table_while_the_others_stream(mariadb, db, 
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)",
                         f"INSERT INTO {t} SELECT seq, seq FROM seq_1_to_200", database=db)
     lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
-    opts = mariadb.source_options()
-    base = random.randint(100_000, 3_000_000_000)
     yaml_path = tmp_path / "p.yaml"
-    yaml_path.write_text(f"""\
-source:
-  type: mysql
-  hostname: {opts['hostname']}
-  port: {opts['port']}
-  username: {opts['username']}
-  password: ${{OP_TEST_PW}}
-  tables: {db}.\\.*
-  server-id: {base}-{base + 9}
+    yaml_path.write_text(source_yaml(mariadb, db + ".\\.*", 10) + f"""\
 sink:
   type: delta
   path: {lake}
@@ -58,7 +48,7 @@ pipeline:
   checkpoint.location: {ckpt}
   trigger.interval: 1s
 """)
-    env = {**os.environ, "OP_TEST_PW": mariadb.info.cdc_password,
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
            "PYSPARK_PYTHON": sys.executable}
     log = open(tmp_path / "run.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),

@@ -18,6 +18,8 @@ import time
 
 import deltalake
 import pytest
+from pipeline_support import delta_rows_by_key as _target
+from pipeline_support import source_rows_by_key as _source
 from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.checkpoint import GROUP_KEY, Checkpoint
@@ -46,22 +48,6 @@ def _run(defn, spark) -> Runner:
     r = Runner(defn, spark, until_caught_up=True)
     r.run()
     return r
-
-
-def _target(tmp_path, db, table) -> dict:
-    t = deltalake.DeltaTable(str(tmp_path / "lake" / db / table)).to_pyarrow_table()
-    rows = t.to_pylist()
-    assert len(rows) == len({r["id"] for r in rows}), f"{table}: a key is held twice"
-    return {r["id"]: tuple(v for k, v in sorted(r.items()) if k != "id") for r in rows}
-
-
-def _source(mariadb, db, table) -> dict:
-    cols = [r[0] for r in mariadb.query(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND "
-        "table_name = %s ORDER BY column_name", (db, table))]
-    other = [c for c in cols if c != "id"]
-    got = mariadb.query(f"SELECT id, {', '.join(other)} FROM `{db}`.`{table}`")
-    return {r[0]: tuple(r[1:]) for r in got}
 
 
 def _streams(tmp_path) -> list[str]:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import glob
 import json
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 import deltalake
 import pytest
+from pipeline_support import source_yaml
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.sinks.delta.catalog import same_location
@@ -43,19 +43,10 @@ def catalog_conf(tmp: Path, delta: bool = True) -> dict[str, str]:
     return conf
 
 
-def write_pipeline(path: Path, options: dict, db: str, lake: Path, ckpt: Path,
+def write_pipeline(path: Path, mariadb, db: str, lake: Path, ckpt: Path,
                    conf: dict[str, str]) -> None:
-    base = random.randint(100_000, 3_000_000_000)
     spark = "".join(f"    {k}: '{v}'\n" for k, v in conf.items())
-    path.write_text(f"""\
-source:
-  type: mysql
-  hostname: {options['hostname']}
-  port: {options['port']}
-  username: {options['username']}
-  password: ${{CATALOG_TEST_PW}}
-  tables: {db}.orders
-  server-id: {base}-{base + 9}
+    path.write_text(source_yaml(mariadb, f"{db}.orders", 10) + f"""\
 sink:
   type: delta
   path: {lake}
@@ -148,9 +139,9 @@ def test_catalog_target_without_delta_in_spark_stops_before_writing(mariadb, db,
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, v VARCHAR(10))",
                     "INSERT INTO orders VALUES (1, 'a'), (2, 'b')", database=db)
     lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
-    write_pipeline(tmp_path / "p.yaml", mariadb.source_options(), db, lake, ckpt,
+    write_pipeline(tmp_path / "p.yaml", mariadb, db, lake, ckpt,
                    catalog_conf(tmp_path, delta=False))
-    env = {**os.environ, "CATALOG_TEST_PW": mariadb.info.cdc_password,
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
            "PYSPARK_PYTHON": sys.executable}
     p = run_pipeline(tmp_path / "p.yaml", env, tmp_path)
     assert p.returncode != 0, p.stdout[-2000:]
@@ -173,8 +164,8 @@ def test_catalog_target_is_named_evolves_and_refuses_another_entry(mariadb, db, 
     lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
     conf = catalog_conf(tmp_path)
     yaml_path = tmp_path / "p.yaml"
-    write_pipeline(yaml_path, mariadb.source_options(), db, lake, ckpt, conf)
-    env = {**os.environ, "CATALOG_TEST_PW": mariadb.info.cdc_password,
+    write_pipeline(yaml_path, mariadb, db, lake, ckpt, conf)
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
            "PYSPARK_PYTHON": sys.executable}
 
     p = run_pipeline(yaml_path, env, tmp_path)
