@@ -98,6 +98,7 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
                    if re.match(r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|ERROR|INFO) ", ln)
                    or ln.lstrip().startswith("at org.apache.")]
     assert not spark_lines, spark_lines[:5]
+    assert "Using incubator modules" not in out  # the JVM's own line: in Spark's log
     assert f"Spark's log: {ckpt / 'logs' / 'spark.log'}" in out, out[-1000:]
     assert (ckpt / "logs" / "spark.log").exists()
 

@@ -48,6 +48,26 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
     b = SparkSession.builder.appName(f"sparkcdc:{settings.name}").master(master or "local[*]")
     for k, v in conf.items():
         b = b.config(k, v)
-    spark = b.getOrCreate()
+    spark = _with_stderr(log_file if not log_to_console else None, b.getOrCreate)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _with_stderr(path: str | None, start):
+    """``start()`` (the JVM's launch) with this process's stderr pointed at ``path``: the
+    JVM inherits it for its whole life, so what it prints past log4j (the launcher's
+    "Using incubator modules" line, a crash's dump) lands in Spark's log, not on the
+    console. Ours is restored at once."""
+    if not path:
+        return start()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        return start()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
