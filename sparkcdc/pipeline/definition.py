@@ -12,7 +12,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,10 @@ SECTIONS = ("source", "sink", "route", "transform", "pipeline")
 # source keys handled by the pipeline itself (the rest go to the mysql-cdc source)
 SOURCE_OWN = ("type", "name", "tables", "tables.exclude")
 # Flink CDC source keys that are accepted for compatibility and need nothing from us
-SOURCE_ACCEPTED = ("scan.newly-added-table.enabled", "schema-change.enabled",
-                   "include-comments.enabled", "scan.binlog.newly-added-table.enabled")
+SOURCE_ACCEPTED = ("scan.newly-added-table.enabled", "include-comments.enabled",
+                   "scan.binlog.newly-added-table.enabled")
+# Flink CDC's switch for schema change events: false is schema.change.behavior 'ignore'
+SCHEMA_CHANGE_ENABLED = "schema-change.enabled"
 # source keys the pipeline sets per table (from `tables`); not allowed in the YAML
 SOURCE_DERIVED = ("database-name", "table-name", "table-name.exclude")
 PIPELINE_KEYS = {
@@ -84,6 +86,7 @@ class SourceDef:
     tables: tuple[TablePattern, ...]
     exclude: tuple[TablePattern, ...] = ()
     line: int = 0
+    schema_changes: bool | None = None  # Flink's schema-change.enabled, when given
 
     @property
     def database_regex(self) -> str:
@@ -311,11 +314,13 @@ def _patterns(r: _Reader, node: yaml.Node, key: str, line: int) -> tuple[TablePa
 
 def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
     m = r.mapping(node, "source")
-    known = set(SOURCE_OPTIONS) | set(SOURCE_OWN) | set(SOURCE_ACCEPTED)
+    known = (set(SOURCE_OPTIONS) | set(SOURCE_OWN) | set(SOURCE_ACCEPTED)
+             | {SCHEMA_CHANGE_ENABLED})
     opts: dict[str, str] = {}
     tables: tuple[TablePattern, ...] = ()
     exclude: tuple[TablePattern, ...] = ()
     stype = "mysql"
+    schema_changes: bool | None = None
     for name, (v, kline) in m.items():
         key = f"source.{name}"
         if name in SOURCE_DERIVED:
@@ -334,6 +339,13 @@ def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
             exclude = _patterns(r, v, key, kline)
         elif name in SOURCE_ACCEPTED or name == "name":
             continue
+        elif name == SCHEMA_CHANGE_ENABLED:
+            flag = r.scalar(v, key, kline).strip().lower()
+            if flag not in ("true", "false"):
+                raise r.error(key, kline, f"{flag!r} is not true or false",
+                              fix="true (the default) or false (schema changes are not applied: "
+                                  "schema.change.behavior ignore)")
+            schema_changes = flag == "true"
         else:
             opts[name] = r.scalar(v, key, kline)
     if not tables:
@@ -344,7 +356,7 @@ def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
             raise r.error(f"source.{req}", line, "is required",
                           fix=f"'{req}' accepts {SOURCE_OPTIONS[req].accepts}")
     _check_source_options(r, opts)
-    return SourceDef(stype, opts, tables, exclude, line)
+    return SourceDef(stype, opts, tables, exclude, line, schema_changes)
 
 
 def _check_source_options(r: _Reader, opts: dict[str, str]) -> None:
@@ -467,6 +479,11 @@ def _transforms(r: _Reader, node: yaml.Node) -> tuple[TransformDef, ...]:
             v = r.scalar(m[name][0], f"{key}.{name}", m[name][1]).strip()
             return v or None
 
+        if get("partition-keys") is not None:
+            raise r.error(f"{key}.partition-keys", m["partition-keys"][1],
+                          "is not supported yet (it would be silently ignored)",
+                          fix="partition the targets with the sink's own option (delta: "
+                              "partition-by) and leave partition-keys out of the transform")
         if get("projection") is None and get("filter") is None:
             raise r.error(key, line, "has neither projection nor filter",
                           fix="add projection: '*, expr AS name' and/or filter: 'expr'")
@@ -562,6 +579,15 @@ def parse_pipeline(text: str, path: str = "<string>", env: Mapping[str, str] | N
     routes = _routes(r, top["route"][0]) if "route" in top else ()
     transforms = _transforms(r, top["transform"][0]) if "transform" in top else ()
     settings = _pipeline(r, top["pipeline"][0] if "pipeline" in top else None, base)
+    if source.schema_changes is False:
+        if r.lines.get("pipeline.schema.change.behavior") and \
+                settings.schema_change_behavior != "ignore":
+            raise r.error("source.schema-change.enabled", r.lines.get(
+                "source.schema-change.enabled", source.line),
+                f"is false, and pipeline.schema.change.behavior is "
+                f"{settings.schema_change_behavior}", fix="keep one of the two: "
+                "schema-change.enabled: false is schema.change.behavior: ignore")
+        settings = replace(settings, schema_change_behavior="ignore")
     if settings.max_rows_per_batch and "maxRowsPerBatch" not in source.options:
         source.options["maxRowsPerBatch"] = str(settings.max_rows_per_batch)
     return PipelineDef(source, sink, routes, transforms, settings, path, dict(r.lines))

@@ -159,3 +159,25 @@ def test_structural_errors():
         """)
     with pytest.raises(ConfigError, match="'sink.table'.*set by the pipeline"):
         parse(text)
+
+
+def test_flinks_schema_change_switch_is_a_behavior_and_partition_keys_are_never_ignored():
+    """``schema-change.enabled: false`` (Flink CDC's source key) is the behavior ``ignore``,
+    and contradicting it fails at its line; a transform's ``partition-keys`` is refused,
+    naming the sink option that does it, rather than accepted and ignored."""
+    off = BASE.replace("  server-id: 5400-5499\n",
+                       "  server-id: 5400-5499\n  schema-change.enabled: false\n")
+    with pytest.raises(ConfigError) as e:  # BASE says try_evolve
+        parse(off)
+    assert f"p.yaml:{line_of(off, 'schema-change.enabled')}:" in str(e.value)
+    assert "schema.change.behavior is try_evolve" in str(e.value)
+    quiet = off.replace("  schema.change.behavior: try_evolve\n", "")
+    assert parse(quiet).pipeline.schema_change_behavior == "ignore"
+    on = quiet.replace("schema-change.enabled: false", "schema-change.enabled: true")
+    assert parse(on).pipeline.schema_change_behavior == "lenient"  # the default
+    part = BASE.replace('    filter: "country = \'DE\'"\n',
+                        '    filter: "country = \'DE\'"\n    partition-keys: country\n')
+    assert part != BASE
+    with pytest.raises(ConfigError) as e:
+        parse(part)
+    assert "partition-keys" in str(e.value) and "partition-by" in str(e.value)
