@@ -88,7 +88,6 @@ SEQ_SNAPSHOT, SEQ_BEFORE, SEQ_AFTER = 0, 1, 2
 
 
 def seq_number(offset: BinlogOffset, sub: int) -> int:
-
     f, p, e, r = file_index(offset.file), offset.pos, offset.events, offset.rows
     if f >= 10**7 or p >= 10**13 or e >= 10**9 or r >= 10**8:
         raise ValueError(f"binlog offset {offset} does not fit the _seq layout")

@@ -76,12 +76,10 @@ class MySQLDialect:
     # -- SnapshotDialect -------------------------------------------------------------------
 
     def current_offset(self) -> BinlogOffset:
-
         with self._cursor() as cur:
             return current_offset(cur, self.flavor)
 
     def read_chunk(self, schema: TableSchema, start: Any, end: Any, where: str | None = None):
-
         return read_chunk(self.conn, schema, start, end, where=where)
 
     def read_window(self, schema: TableSchema | None, start: BinlogOffset,

@@ -381,7 +381,6 @@ PATH_OPTIONS = {"delta": ("path",), "files": ("path",), "iceberg": ("warehouse",
 
 
 def _sink(r: _Reader, node: yaml.Node, line: int, base: Path) -> SinkDef:
-
     m = r.mapping(node, "sink")
     if "type" not in m:
         raise r.error("sink.type", line, "is required", fix=f"one of {', '.join(sink_types())}")

@@ -116,7 +116,6 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
     @property
     def spark(self):
         if self._spark is None:
-
             self._spark = build_session(self.settings, self.master, str(self.ckpt.spark_log),
                                         self.spark_log_to_console)
             if not cluster.is_local(self.master):
@@ -128,7 +127,6 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         return self._spark
 
     def _source_config(self):
-
         if self._config is None:
             self._config = SourceConfig.parse(self.defn.source.options_for())
         return self._config
@@ -151,7 +149,6 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         n = self.settings.parallelism + 1  # one id for the binlog window, the rest for chunks
         pool = self.defn.source.options.get("server-id")
         if pool:
-
             ids = parse_server_ids(pool)
             lo = self._ids_used * n
             if lo + n > len(ids):
@@ -167,7 +164,6 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         return f"{base}-{base + n - 1}"
 
     def _sink_kind(self) -> str:
-
         return sink_class(self.defn.sink.type).kind
 
     def _app_id(self, table: str) -> str:

@@ -86,7 +86,6 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
             if pos.get("file") == current.get("file"):
                 ts.lag_bytes = max(0, int(current["pos"]) - int(pos["pos"]))
             else:
-
                 ts.lag_files = file_index(current["file"]) - file_index(pos["file"])
         out.append(ts)
     return out

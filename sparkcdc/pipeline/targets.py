@@ -18,7 +18,6 @@ from sparkcdc.sinks import create, sink_class
 
 
 def _config(sink_type: str):
-
     sink_class(sink_type)  # an unknown type fails here, with the types there are
     return importlib.import_module(f"sparkcdc.sinks.{sink_type}.config")
 
@@ -51,5 +50,4 @@ def check_sink_options(sink_type: str, options: Mapping[str, str]) -> None:
 
 
 def create_sink(sink_type: str, options: Mapping[str, str], target: str, app_id: str):
-
     return create(sink_type, target_options(sink_type, options, target, app_id))

@@ -164,7 +164,6 @@ def _check_transforms(defn: PipelineDef, schemas: dict, report: Report) -> None:
 
 
 def _check_sink(defn: PipelineDef, report: Report) -> None:
-
     target = next(iter(report.tables.values()), "sparkcdc.validate")
     try:
         sink = targets.create_sink(defn.sink.type, defn.sink.options, target,
@@ -178,7 +177,6 @@ def _check_sink(defn: PipelineDef, report: Report) -> None:
 
 
 def render(report: Report, console=None) -> None:
-
     console = console or make_console()
     for table, target in sorted(report.tables.items()):
         console.print(f"  {table} -> {target}")

@@ -114,7 +114,6 @@ class Verifier:
                 for target, schemas in sorted(groups.items())]
 
     def verify_target(self, target: str, schemas: list[TableSchema], states) -> TargetResult:
-
         res = TargetResult(target, [str(s.table_id) for s in schemas])
         first = schemas[0]
         if any(transform_of(self.defn, t) for t in res.tables):
@@ -244,7 +243,6 @@ class Verifier:
         return out
 
     def _sink(self, target: str, states, table: str):
-
         st = states.get(table)
         app = st.app_id if st else f"{self.defn.pipeline.name}.{table}"
         sink = targets.create_sink(self.defn.sink.type, self.defn.sink.options, target, app)
@@ -338,12 +336,10 @@ def _fold(d: dict) -> tuple[int, int]:
 
 
 def _offset(d: dict):
-
     return BinlogOffset.from_dict(d)
 
 
 def render(results: list[TargetResult], console=None, max_keys: int = 10) -> bool:
-
     console = console or make_console()
     ok = True
     for r in results:

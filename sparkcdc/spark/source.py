@@ -295,7 +295,6 @@ def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordB
     else:
         batches = _read_partition(ctx, part)
     if ctx.config.arrow_batches:
-
         for b in batches:
             yield encode(b)
     else:
@@ -345,7 +344,6 @@ _JOINED: dict[TableId, TableSchema] = {}  # per executor process: schemas of joi
 
 
 def _read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
-
     ctx = _with_new_tables(ctx, part)
     dialect = open_dialect(ctx.config, ctx.flavor, ctx.tables, part.server_id)
     logs: dict[str, RollbackLog] = {}  # chunks rolled back to one position share its binlog
@@ -384,7 +382,6 @@ def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
 
 
 def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.RecordBatch]:
-
     start, end = BinlogOffset.from_dict(item.start), BinlogOffset.from_dict(item.end)
     assigner = SplitAssigner.from_dict(item.assigner)
     view = assigner.finished_view(BinlogOffset.from_dict(item.view_at) if item.view_at

@@ -13,7 +13,6 @@ from sparkcdc.sinks.evolution import Change, arrow_change
 
 
 def _stored(t: pa.DataType) -> pa.DataType:
-
     return storage_table(pa.table({"c": pa.array([], t)})).schema.field("c").type
 
 

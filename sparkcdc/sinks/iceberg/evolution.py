@@ -11,7 +11,6 @@ from sparkcdc.sinks.iceberg.sink import storage_table
 
 
 def _stored(t: pa.DataType) -> pa.DataType:
-
     return storage_table(pa.table({"c": pa.array([], t)})).schema.field("c").type
 
 

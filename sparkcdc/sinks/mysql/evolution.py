@@ -23,7 +23,6 @@ def stored_columns(sink) -> pa.Schema | None:
 
 
 def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
-
     target = f"{q(sink.config.database)}.{q(sink.config.table)}"
     conn = sink.connection()
     with conn.cursor() as cur:
@@ -47,7 +46,6 @@ def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
 
 
 def empty(sink) -> None:
-
     if stored_columns(sink) is None:
         return  # not created yet
     conn = sink.connection()
