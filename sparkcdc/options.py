@@ -80,12 +80,15 @@ class Options:
 
     ``fold_case``: names match whatever their case (Spark's options are case-insensitive);
     ``ignore``: names that are someone else's (Spark's ``load(path)``); ``prefixes``: groups
-    of free-form names, kept apart in ``prefixed``."""
+    of free-form names, kept apart in ``prefixed``; ``strict_flags``: a flag is ``true`` or
+    ``false`` only (the source's), not also ``1``/``0``/``yes``/``no`` (the sinks')."""
 
     def __init__(self, owner: str | None, spec: Mapping[str, Opt], raw: Mapping[str, Any], *,
                  prefixes: tuple[str, ...] = (), fold_case: bool = False,
-                 ignore: tuple[str, ...] = (), docs: str | None = None):
+                 ignore: tuple[str, ...] = (), docs: str | None = None,
+                 strict_flags: bool = False):
         self.owner = owner
+        self.strict_flags = strict_flags
         self.spec = spec
         self.raw: dict[str, str] = {}
         self.prefixed: dict[str, dict[str, str]] = {p: {} for p in prefixes}
@@ -148,7 +151,7 @@ class Options:
 
     def integer(self, key: str, lo: int | None = None, hi: int | None = None) -> int | None:
         v = self.get(key)
-        if v is None or v.strip() == "":
+        if v is None:
             return None
         try:
             n = int(v.strip())
@@ -170,8 +173,11 @@ class Options:
 
     def flag(self, key: str) -> bool:
         v = (self.get(key) or "").strip().lower()
-        if v in ("true", "false", ""):
-            return v == "true"
+        yes, no = ("true",), ("false",)
+        if not self.strict_flags:  # the sinks take 1/0, yes/no and blank too, as they did
+            yes, no = yes + ("1", "yes"), no + ("0", "no", "")
+        if v in yes or v in no:
+            return v in yes
         raise self.bad(key, f"must be true or false, got {v!r}")
 
     def names(self, key: str) -> tuple[str, ...]:

@@ -212,7 +212,7 @@ class SourceConfig:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SourceConfig:
         o = Options(None, OPTIONS, options, fold_case=True, ignore=("path",),
-                    docs="see docs/spark-source.md for the options")
+                    docs="see docs/spark-source.md for the options", strict_flags=True)
         get = o.get
 
         mode = (get("scan.startup.mode") or "").strip().lower()
@@ -239,7 +239,7 @@ class SourceConfig:
                                   "'scan.startup.specific-offset.file'",
                                   key="scan.startup.specific-offset.pos")
             startup = StartupOffset(
-                file=file, pos=o.integer("scan.startup.specific-offset.pos", 0),
+                file=file, pos=o.integer("scan.startup.specific-offset.pos", 0) if pos else None,
                 gtid_set=gtid,
                 skip_events=o.integer("scan.startup.specific-offset.skip-events", 0) or 0,
                 skip_rows=o.integer("scan.startup.specific-offset.skip-rows", 0) or 0)
@@ -284,7 +284,8 @@ class SourceConfig:
             factor_upper=upper, factor_lower=lower,
             heartbeat_interval=o.duration("heartbeat.interval"),
             backfill_skip=o.flag("scan.incremental.snapshot.backfill.skip"),
-            max_rows_per_batch=o.integer("maxRowsPerBatch", 1),
+            max_rows_per_batch=(o.integer("maxRowsPerBatch", 1) if get("maxRowsPerBatch")
+                                else None),
             raw={k: v for k, v in o.raw.items() if k != "password"},
             binlog_split_bytes=o.size("scan.binlog.parallel.split-size"),
             binlog_batch_bytes=o.size("scan.binlog.max-batch-size"),

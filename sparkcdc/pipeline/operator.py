@@ -91,11 +91,9 @@ class OperatorRequests:
             return f"it is {st.status}"
         sink, _last, offset, snapshot_done = self._halt(st)
         sink.close()
-        # where its target stands: the end of its last batch; a table paused in its
-        # snapshot is snapshotted again on resume, merged over its target
-        at = None
-        if snapshot_done:
-            at = ov.position(offset).to_dict() if offset is not None else st.start.offset
+        # a table paused in its snapshot is snapshotted again on resume, merged over its
+        # target
+        at = self._target_position(st, offset, snapshot_done)
         st.group = None
         st.status = CaptureStatus.PAUSED
         st.paused_at = at

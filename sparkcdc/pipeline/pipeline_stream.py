@@ -82,12 +82,9 @@ class PipelineStream:
                 since = st.gap["from"]
                 st.schema, st.columns = st.gap["schema"], st.gap["columns"] or st.columns
                 st.gap = None
-            elif offset is not None and snapshot_done:
-                since = ov.position(offset).to_dict()
-            elif offset is None and snapshot_done:  # nothing applied since its start
-                since = st.start.offset
             else:
-                since = None
+                since = self._target_position(st, offset, snapshot_done)
+            if since is None:
                 self._empty_for_retake(st, sink, last, f"table {st.table} joins the "
                                        "pipeline's stream in its snapshot")
         finally:
@@ -293,7 +290,7 @@ class PipelineStream:
         for ev in sorted(changes.events, key=lambda e: int(e["seq"])):
             if ev["kind"] == DDL:
                 fate = table_fate(ev["statement"], ev.get("use"), st.table)
-                if fate is not None and self._swapped(st, ev):
+                if fate is not None and self._swapped(st, ev["statement"], ev.get("use")):
                     fate = None  # an online schema change tool's swap: an ALTER of the table
                 if fate is not None:  # dropped or renamed: the rows before it are its last
                     run.gone = self._gone_in_stream(run, fate, ev, batch_id)
@@ -428,7 +425,7 @@ class PipelineStream:
                 return DONE  # stopped meanwhile: its rows are not written either
             st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
         add_renames(formerly, d.renamed)
-        if any(self._swapped(st, {"statement": s}) for s in statements):
+        if any(self._swapped(st, s) for s in statements):
             # the swapped-in table is the tool's copy, every value of it possibly new
             fill.update(c["name"] for c in st.columns)
         elif d.added:
@@ -440,11 +437,12 @@ class PipelineStream:
         self._save()
         return DONE
 
-    def _swapped(self, st: TableState, ev: dict) -> bool:
-        """Whether a DDL event is an online schema change tool's swap of the table, read as
-        an ALTER of it (``scan.parse.online.schema.changes.enabled``)."""
+    def _swapped(self, st: TableState, statement: str, use: str | None = None) -> bool:
+        """Whether a DDL statement (run in database ``use``) is an online schema change
+        tool's swap of the table, read as an ALTER of it
+        (``scan.parse.online.schema.changes.enabled``)."""
         return (self._source_config().online_schema_changes
-                and online_schema.swap(ev["statement"], ev.get("use"), st.table))
+                and online_schema.swap(statement, use, st.table))
 
     def _filled_rows(self, run: TableRun, columns: list[str]) -> pa.Table:
         """The table's current rows, read from the source, as changes that come after

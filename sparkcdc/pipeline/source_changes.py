@@ -271,6 +271,15 @@ class SourceChanges:
             not applied and st.start.offset is not None)
         return sink, last, offset, snapshot_done
 
+    @staticmethod
+    def _target_position(st: TableState, offset, snapshot_done: bool) -> dict | None:
+        """From ``_halt``'s answer: the binlog offset the table's target stands at, from
+        which the table can go on without a snapshot (its last batch's end, or its start
+        when nothing was applied since); None when its snapshot was not done there."""
+        if not snapshot_done:
+            return None
+        return ov.position(offset).to_dict() if offset is not None else st.start.offset
+
     def _empty_for_retake(self, st: TableState, sink, last, what: str) -> None:
         if last is None:
             return
