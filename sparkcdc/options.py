@@ -173,7 +173,8 @@ class Options:
 
     def flag(self, key: str) -> bool:
         v = (self.get(key) or "").strip().lower()
-        yes, no = ("true",), ("false",)
+        yes: tuple[str, ...] = ("true",)
+        no: tuple[str, ...] = ("false",)
         if not self.strict_flags:  # the sinks take 1/0, yes/no and blank too, as they did
             yes, no = yes + ("1", "yes"), no + ("0", "no", "")
         if v in yes or v in no:

@@ -373,8 +373,9 @@ class BinlogReader:
     def _consume(self, stream, state: _State, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]
                  ) -> Iterator[ChangeRecord | Heartbeat]:
-        """The loop over our own event layer (``sparkcdc.mysql.binlog.protocol``); the same records,
-        offsets and boundaries as ``_consume_library``."""
+        """The loop over our own event layer (``protocol``); the tests' reference reader
+        (tests/library_reader.py) yields the same records, offsets and boundaries over
+        python-mysql-replication's events."""
 
         end_key = end.sort_key() if end is not None else None
         low_key = state.low_key
