@@ -174,7 +174,8 @@ class LibraryBinlogReader(BinlogReader):
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
+    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None,
+              where=None):  # one server: the reference reader never fails over
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
             FormatDescriptionEvent,

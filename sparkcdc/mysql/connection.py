@@ -86,6 +86,14 @@ class ConnectionOptions:
             # preferred: pymysql's own default (TLS when the server offers it, unverified)
         return kw
 
+    def dump_kwargs(self) -> dict[str, Any]:
+        """``pymysql_kwargs`` for a binlog dump connection: no database, no session time
+        zone (the binlog's values do not depend on it), no autocommit setting."""
+        kw = self.pymysql_kwargs()
+        for k in ("database", "autocommit", "init_command"):
+            kw.pop(k, None)
+        return kw
+
     def connect(self, database: str | None = None, **extra: Any):
         """A pymysql connection. ``connect.timeout`` bounds the whole attempt (TCP connect,
         handshake, TLS, authentication, retries); transient failures are retried up to

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import Any
@@ -59,8 +59,8 @@ from sparkcdc.errors import (
     SparkCDCError,
 )
 from sparkcdc.mysql import ddl, server_errors
+from sparkcdc.mysql.binlog import failover, schema_at
 from sparkcdc.mysql.binlog import protocol as E
-from sparkcdc.mysql.binlog import schema_at
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
 from sparkcdc.mysql.binlog.protocol import DumpStream
 from sparkcdc.mysql.binlog.row_decoding import (
@@ -93,10 +93,11 @@ _OPS = (INSERT, DELETE, UPDATE)  # by the event layer's mode: 0 insert, 1 delete
 
 
 def _offset(file: str, pos: int, events: int, rows: int, gtid: str | None,
-            flavor: str) -> BinlogOffset:
+            flavor: str, server: str | None) -> BinlogOffset:
     """``BinlogOffset(...)`` without validating again (the reader's own values)."""
     o = object.__new__(BinlogOffset)
-    o.__dict__.update(file=file, pos=pos, events=events, rows=rows, gtid=gtid, flavor=flavor)
+    o.__dict__.update(file=file, pos=pos, events=events, rows=rows, gtid=gtid, flavor=flavor,
+                      server=server)
     return o
 
 
@@ -122,7 +123,8 @@ def _event_records(state: _State, key: tuple, decoded: list, op: str, table_id: 
     if first >= stop:
         return (), low_key, stop < n
     ev = key[2]
-    base = _offset(state.file, state.txn_pos, ev, first, state.txn_gtid_before, flavor)
+    base = _offset(state.file, state.txn_pos, ev, first, state.txn_gtid_before, flavor,
+                   state.server)
     ts, gtid = state.txn_ts * 1000, state.txn_gtid
     after_key = (key[0], key[1], ev, stop)
     if stop - first <= 256:  # most events are small: a list is cheaper to set up
@@ -190,11 +192,14 @@ class _State:
     done: bool = False
     progress: int = 0
     low_key: tuple = ()  # yield only records at or after this key (moves past each event)
+    server: str | None = None  # the @@server_id whose binlog file and pos name
+    end: BinlogOffset | None = None  # where a window ends, in this server's binlog
     _mariadb_domains: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self):
         self.set_file(self.low.file, self.low.pos)
         self.gtid = self.low.gtid
+        self.server = self.low.server
         self.low_key = self.low.sort_key()
         if self.flavor == "mariadb" and self.gtid:
             for g in self.gtid.split(","):
@@ -206,13 +211,14 @@ class _State:
         self.file, self.fidx, self.boundary_pos = name, file_index(name), pos
 
     def boundary(self) -> BinlogOffset:
-        return BinlogOffset(self.file, self.boundary_pos, gtid=self.gtid, flavor=self.flavor)
+        return BinlogOffset(self.file, self.boundary_pos, gtid=self.gtid, flavor=self.flavor,
+                            server=self.server)
 
     def restart_point(self) -> BinlogOffset:
         """A transaction boundary to restart a stream from."""
         pos = self.txn_pos if self.in_txn else self.boundary_pos
         return BinlogOffset(self.file, pos, gtid=self.txn_gtid_before if self.in_txn
-                            else self.gtid, flavor=self.flavor)
+                            else self.gtid, flavor=self.flavor, server=self.server)
 
     def restart(self) -> None:
         if self.in_txn:
@@ -299,8 +305,8 @@ class BinlogReader:
 
     def read_window(self, start: BinlogOffset, end: BinlogOffset) -> Iterator[ChangeRecord]:
         """Records with ``start <= offset < end``; returns once ``end`` is reached."""
-        if start >= end:
-            return
+        if start.same_server(end) and start >= end:
+            return  # (across a failover the server is asked first: _settle)
         yield from self._run(start, end, None)  # type: ignore[misc]
 
     def tail(self, start: BinlogOffset, heartbeat_interval: float = 5.0
@@ -315,12 +321,13 @@ class BinlogReader:
 
     def _run(self, start: BinlogOffset, end: BinlogOffset | None,
              heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat]:
-        state = _State(self.flavor, start)
+        state = _State(self.flavor, start, end=end)
         failures = 0
         beat = [time.monotonic()]  # when the last heartbeat went out
         while True:
             resume = state.restart_point()
-            stream = self._open(resume, blocking=end is None, heartbeat=heartbeat)
+            stream = self._open(resume, blocking=end is None, heartbeat=heartbeat,
+                                where=lambda server: self._settle(state, server))
             progress = state.progress
             short = False  # the stream ended cleanly before ``end``
             try:
@@ -377,9 +384,13 @@ class BinlogReader:
         (tests/library_reader.py) yields the same records, offsets and boundaries over
         python-mysql-replication's events."""
 
+        flavor = self.flavor
+        # here, inside _run's retries: the server may be restarting, or be another one now
+        # (the dump is placed on it first: _settle)
+        stream.connect()
+        end = state.end
         end_key = end.sort_key() if end is not None else None
         low_key = state.low_key
-        flavor = self.flavor
 
         def reached(key: tuple) -> bool:
             return end_key is not None and key >= end_key
@@ -391,7 +402,6 @@ class BinlogReader:
         if reached(state.key(state.boundary_pos)):
             state.done = True
             return
-        stream.connect()  # here, inside _run's retries: the server may be restarting
         csum = 4 if stream.checksum else 0
         query_post, tid_len = 13, 6
         maps: dict[int, Any] = {}  # table id -> TableMap, for this file
@@ -465,7 +475,7 @@ class BinlogReader:
                             schema = schemas[skey] = self._schema_of_map(tm, schema)
                             yield TableEvent(SCHEMA, schema.table_id, _offset(
                                 state.file, state.txn_pos, ev, 0, state.txn_gtid_before,
-                                flavor), state.txn_ts * 1000, schema=schema)
+                                flavor, state.server), state.txn_ts * 1000, schema=schema)
                         fitted[skey] = tm
                     if etype == E.PARTIAL_UPDATE_ROWS:
                         raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be "
@@ -569,7 +579,7 @@ class BinlogReader:
         key = (state.fidx, pos, 0, 0)
         if key < state.low_key or (end_key is not None and key >= end_key):
             return
-        offset = _offset(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor)
+        offset = _offset(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor, state.server)
         cut = ddl.truncated_table(sql, db)
         if cut is not None:
             if cut in self._schemas:
@@ -643,18 +653,39 @@ class BinlogReader:
             self._schemas[key] = schema
         return schema
 
-    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
+    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None,
+              where: Callable[[str], tuple[str, int]] | None = None):
         """The dump stream from ``start`` (the reference reader of the tests,
         tests/library_reader.py, opens python-mysql-replication's instead)."""
 
-        base = self.conn.pymysql_kwargs()
-        for k in ("database", "autocommit", "init_command"):
-            base.pop(k, None)  # the session time zone does not matter here
         read_timeout = self.read_timeout
         if heartbeat is not None:
             read_timeout = max(3 * heartbeat, 10.0)
-        return DumpStream(base, self.server_id, start.file, start.pos, blocking=blocking,
-                          heartbeat=heartbeat, read_timeout=read_timeout)
+        return DumpStream(self.conn.dump_kwargs(), self.server_id, start.file, start.pos,
+                          blocking=blocking, heartbeat=heartbeat, read_timeout=read_timeout,
+                          where=where)
+
+    def _settle(self, state: _State, server: str) -> tuple[str, int]:
+        """Where the dump starts on ``server``, the server the connection reached: the
+        restart point, and the window's end, found again by their GTID states when they
+        belong to another server's binlog (a failover, ``failover.py``)."""
+        here = state.restart_point()
+        if state.server is not None and state.server != server:
+            moved = failover.rebase(self.conn.dump_kwargs(), self.server_id, here, server)
+            log.warning("binlog reader: the address now reaches server %s, not server %s; "
+                        "%s there is %s:%d (found by GTID state %s)", server, state.server,
+                        here, moved.file, moved.pos, here.gtid)
+            old = (state.fidx, here.pos)
+            state.set_file(moved.file, moved.pos)
+            # the records already yielded: the same counters into the same transaction
+            skip = state.low_key[2:] if state.low_key[:2] == old else (0, 0)
+            state.low_key = state.key(moved.pos, *skip)
+            here = moved
+        state.server = server
+        if state.end is not None and not state.end.same_server(here):
+            state.end = failover.rebase(self.conn.dump_kwargs(), self.server_id, state.end,
+                                        server)
+        return here.file, here.pos
 
     def _binlog_error(self, e: Exception, resume: BinlogOffset) -> Exception:
         msg = server_errors.first_line(e)
@@ -707,9 +738,7 @@ def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[s
     import pymysql
 
 
-    base = conn.pymysql_kwargs()
-    for k in ("database", "autocommit", "init_command"):
-        base.pop(k, None)
+    base = conn.dump_kwargs()
     out: list[int | None] = []
     for f in files:
         ts: int | None = None
