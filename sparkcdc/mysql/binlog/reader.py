@@ -28,6 +28,7 @@ What the reader owns, and why:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -376,6 +377,8 @@ class BinlogReader:
                         state.restart_point(), failures, self.max_retries)
             state.restart()
             time.sleep(min(0.1 * 2 ** (failures - 1), 2.0))
+            with contextlib.suppress(SparkCDCError):  # none answers: the dump says so
+                self.conn.find_host()  # several servers listed: one that answers
 
     def _consume(self, stream, state: _State, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]

@@ -165,3 +165,31 @@ def test_a_replica_whose_binlog_was_purged_is_refused(pair):
     schemas = {TableId(DB, "t"): load_table_schema(conn, TableId(DB, "t"))}
     with pytest.raises(BinlogUnavailable, match="no longer has the binlog"):
         list(BinlogReader(conn, 7307, schemas).read_window(seen, current_offset(conn)))
+
+
+def test_a_listed_replica_takes_over_when_the_primary_stops(pair):
+    """``hostname`` lists both servers: no proxy, the reader moves on to the next one."""
+    primary, replica, _proxy = pair
+    conn = ConnectionOptions(
+        hostname=f"127.0.0.1:{primary.info.port}, 127.0.0.1:{replica.info.port}",
+        username="pipe", password=PASSWORD, max_retries=5, connect_timeout=10)
+    assert conn.hosts() == [("127.0.0.1", primary.info.port), ("127.0.0.1", replica.info.port)]
+    schemas = {TableId(DB, "t"): load_table_schema(conn, TableId(DB, "t"))}
+    start = current_offset(conn)
+    assert start.server == str(primary.info.server_id)
+    primary.execute(*(f"INSERT INTO {DB}.t VALUES ({i}, 'p')" for i in range(3)))
+    caught_up(primary, replica)
+    primary.stop()
+    promote(replica)
+    replica.execute(f"INSERT INTO {DB}.t VALUES (3, 'r')")
+    end = current_offset(conn)  # the first server refuses: the second answers
+    assert end.server == str(replica.info.server_id)
+    assert str(conn).endswith(f":{replica.info.port}")
+    got = list(BinlogReader(conn, 7308, schemas).read_window(start, end))
+    assert [r.after["id"] for r in got] == [0, 1, 2, 3]
+
+
+def test_hostname_lists_servers_with_their_own_ports():
+    c = ConnectionOptions(hostname="db1, db2:3307,[::1]:3308", port=3306)
+    assert c.hosts() == [("db1", 3306), ("db2", 3307), ("::1", 3308)]
+    assert ConnectionOptions(hostname="db1").hosts() == [("db1", 3306)]
