@@ -5,9 +5,11 @@ found in the replica's by their GTID state, each change read once."""
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
+from failover_support import FAILOVER_DB, FAILOVER_PASSWORD
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableId
@@ -15,36 +17,19 @@ from sparkcdc.errors import BinlogUnavailable, OffsetError
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
-from sparkcdc.testing.mariadb import (
-    CDC_PRIVILEGES,
-    MariaDBSandbox,
-    ServerSettings,
-    caught_up,
-    promote,
-    replicate,
-)
+from sparkcdc.testing.mariadb import MariaDBSandbox, caught_up, promote
 from sparkcdc.testing.proxy import FaultProxy
 
 pytestmark = pytest.mark.timeout(180)
 
-DB = "shop"
-PASSWORD = "failover-pw"
+DB, PASSWORD = FAILOVER_DB, FAILOVER_PASSWORD
 
 
 @pytest.fixture
-def pair():
-    """A primary and a replica (log_slave_updates), a proxy in front of the primary."""
-    settings = ServerSettings(extra_args=("--log-slave-updates",))
-    with MariaDBSandbox(settings, name="primary") as primary, \
-            MariaDBSandbox(settings, name="replica") as replica:
-        replicate(primary, replica)
-        # the pipeline's user, created on the primary: the replica has it too
-        primary.execute(f"CREATE USER 'pipe'@'%' IDENTIFIED BY '{PASSWORD}'",
-                        f"GRANT {CDC_PRIVILEGES} ON *.* TO 'pipe'@'%'",
-                        f"CREATE DATABASE {DB}",
-                        f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v VARCHAR(20))")
-        with FaultProxy(primary.info.host, primary.info.port) as proxy:
-            yield primary, replica, proxy
+def pair(failover_pair):
+    primary = failover_pair[0]
+    primary.execute(f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v VARCHAR(20))")
+    return failover_pair
 
 
 def conn_via(proxy: FaultProxy, sb: MariaDBSandbox) -> ConnectionOptions:
@@ -88,7 +73,7 @@ def test_a_window_of_the_old_primary_is_read_on_the_promoted_replica(pair):
                                          ("c", 200)])
     # records of the replica's binlog name it, and follow every offset of the primary
     assert all(r.offset.server == end.server for r in again)
-    assert all(a.offset < b.offset for a, b in zip(again, again[1:]))
+    assert all(a.offset < b.offset for a, b in itertools.pairwise(again))
 
     rest = list(BinlogReader(conn, 7303, schemas).read_window(mid, end))
     assert [(r.op, (r.after or {}).get("id")) for r in rest] == [
