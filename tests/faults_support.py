@@ -109,6 +109,17 @@ class Writer(threading.Thread):
         assert self.error is None, self.error
 
 
+class Current:
+    """Whichever server is the primary now (a failover test switches it): writers and
+    checks given this object follow it."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def __getattr__(self, name):
+        return getattr(self.server, name)
+
+
 class Writers:
     def __init__(self, mariadb, db, rows, n=2, pause=0.01, first_seed=1):
         self.all = [Writer(mariadb, db, rows, seed, pause=pause)

@@ -14,7 +14,14 @@ import random
 
 import pytest
 from failover_support import FAILOVER_DB, FAILOVER_PASSWORD
-from faults_support import Pipeline, Writers, check_changelog, make_table, table_state
+from faults_support import (
+    Current,
+    Pipeline,
+    Writers,
+    check_changelog,
+    make_table,
+    table_state,
+)
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.runner import Runner
@@ -24,16 +31,6 @@ from sparkcdc.testing.mariadb import caught_up, promote
 pytestmark = pytest.mark.timeout(600)
 
 DB, PASSWORD, ROWS = FAILOVER_DB, FAILOVER_PASSWORD, 1500
-
-
-class Current:
-    """Whichever server is the primary now: the writers and the checks follow it."""
-
-    def __init__(self, server):
-        self.server = server
-
-    def __getattr__(self, name):
-        return getattr(self.server, name)
 
 
 def _yaml(port, tmp_path):
