@@ -160,3 +160,68 @@ class ReplayReader(BinlogReader):
 
 def offset(pos: int, events: int = 0, rows: int = 0) -> BinlogOffset:
     return BinlogOffset(FILE, pos, events, rows, flavor="mysql")
+
+
+# -- binary JSON, from MySQL's documented format (json_binary.h) ---------------------------
+
+_JT = {"obj": (0, 1), "arr": (2, 3), "lit": 4, "int16": 5, "uint16": 6, "int32": 7,
+       "uint32": 8, "int64": 9, "uint64": 10, "double": 11, "str": 12, "opaque": 15}
+_FMT = {"int16": "<h", "uint16": "<H", "int32": "<i", "uint32": "<I", "int64": "<q",
+        "uint64": "<Q", "double": "<d"}
+
+
+def _varlen(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n >> 7 else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def jsonb(v: tuple) -> bytes:
+    """A stored JSON value (type byte, then the value) of a tagged tree: ``("int16", -5)``,
+    ``("double", 1.5)``, ``("str", "x")``, ``("lit", True)``, ``("opaque", 246, b"...")``,
+    ``("obj", [(key, value), ...], large)`` (keys in MySQL's order), ``("arr", [...],
+    large)``."""
+    t, data = _encode(v)
+    return bytes([t]) + data
+
+
+def _encode(v: tuple) -> tuple[int, bytes]:
+    kind = v[0]
+    if kind in _FMT:
+        return _JT[kind], struct.pack(_FMT[kind], v[1])
+    if kind == "lit":
+        return 4, bytes([{None: 0, True: 1, False: 2}[v[1]]])
+    if kind == "str":
+        b = v[1].encode()
+        return 12, _varlen(len(b)) + b
+    if kind == "opaque":
+        return 15, bytes([v[1]]) + _varlen(len(v[2])) + v[2]
+    items, large = v[1], v[2]
+    is_obj = kind == "obj"
+    osz = 4 if large else 2
+    fmt = "<I" if large else "<H"
+    n = len(items)
+    head = 2 * osz + n * (osz + 2 if is_obj else 0) + n * (1 + osz)
+    keys = [k.encode() for k, _ in items] if is_obj else []
+    values = [x for _, x in items] if is_obj else list(items)
+    body = bytearray()
+    key_entries, at = bytearray(), head
+    for k in keys:
+        key_entries += struct.pack(fmt, at) + struct.pack("<H", len(k))
+        at += len(k)
+    body += b"".join(keys)
+    value_entries = bytearray()
+    for x in values:
+        t, data = _encode(x)
+        if t in (4, 5, 6) or (large and t in (7, 8)):
+            value_entries += bytes([t]) + data.ljust(osz, b"\0")
+        else:
+            value_entries += bytes([t]) + struct.pack(fmt, at)
+            body += data
+            at += len(data)
+    t = _JT[kind][1 if large else 0]
+    return t, struct.pack(fmt, n) + struct.pack(fmt, head + len(body)) + \
+        bytes(key_entries) + bytes(value_entries) + bytes(body)
