@@ -225,3 +225,20 @@ def _encode(v: tuple) -> tuple[int, bytes]:
     t = _JT[kind][1 if large else 0]
     return t, struct.pack(fmt, n) + struct.pack(fmt, head + len(body)) + \
         bytes(key_entries) + bytes(value_entries) + bytes(body)
+
+
+# -- PARTIAL_UPDATE_ROWS, from MySQL's documented format (sql/rpl_record.h) ----------------
+
+def json_diff(op: int, path: str, value: bytes | None = None) -> bytes:
+    """One diff as ``Json_diff::write_binary`` writes it."""
+    p = path.encode()
+    out = bytes([op]) + packed(len(p)) + p
+    return out if value is None else out + packed(len(value)) + value
+
+
+def partial_row(before: bytes, after: bytes, partial_bits: bytes | None) -> bytes:
+    """A row of a PARTIAL_UPDATE_ROWS event: the before image, the shared image
+    (``value_options``, 1 = PARTIAL_JSON_UPDATES, then one bit per JSON column of the
+    table), the after image."""
+    shared = b"\0" if partial_bits is None else b"\1" + partial_bits
+    return before + shared + after
