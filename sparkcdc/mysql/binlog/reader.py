@@ -22,8 +22,17 @@ What the reader owns, and why:
   event bytes itself, because the library's own values are lossy (negative TIME with a
   fraction, YEAR 0000, empty SET, BIT as text, TIMESTAMP as naive datetime) and the
   canonical values must equal the snapshot's (``sparkcdc.mysql.types``).
+* **MySQL 8.** A compressed transaction (TRANSACTION_PAYLOAD,
+  ``binlog_transaction_compression=ON``) is decompressed by ``transaction_payload`` and its
+  events go through the same loop as if they had come one by one, each with the payload
+  event's size and position: a record's offset keeps its transaction's start (the GTID
+  event before the payload, else the payload) and counts its row events, so offsets stay
+  unique and resume between two rows inside a payload; the XID inside commits at the
+  payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``)
+  goes to the decoder's ``decode_partial_rows``, which applies its JSON diffs to the
+  before image (``json_diff``). docs/operations.md has both for users.
 * **Errors.** A file the server no longer has raises ``BinlogUnavailable`` naming it;
-  compressed or partial row events raise ``DecodeError`` instead of being skipped.
+  MariaDB's compressed row events raise ``DecodeError`` instead of being skipped.
 """
 
 from __future__ import annotations

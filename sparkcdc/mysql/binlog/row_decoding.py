@@ -66,7 +66,9 @@ class RowDecoder(Protocol):
     (``columns`` with the TABLE_MAP metadata), ``mode`` 0 insert, 1 delete, 2 update, and
     ``data`` the event's row images. ``decode`` serves the tests' reference reader
     (tests/library_reader.py): ``event`` is a python-mysql-replication rows event whose
-    header has been read. ``schema`` is the captured table.
+    header has been read. ``schema`` is the captured table. A decoder may also have
+    ``decode_partial_rows(table_map, schema, data)`` for MySQL's PARTIAL_UPDATE_ROWS events
+    (both of sparkcdc's do); the reader names a decoder without it when one arrives.
     """
 
     def decode_rows(self, table_map: Any, schema: TableSchema, mode: int,
