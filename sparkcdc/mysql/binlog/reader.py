@@ -22,8 +22,17 @@ What the reader owns, and why:
   event bytes itself, because the library's own values are lossy (negative TIME with a
   fraction, YEAR 0000, empty SET, BIT as text, TIMESTAMP as naive datetime) and the
   canonical values must equal the snapshot's (``sparkcdc.mysql.types``).
+* **MySQL 8.** A compressed transaction (TRANSACTION_PAYLOAD,
+  ``binlog_transaction_compression=ON``) is decompressed by ``transaction_payload`` and its
+  events go through the same loop as if they had come one by one, each with the payload
+  event's size and position: a record's offset keeps its transaction's start (the GTID
+  event before the payload, else the payload) and counts its row events, so offsets stay
+  unique and resume between two rows inside a payload; the XID inside commits at the
+  payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``)
+  goes to the decoder's ``decode_partial_rows``, which applies its JSON diffs to the
+  before image (``json_diff``). docs/operations.md has both for users.
 * **Errors.** A file the server no longer has raises ``BinlogUnavailable`` naming it;
-  compressed or partial row events raise ``DecodeError`` instead of being skipped.
+  MariaDB's compressed row events raise ``DecodeError`` instead of being skipped.
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ from sparkcdc.errors import (
 from sparkcdc.mysql import ddl, server_errors
 from sparkcdc.mysql.binlog import failover, schema_at
 from sparkcdc.mysql.binlog import protocol as E
+from sparkcdc.mysql.binlog import transaction_payload as P
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
 from sparkcdc.mysql.binlog.protocol import DumpStream
 from sparkcdc.mysql.binlog.row_decoding import (
@@ -73,7 +83,6 @@ from sparkcdc.mysql.connection import ConnectionOptions
 log = logging.getLogger(__name__)
 
 _UNSUPPORTED_EVENTS = {  # events that carry rows we cannot decode: never skip them silently
-    0x28: "MySQL compressed transaction payload (binlog_transaction_compression=ON)",
     166: "MariaDB compressed row events (log_bin_compress=ON)",
     167: "MariaDB compressed row events (log_bin_compress=ON)",
     168: "MariaDB compressed row events (log_bin_compress=ON)",
@@ -144,6 +153,19 @@ def _event_records(state: _State, key: tuple, decoded: list, op: str, table_id: 
     recs = map(ChangeRecord, repeat(op), repeat(table_id), befores, afters, offsets,
                repeat(ts), repeat(gtid))
     return recs, after_key, stop < n
+
+
+def _with_payloads(batches: Iterable[tuple[bytes, list]], pending: list[tuple[bytes, Any]]
+                   ) -> Iterator[tuple[bytes, Any]]:
+    """The stream's batches, each as ``(data, iterator over its events)``; after a batch
+    whose loop stopped at a TRANSACTION_PAYLOAD (``_consume``), what that loop left in
+    ``pending``: the payload's own events (``transaction_payload.inner_events``), then the
+    rest of the batch, so a compressed transaction reads exactly as if its events had come
+    one by one. Costs one step per batch, nothing per event."""
+    for data, evs in batches:
+        yield data, iter(evs)
+        while pending:
+            yield pending.pop()
 
 
 def _outside_txn(state: _State, pos: int) -> DecodeError:
@@ -420,9 +442,11 @@ class BinlogReader:
         T_HEARTBEAT, T_ROTATE, T_FD, T_TABLE_MAP = (E.HEARTBEAT, E.ROTATE,
                                                     E.FORMAT_DESCRIPTION, E.TABLE_MAP)
         T_MGTID, T_XID, T_QUERY = E.MARIADB_GTID, E.XID, E.QUERY
+        T_PARTIAL, T_PAYLOAD = E.PARTIAL_UPDATE_ROWS, P.TRANSACTION_PAYLOAD
         table_events = self.table_events
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
-        for data, evs in stream.batches():
+        pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
+        for data, evs in _with_payloads(stream.batches(), pending):
             for _ts, etype, server_id, size, log_pos, flags, s, e in evs:
                 if etype == T_HEARTBEAT:
                     if heartbeat is not None and not state.in_txn:
@@ -480,11 +504,9 @@ class BinlogReader:
                                 state.file, state.txn_pos, ev, 0, state.txn_gtid_before,
                                 flavor, state.server), state.txn_ts * 1000, schema=schema)
                         fitted[skey] = tm
-                    if etype == E.PARTIAL_UPDATE_ROWS:
-                        raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be "
-                                          f"decoded",
-                                          fix="set binlog_row_value_options='' on the server")
-                    if decode_event is not None:  # the whole event in one C call
+                    if etype == T_PARTIAL:
+                        decoded = self._decode_partial(tm, schema, data, s, e - csum, tid_len)
+                    elif decode_event is not None:  # the whole event in one C call
                         decoded = decode_event(tm, schema, data, s + 19, e - csum, tid_len,
                                                version, mode)
                         if decoded is None:  # a column is missing: name it
@@ -554,6 +576,10 @@ class BinlogReader:
                 elif etype == E.PREVIOUS_GTIDS:
                     state.set_gtid_list(E.previous_gtids(data, s))
                     state.boundary_pos = ev_end
+                elif etype == T_PAYLOAD:  # a compressed transaction: its events, then on
+                    pending.append((data, evs))  # evs: the rest of this batch (an iterator)
+                    pending.append(P.inner_events(data[s + 19:e - csum], size, log_pos, csum))
+                    break
                 elif etype in _UNSUPPORTED_EVENTS:
                     raise DecodeError(f"{_UNSUPPORTED_EVENTS[etype]} at {state.file}:{ev_start} "
                                       f"cannot be decoded",
@@ -615,6 +641,23 @@ class BinlogReader:
             log.info("%s: its rows now have the schema %s", old.table_id,
                      ", ".join(f"{c.name} {c.column_type}" for c in got.columns))
         return got
+
+    def _decode_partial(self, tm: Any, schema: TableSchema, data: bytes, s: int, end: int,
+                        tid_len: int) -> list[tuple[dict | None, dict | None]]:
+        """A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``): an
+        UPDATE_ROWS v2 event whose after images may hold JSON diffs
+        (``RowDecoder.decode_partial_rows``)."""
+        _tid, ncols, present, present2, p = E.rows_header(data, s + 19, end, 2, True, tid_len)
+        full = tm.full
+        if present & full != full or present2 & full != full or ncols != tm.ncols:
+            _check_present(present, present2, ncols, schema)
+        partial = getattr(self.decoder, "decode_partial_rows", None)
+        if partial is None:
+            raise DecodeError(f"{schema.table_id}: the row decoder "
+                              f"{type(self.decoder).__name__} cannot apply partial JSON "
+                              f"updates", fix="use the default row decoder, or set "
+                                              "binlog_row_value_options='' on the server")
+        return partial(tm, schema, data[p:end])
 
     def _decode_event_py(self, tm: Any, schema: TableSchema, data: bytes, s: int, end: int,
                          tid_len: int, version: int, mode: int
