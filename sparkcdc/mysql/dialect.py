@@ -144,11 +144,12 @@ class MySQLDialect:
     def specific_offset(self, startup) -> BinlogOffset:
         """``scan.startup.specific-offset.*`` as an offset; the file must still exist."""
 
-        if not startup.file:
-            raise ConfigError(
-                "scan.startup.mode 'specific-offset' with only a GTID set is not supported yet",
-                fix="also set 'scan.startup.specific-offset.file' and '.pos' (SHOW MASTER "
-                    "STATUS / the _seq of a previous run give them)")
+        if not startup.file:  # a GTID set alone: found in this server's binlog, as after a
+            # failover (the first transaction the set does not hold)
+            here = self.current_offset()
+            return self.rebase(BinlogOffset(here.file, 4, startup.skip_events,
+                                            startup.skip_rows, gtid=startup.gtid_set,
+                                            flavor=self.flavor), str(here.server))
         files = self.binlog_files()
         if startup.file not in files:
             raise BinlogUnavailable(
@@ -158,7 +159,8 @@ class MySQLDialect:
                 fix="pick a file the server still has, or start with scan.startup.mode "
                     "'initial' to take a new snapshot")
         return BinlogOffset(startup.file, startup.pos or 4, startup.skip_events,
-                            startup.skip_rows, gtid=startup.gtid_set, flavor=self.flavor)
+                            startup.skip_rows, gtid=startup.gtid_set, flavor=self.flavor,
+                            server=str(self.current_offset().server))
 
     def offset_for_timestamp(self, ts_ms: int) -> BinlogOffset:
         """Where to start for ``scan.startup.timestamp-millis``: the oldest file whose

@@ -1,7 +1,10 @@
 """The dialect object the engine and the Spark driver hold for the whole run."""
 
+from sparkcdc.core.schema import TableId
+from sparkcdc.mysql.binlog.reader import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.dialect import MySQLDialect
+from sparkcdc.mysql.options import StartupOffset
 
 
 def test_dialect_survives_a_killed_connection(mariadb):
@@ -23,3 +26,21 @@ def test_startup_positions(mariadb):
         files = d.binlog_files()
         assert d.earliest_offset().file == files[0] and d.earliest_offset().pos == 4
         assert d.current_offset().file == files[-1]
+
+
+def test_a_gtid_set_alone_starts_after_the_transactions_it_holds(mariadb, db):
+
+    i = mariadb.info
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)",
+                    database=db)
+    mariadb.execute("FLUSH BINARY LOGS")  # the set's point is in an older file
+    mariadb.execute("INSERT INTO t VALUES (2)", database=db)
+    held = mariadb.query("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+    mariadb.execute("INSERT INTO t VALUES (3)", "INSERT INTO t VALUES (4)", database=db)
+    conn = ConnectionOptions(i.host, i.port, i.cdc_user, i.cdc_password)
+    with MySQLDialect(conn, server_id=7410) as d:
+        start = d.specific_offset(StartupOffset(gtid_set=held))
+        assert start.gtid == held and start.server == str(i.server_id)
+        got = [r.after["id"] for r in d.read_window(
+            load_table_schema(conn, TableId(db, "t")), start, d.current_offset())]
+    assert got == [3, 4]
