@@ -1,6 +1,6 @@
 """``reduce_changes`` (the driver's Arrow planning) gives exactly what ``plan_changes``
-(Spark's) gives, on random change streams: inserts, updates, deletes, a key deleted and
-inserted again, composite keys of several types."""
+(Spark's) gives, on random change streams (SCD type 1 and 2): inserts, updates, deletes, a
+key deleted and inserted again, composite keys of several types."""
 
 from __future__ import annotations
 
@@ -50,27 +50,36 @@ def _stream(seed: int, n: int, keys: int) -> pa.Table:
 
 
 def _sorted(t: pa.Table, keys) -> list[dict]:
-    return t.sort_by([(k, "ascending") for k in keys]).to_pylist()
+    extra = [c for c in ("__op", "__START_AT") if c in t.column_names]
+    return t.sort_by([(k, "ascending") for k in (*keys, *extra)]).to_pylist()
 
 
+@pytest.mark.parametrize("scd", [1, 2], ids=["scd1", "scd2"])
 @pytest.mark.parametrize("keys", [("id",), ("tag", "id")], ids=["one-key", "composite"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_same_plan_as_spark(spark, seed, keys):
+def test_same_plan_as_spark(spark, seed, keys, scd):
     t = _stream(seed, 3000, 400)
-    spec = ApplySpec(keys=keys)
+    spec = ApplySpec(keys=keys, stored_as_scd_type=scd)
     ours = reduce_changes(t, spec)
     theirs = collect_changes(spark.createDataFrame(t), spec)
     assert ours.columns == theirs.columns and ours.keys == theirs.keys
     assert _sorted(ours.table, keys) == _sorted(theirs.table.cast(ours.table.schema), keys)
-    assert 0 < ours.counts()["delete"] < ours.num_rows
-    assert 0 < sum(ours.table["__new"].to_pylist()) < ours.num_rows
+    counts = ours.counts()
+    if scd == 1:
+        assert 0 < counts["delete"] < ours.num_rows
+        assert 0 < sum(ours.table["__new"].to_pylist()) < ours.num_rows
+    else:
+        assert 0 < counts["close"] < counts["version"]
 
 
 def test_empty_batch_and_unsupported_specs():
     t = _stream(4, 0, 1)
     empty = reduce_changes(t, ApplySpec(keys=("id",)))
     assert empty.num_rows == 0 and empty.columns == ("id", "tag", "v")
+    assert reduce_changes(t, ApplySpec(keys=("id",), stored_as_scd_type=2)).num_rows == 0
     from sparkcdc.errors import ConfigError
 
     with pytest.raises(ConfigError, match="collect_changes"):
-        reduce_changes(t, ApplySpec(keys=("id",), stored_as_scd_type=2))
+        reduce_changes(t, ApplySpec(keys=("id",), ignore_null_updates=True))
+    with pytest.raises(ConfigError, match="mark_changes"):  # SQL rules need their markers
+        reduce_changes(t, ApplySpec(keys=("id",), apply_as_deletes="v < 0"))

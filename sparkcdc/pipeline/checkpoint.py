@@ -147,6 +147,8 @@ class TableState:
     group: int | None = None  # read by the pipeline's stream, this generation of it; None:
     #                           not yet, or, in a checkpoint from before, by a stream of its
     #                           own (``generation``; it joins at the next start)
+    targets: list | None = None  # every target when routes fan the table out (``target``
+    #                              is the first); fixed when the table is first captured
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "start": self.start.to_dict(), "status": self.status.value,

@@ -10,7 +10,8 @@ import logging
 
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import SchemaError
-from sparkcdc.mysql.types import arrow_schema
+from sparkcdc.pipeline.conversions import arrow_schema
+from sparkcdc.pipeline.flink_keys import SourceExtras
 from sparkcdc.pipeline.schema_change import Diff
 from sparkcdc.sinks.evolution import Change
 
@@ -18,7 +19,8 @@ log = logging.getLogger("sparkcdc.pipeline")
 
 
 def evolve_target(table: str, target: str, columns: list | None, new: TableSchema, d: Diff,
-                  sink, behavior: str, transformed: bool) -> list:
+                  sink, behavior: str, transformed: bool,
+                  extras: SourceExtras | None = None) -> list:
     """Change the target as ``behavior`` says; the target's columns afterwards.
 
     evolve: the target follows the source (add, drop, rename, retype), or the change
@@ -33,7 +35,7 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
     if behavior == "ignore":
         return cols
     names = {c["name"] for c in cols}
-    new_fields = {f.name: f for f in from_arrow_schema(arrow_schema(new),
+    new_fields = {f.name: f for f in from_arrow_schema(arrow_schema(new, extras),
                                                        prefer_timestamp_ntz=True).fields}
 
     def arrow(c):

@@ -22,16 +22,16 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.options import OPTIONS as SOURCE_OPTIONS
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.options import duration_seconds
-from sparkcdc.pipeline.targets import check_sink_options
+from sparkcdc.pipeline import flink_keys
+from sparkcdc.pipeline.flink_keys import SourceExtras
+from sparkcdc.pipeline.targets import check_sink_options, check_table_creation
 from sparkcdc.sinks import REGISTRY, sink_types
 
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
 SECTIONS = ("source", "sink", "route", "transform", "pipeline")
-# source keys handled by the pipeline itself (the rest go to the mysql-cdc source)
+# source keys handled by the pipeline itself (the rest go to the mysql-cdc source, or are
+# Flink's keys that pipeline/flink_keys.py maps, accepts or refuses)
 SOURCE_OWN = ("type", "name", "tables", "tables.exclude")
-# Flink CDC source keys that are accepted for compatibility and need nothing from us
-SOURCE_ACCEPTED = ("scan.newly-added-table.enabled", "include-comments.enabled",
-                   "scan.binlog.newly-added-table.enabled")
 # Flink CDC's switch for schema change events: false is schema.change.behavior 'ignore'
 SCHEMA_CHANGE_ENABLED = "schema-change.enabled"
 # source keys the pipeline sets per table (from `tables`); not allowed in the YAML
@@ -51,10 +51,41 @@ PIPELINE_KEYS = {
     "write.on": "auto, driver or executors: where the pipeline's stream writes its targets "
                 "(auto: the executors when --master is a cluster, else the driver)",
     "spark": "a mapping of Spark configuration keys to values",
+    "route-mode": "ALL_MATCH (a table goes to every route that matches it) or FIRST_MATCH "
+                  "(to the first one)",
+    "execution.runtime-mode": "STREAMING (run until stopped) or BATCH (stop once caught up, "
+                              "as run --until-caught-up)",
+}
+# Flink's pipeline keys that mean nothing here, and why (docs/pipelines.md)
+PIPELINE_ACCEPTED = {
+    "operator.uid.prefix": "Flink's operator ids for savepoints; sparkcdc names its stream "
+                           "after the pipeline and keeps its state in checkpoint.location",
+    "schema.operator.uid": "Flink's operator ids for savepoints; sparkcdc names its stream "
+                           "after the pipeline and keeps its state in checkpoint.location",
+    "schema-operator.rpc-timeout": "there is no schema operator: a schema change is applied "
+                                   "inside the micro-batch that carries it",
+    "sink.partitioning.strategy": "how Flink spreads events over its sink tasks; each "
+                                  "target is written by one writer at a time here",
+    "transform.decimal.precision.mode": "transforms are Spark SQL, whose decimal arithmetic "
+                                        "goes up to precision 38",
+}
+# Flink's pipeline keys that cannot run here, and what to do instead
+PIPELINE_REFUSED = {
+    "user-defined-function": (
+        "Flink's user-defined functions are Java, Scala or Python classes of its runtime",
+        "write the expression in Spark SQL (its built-in functions) in the transform"),
+    "model": (
+        "Flink's AI model functions have no equivalent here",
+        "compute the values outside the pipeline, or with Spark SQL in a transform"),
 }
 ROUTE_KEYS = ("source-table", "sink-table", "replace-symbol", "description")
+# Databricks' AUTO CDC arguments (create_auto_cdc_flow), in the file's kebab-case
+AUTO_CDC_KEYS = ("stored-as-scd-type", "track-history-column-list",
+                 "track-history-except-column-list", "apply-as-deletes", "apply-as-truncates")
 TRANSFORM_KEYS = ("source-table", "projection", "filter", "primary-keys", "partition-keys",
-                  "description")
+                  "table-options", "table-options.delimiter", "converter-after-transform",
+                  "description", *AUTO_CDC_KEYS)
+CONVERTERS = ("SOFT_DELETE",)
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -87,6 +118,7 @@ class SourceDef:
     exclude: tuple[TablePattern, ...] = ()
     line: int = 0
     schema_changes: bool | None = None  # Flink's schema-change.enabled, when given
+    extras: SourceExtras = field(default_factory=SourceExtras)  # Flink's keys done here
 
     @property
     def database_regex(self) -> str:
@@ -149,6 +181,19 @@ class TransformDef:
     partition_keys: tuple[str, ...] = ()
     description: str | None = None
     line: int = 0
+    table_options: dict[str, str] = field(default_factory=dict)  # for the target's creation
+    converter: str | None = None  # converter-after-transform: SOFT_DELETE
+    # AUTO CDC (Databricks' create_auto_cdc_flow): how the changes become target rows
+    scd_type: int = 1
+    track_history: tuple[str, ...] | None = None
+    track_history_except: tuple[str, ...] | None = None
+    apply_as_deletes: str | None = None
+    apply_as_truncates: str | None = None
+
+    @property
+    def shapes_rows(self) -> bool:
+        """Whether it changes the rows (not only the target's keys, layout or history)."""
+        return bool(self.projection or self.filter or self.converter)
 
 
 @dataclass(frozen=True)
@@ -164,6 +209,8 @@ class PipelineSettings:
     max_rows_per_batch: int | None = None
     write_on: str = "auto"  # auto | driver | executors
     spark: dict[str, str] = field(default_factory=dict)
+    route_mode: str = "all_match"  # Flink's route-mode: all_match | first_match
+    batch: bool = False  # Flink's execution.runtime-mode BATCH: stop once caught up
 
 
 @dataclass(frozen=True)
@@ -314,9 +361,11 @@ def _patterns(r: _Reader, node: yaml.Node, key: str, line: int) -> tuple[TablePa
 
 def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
     m = r.mapping(node, "source")
-    known = (set(SOURCE_OPTIONS) | set(SOURCE_OWN) | set(SOURCE_ACCEPTED)
-             | {SCHEMA_CHANGE_ENABLED})
+    known = (set(SOURCE_OPTIONS) | set(SOURCE_OWN) | set(flink_keys.SOURCE_ACCEPTED)
+             | {SCHEMA_CHANGE_ENABLED, "metadata.list", "treat-tinyint1-as-boolean.enabled",
+                "use.legacy.json.format"})
     opts: dict[str, str] = {}
+    flink: dict[str, str] = {}
     tables: tuple[TablePattern, ...] = ()
     exclude: tuple[TablePattern, ...] = ()
     stype = "mysql"
@@ -326,7 +375,7 @@ def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
         if name in SOURCE_DERIVED:
             raise r.error(key, kline, "is set by the pipeline from 'tables'",
                           fix="select tables with 'tables' (and 'tables.exclude')")
-        if name not in known:
+        if name not in known and not flink_keys.is_flink_key(name):
             raise r.unknown(key, kline, name, known)
         if name == "type":
             stype = r.scalar(v, key, kline).strip().lower()
@@ -337,8 +386,10 @@ def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
             tables = _patterns(r, v, key, kline)
         elif name == "tables.exclude":
             exclude = _patterns(r, v, key, kline)
-        elif name in SOURCE_ACCEPTED or name == "name":
+        elif name == "name":
             continue
+        elif flink_keys.is_flink_key(name):
+            flink[name] = r.scalar(v, key, kline)
         elif name == SCHEMA_CHANGE_ENABLED:
             flag = r.scalar(v, key, kline).strip().lower()
             if flag not in ("true", "false"):
@@ -355,8 +406,14 @@ def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
         if req not in opts:
             raise r.error(f"source.{req}", line, "is required",
                           fix=f"'{req}' accepts {SOURCE_OPTIONS[req].accepts}")
+    try:
+        extras = flink_keys.translate(flink, opts)
+    except ConfigError as e:
+        name = e.key or next(iter(flink), "type")
+        raise r.error(f"source.{name}", r.lines.get(f"source.{name}", line), e.message,
+                      fix=e.fix) from None
     _check_source_options(r, opts)
-    return SourceDef(stype, opts, tables, exclude, line, schema_changes)
+    return SourceDef(stype, opts, tables, exclude, line, schema_changes, extras)
 
 
 def _check_source_options(r: _Reader, opts: dict[str, str]) -> None:
@@ -459,7 +516,54 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
-def _transforms(r: _Reader, node: yaml.Node) -> tuple[TransformDef, ...]:
+def _table_options(text: str, delimiter: str) -> dict[str, str]:
+    """Flink's ``table-options``: ``key=value`` pairs split by ``delimiter``."""
+    out = {}
+    for part in text.split(delimiter):
+        if not part.strip():
+            continue
+        k, eq, v = part.partition("=")
+        if not eq or not k.strip():
+            raise ValueError(f"{part.strip()!r} is not key=value")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _auto_cdc(r: _Reader, m, key: str, get) -> dict[str, Any]:
+    """The AUTO CDC keys of a transform (Databricks' create_auto_cdc_flow arguments)."""
+    out: dict[str, Any] = {}
+    scd = get("stored-as-scd-type")
+    if scd is not None:
+        if scd not in ("1", "2"):
+            raise r.error(f"{key}.stored-as-scd-type", m["stored-as-scd-type"][1],
+                          f"{scd!r} is not 1 or 2",
+                          fix="1 keeps the latest row per key, 2 keeps every version")
+        out["scd_type"] = int(scd)
+    for name, attr in (("track-history-column-list", "track_history"),
+                       ("track-history-except-column-list", "track_history_except")):
+        text = get(name)
+        if text is not None:
+            if out.get("scd_type", 1) != 2:
+                raise r.error(f"{key}.{name}", m[name][1], "tracks history, which only SCD "
+                              "type 2 keeps", fix="add stored-as-scd-type: 2")
+            out[attr] = _names(text)
+    if "track_history" in out and "track_history_except" in out:
+        raise r.error(f"{key}.track-history-except-column-list",
+                      m["track-history-except-column-list"][1],
+                      "and track-history-column-list both given",
+                      fix="name the tracked columns, or the untracked ones, not both")
+    for name, attr in (("apply-as-deletes", "apply_as_deletes"),
+                       ("apply-as-truncates", "apply_as_truncates")):
+        if get(name) is not None:
+            out[attr] = get(name)
+    if out.get("apply_as_truncates") and out.get("scd_type", 1) == 2:
+        raise r.error(f"{key}.apply-as-truncates", m["apply-as-truncates"][1],
+                      "empties the target, which SCD type 2 never does (as in Databricks' "
+                      "AUTO CDC)", fix="use it with stored-as-scd-type: 1")
+    return out
+
+
+def _transforms(r: _Reader, node: yaml.Node, sink_type: str) -> tuple[TransformDef, ...]:
     out = []
     for n, line, key in _list(r, node, "transform"):
         m = r.mapping(n, key)
@@ -478,17 +582,43 @@ def _transforms(r: _Reader, node: yaml.Node) -> tuple[TransformDef, ...]:
             v = r.scalar(m[name][0], f"{key}.{name}", m[name][1]).strip()
             return v or None
 
-        if get("partition-keys") is not None:
-            raise r.error(f"{key}.partition-keys", m["partition-keys"][1],
-                          "is not supported yet (it would be silently ignored)",
-                          fix="partition the targets with the sink's own option (delta: "
-                              "partition-by) and leave partition-keys out of the transform")
-        if get("projection") is None and get("filter") is None:
-            raise r.error(key, line, "has neither projection nor filter",
-                          fix="add projection: '*, expr AS name' and/or filter: 'expr'")
-        out.append(TransformDef(src[0], get("projection"), get("filter"),
-                                _names(get("primary-keys") or ""),
-                                _names(get("partition-keys") or ""), get("description"), line))
+        projection = get("projection")
+        if projection is not None:  # Flink's YAML escapes a leading * as \*
+            projection = projection.replace("\\*", "*")
+        converter = get("converter-after-transform")
+        if converter is not None and converter.upper() not in CONVERTERS:
+            raise r.error(f"{key}.converter-after-transform", m["converter-after-transform"][1],
+                          f"unknown converter {converter!r}", fix="SOFT_DELETE (Flink's one)")
+        table_options: dict[str, str] = {}
+        if get("table-options") is not None:
+            try:
+                table_options = _table_options(get("table-options") or "",
+                                               get("table-options.delimiter") or ",")
+            except ValueError as e:
+                raise r.error(f"{key}.table-options", m["table-options"][1], str(e),
+                              fix="write key=value pairs separated by ',' (or by "
+                                  "table-options.delimiter)") from None
+        elif get("table-options.delimiter") is not None:
+            raise r.error(f"{key}.table-options.delimiter", m["table-options.delimiter"][1],
+                          "is given without table-options", fix="add table-options")
+        partition_keys = _names(get("partition-keys") or "")
+        for name, wanted in (("partition-keys", partition_keys),
+                             ("table-options", table_options)):
+            try:
+                check_table_creation(sink_type, name, wanted)
+            except ConfigError as e:
+                raise r.error(f"{key}.{name}", m[name][1], e.message, fix=e.fix) from None
+        auto = _auto_cdc(r, m, key, get)
+        t = TransformDef(src[0], projection, get("filter"), _names(get("primary-keys") or ""),
+                         partition_keys, get("description"), line, table_options,
+                         converter.upper() if converter else None, **auto)
+        if not (t.shapes_rows or t.primary_keys or t.partition_keys or t.table_options
+                or auto):
+            raise r.error(key, line, "says nothing to do",
+                          fix="add projection: '*, expr AS name', filter: 'expr', "
+                              "primary-keys, partition-keys, table-options, "
+                              "converter-after-transform or an AUTO CDC key")
+        out.append(t)
     return tuple(out)
 
 
@@ -499,8 +629,13 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
     vals: dict[str, Any] = {}
     for name, (v, kline) in m.items():
         key = f"pipeline.{name}"
+        if name in PIPELINE_ACCEPTED:
+            continue
+        if name in PIPELINE_REFUSED:
+            why, fix = PIPELINE_REFUSED[name]
+            raise r.error(key, kline, f"cannot run here: {why}", fix=fix)
         if name not in PIPELINE_KEYS:
-            raise r.unknown(key, kline, name, PIPELINE_KEYS)
+            raise r.unknown(key, kline, name, {*PIPELINE_KEYS, *PIPELINE_ACCEPTED})
         if name == "spark":
             sm = r.mapping(v, key)
             vals["spark"] = {k: r.scalar(sv, f"{key}.{k}", sl) for k, (sv, sl) in sm.items()}
@@ -547,6 +682,17 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
                               fix="'auto' (the executors on a cluster, else the driver), "
                                   "'driver' or 'executors'")
             vals["write_on"] = text.lower()
+        elif name == "route-mode":
+            if text.upper() not in ("ALL_MATCH", "FIRST_MATCH"):
+                raise r.error(key, kline, f"unknown route mode {text!r}",
+                              fix="ALL_MATCH (the default: every matching route) or "
+                                  "FIRST_MATCH")
+            vals["route_mode"] = text.lower()
+        elif name == "execution.runtime-mode":
+            if text.upper() not in ("STREAMING", "BATCH"):
+                raise r.error(key, kline, f"unknown runtime mode {text!r}",
+                              fix="STREAMING (the default) or BATCH")
+            vals["batch"] = text.upper() == "BATCH"
     vals.setdefault("checkpoint_location", _resolve(base, "checkpoints"))
     return PipelineSettings(**vals)
 
@@ -576,7 +722,8 @@ def parse_pipeline(text: str, path: str = "<string>", env: Mapping[str, str] | N
     source = _source(r, *top["source"])
     sink = _sink(r, *top["sink"], base)
     routes = _routes(r, top["route"][0]) if "route" in top else ()
-    transforms = _transforms(r, top["transform"][0]) if "transform" in top else ()
+    transforms = (_transforms(r, top["transform"][0], sink.type) if "transform" in top
+                  else ())
     settings = _pipeline(r, top["pipeline"][0] if "pipeline" in top else None, base)
     if source.schema_changes is False:
         if r.lines.get("pipeline.schema.change.behavior") and \

@@ -18,7 +18,7 @@ import os
 
 import pyarrow as pa
 
-from sparkcdc.apply import ApplySpec, apply_arrow
+from sparkcdc.apply import apply_arrow
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import DDL, TRUNCATE
 from sparkcdc.core.schema import TableId, TableSchema
@@ -34,7 +34,7 @@ from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline import targets as _targets
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Gone, Start, TableState, write_json
 from sparkcdc.pipeline.routing import Shaper
-from sparkcdc.pipeline.stream_schema import add_renames, conform, target_arrow_schema
+from sparkcdc.pipeline.stream_schema import add_renames, conform
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
 from sparkcdc.spark import offset_view as ov
 from sparkcdc.spark.arrow_batches import decode_tables, from_ipc, to_ipc
@@ -185,8 +185,6 @@ class PipelineStream:
         again (its generation in the batch's offset is an older one) are not written."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from sparkcdc.apply import ApplySpec
-
         workers = max(1, min(8, 2 * self.settings.parallelism))
 
         def prepare(run: TableRun, changes, batch_id: int) -> tuple | None:
@@ -204,7 +202,7 @@ class PipelineStream:
             planned = prepare(run, changes, batch_id)
             if planned is not None:
                 rows, empty_first = planned
-                self._write_rows(run, rows, batch_id, ApplySpec(keys=run.keys), empty_first)
+                self._write_rows(run, rows, batch_id, run.shaper.spec(run.keys), empty_first)
                 self._note_gone(run)
 
         def fn(df, batch_id):
@@ -253,9 +251,11 @@ class PipelineStream:
             if self.runs.get(run.state.table) is not run:
                 continue
             rows = conform(rows, run.rows_schema)
-            by_target.setdefault(run.state.target, []).append(
-                (run.state.app_id, to_ipc(rows).to_pybytes(), run.state.batch_base + batch_id,
-                 tuple(run.keys), empty_first))
+            ipc = to_ipc(rows).to_pybytes()
+            for target in self._targets(run.state):  # each target of a fanned-out table
+                by_target.setdefault(target, []).append(
+                    (run.state.app_id, ipc, run.state.batch_base + batch_id,
+                     run.shaper.spec(run.keys), empty_first, self._creation(run.state.table)))
             runs.setdefault(run.state.target, []).append((run, rows))
         if not by_target:
             return
@@ -268,7 +268,7 @@ class PipelineStream:
         log.info("batch %d: %d target(s) written on the executors (%s)", batch_id, len(done),
                  ", ".join(where))
         for target, _where in done:
-            for run, rows in runs[target]:
+            for run, rows in runs.get(target, ()):
                 run.change_rows[batch_id] = rows.num_rows
                 note_emit_lag(run, rows)
                 self._after_batch(run, rows, run.state.batch_base + batch_id)
@@ -304,6 +304,10 @@ class PipelineStream:
                     return self._defer(st, what, stop)
                 if behavior in ("lenient", "ignore"):
                     log.warning("%s: the target keeps its rows (%s)", what, behavior)
+                    continue
+                if "t" in self.defn.source.extras.skipped_operations:
+                    log.warning("%s: the target keeps its rows (debezium.skipped.operations "
+                                "has t)", what)
                     continue
                 if not self._streaming_at(st, batch_id):  # its chunks are of before it
                     return self._defer(st, what)
@@ -420,7 +424,7 @@ class PipelineStream:
         if d.key_changed:
             return REKEY
         log.warning("table %s changed: %s (%s)", st.table, d.describe(), behavior)
-        with self._lock(st.target):
+        with self._locks(st):
             if self.runs.get(st.table) is not run:
                 return DONE  # stopped meanwhile: its rows are not written either
             st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
@@ -433,7 +437,7 @@ class PipelineStream:
                                          list(d.added)))
         st.schema, run.schema = new.to_dict(), new
         st.note = f"{behavior}: {d.describe()}"
-        run.rows_schema = target_arrow_schema(st.columns, self.spark)
+        run.rows_schema = self._rows_schema(st, run.shaper)
         self._save()
         return DONE
 
@@ -538,11 +542,11 @@ class PipelineStream:
 
 def write_target(sink_type: str, options: dict, target: str, items: list) -> tuple[str, str]:
     """In a Spark task: write one target's tables of a batch, each item ``(app id, rows as
-    Arrow IPC, batch id, keys, empty first)`` with its batch id in the same commit (a
-    target that has the batch already skips it, as on the driver). Returns the target and
-    where it ran (the task's working directory: the executor's)."""
+    Arrow IPC, batch id, apply spec, empty first, creation options)`` with its batch id in
+    the same commit (a target that has the batch already skips it, as on the driver).
+    Returns the target and where it ran (the task's working directory: the executor's)."""
 
-    for app_id, ipc, batch, keys, empty_first in items:
-        with _targets.create_sink(sink_type, options, target, app_id) as sink:
-            apply_arrow(sink, from_ipc(ipc), batch, ApplySpec(keys=keys), empty_first)
+    for app_id, ipc, batch, spec, empty_first, creation in items:
+        with _targets.create_sink(sink_type, {**options, **creation}, target, app_id) as sink:
+            apply_arrow(sink, from_ipc(ipc), batch, spec, empty_first)
     return target, os.getcwd()

@@ -33,7 +33,8 @@ def rows_of(runner) -> list[tuple]:
             tail = ""
         active = run.active
         state = run.phase if active or run.phase == "starting" else f"{run.phase} (stopped)"
-        out.append((table, run.state.target, state, chunks, f"{run.rows:,}",
+        out.append((table, ", ".join(run.state.targets or [run.state.target]), state, chunks,
+                    f"{run.rows:,}",
                     f"{run.rate:,.0f}/s", tail))
     return out
 

@@ -26,6 +26,7 @@ The loop, on the driver:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -35,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkcdc.apply import apply_arrow
+from sparkcdc.apply import DEFAULT_DELETES, DEL_MARK, TRUNC_MARK, apply_arrow
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import (
     ConfigError,
@@ -44,8 +45,7 @@ from sparkcdc.errors import (
     SparkCDCError,
 )
 from sparkcdc.mysql.options import SourceConfig, parse_server_ids
-from sparkcdc.mysql.types import arrow_schema
-from sparkcdc.pipeline import cluster, control, targets
+from sparkcdc.pipeline import cluster, control, conversions, targets
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import (
     CaptureStatus,
@@ -57,7 +57,7 @@ from sparkcdc.pipeline.checkpoint import (
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.operator import OperatorRequests
 from sparkcdc.pipeline.pipeline_stream import PipelineStream
-from sparkcdc.pipeline.routing import META, Shaper, shaper_for, target_of
+from sparkcdc.pipeline.routing import META, Shaper, shaper_for, targets_of, transform_of
 from sparkcdc.pipeline.session import build_session
 from sparkcdc.pipeline.source_changes import SourceChanges
 from sparkcdc.pipeline.stream_schema import conform, target_arrow_schema
@@ -82,7 +82,8 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         self._spark = spark
         self._own_spark = spark is None
         self.master = master
-        self.until_caught_up = until_caught_up
+        # Flink's execution.runtime-mode BATCH: the run ends once caught up
+        self.until_caught_up = until_caught_up or defn.pipeline.batch
         self.display = display
         self.on_batch = on_batch
         self.spark_log_to_console = spark_log_to_console
@@ -344,18 +345,20 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
                             "choose evolve, try_evolve, lenient or ignore and run again")
         waits = self._gone_in_stream_ahead(found)
         # a new table routed where a table about to leave writes may be that table renamed
-        held = {self.states[w].target for w in waits}
+        held = {t for w in waits for t in self._targets(self.states[w])}
         memo: dict = {}
         for table, schema in found.items():
             st = self.states.get(table)
-            if st is None and target_of(self.defn, table) in held:
+            if st is None and held & set(targets_of(self.defn, table)):
                 continue  # until the stream has brought the other's DROP or RENAME
             if st is None or st.status == CaptureStatus.DROPPED and table not in self.runs:
                 if st is not None:  # dropped and created again: a fresh start
                     st = TableState(table, st.target, st.generation + 1,
                                     batch_base=self._next_base(st), app_id=st.app_id)
                 else:
-                    st = TableState(table, target_of(self.defn, table), app_id=self._app_id(table))
+                    routed = targets_of(self.defn, table)
+                    st = TableState(table, routed[0], app_id=self._app_id(table),
+                                    targets=list(routed) if len(routed) > 1 else None)
                     if not starting:
                         log.info("new table %s: capturing it into %s", table, st.target)
                 st.schema = schema.to_dict()
@@ -411,11 +414,47 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
     # -- streams -----------------------------------------------------------------------------
 
     def _sink_for(self, st: TableState):
-        return targets.create_sink(self.defn.sink.type, self.defn.sink.options, st.target,
-                                   st.app_id)
+        """The table's sink: its target's, or a ``FanOut`` of its targets' (routes that all
+        match it), created with its transform's partition-keys and table-options."""
+        return targets.create_sinks(self.defn.sink.type, self.defn.sink.options,
+                                    self._targets(st), st.app_id, self._creation(st.table))
+
+    @staticmethod
+    def _targets(st: TableState) -> tuple[str, ...]:
+        """Every target of the table (several when routes fan it out)."""
+        return tuple(st.targets) if st.targets else (st.target,)
+
+    def _creation(self, table: str) -> dict[str, str]:
+        t = transform_of(self.defn, table)
+        if t is None:
+            return {}
+        return targets.table_creation_options(self.defn.sink.type, t.partition_keys,
+                                              t.table_options)
 
     def _lock(self, target: str) -> threading.Lock:
         return self._target_locks.setdefault(target, threading.Lock())
+
+    @contextlib.contextmanager
+    def _locks(self, st: TableState):
+        """Every target of the table locked, in one order (a target another table shares
+        is written by one of them at a time)."""
+        with contextlib.ExitStack() as stack:
+            for t in sorted(self._targets(st)):
+                stack.enter_context(self._lock(t))
+            yield
+
+    def _rows_schema(self, st: TableState, shaper: Shaper):
+        """The Arrow schema of the table's rows as written: the target's columns, the
+        metadata columns, and the markers of its AUTO CDC rules (``mark_changes``)."""
+        import pyarrow as pa
+
+        schema = target_arrow_schema(st.columns, self.spark)
+        spec = shaper.spec(("_",))
+        if spec.apply_as_deletes != DEFAULT_DELETES:
+            schema = schema.append(pa.field(DEL_MARK, pa.bool_()))
+        if spec.apply_as_truncates:
+            schema = schema.append(pa.field(TRUNC_MARK, pa.bool_()))
+        return schema
 
     def _start(self, st: TableState, schema: TableSchema) -> None:
         """Capture the table in the pipeline's stream."""
@@ -434,7 +473,9 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         self._join_group(st, schema, shaper, tuple(keys), rows_schema)
 
     def _upsert_only(self) -> dict[str, str]:
-        if (self.on_batch is None and self._sink_kind() == "merge"
+        tracked = any(t.track_history is not None or t.track_history_except is not None
+                      for t in self.defn.transforms)  # history is tracked by pre-images
+        if (self.on_batch is None and self._sink_kind() == "merge" and not tracked
                 and "changelog-mode" not in self.defn.source.options):
             # apply_changes drops update preimages at once: not reading them halves the
             # rows an update batch moves through Spark
@@ -468,11 +509,12 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
 
         from sparkcdc.spark.rows import output_schema
 
-        source = output_schema(arrow_schema(schema))
+        source = output_schema(conversions.arrow_schema(schema, self.defn.source.extras))
         spark_schema = from_arrow_schema(source, prefer_timestamp_ntz=True)
-        if shaper.transform is not None:  # the transform's own columns (checked here once)
+        if shaper.active:  # the transform's own columns (checked here once)
             spark_schema = shaper.apply(self.spark.createDataFrame([], spark_schema)).schema
-        data = [f.jsonValue() for f in spark_schema.fields if f.name not in META]
+        data = [f.jsonValue() for f in spark_schema.fields
+                if f.name not in META and f.name not in (DEL_MARK, TRUNC_MARK)]
         if st.columns is None:
             st.columns = data
         keys = shaper.keys(schema.primary_key)
@@ -482,17 +524,20 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
                               f"after the transform",
                               fix="keep the key in the projection, or set primary-keys in the "
                                   "table's transform")
-        return target_arrow_schema(st.columns, self.spark)
+        shaper.spec(tuple(keys)).tracked_columns([c["name"] for c in data])  # names checked
+        return self._rows_schema(st, shaper)
 
     def _transformed(self, run: TableRun, rows):
         """A table's change rows through its transform (projection, filter: Spark SQL, so
         the same expressions as a stream of its own), on the driver: a local DataFrame of
-        the batch's rows, planned and collected back as Arrow."""
-        if run.shaper.transform is None or not rows.num_rows:
+        the batch's rows, planned and collected back as Arrow. Flink's source conversions
+        (``conversions.py``) come first."""
+        rows = conversions.convert_rows(rows, run.schema, self.defn.source.extras)
+        if not run.shaper.active or not rows.num_rows:
             return rows
 
         rows = rows.cast(spark_arrow_schema(_plain_schema(rows.schema), self.spark))
-        return run.shaper.apply(self._local_frame(rows)).toArrow()
+        return run.shaper.apply(self._local_frame(rows), run.keys).toArrow()
 
     def _write_rows(self, run: TableRun, rows, batch_id: int, spec,
                     empty_first: bool = False) -> None:
@@ -504,16 +549,18 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         rows = conform(rows, run.rows_schema)
         target_batch = run.state.batch_base + batch_id
         df = None
-        with self._lock(run.state.target):
+        with self._locks(run.state):
             if self.runs.get(run.state.table) is not run:
                 return  # stopped meanwhile (dropped, taken again, left the stream)
             if run.sink.kind == "changelog":  # every change row, appended by Spark's writer
                 if empty_first:
                     run.sink.empty()  # a changelog cannot be: this fails with the fix
-                df = self._local_frame(rows)
+                marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
+                df = self._local_frame(rows.drop_columns(marks))
                 run.sink.write_changelog(df, target_batch)
             else:
-                apply_arrow(run.sink, rows, target_batch, spec, empty_first)
+                for sink in targets.each_sink(run.sink):  # each target skips what it has
+                    apply_arrow(sink, rows, target_batch, spec, empty_first)
         run.change_rows[batch_id] = rows.num_rows
         note_emit_lag(run, rows)
         self._after_batch(run, rows, target_batch, df)
@@ -692,7 +739,7 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         if st.group is not None and run.query is self.group_query:
             # the pipeline's stream goes on without it: a write of it in flight finishes
             # first (under the target's lock), the next ones find it gone
-            with self._lock(st.target):
+            with self._locks(st):
                 self.runs.pop(st.table, None)
                 run.sink.close()
             self._group_dirty = True

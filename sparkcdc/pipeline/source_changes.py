@@ -24,7 +24,7 @@ from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState
 from sparkcdc.pipeline.column_evolution import evolve_target
-from sparkcdc.pipeline.routing import shaper_for, target_of
+from sparkcdc.pipeline.routing import shaper_for, targets_of
 from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -138,7 +138,7 @@ class SourceChanges:
         """Whether a table renamed to ``new_name`` goes on under it: ``tables`` matches the
         new name, it routes to the same target, and no active table has that name."""
         other = self.states.get(new_name)
-        if (new_name not in found or target_of(self.defn, new_name) != st.target
+        if (new_name not in found or targets_of(self.defn, new_name) != self._targets(st)
                 or (other is not None and other.status == CaptureStatus.ACTIVE)):
             log.warning("table %s was renamed to %s: %s", st.table, new_name,
                         "captured as a new table" if new_name in found
@@ -155,10 +155,12 @@ class SourceChanges:
         behavior = self.settings.schema_change_behavior
         other = self.states.get(new_name)
         old_schema = TableSchema.from_dict(st.schema)
-        nst = TableState(new_name, st.target, app_id=self._app_id(new_name))
+        nst = TableState(new_name, st.target, app_id=self._app_id(new_name),
+                         targets=st.targets)
         if other is not None:  # the name was captured before: its next generation
             nst = TableState(new_name, st.target, other.generation + 1,
-                             batch_base=self._next_base(other), app_id=other.app_id)
+                             batch_base=self._next_base(other), app_id=other.app_id,
+                             targets=st.targets)
         nst.columns = st.columns
         d = sc.diff(old_schema, new_schema)
         if any((d.added, d.dropped, d.modified)):
@@ -293,13 +295,15 @@ class SourceChanges:
         sink.empty()
 
     def _shared(self, st: TableState) -> bool:
-        return any(o.target == st.target and o.table != st.table and o.status == CaptureStatus.ACTIVE
-                   for o in self.states.values())
+        mine = set(self._targets(st))
+        return any(mine & set(self._targets(o)) and o.table != st.table
+                   and o.status == CaptureStatus.ACTIVE for o in self.states.values())
 
     def _evolve_columns(self, st: TableState, old: TableSchema, new: TableSchema,
                         d: sc.Diff, sink, behavior: str) -> list:
         """Change the target as ``behavior`` says; the target's columns afterwards
         (``column_evolution.evolve_target``)."""
-        transformed = shaper_for(self.defn, st.table).transform is not None
+        t = shaper_for(self.defn, st.table).transform
+        transformed = t is not None and t.shapes_rows
         return evolve_target(st.table, st.target, st.columns, new, d, sink, behavior,
-                             transformed)
+                             transformed, self.defn.source.extras)

@@ -78,7 +78,8 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
             done = table_chunks_done(off, table)
             total = chunks_total(off, table, done)
             pos = off.get("pos")
-        ts = TableStatus(table, st.target, st.generation, str(st.status), phase, done, total,
+        ts = TableStatus(table, ", ".join(st.targets or [st.target]), st.generation,
+                         str(st.status), phase, done, total,
                          live.get("rows") if live.get("generation") == st.generation else None,
                          (committed + 1) if committed is not None else 0, pos,
                          running=running, note=st.note)

@@ -19,7 +19,7 @@ from sparkcdc.mysql.options import SourceConfig, parse_server_ids
 from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.console import make_console
 from sparkcdc.pipeline.definition import PipelineDef
-from sparkcdc.pipeline.routing import target_of, transform_of
+from sparkcdc.pipeline.routing import targets_of, transform_of
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def validate_pipeline(defn: PipelineDef) -> Report:
             schemas[name] = next(iter(found.values()))
         except Exception as e:
             report.problems.append(_problem(f"table {name}", e))
-        report.tables[name] = target_of(defn, name)
+        report.tables[name] = ", ".join(targets_of(defn, name))
     _check_routes(defn, schemas, report)
     _check_transforms(defn, schemas, report)
     pool = defn.source.options.get("server-id")
@@ -123,10 +123,12 @@ def validate_pipeline(defn: PipelineDef) -> Report:
 
 def _check_routes(defn: PipelineDef, schemas: dict, report: Report) -> None:
     by_target: dict[str, list[str]] = {}
-    for table, target in report.tables.items():
-        by_target.setdefault(target, []).append(table)
+    for table in report.tables:
+        for target in targets_of(defn, table):
+            by_target.setdefault(target, []).append(table)
     for target, tables in by_target.items():
-        if len(tables) < 2 or any(transform_of(defn, t) for t in tables):
+        if len(tables) < 2 or any((t := transform_of(defn, x)) and t.shapes_rows
+                                  for x in tables):
             continue
         shapes = {t: [(c.name, c.column_type) for c in schemas[t].columns]
                   for t in tables if t in schemas}
@@ -164,7 +166,7 @@ def _check_transforms(defn: PipelineDef, schemas: dict, report: Report) -> None:
 
 
 def _check_sink(defn: PipelineDef, report: Report) -> None:
-    target = next(iter(report.tables.values()), "sparkcdc.validate")
+    target = next((targets_of(defn, t)[0] for t in report.tables), "sparkcdc.validate")
     try:
         sink = targets.create_sink(defn.sink.type, defn.sink.options, target,
                                    f"{defn.pipeline.name}.validate")

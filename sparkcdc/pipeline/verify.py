@@ -39,7 +39,7 @@ from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.checkpoint import Checkpoint
 from sparkcdc.pipeline.console import make_console
 from sparkcdc.pipeline.definition import PipelineDef
-from sparkcdc.pipeline.routing import target_of, transform_of
+from sparkcdc.pipeline.routing import targets_of, transform_of
 from sparkcdc.pipeline.status import table_statuses
 from sparkcdc.spark.offset_view import position as offset_pos
 from sparkcdc.spark.offset_view import table_phase
@@ -104,8 +104,9 @@ class Verifier:
         groups: dict[str, list[TableSchema]] = {}
         for table, schema in found.items():
             st = states.get(table)
-            target = st.target if st else target_of(self.defn, table)
-            groups.setdefault(target, []).append(schema)
+            routed = ((st.targets or [st.target]) if st else targets_of(self.defn, table))
+            for target in routed:  # every target of a table fanned out by its routes
+                groups.setdefault(target, []).append(schema)
         return groups, states
 
     def run(self) -> list[TargetResult]:
@@ -116,9 +117,14 @@ class Verifier:
     def verify_target(self, target: str, schemas: list[TableSchema], states) -> TargetResult:
         res = TargetResult(target, [str(s.table_id) for s in schemas])
         first = schemas[0]
-        if any(transform_of(self.defn, t) for t in res.tables):
+        rules = [t for t in (transform_of(self.defn, x) for x in res.tables) if t is not None]
+        if any(t.shapes_rows for t in rules):
             res.not_verified = ("a transform shapes its rows (Spark SQL), which the source's "
                                 "SQL checksums cannot reproduce")
+            return res
+        if any(t.scd_type == 2 or t.apply_as_deletes or t.apply_as_truncates for t in rules):
+            res.not_verified = ("its AUTO CDC rules (history, deletes or truncates of their "
+                                "own) make it another table than the source")
             return res
         sink = self._sink(target, states, res.tables[0])
         if sink is None:

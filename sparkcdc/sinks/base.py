@@ -27,6 +27,7 @@ OP = "__op"  # the planned operation of a row (see ChangeSet)
 NEW = "__new"  # an upsert of a key the source did not hold before the batch (see split_new)
 START_AT, END_AT = "__START_AT", "__END_AT"  # SCD type 2 history columns (Databricks' names)
 UPSERT, DELETE, PATCH, VERSION, CLOSE = "upsert", "delete", "patch", "version", "close"
+AMEND = "amend"  # SCD type 2: the key's open version takes the row's values and __END_AT
 BATCHES_TABLE = "_sparkcdc_batches"  # side table for the last applied batch id (SQL targets)
 
 
@@ -40,8 +41,11 @@ class ChangeSet:
     * SCD type 1: ``upsert`` (replace the row), ``patch`` (update; a null keeps the target's
       value; only with ``ignore_null_updates``) or ``delete`` (only the key columns matter).
       At most one row per key.
-    * SCD type 2: ``close`` (one per touched key: set ``__END_AT`` of the key's open version
-      to the row's ``__END_AT``) and ``version`` (a new history row to insert).
+    * SCD type 2: ``close`` (set ``__END_AT`` of the key's open version to the row's
+      ``__END_AT``), ``amend`` (set every column of the key's open version but
+      ``__START_AT`` to the row's: a change of columns whose history is not tracked, and
+      ``__END_AT`` when a later change ends it; its ``__START_AT`` is null) and ``version``
+      (a new history row to insert). At most one ``close`` or ``amend`` per key.
 
     An SCD type 1 table may also carry ``__new`` (bool): the upsert's key was first
     *inserted* in this batch, so the source did not hold it before. Snapshot rows are all

@@ -161,10 +161,9 @@ def test_structural_errors():
         parse(text)
 
 
-def test_flinks_schema_change_switch_is_a_behavior_and_partition_keys_are_never_ignored():
+def test_flinks_schema_change_switch_is_a_behavior():
     """``schema-change.enabled: false`` (Flink CDC's source key) is the behavior ``ignore``,
-    and contradicting it fails at its line; a transform's ``partition-keys`` is refused,
-    naming the sink option that does it, rather than accepted and ignored."""
+    and contradicting it fails at its line."""
     off = BASE.replace("  server-id: 5400-5499\n",
                        "  server-id: 5400-5499\n  schema-change.enabled: false\n")
     with pytest.raises(ConfigError) as e:  # BASE says try_evolve
@@ -175,9 +174,170 @@ def test_flinks_schema_change_switch_is_a_behavior_and_partition_keys_are_never_
     assert parse(quiet).pipeline.schema_change_behavior == "ignore"
     on = quiet.replace("schema-change.enabled: false", "schema-change.enabled: true")
     assert parse(on).pipeline.schema_change_behavior == "lenient"  # the default
-    part = BASE.replace('    filter: "country = \'DE\'"\n',
-                        '    filter: "country = \'DE\'"\n    partition-keys: country\n')
-    assert part != BASE
+
+
+def with_transform_keys(extra: str, sink: str = "  type: delta\n  path: lake\n") -> str:
+    text = BASE.replace('    filter: "country = \'DE\'"\n',
+                        '    filter: "country = \'DE\'"\n' + extra)
+    return text.replace("  type: delta\n  path: lake\n", sink)
+
+
+def test_partition_keys_and_table_options_reach_the_targets_creation_or_are_refused():
+    """A transform's ``partition-keys`` and ``table-options`` (Flink's ``k=v`` pairs, with
+    their delimiter) are kept for the delta and iceberg targets' creation, and refused, with
+    the reason, for a sink that cannot honour them: never accepted and ignored."""
+    from sparkcdc.pipeline.targets import table_creation_options
+
+    d = parse(with_transform_keys("    partition-keys: country, city\n"
+                                  "    table-options: comment=app order;owner=ops\n"
+                                  "    table-options.delimiter: ';'\n"))
+    t = transform_of(d, "shop.customers")
+    assert t.partition_keys == ("country", "city")
+    assert t.table_options == {"comment": "app order", "owner": "ops"}
+    assert table_creation_options("delta", t.partition_keys, t.table_options) == {
+        "partition-by": "country,city", "table-property.comment": "app order",
+        "table-property.owner": "ops"}
+    pg = "  type: postgres\n  host: h\n  user: u\n  database: d\n"
+    for extra, key in (("    partition-keys: country\n", "partition-keys"),
+                       ("    table-options: a=b\n", "table-options")):
+        text = with_transform_keys(extra, pg)
+        with pytest.raises(ConfigError) as e:
+            parse(text)
+        msg = str(e.value)
+        assert f"p.yaml:{line_of(text, key + ':')}: 'transform[0].{key}'" in msg, msg
+        assert "postgres sink" in msg and "partitions a table by range" in msg
+    with pytest.raises(ConfigError, match="is not key=value"):
+        parse(with_transform_keys("    table-options: justakey\n"))
+
+
+def test_flinks_pipeline_keys_are_honoured_accepted_or_refused():
+    """route-mode and execution.runtime-mode are honoured; Flink's operator and partitioning
+    keys are accepted (they mean nothing here, docs/pipelines.md says why); its UDFs and
+    models are refused with what to do instead."""
+    assert parse().pipeline.route_mode == "all_match"
+    extra = ("  route-mode: FIRST_MATCH\n  execution.runtime-mode: BATCH\n"
+             "  operator.uid.prefix: x\n  schema.operator.uid: y\n"
+             "  schema-operator.rpc-timeout: 3 min\n  sink.partitioning.strategy: TABLE_ID\n"
+             "  transform.decimal.precision.mode: UP_TO_38\n")
+    d = parse(BASE + extra)
+    assert d.pipeline.route_mode == "first_match" and d.pipeline.batch
+    with pytest.raises(ConfigError, match="ALL_MATCH"):
+        parse(BASE + "  route-mode: SOME\n")
+    udf = BASE + "  user-defined-function:\n    - name: addone\n      classpath: a.B\n"
     with pytest.raises(ConfigError) as e:
-        parse(part)
-    assert "partition-keys" in str(e.value) and "partition-by" in str(e.value)
+        parse(udf)
+    assert f"p.yaml:{line_of(udf, 'user-defined-function')}" in str(e.value)
+    assert "Spark SQL" in str(e.value)
+
+
+def test_route_mode_all_match_fans_a_table_out():
+    """Flink's default route-mode (ALL_MATCH) sends a table to every route that matches it;
+    FIRST_MATCH to the first; no match keeps the table's name."""
+    from sparkcdc.pipeline.routing import targets_of
+
+    text = BASE.replace("  - source-table: legacy.\\.*\n", "  - source-table: shop.items\n"
+                        "    sink-table: ods.items_copy\n  - source-table: legacy.\\.*\n")
+    d = parse(text)
+    assert targets_of(d, "shop.items") == ("ods.shop_items", "ods.items_copy")
+    assert target_of(d, "shop.items") == "ods.shop_items"
+    assert targets_of(d, "other.t") == ("other.t",)
+    first = parse(text + "  route-mode: FIRST_MATCH\n")
+    assert targets_of(first, "shop.items") == ("ods.shop_items",)
+
+
+@pytest.mark.parametrize("key,value,option,mapped", [
+    ("jdbc.properties.useSSL", "false", "ssl.mode", "disabled"),
+    ("jdbc.properties.sslMode", "REQUIRED", "ssl.mode", "required"),
+    ("jdbc.properties.serverTimezone", "Asia/Shanghai", "server-time-zone", "Asia/Shanghai"),
+    ("jdbc.properties.connectTimeout", "5000", "connect.timeout", "5000ms"),
+    ("jdbc.properties.characterEncoding", "UTF-8", None, None),
+    ("debezium.snapshot.mode", "schema_only", "scan.startup.mode", "latest-offset"),
+    ("debezium.snapshot.mode", "initial_only", "scan.startup.mode", "snapshot"),
+    ("debezium.snapshot.fetch.size", "512", "scan.snapshot.fetch.size", "512"),
+    ("debezium.heartbeat.interval.ms", "5000", "heartbeat.interval", "5000ms"),
+    ("debezium.database.ssl.mode", "disabled", "ssl.mode", "disabled"),
+    ("debezium.snapshot.locking.mode", "none", None, None),
+    ("debezium.decimal.handling.mode", "precise", None, None),
+    ("debezium.database.history.store.only.captured.tables.ddl", "true", None, None),
+    ("connection.pool.size", "20", None, None),
+    ("chunk-meta.group.size", "1000", None, None),
+    ("scan.incremental.close-idle-reader.enabled", "true", None, None),
+    ("scan.incremental.snapshot.unbounded-chunk-first.enabled", "true", None, None),
+])
+def test_flinks_source_keys_are_mapped_or_accepted(key, value, option, mapped):
+    d = parse(BASE.replace("  server-id: 5400-5499\n",
+                           f"  server-id: 5400-5499\n  {key}: '{value}'\n"))
+    if option is not None:
+        assert d.source.options[option] == mapped
+    assert not any(k.startswith(("jdbc.", "debezium.")) for k in d.source.options)
+
+
+@pytest.mark.parametrize("key,value,needle", [
+    ("jdbc.properties.zeroDateTimeBehavior", "EXCEPTION", "reads zero dates as null"),
+    ("jdbc.properties.trustCertificateKeyStoreUrl", "file:x.jks", "PEM"),
+    ("jdbc.properties.someMadeUpThing", "1", "has no equivalent here"),
+    ("debezium.decimal.handling.mode", "double", "CAST it in a transform"),
+    ("debezium.event.deserialization.failure.handling.mode", "ignore", "would lose"),
+    ("debezium.column.exclude.list", "shop.a.b", "transform projection"),
+    ("debezium.table.include.list", "shop.a", "tables.exclude"),
+    ("debezium.snapshot.mode", "schema_only_recovery", "scan.startup.mode"),
+    ("debezium.skipped.operations", "x", "not an operation"),
+    ("debezium.made.up", "1", "has no equivalent here"),
+    ("metadata.list", "op_ts,commit_lsn", "commit_lsn"),
+    ("treat-tinyint1-as-boolean.enabled", "maybe", "true or false"),
+])
+def test_flinks_source_keys_that_cannot_be_honoured_are_refused_at_their_line(key, value,
+                                                                              needle):
+    text = BASE.replace("  server-id: 5400-5499\n",
+                        f"  server-id: 5400-5499\n  {key}: '{value}'\n")
+    with pytest.raises(ConfigError) as e:
+        parse(text)
+    msg = str(e.value)
+    assert f"p.yaml:{line_of(text, key)}: 'source.{key}'" in msg, msg
+    assert needle in msg, msg
+
+
+def test_a_mapped_key_never_overrides_the_option_itself():
+    text = BASE.replace("  server-id: 5400-5499\n", "  server-id: 5400-5499\n"
+                        "  ssl.mode: required\n  jdbc.properties.useSSL: 'false'\n")
+    with pytest.raises(ConfigError, match="ssl.mode is required already"):
+        parse(text)
+    same = text.replace("useSSL: 'false'", "useSSL: 'true'")
+    assert parse(same).source.options["ssl.mode"] == "required"
+
+
+def test_source_extras_metadata_tinyint_json_and_skipped_operations():
+    text = BASE.replace("  server-id: 5400-5499\n", "  server-id: 5400-5499\n"
+                        "  metadata.list: op_ts, table_name\n"
+                        "  treat-tinyint1-as-boolean.enabled: true\n"
+                        "  use.legacy.json.format: true\n"
+                        "  debezium.skipped.operations: d,t\n")
+    x = parse(text).source.extras
+    assert x.metadata == ("op_ts", "table_name") and x.tinyint1_as_boolean and x.compact_json
+    assert x.skipped_operations == {"d", "t"}
+    assert parse().source.extras.metadata == () and not parse().source.extras.tinyint1_as_boolean
+
+
+def test_transform_converter_projection_escape_and_auto_cdc_keys():
+    d = parse(with_transform_keys("    converter-after-transform: soft_delete\n").replace(
+        'projection: "*, UPPER(name) AS name_upper"', 'projection: "\\\\*, 1 AS one"'))
+    t = transform_of(d, "shop.customers")
+    assert t.converter == "SOFT_DELETE" and t.projection == "*, 1 AS one"
+    with pytest.raises(ConfigError, match="SOFT_DELETE"):
+        parse(with_transform_keys("    converter-after-transform: HARD_DELETE\n"))
+    d = parse(with_transform_keys("    stored-as-scd-type: 2\n"
+                                  "    track-history-except-column-list: country\n"))
+    t = transform_of(d, "shop.customers")
+    assert t.scd_type == 2 and t.track_history_except == ("country",)
+    for extra, needle in (
+            ("    track-history-column-list: a\n", "stored-as-scd-type: 2"),
+            ("    stored-as-scd-type: 3\n", "not 1 or 2"),
+            ("    stored-as-scd-type: 2\n    apply-as-truncates: \"x\"\n", "SCD type 2"),
+            (("    stored-as-scd-type: 2\n    track-history-column-list: a\n"
+              "    track-history-except-column-list: b\n"), "not both")):
+        with pytest.raises(ConfigError, match=needle):
+            parse(with_transform_keys(extra))
+    only = BASE.replace('    projection: "*, UPPER(name) AS name_upper"\n'
+                        '    filter: "country = \'DE\'"\n', "    apply-as-truncates: \"op = 'T'\"\n")
+    assert only != BASE
+    assert transform_of(parse(only), "shop.customers").apply_as_truncates == "op = 'T'"

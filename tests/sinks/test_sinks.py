@@ -170,3 +170,67 @@ def test_empty_batch_records_its_id(spark, make_target):
     _apply(spark, sink, [], 1)
     assert sink.last_batch_id() == 1
     assert _rows(spark, sink) == [{"id": 1, "name": "a", "qty": 1}]
+
+
+def test_scd2_tracks_history_of_some_columns(spark, make_target):
+    """``track_history_column_list``: a change of a tracked column makes a new version; a
+    change of the others updates the open version in place (the target's, or one of the
+    batch), as Databricks' AUTO CDC does."""
+    sink = make_target()
+    kw = {"stored_as_scd_type": 2, "track_history_column_list": ["name"]}
+    _apply(spark, sink, [(1, "a", 1, "insert", 10), (2, "b", 2, "insert", 11)], 0, **kw)
+    _apply(spark, sink, [
+        (1, "a", 1, "update_preimage", 20), (1, "a", 5, "update_postimage", 21),   # qty only
+        (2, "b", 2, "update_preimage", 30), (2, "b2", 2, "update_postimage", 31),  # name
+    ], 1, **kw)
+    _apply(spark, sink, [
+        (1, "a", 5, "update_preimage", 40), (1, "a9", 5, "update_postimage", 41),
+        (1, "a9", 5, "update_preimage", 42), (1, "a9", 7, "update_postimage", 43),
+        (2, "b2", 2, "delete", 50),
+        (3, "c", 1, "insert", 51), (3, "c", 1, "update_preimage", 52),
+        (3, "c", 3, "update_postimage", 53)], 2, **kw)
+    # an in-place change of the target's open version, then a tracked change, in one batch
+    _apply(spark, sink, [
+        (3, "c", 3, "update_preimage", 60), (3, "c", 4, "update_postimage", 61),
+        (3, "c", 4, "update_preimage", 62), (3, "c2", 4, "update_postimage", 63)], 3, **kw)
+    assert _apply(spark, sink, [(1, "x", 0, "update_postimage", 99)], 3, **kw).skipped
+
+    def v(i, name, qty, start, end):
+        return {"id": i, "name": name, "qty": qty, START_AT: D(start),
+                END_AT: None if end is None else D(end)}
+
+    assert _rows(spark, sink, scd_type=2, track_history_column_list=["name"]) == [
+        v(1, "a", 5, 10, 41), v(1, "a9", 7, 41, None),
+        v(2, "b", 2, 11, 31), v(2, "b2", 2, 31, 50),
+        v(3, "c", 4, 51, 63), v(3, "c2", 4, 63, None)]
+
+
+def test_scd2_tracks_history_except_some_columns(spark, make_target):
+    """``track_history_except_column_list``: every column but those makes new versions."""
+    sink = make_target()
+    kw = {"stored_as_scd_type": 2, "track_history_except_column_list": ["qty"]}
+    _apply(spark, sink, [(1, "a", 1, "insert", 10)], 0, **kw)
+    _apply(spark, sink, [(1, "a", 1, "update_preimage", 20), (1, "a", 2, "update_postimage", 21),
+                         (1, "a", 2, "update_preimage", 30), (1, "z", 2, "update_postimage", 31)],
+           1, **kw)
+    assert _rows(spark, sink, scd_type=2, track_history_except_column_list=["qty"]) == [
+        {"id": 1, "name": "a", "qty": 2, START_AT: D(10), END_AT: D(31)},
+        {"id": 1, "name": "z", "qty": 2, START_AT: D(31), END_AT: None}]
+
+
+def test_apply_as_truncates_empties_the_target(spark, make_target):
+    """``apply_as_truncates``: a row the rule marks empties the target at its place; only
+    the changes after it are applied (a changelog keeps every row; folding it with the same
+    rule gives the same table). A replayed batch empties nothing."""
+    sink = make_target()
+    kw = {"apply_as_truncates": "name = 'TRUNCATE'"}
+    _apply(spark, sink, [(1, "a", 1, "insert", 10), (2, "b", 2, "insert", 10),
+                         (3, "c", 3, "insert", 10)], 0, **kw)
+    batch1 = [(1, "a", 9, "update_postimage", 101), (0, "TRUNCATE", None, "insert", 105),
+              (4, "d", 4, "insert", 110), (2, "b", 7, "update_postimage", 111)]
+    _apply(spark, sink, batch1, 1, **kw)
+    expected = [{"id": 2, "name": "b", "qty": 7}, {"id": 4, "name": "d", "qty": 4}]
+    assert _rows(spark, sink, **kw) == expected
+    assert _apply(spark, sink, batch1, 1, **kw).skipped
+    _apply(spark, sink, [(5, "e", 5, "insert", 201)], 2, **kw)
+    assert _rows(spark, sink, **kw) == expected + [{"id": 5, "name": "e", "qty": 5}]

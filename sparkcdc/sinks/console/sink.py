@@ -13,10 +13,12 @@ from typing import Any, TextIO
 import pyarrow as pa
 
 from sparkcdc.sinks.base import (
+    AMEND,
     CLOSE,
     DELETE,
     END_AT,
     PATCH,
+    START_AT,
     UPSERT,
     VERSION,
     ChangeSet,
@@ -74,9 +76,11 @@ class ConsoleSink(Sink):
                     self._rows[k] = {n: old[n] if r[n] is None else r[n] for n in names}
         else:
             for r in rows:
-                if r["__op"] == CLOSE:
+                if r["__op"] in (CLOSE, AMEND):
                     for v in self._versions:
                         if key(v) == key(r) and v[END_AT] is None:
+                            if r["__op"] == AMEND:
+                                v.update({n: r[n] for n in names if n != START_AT})
                             v[END_AT] = r[END_AT]
             self._versions += [{n: r[n] for n in names} for r in rows if r["__op"] == VERSION]
         self._last = batch_id
@@ -95,7 +99,8 @@ class ConsoleSink(Sink):
         return True
 
     def empty(self) -> None:
-        pass  # in memory: the new generation's sink starts empty
+        self._rows.clear()
+        self._versions.clear()
 
     def read(self) -> pa.Table:
         if self._schema is None:

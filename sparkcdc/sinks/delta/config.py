@@ -24,7 +24,8 @@ OPTIONS = {
                                "names each target so, from its route)"),
 }
 STORAGE_PREFIX = "storage."  # storage.<key> -> delta-rs storage_options
-PREFIXES = (STORAGE_PREFIX,)  # option names taken as a group
+PROPERTY_PREFIX = "table-property."  # table-property.<key> -> the table's configuration
+PREFIXES = (STORAGE_PREFIX, PROPERTY_PREFIX)  # option names taken as a group
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class DeltaConfig:
     storage_options: dict[str, str] = field(default_factory=dict)
     catalog: str | None = None  # a Spark catalog naming the table too (sinks/delta/catalog.py)
     catalog_table: tuple[str, str] | None = None  # (database, table) in it
+    table_properties: dict[str, str] = field(default_factory=dict)  # set when it is created
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
@@ -53,6 +55,7 @@ class DeltaConfig:
                    app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),
                    target_file_size=o.integer("target-file-size", lo=1),
                    storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
+                   table_properties=o.prefixed[PROPERTY_PREFIX],
                    catalog_table=(table_name_parts("delta", "catalog-table", name, 2)
                                   if name else None))
 

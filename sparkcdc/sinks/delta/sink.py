@@ -28,6 +28,7 @@ from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
     END_AT,
     OP,
+    START_AT,
     ChangeSet,
     Sink,
     WriteResult,
@@ -86,6 +87,8 @@ class DeltaSink(Sink):
         return self._dl.DeltaTable.create(
             self.config.path, schema, mode="ignore",
             partition_by=list(self.config.partition_by) or None,
+            configuration=self.config.table_properties or None,
+            raise_if_key_not_exists=False,  # free keys (a pipeline's table-options) too
             storage_options=self.config.storage_options)
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
@@ -126,9 +129,14 @@ class DeltaSink(Sink):
         op = f"s.{_q(OP)}"
         insert = {_q(c): f"s.{_q(c)}" for c in names}
         if changes.scd_type == 2:
-            m = table.merge(source, f"{on} AND t.{_q(END_AT)} IS NULL AND {op} = 'close'",
+            m = table.merge(source, f"{on} AND t.{_q(END_AT)} IS NULL AND {op} IN ('close', "
+                                    "'amend')",
                             source_alias="s", target_alias="t", commit_properties=props)
-            m = (m.when_matched_update({_q(END_AT): f"s.{_q(END_AT)}"})
+            amend = {_q(c): f"s.{_q(c)}" for c in names
+                     if c not in changes.keys and c != START_AT}
+            m = (m.when_matched_update({_q(END_AT): f"s.{_q(END_AT)}"},
+                                       predicate=f"{op} = 'close'")
+                  .when_matched_update(amend, predicate=f"{op} = 'amend'")
                   .when_not_matched_insert(insert, predicate=f"{op} = 'version'"))
         else:
             values = [c for c in names if c not in changes.keys]

@@ -20,9 +20,12 @@ OPTIONS = {
                               "(table property sparkcdc.batch-id.<app-id>)"),
     "compact-every": Opt("100", "a non-negative integer: every N batches, rewrite the "
                                 "table's small data files into few (0: never)"),
+    "partition-by": Opt(None, "comma-separated column names: the table is created "
+                              "partitioned by their values (identity partitions)"),
 }
 CATALOG_PREFIX = "catalog."  # catalog.<key> -> pyiceberg catalog properties (type, uri, ...)
-PREFIXES = (CATALOG_PREFIX,)  # option names taken as a group
+PROPERTY_PREFIX = "table-property."  # table-property.<key> -> the table's properties
+PREFIXES = (CATALOG_PREFIX, PROPERTY_PREFIX)  # option names taken as a group
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class IcebergConfig:
     app_id: str = "sparkcdc"
     catalog_properties: dict[str, str] = field(default_factory=dict)
     compact_every: int = 100  # a long stream of small batches must not pile up files
+    partition_by: tuple[str, ...] = ()  # identity partitions, when the table is created
+    table_properties: dict[str, str] = field(default_factory=dict)  # likewise
 
     @property
     def identifier(self) -> tuple[str, str]:
@@ -63,7 +68,9 @@ class IcebergConfig:
             props.setdefault("warehouse", warehouse)
         return cls(namespace=ns, table=name, catalog_name=o.text("catalog-name"),
                    app_id=o.text("app-id"), catalog_properties=props,
-                   compact_every=o.integer("compact-every", lo=0))
+                   compact_every=o.integer("compact-every", lo=0),
+                   partition_by=o.names("partition-by"),
+                   table_properties=o.prefixed[PROPERTY_PREFIX])
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

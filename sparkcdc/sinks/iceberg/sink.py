@@ -32,12 +32,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcdc.errors import SchemaError
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
+    AMEND,
     CLOSE,
     DELETE,
     END_AT,
     PATCH,
+    START_AT,
     UPSERT,
     VERSION,
     ChangeSet,
@@ -111,9 +114,22 @@ class IcebergSink(Sink):
         # two streams of one pipeline creating tables in one namespace at once race in the
         # SQL catalog's "if not exists" (UNIQUE constraint on the namespace's properties):
         # creation takes the same lock as loading the catalog
+        bad = [c for c in self.config.partition_by if c not in schema.names]
+        if bad:
+            raise SchemaError(f"partition columns {bad} are not target columns of "
+                              f"{'.'.join(self.config.identifier)}",
+                              fix=f"partition-by takes some of: {', '.join(schema.names)}")
         with _CATALOG_LOCK:
             cat.create_namespace_if_not_exists(self.config.namespace)
-            return cat.create_table_if_not_exists(self.config.identifier, schema=schema)
+            table = cat.create_table_if_not_exists(
+                self.config.identifier, schema=schema,
+                properties=dict(self.config.table_properties))
+        if self.config.partition_by and table.spec().is_unpartitioned():
+            with table.update_spec() as spec:
+                for column in self.config.partition_by:
+                    spec.add_identity(column)
+            table = self._table()
+        return table
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         check_key_not_null(changes)
@@ -161,7 +177,7 @@ def _merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema) -> None:
     (``Transaction.delete`` would read a file straddling the range a second time to rewrite
     its rows outside it) and dropped; its untouched rows go back with the new ones."""
     keys = list(changes.keys)
-    ops = (CLOSE,) if changes.scd_type == 2 else (UPSERT, PATCH, DELETE)
+    ops = (CLOSE, AMEND) if changes.scd_type == 2 else (UPSERT, PATCH, DELETE)
     key_schema = pa.schema([arrow_schema.field(k) for k in keys])
     touched = _distinct(storage_table(changes.key_rows(*ops)).select(keys).cast(key_schema),
                         keys)
@@ -184,7 +200,10 @@ def _merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema) -> None:
         is_open = pc.is_null(hit[END_AT])
         closes = storage_table(changes.key_rows(CLOSE)).cast(
             pa.schema([arrow_schema.field(n) for n in keys + [END_AT]]))
-        new_rows = [hit.filter(pc.invert(is_open)), _closed(hit.filter(is_open), closes, keys),
+        new_rows = [hit.filter(pc.invert(is_open)),
+                    _closed(hit.filter(is_open), closes, keys),
+                    _amended(hit.filter(is_open),
+                             storage_table(changes.rows(AMEND)).cast(arrow_schema), keys),
                     storage_table(changes.rows(VERSION)).cast(arrow_schema)]
     rows = pa.concat_tables([keep.select(arrow_schema.names)]
                             + [r.select(arrow_schema.names) for r in new_rows])
@@ -359,6 +378,16 @@ def _patched(patches: pa.Table, current: pa.Table, keys: list[str]) -> pa.Table:
     cols = [joined[c] if c in keys else pc.coalesce(joined[c], joined[f"__cur_{c}"])
             for c in patches.column_names]
     return pa.Table.from_arrays(cols, schema=patches.schema)
+
+
+def _amended(current: pa.Table, amends: pa.Table, keys: list[str]) -> pa.Table:
+    """The open versions of amended keys: the amend row's values, their own
+    ``__START_AT``."""
+    if current.num_rows == 0 or amends.num_rows == 0:
+        return current.slice(0, 0)
+    starts = current.select(keys + [START_AT])
+    joined = amends.drop_columns([START_AT]).join(starts, keys, join_type="inner")
+    return joined.select(current.column_names)
 
 
 def _closed(current: pa.Table, closes: pa.Table, keys: list[str]) -> pa.Table:

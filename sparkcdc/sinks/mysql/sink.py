@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
+    AMEND,
     BATCHES_TABLE,
     CLOSE,
     DELETE,
@@ -300,21 +301,27 @@ class MySQLSink(Sink):
         self._insert(cur, changes.rows(PATCH), self._upsert_clause(names, changes.keys, True))
 
     def _apply_scd2(self, cur, changes: ChangeSet) -> None:
-        closes = changes.key_rows(CLOSE)
-        stage = f"{q(self.config.database)}.{q('__sparkcdc_closes')}"
         schema = changes.target_schema
-        cols = ", ".join(f"{q(n)} {mysql_type(schema.field(n).type, True)}"
-                         for n in closes.column_names)
-        cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {stage}")
-        cur.execute(f"CREATE TEMPORARY TABLE {stage} ({cols}) ENGINE=InnoDB "
-                    "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
-        head = f"INSERT INTO {stage} ({', '.join(map(q, closes.column_names))}) VALUES "
-        for values in chunks(row_tuples(closes), self.config.statement_bytes):
-            cur.execute(head + values)
         on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in changes.keys)
-        cur.execute(f"UPDATE {self._target} t JOIN {stage} s ON {on} "
-                    f"SET t.{q(END_AT)} = s.{q(END_AT)} WHERE t.{q(END_AT)} IS NULL")
-        cur.execute(f"DROP TEMPORARY TABLE {stage}")
+        closes = changes.key_rows(CLOSE)
+        amends = changes.rows(AMEND).drop_columns([START_AT])
+        for rows, name in ((closes, "__sparkcdc_closes"), (amends, "__sparkcdc_amends")):
+            if not rows.num_rows:
+                continue
+            stage = f"{q(self.config.database)}.{q(name)}"
+            cols = ", ".join(f"{q(n)} {mysql_type(schema.field(n).type, True)}"
+                             for n in rows.column_names)
+            cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {stage}")
+            cur.execute(f"CREATE TEMPORARY TABLE {stage} ({cols}) ENGINE=InnoDB "
+                        "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+            head = f"INSERT INTO {stage} ({', '.join(map(q, rows.column_names))}) VALUES "
+            for values in chunks(row_tuples(rows), self.config.statement_bytes):
+                cur.execute(head + values)
+            sets = ", ".join(f"t.{q(n)} = s.{q(n)}" for n in rows.column_names
+                             if n not in changes.keys)
+            cur.execute(f"UPDATE {self._target} t JOIN {stage} s ON {on} "
+                        f"SET {sets} WHERE t.{q(END_AT)} IS NULL")
+            cur.execute(f"DROP TEMPORARY TABLE {stage}")
         self._insert(cur, changes.rows(VERSION), None)
 
     def read(self) -> pa.Table:

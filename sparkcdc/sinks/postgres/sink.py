@@ -305,6 +305,11 @@ class PostgresSink(Sink):
         cur.execute(sql("UPDATE {} t SET {} = s.{} FROM {} s WHERE {} AND t.{} IS NULL "
                         "AND s.{} = 'close'").format(
             self._target, I(END_AT), I(END_AT), stage, on, I(END_AT), I(OP)))
+        values = [n for n in names if n not in changes.keys and n != START_AT]
+        cur.execute(sql("UPDATE {} t SET {} FROM {} s WHERE {} AND t.{} IS NULL "
+                        "AND s.{} = 'amend'").format(
+            self._target, sql(", ").join(sql("{0} = s.{0}").format(I(c)) for c in values),
+            stage, on, I(END_AT), I(OP)))
         col_list = sql(", ").join(map(I, names))
         cur.execute(sql("INSERT INTO {} ({}) SELECT {} FROM {} WHERE {} = 'version'").format(
             self._target, col_list, col_list, stage, I(OP)))
