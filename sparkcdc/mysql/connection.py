@@ -357,4 +357,10 @@ def _describe(e: BaseException | None) -> str:
 
 
 def _tz_literal(tz: str) -> str:
-    return tz.replace("'", "")
+    """The session time zone to set. UTC by any of its names is '+00:00', which every
+    server knows: a named zone needs the server's time zone tables, often not loaded
+    (Flink's examples say 'UTC')."""
+    tz = tz.replace("'", "")
+    if tz.strip().upper() in ("UTC", "GMT", "Z", "ETC/UTC", "ETC/GMT", "UCT", "ZULU"):
+        return "+00:00"
+    return tz

@@ -642,10 +642,10 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
             continue
         text = r.scalar(v, key, kline).strip()
         bad = r.error(key, kline, f"malformed value {text!r}", fix=PIPELINE_KEYS[name])
-        if name == "name":
-            if not re.fullmatch(r"[A-Za-z0-9_.\-]+", text):
-                raise r.error(key, kline, f"{text!r} is not a plain name",
-                              fix="letters, digits, '_', '-' and '.'")
+        if name == "name":  # free text, as Flink's job names are ("Sync MySQL to Doris")
+            if not text or re.search(r"[\x00-\x1f/\\]", text):
+                raise r.error(key, kline, f"{text!r} is not a usable name",
+                              fix="any text without '/', '\\' or control characters")
             vals["name"] = text
         elif name in ("parallelism", "max-rows-per-batch"):
             if not text.isdigit() or int(text) < 1:
