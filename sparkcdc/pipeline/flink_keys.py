@@ -98,20 +98,13 @@ def _jdbc(name: str, value: str, key: str, out: dict[str, str], extras: dict) ->
     if name in JDBC_ACCEPTED:
         return
     if name == "sslMode":
-        mode = _SSL_MODES.get(v.lower())
-        if mode is None:
+        if v.lower() not in _SSL_MODES:
             raise ConfigError(f"'{key}' has the unknown value {value!r}",
                               fix="DISABLED, PREFERRED, REQUIRED, VERIFY_CA or "
                                   "VERIFY_IDENTITY", key=key)
-        _set(out, "ssl.mode", mode, key)
-    elif name in ("useSSL", "requireSSL"):
-        if _flag(key, v):
-            _set(out, "ssl.mode", "required", key)
-        elif name == "useSSL":
-            _set(out, "ssl.mode", "disabled", key)
-    elif name == "verifyServerCertificate":
-        if _flag(key, v):
-            _set(out, "ssl.mode", "verify_ca", key)
+        extras.setdefault("tls", {})[name] = (v.lower(), key)
+    elif name in ("useSSL", "requireSSL", "verifyServerCertificate"):
+        extras.setdefault("tls", {})[name] = (_flag(key, v), key)
     elif name in ("serverTimezone", "connectionTimeZone"):
         if v.upper() not in ("LOCAL", "SERVER"):
             _set(out, "server-time-zone", v, key)
@@ -141,6 +134,24 @@ def _jdbc(name: str, value: str, key: str, out: dict[str, str], extras: dict) ->
                           "(sparkcdc does not connect through JDBC)",
                           fix="remove it; the properties sparkcdc maps or accepts are listed "
                               "in docs/pipelines.md", key=key)
+
+
+def _jdbc_ssl_mode(tls: dict) -> tuple[str | None, str]:
+    """``ssl.mode`` from Connector/J's TLS properties (``name -> (value, key)``), read as it
+    reads them together: ``sslMode`` first; else ``useSSL``/``requireSSL`` (false: no TLS;
+    true: TLS, verified with ``verifyServerCertificate``)."""
+    if "sslMode" in tls:
+        mode, key = tls["sslMode"]
+        return _SSL_MODES[mode], key
+    use = tls.get("useSSL") or tls.get("requireSSL")
+    verify = tls.get("verifyServerCertificate")
+    if use is not None and not use[0] and "requireSSL" not in tls:
+        return "disabled", use[1]
+    if verify is not None and verify[0]:
+        return "verify_ca", verify[1]
+    if use is not None and use[0] or tls.get("requireSSL", (False,))[0]:
+        return "required", (use or tls["requireSSL"])[1]
+    return None, ""
 
 
 # -- debezium.* -----------------------------------------------------------------------------
@@ -290,6 +301,10 @@ def translate(keys: Mapping[str, str], options: dict[str, str]) -> SourceExtras:
             _debezium(key[len(DEBEZIUM_PREFIX):], value, key, options, extras)
         else:
             raise ConfigError(f"unknown key '{key}'", key=key)
+    if "tls" in extras:
+        mode, key = _jdbc_ssl_mode(extras["tls"])
+        if mode is not None:
+            _set(options, "ssl.mode", mode, key)
     jdbc_tiny = extras.get("tinyint1_as_boolean")
     if tinyint and jdbc_tiny and tinyint[0] != jdbc_tiny[0]:
         raise ConfigError(f"'{jdbc_tiny[1]}' contradicts '{tinyint[1]}'",

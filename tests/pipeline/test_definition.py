@@ -248,6 +248,7 @@ def test_route_mode_all_match_fans_a_table_out():
 @pytest.mark.parametrize("key,value,option,mapped", [
     ("jdbc.properties.useSSL", "false", "ssl.mode", "disabled"),
     ("jdbc.properties.sslMode", "REQUIRED", "ssl.mode", "required"),
+    ("jdbc.properties.requireSSL", "true", "ssl.mode", "required"),
     ("jdbc.properties.serverTimezone", "Asia/Shanghai", "server-time-zone", "Asia/Shanghai"),
     ("jdbc.properties.connectTimeout", "5000", "connect.timeout", "5000ms"),
     ("jdbc.properties.characterEncoding", "UTF-8", None, None),
@@ -297,6 +298,20 @@ def test_flinks_source_keys_that_cannot_be_honoured_are_refused_at_their_line(ke
     assert needle in msg, msg
 
 
+def test_connector_j_tls_properties_are_read_together():
+    def mode(props: str):
+        text = BASE.replace("  server-id: 5400-5499\n", "  server-id: 5400-5499\n" + props)
+        return parse(text).source.options.get("ssl.mode")
+
+    assert mode("  jdbc.properties.useSSL: 'true'\n"
+                "  jdbc.properties.verifyServerCertificate: 'true'\n"
+                "  ssl.ca: /etc/ssl/certs/ca-certificates.crt\n") == "verify_ca"
+    assert mode("  jdbc.properties.useSSL: 'true'\n"
+                "  jdbc.properties.verifyServerCertificate: 'false'\n") == "required"
+    assert mode("  jdbc.properties.useSSL: 'false'\n"
+                "  jdbc.properties.sslMode: PREFERRED\n") == "preferred"  # sslMode first
+
+
 def test_a_mapped_key_never_overrides_the_option_itself():
     text = BASE.replace("  server-id: 5400-5499\n", "  server-id: 5400-5499\n"
                         "  ssl.mode: required\n  jdbc.properties.useSSL: 'false'\n")
@@ -341,3 +356,58 @@ def test_transform_converter_projection_escape_and_auto_cdc_keys():
                         '    filter: "country = \'DE\'"\n', "    apply-as-truncates: \"op = 'T'\"\n")
     assert only != BASE
     assert transform_of(parse(only), "shop.customers").apply_as_truncates == "op = 'T'"
+
+
+# Flink CDC's own key lists (MySqlDataSourceOptions, PipelineOptions and its YAML parser's
+# route and transform keys, at the commit tests/pipeline/flink_examples/README.md names),
+# with a value each: every one parses (none is an unknown key), and docs/pipelines.md names it
+FLINK_SOURCE_KEYS = {
+    "port": "3306", "server-time-zone": "UTC", "server-id": "5400-5499",
+    "scan.incremental.snapshot.chunk.size": "8096", "scan.snapshot.fetch.size": "1024",
+    "connect.timeout": "30s", "connection.pool.size": "20", "connect.max-retries": "3",
+    "scan.startup.mode": "initial", "heartbeat.interval": "30s",
+    "chunk-meta.group.size": "1000", "chunk-key.even-distribution.factor.upper-bound": "1000",
+    "chunk-key.even-distribution.factor.lower-bound": "0.05",
+    "scan.incremental.snapshot.chunk.key-column": "shop.t:id",
+    "scan.incremental.close-idle-reader.enabled": "false",
+    "scan.newly-added-table.enabled": "false", "schema-change.enabled": "true",
+    "tables.exclude": "shop.tmp", "scan.binlog.newly-added-table.enabled": "false",
+    "metadata.list": "op_ts", "scan.parse.online.schema.changes.enabled": "false",
+    "include-comments.enabled": "false", "treat-tinyint1-as-boolean.enabled": "true",
+    "use.legacy.json.format": "true",
+    "scan.incremental.snapshot.unbounded-chunk-first.enabled": "false",
+    "scan.incremental.snapshot.backfill.skip": "false",
+}
+FLINK_PIPELINE_KEYS = {
+    "name": "Flink CDC Pipeline Job", "parallelism": "1", "execution.runtime-mode": "STREAMING",
+    "schema.change.behavior": "lenient", "route-mode": "ALL_MATCH",
+    "local-time-zone": "UTC", "operator.uid.prefix": "p", "schema.operator.uid": "u",
+    "schema-operator.rpc-timeout": "3min", "sink.partitioning.strategy": "SINK_DEFINED",
+    "transform.decimal.precision.mode": "UP_TO_19",
+}
+FLINK_TRANSFORM_KEYS = ("source-table", "projection", "filter", "primary-keys",
+                        "partition-keys", "table-options", "table-options.delimiter",
+                        "description", "converter-after-transform")
+
+
+def test_every_flink_key_parses_and_is_documented():
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "pipelines.md").read_text()
+    base = BASE.replace("  tables.exclude: shop.tmp_\\.*\n", "").replace(
+        "  server-id: 5400-5499\n", "")
+    for key, value in FLINK_SOURCE_KEYS.items():
+        text = base.replace("  tables: ", f"  {key}: '{value}'\n  tables: ")
+        parse(text.replace("  port: 3306\n", "") if key == "port" else text)
+        assert f"`{key}`" in docs, key
+    for prefix in ("jdbc.properties.", "debezium."):
+        assert f"`{prefix}*`" in docs
+    for key, value in FLINK_PIPELINE_KEYS.items():
+        text = base.replace("  name: shop-sync\n", "").replace(
+            "  parallelism: 2\n", "").replace("  schema.change.behavior: try_evolve\n", "")
+        parse(text + f"  {key}: '{value}'\n")
+        assert f"`{key}`" in docs, key
+    for key in (*FLINK_TRANSFORM_KEYS, "source-table", "sink-table", "replace-symbol"):
+        assert f"`{key}`" in docs, key
+    for key in ("user-defined-function", "model"):
+        assert f"`{key}`" in docs, key
