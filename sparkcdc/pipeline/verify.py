@@ -133,7 +133,8 @@ class Verifier:
         ranges = (checksums.plan_ranges(*checksums.key_bounds(self.config.connection, schemas,
                                                                  keys[0]), self.rows_per_range)
                       if single_int else [KeyRange(0, None, None)])
-        src = checksums.range_sums(self.config.connection, schemas, cols, ranges, res.key)
+        src = checksums.range_sums(self.config.connection, schemas, cols, ranges, res.key,
+                                   self.config.zero_dates_epoch)
         tgt = self._target_sums(table, cols, ranges, res.key)
         res.ranges = [RangeResult(r, src[r.index], tgt[r.index]) for r in ranges]
         bad = [r.range for r in res.ranges if not r.equal]
@@ -162,7 +163,8 @@ class Verifier:
                 res.rechecks += 1
                 self._wait_caught_up(res.tables, states)
                 table = self._read_target(sink)
-                src = checksums.range_sums(self.config.connection, schemas, cols, bad, res.key)
+                src = checksums.range_sums(self.config.connection, schemas, cols, bad, res.key,
+                                       self.config.zero_dates_epoch)
                 tgt = self._target_sums(table, cols, bad, res.key)
                 fresh = {r.index: RangeResult(r, src[r.index], tgt[r.index]) for r in bad}
                 res.ranges = [fresh.get(r.range.index, r) for r in res.ranges]
@@ -305,7 +307,8 @@ class Verifier:
             time.sleep(1.0)
 
     def _key_diff(self, res: TargetResult, schemas, cols, keys, ranges, table) -> None:
-        src = checksums.row_hashes(self.config.connection, schemas, cols, keys, ranges, res.key)
+        src = checksums.row_hashes(self.config.connection, schemas, cols, keys, ranges, res.key,
+                                   self.config.zero_dates_epoch)
         idx = self._range_index(table, ranges, res.key)
         wanted = {r.index for r in ranges}
         keep = np.isin(idx, list(wanted))
