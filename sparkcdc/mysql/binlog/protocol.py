@@ -371,10 +371,7 @@ def compressed_query_text(data: bytes, start: int, end: int, post_header: int) -
     into a QUERY event by inflating the statement in place and keep the rest, so it is read
     with the QUERY event's post-header length (``query_db`` reads its database as is).
     Raises ``ValueError`` saying what is wrong."""
-    q = _statement_at(data, start, post_header)
-    if q >= end:
-        raise ValueError("the event ends before its statement")
-    return mariadb_inflate(data, q, end).strip()
+    return mariadb_inflate(data, _statement_at(data, start, post_header), end).strip()
 
 
 def mariadb_inflate(data: bytes, p: int, end: int) -> bytes:
@@ -408,9 +405,9 @@ def mariadb_inflate(data: bytes, p: int, end: int) -> bytes:
     try:
         with memoryview(data) as view, view[p + 1 + lenlen:end] as body:
             out = z.decompress(body, n)
-        if not z.eof:  # n bytes out: only the stream's end (its checksum) may be left
-            if z.decompress(z.unconsumed_tail, 1):
-                raise ValueError(f"it inflates to more than the {n} bytes its header says")
+        # n bytes out: only the stream's end (its checksum) may be left
+        if not z.eof and z.decompress(z.unconsumed_tail, 1):
+            raise ValueError(f"it inflates to more than the {n} bytes its header says")
     except zlib.error as e:
         raise ValueError(f"its zlib stream is corrupt ({e})") from None
     if not z.eof:
