@@ -7,6 +7,7 @@ files; its table-map parse equals the library's."""
 from __future__ import annotations
 
 import os
+import random
 import struct
 from dataclasses import replace
 
@@ -595,3 +596,137 @@ def test_a_corrupt_compressed_event_is_one_decode_error_naming_it(damage, why, d
         assert f"corrupt MariaDB compressed {where} event at {FILE}:{at}: " in msg, msg
         assert why in msg, msg
         assert "--verify-binlog-checksum" in msg
+
+
+# -- against a server with log_bin_compress=ON -------------------------------------------------
+
+_BLOB = random.Random(17).randbytes(17 << 20)  # incompressible: a compressed event of 17 MiB
+_TEXT = "é" * (5 << 20)  # 10 MiB of UTF-8 that compresses to almost nothing
+
+
+def _workload(sb, db):
+    """The same changes on any server, with the CDC options, the table's schema and the
+    offsets around them: single and multi-event inserts, updates and deletes in one
+    transaction, a row of 27 MiB, an XA transaction, a column added, a TRUNCATE."""
+    sb.execute(f"CREATE DATABASE IF NOT EXISTS `{db}`")
+    sb.execute("CREATE TABLE w (id INT PRIMARY KEY, v VARCHAR(100), n INT, b LONGBLOB, "
+               "t LONGTEXT)", "CREATE TABLE other (id INT PRIMARY KEY, v VARCHAR(100))",
+               database=db)
+    conn = cdc(sb)
+    start = current_offset(conn)
+    with sb.admin_connection(db) as c, c.cursor() as cur:
+        cur.execute("INSERT INTO w (id, v, n) VALUES (1, 'one', 1), (2, 'two', 2)")
+        cur.execute("INSERT INTO w (id, v, n) SELECT seq, CONCAT('row ', seq), seq "
+                    "FROM seq_3_to_3000")  # several row events
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO other VALUES (1, 'uncaptured, counted')")
+        cur.execute("UPDATE w SET v = CONCAT(v, ' updated'), n = -n WHERE id % 7 = 0")
+        cur.execute("DELETE FROM w WHERE id % 11 = 0")
+        cur.execute("COMMIT")
+        cur.execute("INSERT INTO w VALUES (5000, 'big', 0, %s, %s)", (_BLOB, _TEXT))
+        cur.execute("UPDATE w SET t = CONCAT(t, 'x'), n = 1 WHERE id = 5000")
+        cur.execute("XA START 'sparkcdc-xa'")
+        cur.execute("INSERT INTO w (id, v, n) VALUES (6000, 'in xa', 6)")
+        cur.execute("XA END 'sparkcdc-xa'")
+        cur.execute("XA PREPARE 'sparkcdc-xa'")
+        cur.execute("XA COMMIT 'sparkcdc-xa'")
+        cur.execute("ALTER TABLE w ADD COLUMN z INT DEFAULT 7")
+        cur.execute("UPDATE w SET z = 8, n = 2 WHERE id IN (1, 2)")
+        cur.execute("DELETE FROM w WHERE id = 5000")
+        cur.execute("TRUNCATE TABLE other")
+        cur.execute("INSERT INTO w (id, v, n, z) VALUES (7000, 'last', 7, 9)")
+    end = current_offset(conn)
+    sb.execute("ALTER TABLE w DROP COLUMN z", database=db)  # the schema of the start again
+    schema = load_table_schema(conn, TableId(db, "w"))
+    return conn, schema, start, end
+
+
+def _event_types(conn, start, end) -> set[int]:
+    """The types of the events of a window (in one file)."""
+    assert start.file == end.file
+    base = {k: v for k, v in conn.pymysql_kwargs().items()
+            if k not in ("database", "autocommit", "init_command")}
+    stream = E.DumpStream(base, 7650, start.file, start.pos, blocking=False, heartbeat=None,
+                          read_timeout=60)
+    seen = set()
+    try:
+        for _data, evs in stream.batches():
+            seen.update(h[1] for h in evs if 0 < h[4] <= end.pos)
+    finally:
+        stream.close()
+    return seen
+
+
+@pytest.fixture(scope="module")
+def twin_windows(mariadb, mariadb_compressed):
+    """``_workload`` on the shared server and on the compressing one, in a database of the
+    same name."""
+    import uuid
+
+    db = f"z_{uuid.uuid4().hex[:10]}"
+    try:
+        yield _workload(mariadb, db), _workload(mariadb_compressed, db)
+    finally:
+        for sb in (mariadb, mariadb_compressed):
+            sb.execute(f"DROP DATABASE IF EXISTS `{db}`")
+
+
+def _comparable(items):
+    """A window's records and table events without what differs between two servers (the
+    positions, GTIDs and commit times): kind, table, images, statement, events and rows."""
+    out = []
+    for x in items:
+        if isinstance(x, ChangeRecord):
+            out.append((x.op, x.table_id, x.before, x.after, x.offset.events, x.offset.rows))
+        else:
+            out.append((x.kind, x.table_id, x.statement,
+                        x.schema.columns if x.schema else None, x.offset.events))
+    return out
+
+
+@pytest.mark.parametrize("decoder", [F.CRowDecoder, PyRowDecoder])
+def test_a_compressing_server_gives_the_records_of_an_uncompressed_one(
+        mariadb_compressed, twin_windows, decoder):
+    """The same changes on a server with log_bin_compress=ON and one without: the same
+    records and table events (every row event and statement but the shortest compressed),
+    the rows the table holds, and every record offset resumes to exactly the rest.
+    python-mysql-replication cannot read the compressed window: the reference refuses it."""
+    from sparkcdc.errors import DecodeError
+
+    z = mariadb_compressed
+    assert z.query("SELECT @@log_bin_compress, @@log_bin_compress_min_len")[0] == (1, 10)
+    plain, packed = twin_windows
+    conn, schema, start, end = packed
+    assert {E.QUERY_COMPRESSED, E.WRITE_ROWS_COMPRESSED_V1, E.UPDATE_ROWS_COMPRESSED_V1,
+            E.DELETE_ROWS_COMPRESSED_V1} <= _event_types(conn, start, end)
+    assert not _event_types(plain[0], plain[2], plain[3]) & set(range(165, 172))
+    got = {}
+    for name, (c, sch, s, e) in (("plain", plain), ("packed", packed)):
+        r = BinlogReader(c, 7651, {sch.table_id: sch}, decoder=decoder(), table_events=True)
+        got[name] = (r, list(r.read_window(s, e)))
+    recs = got["packed"][1]
+    assert _comparable(recs) == _comparable(got["plain"][1])
+    rows = [x for x in recs if isinstance(x, ChangeRecord)]
+    assert len(rows) == 3000 + 3000 // 7 + 3000 // 11 + 1 + 1 + 1 + 2 + 1 + 1
+    assert {x.kind for x in recs if not isinstance(x, ChangeRecord)} == {"ddl", "schema"}
+    big = [x for x in rows if (x.after or x.before)["id"] == 5000]
+    assert big[0].after["b"] == _BLOB and big[1].after["t"] == _TEXT + "x"
+    # replayed, the records hold what the table holds
+    table: dict = {}
+    for x in rows:
+        if x.before is not None:
+            del table[x.before["id"]]
+        if x.after is not None:
+            table[x.after["id"]] = tuple(x.after[k] for k in ("v", "n", "b", "t"))
+    held = z.query("SELECT id, v, n, b, t FROM w", database=schema.table_id.database)
+    assert table == {r[0]: tuple(r[1:]) for r in held} and len(table) > 2500
+    # offsets mean the same thing: each record offset resumes to exactly the rest (read by
+    # a new reader, which starts from the schema of the start again)
+    firsts = [i for i in range(1, len(rows)) if rows[i].offset.events != rows[i - 1].offset.events]
+    for k in sorted({0, 1, 2, len(rows) - 1, *firsts[:8], *firsts[-6:]}):
+        r = BinlogReader(conn, 7651, {schema.table_id: schema}, decoder=decoder(),
+                         table_events=True)
+        again = [x for x in r.read_window(rows[k].offset, end) if isinstance(x, ChangeRecord)]
+        assert _comparable(again) == _comparable(rows[k:]), k
+    with pytest.raises(DecodeError, match="python-mysql-replication does not decode"):
+        list(LibraryBinlogReader(conn, 7652, {schema.table_id: schema}).read_window(start, end))
