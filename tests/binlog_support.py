@@ -178,7 +178,7 @@ class SyntheticReader(BinlogReader):
                          7700, tables, **kw)
         self.binlog = binlog
 
-    def _open(self, start, *, blocking, heartbeat):
+    def _open(self, start, **_how):  # a non-blocking dump of the whole file from ``start``
         assert start.file == FILE
         stream = E.DumpStream({}, 7700, FILE, start.pos, blocking=False, heartbeat=None,
                               read_timeout=1)
