@@ -10,6 +10,7 @@ import sys
 import uuid
 
 import pytest
+from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, FAILOVER_USER
 
 from sparkcdc.testing.mariadb import MariaDBSandbox
 
@@ -74,3 +75,24 @@ def pg_server():
 
     with PostgresSandbox() as pg:
         yield pg
+
+
+
+@pytest.fixture
+def failover_pair():
+    """A MariaDB primary and its GTID replica (``log_slave_updates``), a proxy in front of
+    the primary (one address, as a virtual IP gives it), a CDC user ``pipe`` that both
+    servers have (created on the primary after replication began) and database ``shop``."""
+    from sparkcdc.testing.mariadb import CDC_PRIVILEGES, ServerSettings, replicate
+    from sparkcdc.testing.proxy import FaultProxy
+
+    settings = ServerSettings(extra_args=("--log-slave-updates",))
+    with MariaDBSandbox(settings, name="primary") as primary, \
+            MariaDBSandbox(settings, name="replica") as replica:
+        replicate(primary, replica)
+        primary.execute(
+            f"CREATE USER '{FAILOVER_USER}'@'%' IDENTIFIED BY '{FAILOVER_PASSWORD}'",
+            f"GRANT {CDC_PRIVILEGES} ON *.* TO '{FAILOVER_USER}'@'%'",
+            f"CREATE DATABASE {FAILOVER_DB}")
+        with FaultProxy(primary.info.host, primary.info.port) as proxy:
+            yield primary, replica, proxy

@@ -22,6 +22,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from sparkcdc.pipeline.checkpoint import Checkpoint
+from sparkcdc.pipeline.runner import Runner
+
 CHILD = Path(__file__).with_name("spark_child.py")
 SEED = int(os.environ.get("SPARKCDC_FAULT_SEED", "8"))  # the kill points; printed on failure
 
@@ -106,9 +109,21 @@ class Writer(threading.Thread):
         assert self.error is None, self.error
 
 
+class Current:
+    """Whichever server is the primary now (a failover test switches it): writers and
+    checks given this object follow it."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def __getattr__(self, name):
+        return getattr(self.server, name)
+
+
 class Writers:
-    def __init__(self, mariadb, db, rows, n=2, pause=0.01):
-        self.all = [Writer(mariadb, db, rows, seed, pause=pause) for seed in range(1, n + 1)]
+    def __init__(self, mariadb, db, rows, n=2, pause=0.01, first_seed=1):
+        self.all = [Writer(mariadb, db, rows, seed, pause=pause)
+                    for seed in range(first_seed, first_seed + n)]
 
     def __enter__(self):
         for w in self.all:
@@ -284,3 +299,77 @@ def wait_until(check, timeout: float, what: str, every: float = 0.3):
             return got
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+# -- a continuous pipeline in a thread, with its changelog -------------------------------------
+
+class Changelog:
+    """Every applied batch's change rows, per (table, batch id); a batch replayed after a
+    stream restart must carry the same rows as before."""
+
+    def __init__(self):
+        self.batches: dict[tuple[str, int], list[dict]] = {}
+        self.replays = 0
+        self.lock = threading.Lock()
+
+    def hook(self, table, df, batch_id):
+        rows = sorted(df.toArrow().to_pylist(),
+                      key=lambda r: (r["_seq"], r["_change_type"], r["id"]))
+        with self.lock:
+            before = self.batches.get((table, batch_id))
+            if before is not None:
+                assert before == rows, f"batch {batch_id} of {table} replayed differently"
+                self.replays += 1
+            self.batches[(table, batch_id)] = rows
+
+    def rows(self) -> list[dict]:
+        return [r for rows in self.batches.values() for r in rows]
+
+
+class Pipeline:
+    """A continuous run in a thread; ``finish()`` stops it and catches up."""
+
+    def __init__(self, spark, defn):
+        self.spark, self.defn, self.log = spark, defn, Changelog()
+        self.error = None
+        self.runner = Runner(defn, spark, on_batch=self.log.hook)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.runner.run()
+        except BaseException as e:  # surfaced by finish()
+            self.error = e
+
+    def phase(self, table) -> str | None:
+        ck = Checkpoint(self.defn.checkpoint_dir)
+        st = ck.load_tables().get(table)
+        if st is None:
+            return None
+        ckdir = ck.stream_dir(st)
+        return (last_offset(ckdir) or {}).get("phase") if ckdir.exists() else None
+
+    def position(self, table) -> dict:
+        """The binlog offset the table's stream has planned up to."""
+        ck = Checkpoint(self.defn.checkpoint_dir)
+        return last_offset(ck.stream_dir(ck.load_tables()[table]))["pos"]
+
+    def batches(self) -> int:
+        return len(self.log.batches)
+
+    def wait(self, check, timeout: float, what: str):
+        """``wait_until``, but a continuous run that stopped on an error fails at once,
+        with that error, instead of after the timeout."""
+        def check_or_fail():
+            if self.error is not None:
+                raise AssertionError(f"the pipeline stopped waiting for {what}: "
+                                     f"{self.error!r}") from self.error
+            return check()
+        return wait_until(check_or_fail, timeout, what)
+
+    def finish(self):
+        self.runner.stop()
+        self.thread.join(300)
+        assert not self.thread.is_alive()
+        return self.error

@@ -25,7 +25,6 @@ from sparkcdc.errors import DecodeError
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.binlog.reader import (
     _LOG_EVENT_ARTIFICIAL,
-    _UNSUPPORTED_EVENTS,
     BinlogReader,
     _event_records,
     _outside_txn,
@@ -142,10 +141,6 @@ class LibraryBinlogReader(BinlogReader):
                 state.begin(ev_start, gtid, ev.timestamp, explicit=False)
                 continue
             if isinstance(ev, NotImplementedEvent):
-                if ev.event_type in _UNSUPPORTED_EVENTS:
-                    raise DecodeError(
-                        f"{_UNSUPPORTED_EVENTS[ev.event_type]} at {state.file}:{ev_start} "
-                        f"cannot be decoded", fix="turn binlog compression off on the server")
                 if ev.event_type in _LIBRARY_CANNOT:
                     raise DecodeError(
                         f"{_LIBRARY_CANNOT[ev.event_type]} at {state.file}:{ev_start}",
@@ -185,7 +180,8 @@ class LibraryBinlogReader(BinlogReader):
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
+    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None,
+              where=None):  # one server: the reference reader never fails over
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
             FormatDescriptionEvent,

@@ -106,9 +106,13 @@ class StreamFilter:
                 continue
             if tid not in fast:
                 hw = prog.max_hw if prog.complete else None
-                fast[tid] = hw.sort_key() if hw is not None else None
+                fast[tid] = (hw.sort_key(), hw) if hw is not None else None
             bound = fast[tid]
-            if bound is not None and rec.offset.sort_key() >= bound:
+            # past the table's last high watermark: in one server's binlog by position,
+            # across a failover by GTID state (BinlogOffset's order)
+            if bound is not None and (rec.offset.sort_key() >= bound[0]
+                                      if rec.offset.same_server(bound[1])
+                                      else rec.offset >= bound[1]):
                 verdicts[i] = _VERDICT[rec.before is not None, rec.after is not None]
             else:
                 pending.setdefault(tid, []).append(i)

@@ -6,6 +6,12 @@ connections (``ConnectionOptions.connect``), the binlog streams (``pymysql_kwarg
 (``connectorx_url``). So TLS (``ssl.mode``, ``ssl.ca``, ``ssl.cert``, ``ssl.key``, modeled on
 Debezium's) and ``connect.timeout`` apply to all of them.
 
+``hostname`` may list several servers, ``db1,db2:3307`` (a port of its own, or ``port``):
+a primary and the replicas that can take over from it. They are tried in that order; the one
+that answered is kept for later connections in this process until it stops answering, and
+the binlog reader finds its place in that server's binlog by GTID state
+(``binlog/failover.py``).
+
 The password never appears in ``repr``, ``str`` or error messages.
 """
 
@@ -33,6 +39,8 @@ _CR_SSL_CONNECTION_ERROR = 2026
 # (host, port) -> whether the server offered TLS, learned from pymysql connections in this
 # process; ssl.mode=preferred gives connectorx TLS only where pymysql got it
 _TLS_SEEN: dict[tuple[str, int], bool] = {}
+# (hostname list, port) -> the index of the listed server that answered last, per process
+_ACTIVE: dict[tuple[str, int], int] = {}
 _CONTEXTS: dict[tuple, ssl.SSLContext] = {}
 _LOCK = threading.Lock()
 
@@ -52,7 +60,45 @@ class ConnectionOptions:
     ssl_key: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.username}@{self.hostname}:{self.port}"
+        host, port = self.host()
+        return f"{self.username}@{host}:{port}"
+
+    # -- servers -----------------------------------------------------------------------------
+
+    def hosts(self) -> list[tuple[str, int]]:
+        """The listed servers, in order, each ``(host, port)``."""
+        out = []
+        for item in self.hostname.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            host, sep, port = item.rpartition(":")
+            if sep and port.isdigit() and "]" not in port:
+                out.append((host.strip("[]"), int(port)))
+            else:
+                out.append((item.strip("[]"), self.port))
+        return out or [(self.hostname, self.port)]
+
+    def host(self) -> tuple[str, int]:
+        """The server connections go to now: the one that answered last in this process,
+        else the first listed."""
+        hosts = self.hosts()
+        return hosts[_ACTIVE.get((self.hostname, self.port), 0) % len(hosts)]
+
+    def _next_host(self) -> bool:
+        """Move on to the next listed server; False when there is only one."""
+        n = len(self.hosts())
+        if n < 2:
+            return False
+        key = (self.hostname, self.port)
+        _ACTIVE[key] = (_ACTIVE.get(key, 0) + 1) % n
+        return True
+
+    def find_host(self) -> None:
+        """Connect once, trying the listed servers in turn, so that ``host()`` names one
+        that answers (a binlog stream that lost its server calls it before reconnecting)."""
+        if len(self.hosts()) > 1:
+            self.connect().close()
 
     # -- TLS ---------------------------------------------------------------------------------
 
@@ -71,7 +117,8 @@ class ConnectionOptions:
     def pymysql_kwargs(self, database: str | None = None) -> dict[str, Any]:
         """Keyword arguments for ``pymysql.connect``: every pymysql connection to the source
         (control connections and binlog streams) is opened with these, TLS included."""
-        kw: dict[str, Any] = dict(host=self.hostname, port=self.port, user=self.username,
+        host, port = self.host()
+        kw: dict[str, Any] = dict(host=host, port=port, user=self.username,
                                   password=self.password, database=database,
                                   connect_timeout=max(0.001, float(self.connect_timeout)),
                                   charset="utf8mb4", autocommit=True)
@@ -86,6 +133,14 @@ class ConnectionOptions:
             # preferred: pymysql's own default (TLS when the server offers it, unverified)
         return kw
 
+    def dump_kwargs(self) -> dict[str, Any]:
+        """``pymysql_kwargs`` for a binlog dump connection: no database, no session time
+        zone (the binlog's values do not depend on it), no autocommit setting."""
+        kw = self.pymysql_kwargs()
+        for k in ("database", "autocommit", "init_command"):
+            kw.pop(k, None)
+        return kw
+
     def connect(self, database: str | None = None, **extra: Any):
         """A pymysql connection. ``connect.timeout`` bounds the whole attempt (TCP connect,
         handshake, TLS, authentication, retries); transient failures are retried up to
@@ -96,8 +151,8 @@ class ConnectionOptions:
         deadline = time.monotonic() + budget
         read_timeout = extra.pop("read_timeout", None)
         last: BaseException | None = None
-        attempts = 0
-        while attempts <= self.max_retries:
+        attempts, rounds = 0, len(self.hosts())  # each retry tries every listed server
+        while attempts < (self.max_retries + 1) * rounds:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -114,12 +169,15 @@ class ConnectionOptions:
             except pymysql.err.OperationalError as e:
                 self._raise_terminal(e)
                 last = e
-                if attempts <= self.max_retries:
-                    time.sleep(max(0.0, min(0.2 * 2 ** (attempts - 1), 2.0,
+                # several servers: the next one at once, a pause only after a whole round
+                if self._next_host() and attempts % rounds:
+                    continue
+                if attempts < (self.max_retries + 1) * rounds:
+                    time.sleep(max(0.0, min(0.2 * 2 ** (attempts // rounds - 1), 2.0,
                                             deadline - time.monotonic())))
                 continue
             conn._read_timeout = read_timeout  # pymysql applies it on the next read
-            _record_tls(self.hostname, self.port, is_tls(conn))
+            _record_tls(kw["host"], kw["port"], is_tls(conn))
             return conn
         raise ConnectionFailed(
             f"cannot connect to {self} within connect.timeout {budget:g}s "
@@ -194,10 +252,16 @@ class ConnectionOptions:
         pymysql (``sparkcdc.mysql.snapshot``)."""
         return not self.ssl_cert
 
+    def _url_host(self) -> str:
+        if len(self.hosts()) > 1 and (self.hostname, self.port) not in _ACTIVE:
+            self.find_host()  # a fresh process (an executor): find one that answers first
+        host, port = self.host()
+        return f"{host}:{port}"
+
     def connectorx_url(self, database: str | None = None) -> str:
         """The connectorx URL, with the same TLS verification and connect timeout."""
         url = (f"mysql://{quote(self.username, safe='')}:{quote(self.password, safe='')}"
-               f"@{self.hostname}:{self.port}/{quote(database or '', safe='')}")
+               f"@{self._url_host()}/{quote(database or '', safe='')}")
         params = [f"tcp_connect_timeout_ms={max(1, int(self.connect_timeout * 1000))}",
                   # never swap hostname:port for the unix socket the server names: behind a
                   # port forward or a proxy on localhost that is another server, or none
@@ -213,7 +277,7 @@ class ConnectionOptions:
 
     def server_offers_tls(self) -> bool:
         """Whether a pymysql connection to this server got TLS (asked once per process)."""
-        key = (self.hostname, self.port)
+        key = self.host()
         if key not in _TLS_SEEN:
             self.connect().close()
         return _TLS_SEEN.get(key, False)

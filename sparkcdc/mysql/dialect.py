@@ -18,6 +18,7 @@ from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import FinishedSplit
 from sparkcdc.errors import BinlogUnavailable, ConfigError
+from sparkcdc.mysql.binlog import failover
 from sparkcdc.mysql.binlog.reader import BinlogReader, file_start_timestamps
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.locate import Locator
@@ -105,6 +106,11 @@ class MySQLDialect:
 
         with self._cursor() as cur:
             return split_window(cur, start, end, split_bytes, max_parts)
+
+    def rebase(self, offset: BinlogOffset, server: str) -> BinlogOffset:
+        """``offset``, a position in another server's binlog, as the same point in the binlog
+        of ``server``, the one behind the address now (``binlog/failover.py``)."""
+        return failover.rebase(self.conn.dump_kwargs(), self.server_id, offset, server)
 
     def bound_window(self, start: BinlogOffset, end: BinlogOffset,
                      max_bytes: int) -> BinlogOffset:

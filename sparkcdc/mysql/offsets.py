@@ -5,7 +5,8 @@
 executed GTID set in the same row, so both are consistent. MariaDB keeps its GTID position
 in ``@@gtid_binlog_pos``, a separate read: a commit between the two reads would pair a
 position with a later GTID, so the position is read again and the pair kept only when both
-reads agree.
+reads agree. Every offset names the ``@@server_id`` whose binlog its position is in, so that
+a failover to another server is noticed (``core/offsets.py``).
 """
 
 from __future__ import annotations
@@ -70,21 +71,29 @@ def _current(cur, flavor: str | None) -> BinlogOffset:
             fix="start the server with log_bin (and binlog_format=ROW, binlog_row_image=FULL)")
     if flavor == "mysql":
         gtid = (row[4] or "").replace("\n", "") if len(row) > 4 else ""
-        return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mysql")
+        cur.execute("SELECT @@GLOBAL.server_id")
+        return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mysql",
+                            server=str(_one(cur.fetchone())))
     for _ in range(_STABLE_ATTEMPTS):
-        cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
-        gtid = cur.fetchone()
-        gtid = next(iter(gtid.values())) if isinstance(gtid, dict) else gtid[0]
+        cur.execute("SELECT @@GLOBAL.gtid_binlog_pos, @@GLOBAL.server_id")
+        got = cur.fetchone()
+        gtid, server = tuple(got.values()) if isinstance(got, dict) else got
         again = _show_status(cur)
         if again is not None and again[:2] == row[:2]:
-            return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mariadb")
+            return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mariadb",
+                                server=str(server))
         row = again
         time.sleep(0.001)
     # a very busy server: ask it for the exact GTID position of the file and position
-    cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (row[0], int(row[1])))
-    gtid = cur.fetchone()
-    gtid = next(iter(gtid.values())) if isinstance(gtid, dict) else gtid[0]
-    return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mariadb")
+    cur.execute("SELECT BINLOG_GTID_POS(%s, %s), @@GLOBAL.server_id", (row[0], int(row[1])))
+    got = cur.fetchone()
+    gtid, server = tuple(got.values()) if isinstance(got, dict) else got
+    return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mariadb",
+                        server=str(server))
+
+
+def _one(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
 
 
 __all__ = ["current_offset", "detect_flavor"]

@@ -30,7 +30,8 @@ STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "spe
 
 # name -> its default (None: unset) and what it accepts (sparkcdc/options.py)
 OPTIONS: dict[str, Opt] = {
-    "hostname": Opt(None, "the server's host name or IP"),
+    "hostname": Opt(None, "the server's host name or IP; several, comma-separated (host or "
+                         "host:port), are tried in order: a primary and its replicas"),
     "port": Opt("3306", "an integer port, 1-65535"),
     "username": Opt(None, "the user name"),
     "password": Opt("", "the password"),

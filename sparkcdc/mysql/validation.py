@@ -7,12 +7,21 @@ starting up); ``validate_all`` returns them all (for ``sparkcdc validate``).
 
 Each problem is a ``ServerConfigError`` whose ``fix`` is the statement or setting to change,
 and whose ``check`` attribute names the check (``version``, ``log_bin``, ``binlog_format``,
-``binlog_row_image``, ``binlog_row_metadata``, ``privileges``, ``server_id``).
+``binlog_row_image``, ``binlog_row_metadata``, ``binlog_checksum``,
+``binlog_transaction_compression``, ``privileges``, ``server_id``).
 Grants can carry password hashes: they are parsed, never echoed.
+
+Settings sparkcdc reads, so never reported: MySQL 8's compressed transactions
+(``binlog_transaction_compression=ON``, zstd; a problem only when the ``zstandard`` package
+is missing), partial JSON updates (``binlog_row_value_options=PARTIAL_JSON``, applied to the
+full before image), ``binlog_checksum`` NONE or CRC32, encrypted binlogs (MySQL
+``binlog_encryption``, MariaDB ``encrypt_binlog``: the server decrypts what it sends to a
+replica), and MariaDB's compressed binlog (``log_bin_compress=ON``, zlib).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +38,10 @@ MAX_SERVER_ID = 2**32 - 1
 
 _VARIABLES = ("version", "version_comment", "server_id", "log_bin", "binlog_format",
               "binlog_row_image", "binlog_row_metadata", "gtid_mode", "gtid_executed",
-              "gtid_binlog_pos", "aria_block_size", "gtid_domain_id")
+              "gtid_binlog_pos", "aria_block_size", "gtid_domain_id", "binlog_checksum",
+              "binlog_transaction_compression", "binlog_row_value_options", "encrypt_binlog",
+              "binlog_encryption")
+_CHECKSUMS = ("NONE", "CRC32")  # the binlog checksums the event layer reads
 
 
 # -- versions ----------------------------------------------------------------------------------
@@ -195,6 +207,11 @@ class ServerInfo:
     roles_unreadable: bool = False  # roles are granted but their privileges are unknown
     replica_server_ids: tuple[int, ...] | None = None  # None: the server would not say
     warnings: tuple[str, ...] = ()
+    # None where the server has no such variable
+    binlog_checksum: str | None = None
+    binlog_transaction_compression: str | None = None  # MySQL 8.0.20+
+    binlog_row_value_options: str | None = None  # MySQL 8.0.3+: "" or "PARTIAL_JSON"
+    binlog_encryption: str | None = None  # MySQL encryption, MariaDB encrypt_binlog
 
     @property
     def is_mariadb(self) -> bool:
@@ -273,7 +290,11 @@ def inspect_server(conn: ConnectionOptions) -> ServerInfo:
         gtid_position=(v.get("gtid_binlog_pos") if flavor == "mariadb"
                        else v.get("gtid_executed")) or None,
         user=user, grants=grants, roles_unreadable=roles_unreadable,
-        replica_server_ids=replicas, warnings=tuple(warnings))
+        replica_server_ids=replicas, warnings=tuple(warnings),
+        binlog_checksum=_upper(v.get("binlog_checksum")),
+        binlog_transaction_compression=_upper(v.get("binlog_transaction_compression")),
+        binlog_row_value_options=_upper(v.get("binlog_row_value_options")),
+        binlog_encryption=_upper(v.get("binlog_encryption", v.get("encrypt_binlog"))))
 
 
 def _upper(v: Any) -> str | None:
@@ -326,10 +347,13 @@ def check_server(info: ServerInfo, server_ids: Sequence[int] | None = None,
             "SET GLOBAL binlog_format = 'ROW'; and binlog_format=ROW in my.cnf so it survives "
             "a restart (sessions already open keep the old format until they reconnect)"))
     if info.binlog_row_image != "FULL":
+        partial = (" (and partial JSON updates, binlog_row_value_options=PARTIAL_JSON, "
+                   "need the full before image to apply to)"
+                   if info.binlog_row_value_options == "PARTIAL_JSON" else "")
         problems.append(_problem(
             "binlog_row_image", f"binlog_row_image is {info.binlog_row_image} but CDC needs "
             "FULL: without full before- and after-images, updates and deletes cannot be "
-            "replayed exactly",
+            f"replayed exactly{partial}",
             "SET GLOBAL binlog_row_image = 'FULL'; and binlog_row_image=FULL in my.cnf"))
     if info.binlog_row_metadata is not None and info.binlog_row_metadata != "FULL":
         problems.append(_problem(
@@ -337,8 +361,28 @@ def check_server(info: ServerInfo, server_ids: Sequence[int] | None = None,
             "CDC needs FULL: the binlog must name the columns so events decode correctly "
             "even after a schema change",
             "SET GLOBAL binlog_row_metadata = 'FULL'; and binlog_row_metadata=FULL in my.cnf"))
+    problems.extend(_event_problems(info))
     problems.extend(_privilege_problems(info, databases))
     problems.extend(_server_id_problems(info, server_ids))
+    return problems
+
+
+def _event_problems(info: ServerInfo) -> list[ServerConfigError]:
+    """Binlog settings whose events sparkcdc could not read here."""
+    problems = []
+    if info.binlog_checksum is not None and info.binlog_checksum not in _CHECKSUMS:
+        problems.append(_problem(
+            "binlog_checksum", f"binlog_checksum is {info.binlog_checksum}, which sparkcdc "
+            f"cannot verify or strip (it reads {' and '.join(_CHECKSUMS)})",
+            "SET GLOBAL binlog_checksum = 'CRC32'; and binlog_checksum=CRC32 in my.cnf"))
+    if info.binlog_transaction_compression == "ON" and \
+            importlib.util.find_spec("zstandard") is None:
+        problems.append(_problem(
+            "binlog_transaction_compression", "binlog_transaction_compression is ON, so "
+            "transactions are written zstd-compressed, and the zstandard package is not "
+            "installed where sparkcdc runs",
+            "pip install zstandard (a dependency of sparkcdc; every Spark executor needs "
+            "it too), or SET GLOBAL binlog_transaction_compression = OFF"))
     return problems
 
 

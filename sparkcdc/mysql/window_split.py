@@ -14,9 +14,9 @@ each once. Two kinds of cut are used:
   around each cut it wants.
 
 Cuts are placed near equal byte shares of the window (sizes from ``SHOW BINARY LOGS``);
-a cut that lands a bit late is still exact, only less balanced. A cut carries no GTID state
-(the reader rebuilds it from the next file's GTID list, and the Spark source does not use
-it). When the server cannot be asked, the window stays whole.
+a cut that lands a bit late is still exact, only less balanced. A cut names its server and,
+on MariaDB, its GTID state, so that a failover finds it again (``binlog/failover.py``); a
+window whose ends are not on the server the cursor reaches is not cut. When the server cannot be asked, the window stays whole.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparkcdc.core.offsets import BinlogOffset, file_index
 
@@ -69,7 +69,14 @@ def _small(start: BinlogOffset, end: BinlogOffset, limit: int) -> bool:
 def _span(cur, start: BinlogOffset, end: BinlogOffset) -> list[tuple[str, int]] | None:
     """The binlog files ``[start, end)`` lies in, with their sizes (``SHOW BINARY LOGS``), or
     None when one of its ends is in a file the server no longer has: the reader then reports
-    the purged file better than a cut would."""
+    the purged file better than a cut would. None too when an end is a position of another
+    server than the one the cursor reaches (a failover): the reader finds it again by its GTID
+    state (``binlog/failover.py``), and the window stays whole."""
+    if start.server is not None or end.server is not None:
+        cur.execute("SELECT @@GLOBAL.server_id")
+        here = str(cur.fetchone()[0])
+        if any(o.server not in (None, here) for o in (start, end)):
+            return None
     cur.execute("SHOW BINARY LOGS")
     files = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
     lo, hi = file_index(start.file), file_index(end.file)
@@ -95,12 +102,13 @@ def split_window(cur, start: BinlogOffset, end: BinlogOffset, split_bytes: int,
         parts = min(max_parts, math.ceil(total / split_bytes))
         if parts <= 1:
             return whole
-        cuts = _cuts(cur, span, start, end, total, parts)
+        server = start.server or end.server
+        cuts = [_with_state(cur, c, server)
+                for c in _cuts(cur, span, start, end, total, parts)]
     except pymysql.err.MySQLError as e:
         log.warning("binlog window %s .. %s not split (reading it whole): %s", start, end, e)
         return whole
-    bounds = [start] + cuts + [end]
-    return list(itertools.pairwise(bounds))
+    return list(itertools.pairwise([start] + cuts + [end]))
 
 
 def bound_window(cur, start: BinlogOffset, end: BinlogOffset,
@@ -123,10 +131,24 @@ def bound_window(cur, start: BinlogOffset, end: BinlogOffset,
             return end
         cuts = _cuts(cur, span, start, end, total, math.ceil(total / max_bytes),
                      only_first=True)
+        if not cuts:
+            return end
+        return _with_state(cur, cuts[0], start.server or end.server)
     except pymysql.err.MySQLError as e:
         log.warning("binlog window %s .. %s not bounded (reading it whole): %s", start, end, e)
         return end
-    return cuts[0] if cuts else end
+
+
+def _with_state(cur, cut: BinlogOffset, server: str | None) -> BinlogOffset:
+    """A cut with its server and, on MariaDB, its GTID state (``BINLOG_GTID_POS``, one
+    query per cut: a few per batch of a backlog): a batch's end is where the next batch
+    starts, and the records read from a cut compare across a failover by that state. MySQL
+    has no such function: a failover from such a point is refused with the reason."""
+    gtid = None
+    if cut.flavor == "mariadb":
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (cut.file, cut.pos))
+        gtid = cur.fetchone()[0] or None
+    return replace(cut, gtid=gtid, server=server)
 
 
 def _cuts(cur, span: list[tuple[str, int]], start: BinlogOffset, end: BinlogOffset,

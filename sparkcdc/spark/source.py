@@ -659,12 +659,15 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cfg = self.ctx.config
         d = self._d()
         pos = d.current_offset()
-        if pos < prev.pos:
+        # where the last batch ended, in the binlog of the server behind the address now: a
+        # failover finds the same point again by its GTID state, or says why it cannot
+        here = prev.pos if prev.pos.same_server(pos) else d.rebase(prev.pos, str(pos.server))
+        if pos < here:
             raise OffsetError(
                 f"the server's binlog position {pos} is behind the checkpoint's {prev.pos}",
                 fix="the server was reset or failed over to a replica with another binlog; "
                     "start the query with a new checkpoint location")
-        if pos.file != prev.pos.file and prev.pos.file not in d.binlog_files():
+        if pos.file != here.file and here.file not in d.binlog_files():
             raise BinlogUnavailable(
                 f"binlog file {prev.pos.file!r}, where this query stopped ({prev.pos}), has "
                 f"been purged from the server {self.ctx.config.connection}; the changes "
@@ -700,7 +703,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not chunks and prev.pos < pos:
             # a backlog is read in batches of bounded size (the driver collects each); a
             # batch with chunks keeps its position, to which they are rolled back
-            pos = d.bound_window(prev.pos, pos, cfg.binlog_batch_bytes)
+            pos = d.bound_window(here, pos, cfg.binlog_batch_bytes)
         if not chunks and pos == prev.pos and not joins:
             return start
         return SourceOffset(prev.run, pos, assigner, chunks, prev.min_ts_ms).to_dict()

@@ -412,6 +412,41 @@ class MariaDBSandbox:
         return {**self._require().connection_options(), **extra}
 
 
+# -- replication, for failover tests -----------------------------------------------------------
+
+def replicate(primary: MariaDBSandbox, replica: MariaDBSandbox, timeout: float = 30.0) -> None:
+    """Make ``replica`` a GTID replica of ``primary`` from the primary's position now. The
+    replica should run with ``--log-slave-updates`` so that its own binlog holds the
+    primary's transactions under their GTIDs, as a server that can be promoted does."""
+    p = primary._require()
+    pos = primary.query("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+    password = secrets.token_urlsafe(12)
+    primary.execute("SET SESSION sql_log_bin = 0",
+                    f"CREATE USER 'repl'@'%' IDENTIFIED BY '{password}'",
+                    "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'")
+    replica.execute(f"SET GLOBAL gtid_slave_pos = '{pos}'",
+                    f"CHANGE MASTER TO MASTER_HOST='{p.host}', MASTER_PORT={p.port}, "
+                    f"MASTER_USER='repl', MASTER_PASSWORD='{password}', "
+                    f"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+                    "START SLAVE")
+    caught_up(primary, replica, timeout)
+
+
+def caught_up(primary: MariaDBSandbox, replica: MariaDBSandbox, timeout: float = 30.0) -> str:
+    """Wait until ``replica`` has applied everything ``primary`` has written; its GTID."""
+    pos = primary.query("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+    (ok,), = replica.query("SELECT MASTER_GTID_WAIT(%s, %s)", (pos, timeout))
+    if ok != 0:
+        status = replica.query("SHOW SLAVE STATUS")
+        raise SandboxError(f"the replica did not reach {pos} in {timeout:g}s: {status}")
+    return str(pos)
+
+
+def promote(replica: MariaDBSandbox) -> None:
+    """The replica stops replicating and takes writes of its own (a failover)."""
+    replica.execute("STOP SLAVE", "RESET SLAVE ALL")
+
+
 # -- detached sandboxes for the CLI ------------------------------------------------------------
 
 def state_dir() -> Path:

@@ -15,20 +15,17 @@ then a final ``--until-caught-up`` run, and:
 from __future__ import annotations
 
 import random
-import threading
 import time
 
 import pytest
 from faults_support import (
+    Pipeline,
     Writers,
     check_changelog,
-    last_offset,
     make_table,
     table_state,
-    wait_until,
 )
 
-from sparkcdc.pipeline.checkpoint import Checkpoint
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.runner import Runner
 from sparkcdc.pipeline.verify import Verifier
@@ -62,73 +59,6 @@ pipeline:
   discovery.interval: 5s
   max-rows-per-batch: {chunk}
 """
-
-
-class Changelog:
-    """Every applied batch's change rows, per (table, batch id); a batch replayed after a
-    stream restart must carry the same rows as before."""
-
-    def __init__(self):
-        self.batches: dict[tuple[str, int], list[dict]] = {}
-        self.replays = 0
-        self.lock = threading.Lock()
-
-    def hook(self, table, df, batch_id):
-        rows = sorted(df.toArrow().to_pylist(),
-                      key=lambda r: (r["_seq"], r["_change_type"], r["id"]))
-        with self.lock:
-            before = self.batches.get((table, batch_id))
-            if before is not None:
-                assert before == rows, f"batch {batch_id} of {table} replayed differently"
-                self.replays += 1
-            self.batches[(table, batch_id)] = rows
-
-    def rows(self) -> list[dict]:
-        return [r for rows in self.batches.values() for r in rows]
-
-
-class Pipeline:
-    """A continuous run in a thread; ``finish()`` stops it and catches up."""
-
-    def __init__(self, spark, defn):
-        self.spark, self.defn, self.log = spark, defn, Changelog()
-        self.error = None
-        self.runner = Runner(defn, spark, on_batch=self.log.hook)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        try:
-            self.runner.run()
-        except BaseException as e:  # surfaced by finish()
-            self.error = e
-
-    def phase(self, table) -> str | None:
-        ck = Checkpoint(self.defn.checkpoint_dir)
-        st = ck.load_tables().get(table)
-        if st is None:
-            return None
-        ckdir = ck.stream_dir(st)
-        return (last_offset(ckdir) or {}).get("phase") if ckdir.exists() else None
-
-    def batches(self) -> int:
-        return len(self.log.batches)
-
-    def wait(self, check, timeout: float, what: str):
-        """``wait_until``, but a continuous run that stopped on an error fails at once,
-        with that error, instead of after the timeout."""
-        def check_or_fail():
-            if self.error is not None:
-                raise AssertionError(f"the pipeline stopped waiting for {what}: "
-                                     f"{self.error!r}") from self.error
-            return check()
-        return wait_until(check_or_fail, timeout, what)
-
-    def finish(self):
-        self.runner.stop()
-        self.thread.join(300)
-        assert not self.thread.is_alive()
-        return self.error
 
 
 def _run_with_faults(spark, server, db, tmp_path, rows, faults, through_proxy=True):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import secrets
+from pathlib import Path
 
 import pytest
 
@@ -314,3 +315,70 @@ def test_privileges_held_through_a_role(mariadb, db, user):
         assert info.grants.roles and not info.roles_unreadable
     finally:
         mariadb.execute(f"DROP ROLE {role}")
+
+
+# -- binlog settings sparkcdc reads, and the ones it cannot -----------------------------------
+
+def test_mysql8_compression_and_partial_json_are_read_not_reported(monkeypatch):
+    from dataclasses import replace
+
+    from sparkcdc.mysql import validation as V
+
+    info = replace(_fake_info(), binlog_transaction_compression="ON",
+                   binlog_row_value_options="PARTIAL_JSON", binlog_checksum="CRC32",
+                   binlog_encryption="ON")
+    assert check_server(info) == []
+    assert check_server(replace(info, binlog_checksum="NONE")) == []
+    # without zstandard where sparkcdc runs, compressed transactions cannot be read
+    real = V.importlib.util.find_spec
+    monkeypatch.setattr(V.importlib.util, "find_spec",
+                        lambda name: None if name == "zstandard" else real(name))
+    [problem] = check_server(info)
+    assert problem.check == "binlog_transaction_compression"
+    assert "pip install zstandard" in problem.fix and "= OFF" in problem.fix
+    assert check_server(replace(info, binlog_transaction_compression="OFF")) == []
+
+
+def test_partial_json_needs_the_full_before_image_and_an_unknown_checksum_is_named():
+    from dataclasses import replace
+
+    info = replace(_fake_info(), binlog_row_value_options="PARTIAL_JSON",
+                   binlog_row_image="MINIMAL")
+    [problem] = check_server(info)
+    assert problem.check == "binlog_row_image" and "PARTIAL_JSON" in problem.message
+    [problem] = check_server(replace(_fake_info(), binlog_checksum="XXH64"))
+    assert problem.check == "binlog_checksum" and "CRC32" in problem.fix
+
+
+@pytest.fixture(scope="module")
+def encrypted(tmp_path_factory):
+    """A MariaDB whose binlog is encrypted at rest (encrypt_binlog=ON)."""
+    base = tmp_path_factory.mktemp("encrypted")
+    keys = base / "keys.txt"
+    keys.write_text("1;" + secrets.token_hex(32) + "\n")
+    settings = ServerSettings(extra_args=(
+        "--plugin-load-add=file_key_management", f"--file-key-management-filename={keys}",
+        "--encrypt-binlog=ON"))
+    with MariaDBSandbox(name="validate-encrypted", settings=settings, base_dir=base) as sb:
+        sb.execute("CREATE DATABASE e", "CREATE TABLE e.t (id INT PRIMARY KEY, v JSON)")
+        yield sb
+
+
+def test_an_encrypted_mariadb_binlog_is_valid_and_read(encrypted):
+    from sparkcdc.core.schema import TableId
+    from sparkcdc.mysql.binlog.reader import BinlogReader
+    from sparkcdc.mysql.offsets import current_offset
+
+    conn = _cdc(encrypted)
+    info = validate_server(conn)
+    assert (info.binlog_encryption, info.binlog_checksum) == ("ON", "CRC32")
+    assert info.binlog_transaction_compression is None  # MySQL's only
+    start = current_offset(conn)
+    encrypted.execute("INSERT INTO e.t VALUES (1, '{\"a\": [1, 2]}')",
+                      "UPDATE e.t SET v = JSON_SET(v, '$.a[0]', 3) WHERE id = 1")
+    end = current_offset(conn)
+    recs = list(BinlogReader(conn, 7710, [TableId("e", "t")]).read_window(start, end))
+    assert [(r.op, r.after) for r in recs] == [("c", {"id": 1, "v": '{"a": [1, 2]}'}),
+                                                ("u", {"id": 1, "v": '{"a": [3, 2]}'})]
+    on_disk = (Path(encrypted.info.datadir) / end.file).read_bytes()
+    assert b'{"a": [3, 2]}' not in on_disk  # encrypted at rest; the dump sent it decrypted

@@ -75,6 +75,7 @@ class CRowDecoder:
         # table spares computing the signature again for every row event that follows it
         self._last: dict[Any, tuple[Any, TableSchema, Any, int]] = {}
         self._by_map: dict[Any, tuple[TableSchema, Any]] = {}  # events.TableMap -> plan
+        self._py: R.PyRowDecoder | None = None  # partial JSON updates (decode_partial_rows)
 
     def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
         from pymysqlreplication.row_event import (
@@ -144,6 +145,15 @@ class CRowDecoder:
             return _C.decode(plan, data, mode)
         except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
             raise _malformed(schema, e) from None
+
+    def decode_partial_rows(self, table_map: Any, schema: TableSchema,
+                            data: bytes) -> list[tuple[dict | None, dict | None]]:
+        """A PARTIAL_UPDATE_ROWS event's images, through ``PyRowDecoder``: such events
+        come only from JSON_SET/JSON_REPLACE/JSON_REMOVE updates, and applying their JSON
+        diffs is Python's work anyway (``json_diff``), so they are not compiled."""
+        if self._py is None:
+            self._py = R.PyRowDecoder()
+        return self._py.decode_partial_rows(table_map, schema, data)
 
     def _plan(self, cols: list, schema: TableSchema) -> tuple[Any, int]:
         sig = (schema.table_id, tuple(c.column_type for c in schema.columns),

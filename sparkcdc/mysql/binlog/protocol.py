@@ -36,7 +36,7 @@ import contextlib
 import enum
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkcdc.errors import DecodeError
@@ -130,11 +130,16 @@ class DumpStream:
     """One ``COM_BINLOG_DUMP`` from ``file:pos`` on its own pymysql connection."""
 
     def __init__(self, connect_kwargs: dict[str, Any], server_id: int, file: str, pos: int, *,
-                 blocking: bool, heartbeat: float | None, read_timeout: float):
+                 blocking: bool, heartbeat: float | None, read_timeout: float,
+                 where: Callable[[str], tuple[str, int]] | None = None):
         self._args = (dict(connect_kwargs, read_timeout=read_timeout), server_id, file, pos,
                       blocking, heartbeat, read_timeout)
         self.connection: Any = None
         self.checksum = False  # the server's binlog_checksum at connect (before any FD event)
+        self.server: str | None = None  # the @@server_id the connection reached
+        # given that server id, the file and position to dump from (instead of file, pos):
+        # after a failover the reader finds its point in the new server's binlog first
+        self._where = where
         self._closed = False
 
     def connect(self) -> None:
@@ -150,8 +155,10 @@ class DumpStream:
         self.connection = pymysql.connect(**kwargs)
         try:
             with self.connection.cursor() as cur:
-                cur.execute("SELECT @@global.binlog_checksum")
-                alg = str(cur.fetchone()[0] or "NONE").upper()
+                cur.execute("SELECT @@global.binlog_checksum, @@global.server_id")
+                row = cur.fetchone()
+                alg = str(row[0] or "NONE").upper()
+                self.server = str(row[1])
                 cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum, "
                             "@source_binlog_checksum = @@global.binlog_checksum, "
                             "@mariadb_slave_capability = 4")
@@ -162,6 +169,8 @@ class DumpStream:
                     cur.execute("SET @master_heartbeat_period = %s, "
                                 "@source_heartbeat_period = %s", (period, period))
             self.checksum = alg != "NONE"
+            if self._where is not None:  # the reader places the dump on this server
+                file, pos = self._where(self.server)
             self._command(_COM_REGISTER_SLAVE, struct.pack("<I", server_id) + b"\0\0\0"
                           + struct.pack("<HII", 0, 0, 0))
             self.connection._read_ok_packet()

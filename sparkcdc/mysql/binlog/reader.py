@@ -9,10 +9,6 @@ What the reader owns, and why:
   python-mysql-replication's event classes. Those classes read the same stream in the
   tests' reference reader (tests/library_reader.py), which overrides ``_open`` and
   ``_consume``, the two places the event layer shows.
-* **Compressed events.** MariaDB's (``log_bin_compress=ON``) are inflated only where they
-  are used (a captured table's row images, a statement), then read exactly as their plain
-  twins: the same decoders, positions and event counts, so an offset means the same thing
-  with compression on or off.
 * **Positions.** Every stream starts from an explicit file and position. Record offsets
   are the start of their transaction plus two counters (see ``sparkcdc.core.records``). ``events`` counts *every* row event of the transaction,
   captured or not, so an offset means the same thing whatever tables a later run captures.
@@ -26,17 +22,30 @@ What the reader owns, and why:
   event bytes itself, because the library's own values are lossy (negative TIME with a
   fraction, YEAR 0000, empty SET, BIT as text, TIMESTAMP as naive datetime) and the
   canonical values must equal the snapshot's (``sparkcdc.mysql.types``).
+* **MySQL 8.** A compressed transaction (TRANSACTION_PAYLOAD,
+  ``binlog_transaction_compression=ON``) is decompressed by ``transaction_payload`` and its
+  events go through the same loop as if they had come one by one, each with the payload
+  event's size and position: a record's offset keeps its transaction's start (the GTID
+  event before the payload, else the payload) and counts its row events, so offsets stay
+  unique and resume between two rows inside a payload; the XID inside commits at the
+  payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``)
+  goes to the decoder's ``decode_partial_rows``, which applies its JSON diffs to the
+  before image (``json_diff``). docs/operations.md has both for users.
+* **MariaDB's compressed events** (``log_bin_compress=ON``) are inflated only where they are
+  used (a captured table's row images, a statement), then read exactly as their plain twins:
+  the same decoders, positions and event counts, so an offset means the same thing with
+  compression on or off.
 * **Errors.** A file the server no longer has raises ``BinlogUnavailable`` naming it;
-  MySQL's compressed transaction payloads, partial row events and a corrupt MariaDB
-  compressed event (named by its file and position) raise ``DecodeError`` instead of being
-  skipped.
+  a corrupt MariaDB compressed event (named by its file and position) raises
+  ``DecodeError`` instead of being skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import Any
@@ -65,8 +74,9 @@ from sparkcdc.errors import (
     SparkCDCError,
 )
 from sparkcdc.mysql import ddl, server_errors
+from sparkcdc.mysql.binlog import failover, schema_at
 from sparkcdc.mysql.binlog import protocol as E
-from sparkcdc.mysql.binlog import schema_at
+from sparkcdc.mysql.binlog import transaction_payload as P
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
 from sparkcdc.mysql.binlog.protocol import DumpStream
 from sparkcdc.mysql.binlog.row_decoding import (
@@ -77,9 +87,6 @@ from sparkcdc.mysql.connection import ConnectionOptions
 
 log = logging.getLogger(__name__)
 
-_UNSUPPORTED_EVENTS = {  # events that carry rows we cannot decode: never skip them silently
-    0x28: "MySQL compressed transaction payload (binlog_transaction_compression=ON)",
-}
 _LOG_EVENT_ARTIFICIAL = 0x20
 
 
@@ -93,10 +100,11 @@ _OPS = (INSERT, DELETE, UPDATE)  # by the event layer's mode: 0 insert, 1 delete
 
 
 def _offset(file: str, pos: int, events: int, rows: int, gtid: str | None,
-            flavor: str) -> BinlogOffset:
+            flavor: str, server: str | None) -> BinlogOffset:
     """``BinlogOffset(...)`` without validating again (the reader's own values)."""
     o = object.__new__(BinlogOffset)
-    o.__dict__.update(file=file, pos=pos, events=events, rows=rows, gtid=gtid, flavor=flavor)
+    o.__dict__.update(file=file, pos=pos, events=events, rows=rows, gtid=gtid, flavor=flavor,
+                      server=server)
     return o
 
 
@@ -122,7 +130,8 @@ def _event_records(state: _State, key: tuple, decoded: list, op: str, table_id: 
     if first >= stop:
         return (), low_key, stop < n
     ev = key[2]
-    base = _offset(state.file, state.txn_pos, ev, first, state.txn_gtid_before, flavor)
+    base = _offset(state.file, state.txn_pos, ev, first, state.txn_gtid_before, flavor,
+                   state.server)
     ts, gtid = state.txn_ts * 1000, state.txn_gtid
     after_key = (key[0], key[1], ev, stop)
     if stop - first <= 256:  # most events are small: a list is cheaper to set up
@@ -141,6 +150,19 @@ def _event_records(state: _State, key: tuple, decoded: list, op: str, table_id: 
     recs = map(ChangeRecord, repeat(op), repeat(table_id), befores, afters, offsets,
                repeat(ts), repeat(gtid))
     return recs, after_key, stop < n
+
+
+def _with_payloads(batches: Iterable[tuple[bytes, list]], pending: list[tuple[bytes, Any]]
+                   ) -> Iterator[tuple[bytes, Any]]:
+    """The stream's batches, each as ``(data, iterator over its events)``; after a batch
+    whose loop stopped at a TRANSACTION_PAYLOAD (``_consume``), what that loop left in
+    ``pending``: the payload's own events (``transaction_payload.inner_events``), then the
+    rest of the batch, so a compressed transaction reads exactly as if its events had come
+    one by one. Costs one step per batch, nothing per event."""
+    for data, evs in batches:
+        yield data, iter(evs)
+        while pending:
+            yield pending.pop()
 
 
 def _outside_txn(state: _State, pos: int) -> DecodeError:
@@ -206,11 +228,14 @@ class _State:
     done: bool = False
     progress: int = 0
     low_key: tuple = ()  # yield only records at or after this key (moves past each event)
+    server: str | None = None  # the @@server_id whose binlog file and pos name
+    end: BinlogOffset | None = None  # where a window ends, in this server's binlog
     _mariadb_domains: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self):
         self.set_file(self.low.file, self.low.pos)
         self.gtid = self.low.gtid
+        self.server = self.low.server
         self.low_key = self.low.sort_key()
         if self.flavor == "mariadb" and self.gtid:
             for g in self.gtid.split(","):
@@ -222,13 +247,14 @@ class _State:
         self.file, self.fidx, self.boundary_pos = name, file_index(name), pos
 
     def boundary(self) -> BinlogOffset:
-        return BinlogOffset(self.file, self.boundary_pos, gtid=self.gtid, flavor=self.flavor)
+        return BinlogOffset(self.file, self.boundary_pos, gtid=self.gtid, flavor=self.flavor,
+                            server=self.server)
 
     def restart_point(self) -> BinlogOffset:
         """A transaction boundary to restart a stream from."""
         pos = self.txn_pos if self.in_txn else self.boundary_pos
         return BinlogOffset(self.file, pos, gtid=self.txn_gtid_before if self.in_txn
-                            else self.gtid, flavor=self.flavor)
+                            else self.gtid, flavor=self.flavor, server=self.server)
 
     def restart(self) -> None:
         if self.in_txn:
@@ -315,8 +341,8 @@ class BinlogReader:
 
     def read_window(self, start: BinlogOffset, end: BinlogOffset) -> Iterator[ChangeRecord]:
         """Records with ``start <= offset < end``; returns once ``end`` is reached."""
-        if start >= end:
-            return
+        if start.same_server(end) and start >= end:
+            return  # (across a failover the server is asked first: _settle)
         yield from self._run(start, end, None)  # type: ignore[misc]
 
     def tail(self, start: BinlogOffset, heartbeat_interval: float = 5.0
@@ -331,12 +357,13 @@ class BinlogReader:
 
     def _run(self, start: BinlogOffset, end: BinlogOffset | None,
              heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat]:
-        state = _State(self.flavor, start)
+        state = _State(self.flavor, start, end=end)
         failures = 0
         beat = [time.monotonic()]  # when the last heartbeat went out
         while True:
             resume = state.restart_point()
-            stream = self._open(resume, blocking=end is None, heartbeat=heartbeat)
+            stream = self._open(resume, blocking=end is None, heartbeat=heartbeat,
+                                where=lambda server: self._settle(state, server))
             progress = state.progress
             short = False  # the stream ended cleanly before ``end``
             try:
@@ -385,6 +412,8 @@ class BinlogReader:
                         state.restart_point(), failures, self.max_retries)
             state.restart()
             time.sleep(min(0.1 * 2 ** (failures - 1), 2.0))
+            with contextlib.suppress(SparkCDCError):  # none answers: the dump says so
+                self.conn.find_host()  # several servers listed: one that answers
 
     def _consume(self, stream, state: _State, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]
@@ -393,9 +422,13 @@ class BinlogReader:
         (tests/library_reader.py) yields the same records, offsets and boundaries over
         python-mysql-replication's events."""
 
+        flavor = self.flavor
+        # here, inside _run's retries: the server may be restarting, or be another one now
+        # (the dump is placed on it first: _settle)
+        stream.connect()
+        end = state.end
         end_key = end.sort_key() if end is not None else None
         low_key = state.low_key
-        flavor = self.flavor
 
         def reached(key: tuple) -> bool:
             return end_key is not None and key >= end_key
@@ -407,7 +440,6 @@ class BinlogReader:
         if reached(state.key(state.boundary_pos)):
             state.done = True
             return
-        stream.connect()  # here, inside _run's retries: the server may be restarting
         csum = 4 if stream.checksum else 0
         query_post, tid_len = 13, 6
         maps: dict[int, Any] = {}  # table id -> TableMap, for this file
@@ -423,10 +455,12 @@ class BinlogReader:
         T_HEARTBEAT, T_ROTATE, T_FD, T_TABLE_MAP = (E.HEARTBEAT, E.ROTATE,
                                                     E.FORMAT_DESCRIPTION, E.TABLE_MAP)
         T_MGTID, T_XID, T_QUERY = E.MARIADB_GTID, E.XID, E.QUERY
+        T_PARTIAL, T_PAYLOAD = E.PARTIAL_UPDATE_ROWS, P.TRANSACTION_PAYLOAD
         T_QUERY_Z, zrows = E.QUERY_COMPRESSED, E.COMPRESSED_ROW_EVENTS  # log_bin_compress
         table_events = self.table_events
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
-        for data, evs in stream.batches():
+        pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
+        for data, evs in _with_payloads(stream.batches(), pending):
             for _ts, etype, server_id, size, log_pos, flags, s, e in evs:
                 if etype == T_HEARTBEAT:
                     if heartbeat is not None and not state.in_txn:
@@ -482,13 +516,11 @@ class BinlogReader:
                             schema = schemas[skey] = self._schema_of_map(tm, schema)
                             yield TableEvent(SCHEMA, schema.table_id, _offset(
                                 state.file, state.txn_pos, ev, 0, state.txn_gtid_before,
-                                flavor), state.txn_ts * 1000, schema=schema)
+                                flavor, state.server), state.txn_ts * 1000, schema=schema)
                         fitted[skey] = tm
-                    if etype == E.PARTIAL_UPDATE_ROWS:
-                        raise DecodeError(f"{schema.table_id}: partial JSON updates cannot be "
-                                          f"decoded",
-                                          fix="set binlog_row_value_options='' on the server")
-                    if etype in zrows:  # MariaDB log_bin_compress: inflated, then as any
+                    if etype == T_PARTIAL:
+                        decoded = self._decode_partial(tm, schema, data, s, e - csum, tid_len)
+                    elif etype in zrows:  # MariaDB log_bin_compress: inflated, then as any
                         decoded = self._decode_compressed(tm, schema, data, s, e - csum,
                                                           tid_len, version, mode,
                                                           f"{state.file}:{log_pos - size}")
@@ -563,10 +595,10 @@ class BinlogReader:
                 elif etype == E.PREVIOUS_GTIDS:
                     state.set_gtid_list(E.previous_gtids(data, s))
                     state.boundary_pos = ev_end
-                elif etype in _UNSUPPORTED_EVENTS:
-                    raise DecodeError(f"{_UNSUPPORTED_EVENTS[etype]} at {state.file}:{ev_start} "
-                                      f"cannot be decoded",
-                                      fix="turn binlog compression off on the server")
+                elif etype == T_PAYLOAD:  # a compressed transaction: its events, then on
+                    pending.append((data, evs))  # evs: the rest of this batch (an iterator)
+                    pending.append(P.inner_events(data[s + 19:e - csum], size, log_pos, csum))
+                    break
                 elif not state.in_txn:
                     state.boundary_pos = ev_end  # format description, checkpoint, stop...
                 if not state.in_txn:
@@ -591,7 +623,7 @@ class BinlogReader:
         key = (state.fidx, pos, 0, 0)
         if key < state.low_key or (end_key is not None and key >= end_key):
             return
-        offset = _offset(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor)
+        offset = _offset(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor, state.server)
         cut = ddl.truncated_table(sql, db)
         if cut is not None:
             if cut in self._schemas:
@@ -624,6 +656,23 @@ class BinlogReader:
             log.info("%s: its rows now have the schema %s", old.table_id,
                      ", ".join(f"{c.name} {c.column_type}" for c in got.columns))
         return got
+
+    def _decode_partial(self, tm: Any, schema: TableSchema, data: bytes, s: int, end: int,
+                        tid_len: int) -> list[tuple[dict | None, dict | None]]:
+        """A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``): an
+        UPDATE_ROWS v2 event whose after images may hold JSON diffs
+        (``RowDecoder.decode_partial_rows``)."""
+        _tid, ncols, present, present2, p = E.rows_header(data, s + 19, end, 2, True, tid_len)
+        full = tm.full
+        if present & full != full or present2 & full != full or ncols != tm.ncols:
+            _check_present(present, present2, ncols, schema)
+        partial = getattr(self.decoder, "decode_partial_rows", None)
+        if partial is None:
+            raise DecodeError(f"{schema.table_id}: the row decoder "
+                              f"{type(self.decoder).__name__} cannot apply partial JSON "
+                              f"updates", fix="use the default row decoder, or set "
+                                              "binlog_row_value_options='' on the server")
+        return partial(tm, schema, data[p:end])
 
     def _decode_event_py(self, tm: Any, schema: TableSchema, data: bytes, s: int, end: int,
                          tid_len: int, version: int, mode: int
@@ -685,18 +734,39 @@ class BinlogReader:
             self._schemas[key] = schema
         return schema
 
-    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None):
+    def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None,
+              where: Callable[[str], tuple[str, int]] | None = None):
         """The dump stream from ``start`` (the reference reader of the tests,
         tests/library_reader.py, opens python-mysql-replication's instead)."""
 
-        base = self.conn.pymysql_kwargs()
-        for k in ("database", "autocommit", "init_command"):
-            base.pop(k, None)  # the session time zone does not matter here
         read_timeout = self.read_timeout
         if heartbeat is not None:
             read_timeout = max(3 * heartbeat, 10.0)
-        return DumpStream(base, self.server_id, start.file, start.pos, blocking=blocking,
-                          heartbeat=heartbeat, read_timeout=read_timeout)
+        return DumpStream(self.conn.dump_kwargs(), self.server_id, start.file, start.pos,
+                          blocking=blocking, heartbeat=heartbeat, read_timeout=read_timeout,
+                          where=where)
+
+    def _settle(self, state: _State, server: str) -> tuple[str, int]:
+        """Where the dump starts on ``server``, the server the connection reached: the
+        restart point, and the window's end, found again by their GTID states when they
+        belong to another server's binlog (a failover, ``failover.py``)."""
+        here = state.restart_point()
+        if state.server is not None and state.server != server:
+            moved = failover.rebase(self.conn.dump_kwargs(), self.server_id, here, server)
+            log.warning("binlog reader: the address now reaches server %s, not server %s; "
+                        "%s there is %s:%d (found by GTID state %s)", server, state.server,
+                        here, moved.file, moved.pos, here.gtid)
+            old = (state.fidx, here.pos)
+            state.set_file(moved.file, moved.pos)
+            # the records already yielded: the same counters into the same transaction
+            skip = state.low_key[2:] if state.low_key[:2] == old else (0, 0)
+            state.low_key = state.key(moved.pos, *skip)
+            here = moved
+        state.server = server
+        if state.end is not None and not state.end.same_server(here):
+            state.end = failover.rebase(self.conn.dump_kwargs(), self.server_id, state.end,
+                                        server)
+        return here.file, here.pos
 
     def _binlog_error(self, e: Exception, resume: BinlogOffset) -> Exception:
         msg = server_errors.first_line(e)
@@ -749,9 +819,7 @@ def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[s
     import pymysql
 
 
-    base = conn.pymysql_kwargs()
-    for k in ("database", "autocommit", "init_command"):
-        base.pop(k, None)
+    base = conn.dump_kwargs()
     out: list[int | None] = []
     for f in files:
         ts: int | None = None

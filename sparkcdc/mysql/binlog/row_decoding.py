@@ -23,6 +23,7 @@ from sparkcdc.core.records import DELETE, INSERT, UPDATE
 from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.errors import DecodeError
 from sparkcdc.mysql import types as T
+from sparkcdc.mysql.binlog import json_binary, json_diff
 from sparkcdc.mysql.binlog.protocol import (  # MySQL field types as TABLE_MAP events carry them
     _BIT,
     _BLOB,
@@ -53,6 +54,7 @@ from sparkcdc.mysql.binlog.protocol import (  # MySQL field types as TABLE_MAP e
     _VAR_STRING,
     _VARCHAR,
     _YEAR,
+    _packed_int,
 )
 
 # -- the decoder interface --------------------------------------------------------------------
@@ -64,7 +66,9 @@ class RowDecoder(Protocol):
     (``columns`` with the TABLE_MAP metadata), ``mode`` 0 insert, 1 delete, 2 update, and
     ``data`` the event's row images. ``decode`` serves the tests' reference reader
     (tests/library_reader.py): ``event`` is a python-mysql-replication rows event whose
-    header has been read. ``schema`` is the captured table.
+    header has been read. ``schema`` is the captured table. A decoder may also have
+    ``decode_partial_rows(table_map, schema, data)`` for MySQL's PARTIAL_UPDATE_ROWS events
+    (both of sparkcdc's do); the reader names a decoder without it when one arrives.
     """
 
     def decode_rows(self, table_map: Any, schema: TableSchema, mode: int,
@@ -116,6 +120,42 @@ class PyRowDecoder:
                 self._by_map.clear()
             self._by_map[table_map] = (schema, plan)
         return self._decode_data(plan, schema, data, mode == 2, mode == 1)
+
+    def decode_partial_rows(self, table_map: Any, schema: TableSchema,
+                            data: bytes) -> list[tuple[dict | None, dict | None]]:
+        """The row images of a PARTIAL_UPDATE_ROWS event (``data``: after its header and
+        bitmaps): each row is a before image, the shared image (``value_options``, then one
+        bit per JSON column of the table when PARTIAL_JSON is on) and an after image whose
+        JSON columns with their bit set hold diffs, applied here to the before image's
+        value (``json_diff``). Rare (JSON_SET/JSON_REPLACE/JSON_REMOVE updates only), so
+        the compiled decoder hands these events here too."""
+        plan = self._plan_for(table_map.columns, schema)
+        names = schema.column_names
+        nbits = (len(names) + 7) // 8
+        json_cols = [i for i, c in enumerate(table_map.columns) if c.type == _JSON]
+        sizes = {i: table_map.columns[i].length_size for i in json_cols}
+        pos, end = 0, len(data)
+        out: list[tuple[dict | None, dict | None]] = []
+        try:
+            while pos < end:
+                before, pos, raw = _partial_before(data, pos, plan, names, nbits, sizes)
+                options, pos = _packed_int(data, pos)
+                partial = set()
+                if options & 1:  # PARTIAL_JSON_UPDATES: one bit per JSON column
+                    nb = (len(json_cols) + 7) // 8
+                    bits = int.from_bytes(data[pos:pos + nb], "little")
+                    pos += nb
+                    partial = {c for k, c in enumerate(json_cols) if bits >> k & 1}
+                after, pos = _partial_after(data, pos, plan, names, nbits, sizes, partial,
+                                            raw)
+                out.append((before, after))
+        except (IndexError, struct.error, ValueError) as e:
+            raise DecodeError(f"{schema.table_id}: malformed partial update event at byte "
+                              f"{pos}: {e}",
+                              fix="the table's binlog metadata and schema disagree; if the "
+                                  "table was altered, restart capture with a new snapshot") \
+                from None
+        return out
 
     def _decode_data(self, plan: list[_Field], schema: TableSchema, data: bytes,
                      update: bool, delete: bool) -> list[tuple[dict | None, dict | None]]:
@@ -178,6 +218,49 @@ def _image(data: bytes, pos: int, plan: list[_Field], names: list[str],
     for i, dec in enumerate(plan):
         if nulls[i >> 3] >> (i & 7) & 1:
             row[names[i]] = None
+        else:
+            row[names[i]], pos = dec(data, pos)
+    return row, pos
+
+
+def _partial_before(data: bytes, pos: int, plan: list[_Field], names: list[str], nbits: int,
+                    sizes: dict[int, int]) -> tuple[dict, int, dict[int, bytes | None]]:
+    """A before image, and the stored bytes of its JSON columns (the diffs' base)."""
+    nulls = data[pos:pos + nbits]
+    pos += nbits
+    row: dict = {}
+    raw: dict[int, bytes | None] = {}
+    for i, dec in enumerate(plan):
+        if nulls[i >> 3] >> (i & 7) & 1:
+            row[names[i]] = raw[i] = None
+            continue
+        if i in sizes:
+            n = int.from_bytes(data[pos:pos + sizes[i]], "little")
+            raw[i] = bytes(data[pos + sizes[i]:pos + sizes[i] + n])
+        row[names[i]], pos = dec(data, pos)
+    return row, pos, raw
+
+
+def _partial_after(data: bytes, pos: int, plan: list[_Field], names: list[str], nbits: int,
+                   sizes: dict[int, int], partial: set[int],
+                   raw: dict[int, bytes | None]) -> tuple[dict, int]:
+    nulls = data[pos:pos + nbits]
+    pos += nbits
+    row: dict = {}
+    for i, dec in enumerate(plan):
+        if nulls[i >> 3] >> (i & 7) & 1:
+            row[names[i]] = None
+        elif i in partial:
+            n = int.from_bytes(data[pos:pos + sizes[i]], "little")
+            diffs = data[pos + sizes[i]:pos + sizes[i] + n]
+            if len(diffs) != n:
+                raise ValueError("a partial JSON update longer than the event")
+            pos += sizes[i] + n
+            base = raw.get(i)
+            if base is None:  # the server cannot apply a diff to NULL either
+                raise DecodeError(f"column {names[i]!r}: a partial JSON update of a NULL value",
+                                  fix="set binlog_row_value_options='' on the server")
+            row[names[i]] = json_diff.apply(base, diffs, names[i])
         else:
             row[names[i]], pos = dec(data, pos)
     return row, pos
@@ -495,12 +578,9 @@ def _datetime_old(d: bytes, p: int) -> tuple[Any, int]:
         return None, p + 8
 
 
-def mysql_json(b: bytes) -> str | None:
-    from pymysqlreplication.json_binary import parse_json
-
-    if not b:
-        return None
-    return T.json_text(parse_json(b[0], b[1:]))
+def mysql_json(b: bytes) -> str:
+    """A JSON column's binary value as the server prints it (``json_binary``)."""
+    return json_binary.to_text(b)
 
 
 def check_columns(cols: list, schema: TableSchema) -> None:
