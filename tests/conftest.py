@@ -22,6 +22,19 @@ def mariadb():
         yield sb
 
 
+@pytest.fixture(scope="session")
+def mariadb_compressed():
+    """A second CDC-ready MariaDB that compresses its binlog (``log_bin_compress=ON``) from
+    the smallest length it allows (10 bytes) on: every row event and statement but the
+    shortest is written compressed. Started by the first test that asks for it."""
+    from sparkcdc.testing.mariadb import ServerSettings
+
+    settings = ServerSettings(extra_args=("--log-bin-compress=ON",
+                                          "--log-bin-compress-min-len=10"))
+    with MariaDBSandbox(name="tests-compressed", settings=settings) as sb:
+        yield sb
+
+
 @pytest.fixture
 def db(mariadb):
     """A fresh database per test; returns its name."""
