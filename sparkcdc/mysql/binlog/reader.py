@@ -763,7 +763,7 @@ class BinlogReader:
             state.low_key = state.key(moved.pos, *skip)
             here = moved
         state.server = server
-        if state.end is not None and not state.end.same_server(here):
+        if state.end is not None and state.end.server not in (None, server):
             state.end = failover.rebase(self.conn.dump_kwargs(), self.server_id, state.end,
                                         server)
         return here.file, here.pos
