@@ -258,16 +258,18 @@ class KafkaSandbox:
                 preexec_fn=None if self.detached else set_pdeathsig,
                 start_new_session=self.detached)
 
-    def _wait_ready(self, root: Path, port: int, timeout: float) -> bool:
-        """Serving: the server logged that it started and its client port takes a
-        connection."""
+    def _wait_ready(self, root: Path, port: int, timeout: float, since: int = 0) -> bool:
+        """Serving: the server logged that it started (after byte ``since`` of its log: a
+        restart appends to it) and its client port takes a connection."""
         log = root / "server.log"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc is None or self._proc.poll() is not None:
                 return False
             try:
-                started = log.exists() and READY_LINE in log.read_text(errors="replace")
+                with open(log, "rb") as f:
+                    f.seek(since)
+                    started = READY_LINE.encode() in f.read()
             except OSError:
                 started = False
             if started and _accepts(port):
@@ -319,8 +321,9 @@ class KafkaSandbox:
             self._proc.terminate()
             self._proc.wait(timeout)
         root = Path(info.root)
+        since = (root / "server.log").stat().st_size
         self._launch(root, root / "server.properties")
-        if not self._wait_ready(root, info.port, timeout):
+        if not self._wait_ready(root, info.port, timeout, since):
             raise SandboxError(f"the Kafka broker did not come back:\n{self._log_tail(root)}")
         info.pid = self._proc.pid if self._proc else info.pid
 
