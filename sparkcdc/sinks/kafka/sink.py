@@ -135,7 +135,7 @@ class KafkaSink(Sink):
         try:
             self._consumer_client().list_topics(timeout=self.config.connect_timeout)
         except self._ck.KafkaException as e:
-            raise self._unreachable(e, "metadata") from None
+            raise self._unreachable(e, "asking for the cluster's metadata") from None
 
     def _prepare(self) -> None:
         """Once per sink: the brokers answer, the topic exists (made when absent, if the
@@ -432,23 +432,31 @@ MESSAGES = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("key",
 
 
 def read_topic(ck, conf: dict, topic: str, timeout: float) -> list[dict]:
-    """Every message of ``topic`` up to its end, as ``read_committed`` (aborted transactions
-    and their markers left out), in partition and offset order. The end is each partition's
-    last stable offset when the read starts (a read_committed consumer's high watermark):
-    an open transaction's messages are not there yet."""
-    c = ck.Consumer({**conf, "group.id": f"sparkcdc-read-{time.monotonic_ns()}",
-                     "isolation.level": "read_committed", "enable.auto.commit": False,
-                     "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    """Every message of ``topic`` up to its end, as ``read_committed`` sees them (aborted
+    transactions and the transaction markers left out), in partition and offset order.
+
+    The end is each partition's log end when the read starts. A transaction's messages
+    become readable a moment after its commit returns (the broker writes its markers into
+    the partitions), and a read_committed consumer stops at the last stable offset until
+    then: so the read goes on until it reaches that end, waiting out a transaction still
+    open (up to ``timeout``)."""
+    group = f"sparkcdc-read-{time.monotonic_ns()}"
+    ends: dict[int, int] = {}
+    probe = ck.Consumer({**conf, "group.id": group, "isolation.level": "read_uncommitted"})
     try:
-        meta = c.list_topics(topic, timeout=timeout).topics.get(topic)
+        meta = probe.list_topics(topic, timeout=timeout).topics.get(topic)
         if meta is None or meta.error is not None:
             return []
-        parts = sorted(meta.partitions)
-        ends = {}
-        for p in parts:
-            lo, hi = c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout)
+        for p in sorted(meta.partitions):
+            lo, hi = probe.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout)
             if hi > lo:
                 ends[p] = hi
+    finally:
+        probe.close()
+    c = ck.Consumer({**conf, "group.id": group, "isolation.level": "read_committed",
+                     "enable.auto.commit": False, "enable.partition.eof": True,
+                     "auto.offset.reset": "earliest"})
+    try:
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in ends])
         rows, done = [], set()
         deadline = time.monotonic() + max(timeout, 30)
@@ -457,18 +465,23 @@ def read_topic(ck, conf: dict, topic: str, timeout: float) -> list[dict]:
             if m is None:
                 continue
             if m.error():
-                if m.error().code() == ck.KafkaError._PARTITION_EOF:
-                    if m.offset() >= ends[m.partition()]:
-                        done.add(m.partition())
-                    continue
-                raise ck.KafkaException(m.error())
+                if m.error().code() != ck.KafkaError._PARTITION_EOF:
+                    raise ck.KafkaException(m.error())
+                if m.offset() >= ends[m.partition()]:
+                    done.add(m.partition())
+                continue
+            if m.offset() >= ends[m.partition()]:  # written after the read started
+                done.add(m.partition())
+                continue
             hs = m.headers()
             rows.append({"partition": m.partition(), "offset": m.offset(), "key": m.key(),
                          "value": m.value(), "timestamp": m.timestamp()[1],
                          "headers": json.dumps([[k, v.decode(errors="replace")]
                                                 for k, v in hs]) if hs else None})
         if len(done) < len(ends):
-            raise ConnectionFailed(f"reading the topic {topic!r} did not reach its end in time")
+            raise ConnectionFailed(f"reading the topic {topic!r} did not reach its end in time "
+                                   "(a transaction open on it?)",
+                                   fix="read again once the writer committed or aborted")
         rows.sort(key=lambda r: (r["partition"], r["offset"]))
         return rows
     finally:
