@@ -117,8 +117,8 @@ class KafkaSink(Sink):
         extra: dict[str, Any] = {}
         if c.exactly_once:
             extra["transactional.id"] = c.transactional_id
-            c.properties.get("transaction.timeout.ms") or extra.setdefault(
-                "transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+            if "transaction.timeout.ms" not in c.properties:
+                extra["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS
         if "partitioner" not in c.properties:
             extra["partitioner"] = "murmur2_random"  # as Java's producers hash keys
         return self._ck.Producer(self._client_config(**extra))
@@ -230,7 +230,7 @@ class KafkaSink(Sink):
         self._check_reachable()
         try:
             return self._read_marker(min(5.0, float(self.config.connect_timeout)))
-        except ConnectionFailed:
+        except (ConnectionFailed, PipelineFailed):  # unstable: a transaction holds offsets
             self._prepare()
             return self._last
 
@@ -280,10 +280,10 @@ class KafkaSink(Sink):
             out += [("schemaName", db.encode()), ("tableName", table.encode())]
         return out
 
-    def _produce(self, messages: list[tuple[bytes, bytes | None]]) -> None:
+    def _produce(self, messages: list[tuple[bytes, bytes | None]], on_delivery=None) -> None:
         p = self._producer
         headers = self._headers() or None
-        kw: dict[str, Any] = {}
+        kw: dict[str, Any] = {} if on_delivery is None else {"on_delivery": on_delivery}
         if self.config.partition_strategy == "all-to-zero":
             kw["partition"] = 0
         for key, value in messages:
@@ -325,7 +325,12 @@ class KafkaSink(Sink):
     def _at_least_once(self, messages: list, batch_id: int) -> None:
         p = self._producer
         failed: list = []
-        self._produce_checked(messages, failed)
+
+        def report(err, _msg):
+            if err is not None:
+                failed.append(err)
+
+        self._produce(messages, report)
         left = p.flush(self._commit_timeout())
         if failed or left:
             why = _text(failed[0]) if failed else f"{left} message(s) not delivered in time"
@@ -339,25 +344,6 @@ class KafkaSink(Sink):
                                            asynchronous=False)
         except self._ck.KafkaException as e:
             raise self._kafka_error(e, f"recording batch {batch_id}") from None
-
-    def _produce_checked(self, messages: list, failed: list) -> None:
-        def report(err, _msg):
-            if err is not None:
-                failed.append(err)
-
-        p = self._producer
-        headers = self._headers() or None
-        kw: dict[str, Any] = {"on_delivery": report}
-        if self.config.partition_strategy == "all-to-zero":
-            kw["partition"] = 0
-        for key, value in messages:
-            while True:
-                try:
-                    p.produce(self.topic, value=value, key=key, headers=headers, **kw)
-                    break
-                except BufferError:
-                    p.poll(0.05)
-            p.poll(0)
 
     def _kafka_error(self, e: Exception, doing: str) -> Exception:
         err = e.args[0] if e.args else None
