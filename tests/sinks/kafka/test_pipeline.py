@@ -1,6 +1,7 @@
 """MariaDB -> ``sparkcdc run`` -> Kafka: a ``read_committed`` consumer of each table's topic
 sees exactly the source's changelog (a snapshot, then every change once, in order per key),
-and a micro-batch Spark replays after a crash is not written twice."""
+a micro-batch Spark replays after a crash is not written twice, and a column added to the
+source shows in the messages after the ALTER."""
 
 from __future__ import annotations
 
@@ -127,3 +128,13 @@ def test_read_committed_consumers_see_the_source_changelog_once(spark, mariadb, 
                           ("u", {"id": 3, "n": 3}, {"id": 3, "n": 30})]}
     assert _events(kafka_broker, f"{db}.items") == expected_items
     assert _events(kafka_broker, f"{db}_out.orders") == expected
+
+    # a schema change: the messages after it carry the new column, those before stay
+    mariadb.execute("ALTER TABLE items ADD COLUMN note VARCHAR(10)",
+                    "UPDATE items SET note = 'x' WHERE id = 1",
+                    "INSERT INTO items VALUES (4, 4, 'y')", database=db)
+    _run(defn, spark)
+    expected_items[1].append(("u", {"id": 1, "n": 1, "note": None},
+                              {"id": 1, "n": 1, "note": "x"}))
+    expected_items[4] = [("c", None, {"id": 4, "n": 4, "note": "y"})]
+    assert _events(kafka_broker, f"{db}.items") == expected_items
