@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import dataclasses
 import json
 import os
@@ -121,10 +122,8 @@ _live_lock = threading.Lock()
 
 def _stop_all_at_exit() -> None:
     for sb in list(_live.values()):
-        try:
+        with contextlib.suppress(Exception):  # at exit, best effort: never mask the failure
             sb.stop()
-        except Exception:  # at exit, best effort: never mask the real failure
-            pass
 
 
 atexit.register(_stop_all_at_exit)
@@ -149,7 +148,7 @@ class KafkaSandbox:
         self._root: Path | None = None
         self.info: KafkaInfo | None = None
 
-    def __enter__(self) -> KafkaSandbox:
+    def __enter__(self):
         self.start()
         return self
 
