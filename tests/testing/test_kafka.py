@@ -4,6 +4,7 @@ no process, port or data left behind, dies with its parent, and the CLI's sandbo
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -101,17 +102,21 @@ def test_broker_dies_with_a_killed_parent(tmp_path):
         "import time\n"
         "from sparkcdc.testing.kafka import KafkaSandbox\n"
         "info = KafkaSandbox(name='orphan').start()\n"
-        "print(info.pid, info.port, flush=True)\n"
+        "print(info.pid, info.port, info.root, flush=True)\n"
         "time.sleep(600)\n")
     child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    pid, port = map(int, child.stdout.readline().split())
-    assert port_in_use(port)
-    child.kill()
-    child.wait()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (port_in_use(port) or not _gone(pid)):
-        time.sleep(0.1)
-    assert _gone(pid) and not port_in_use(port)
+    pid, port, root = child.stdout.readline().split()
+    pid, port = int(pid), int(port)
+    try:
+        assert port_in_use(port)
+        child.kill()
+        child.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (port_in_use(port) or not _gone(pid)):
+            time.sleep(0.1)
+        assert _gone(pid) and not port_in_use(port)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # a killed parent cannot remove it
 
 
 def test_missing_jars_say_how_to_get_them(tmp_path, monkeypatch):
