@@ -278,7 +278,7 @@ class ApplyChanges:
         if self.sink.kind == "changelog":
             self.spec.target_columns(df.columns)  # same checks as for merge sinks
             t1 = t0
-            result = self.sink.write_changelog(df, batch_id)
+            result = self.sink.write_changelog(df, batch_id, self.spec.keys)
         else:
             changes = collect_changes(df, self.spec)
             t1 = time.monotonic()

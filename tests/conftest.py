@@ -1,4 +1,5 @@
-"""Shared fixtures: one real MariaDB, one PostgreSQL and one SparkSession per test session.
+"""Shared fixtures: one real MariaDB, one PostgreSQL, one Kafka broker and one SparkSession per
+test session (each started when a test first asks for it).
 
 tests/ mirrors the package: the test of ``sparkcdc/x/y.py`` is ``tests/x/test_y.py``; the
 suites that cross rooms (faults, the CLI) have folders or files of their own."""
@@ -96,3 +97,13 @@ def failover_pair():
             f"CREATE DATABASE {FAILOVER_DB}")
         with FaultProxy(primary.info.host, primary.info.port) as proxy:
             yield primary, replica, proxy
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """One real Kafka broker (KRaft, one node; the jars `make setup` fetched) for the test
+    session, started by the first test that asks for it."""
+    from sparkcdc.testing.kafka import KafkaSandbox
+
+    with KafkaSandbox(name="tests") as broker:
+        yield broker

@@ -511,7 +511,7 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
                 if empty_first:
                     run.sink.empty()  # a changelog cannot be: this fails with the fix
                 df = self._local_frame(rows)
-                run.sink.write_changelog(df, target_batch)
+                run.sink.write_changelog(df, target_batch, run.keys)
             else:
                 apply_arrow(run.sink, rows, target_batch, spec, empty_first)
         run.change_rows[batch_id] = rows.num_rows

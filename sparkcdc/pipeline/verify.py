@@ -41,6 +41,7 @@ from sparkcdc.pipeline.console import make_console
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import target_of, transform_of
 from sparkcdc.pipeline.status import table_statuses
+from sparkcdc.sinks import sink_class
 from sparkcdc.spark.offset_view import position as offset_pos
 from sparkcdc.spark.offset_view import table_phase
 
@@ -119,6 +120,10 @@ class Verifier:
         if any(transform_of(self.defn, t) for t in res.tables):
             res.not_verified = ("a transform shapes its rows (Spark SQL), which the source's "
                                 "SQL checksums cannot reproduce")
+            return res
+        if sink_class(self.defn.sink.type).kind == "changelog":
+            res.not_verified = (f"a {self.defn.sink.type} target is a changelog, not a table "
+                                "(fold it with sparkcdc.apply.materialize to compare)")
             return res
         sink = self._sink(target, states, res.tables[0])
         if sink is None:
