@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Fetch the JVM jars bench/writers.py puts on spark.jars into .jars/ (git-ignored), with mvn.
+# Fetch JVM jars into .jars/ (git-ignored), with mvn: the Kafka broker the tests and
+# `sparkcdc sandbox start kafka` run, and the jars bench/writers.py puts on spark.jars.
 # Idempotent: a group whose stamp file exists is skipped, so a second run is a no-op.
 #
+#   scripts/fetch_jars.sh            every group
+#   scripts/fetch_jars.sh kafka      only the groups named (`make setup` fetches kafka)
+#
+#   .jars/kafka/    Apache Kafka's broker (kafka_2.13) with every runtime jar it needs, and
+#                   log4j's binding for the slf4j API it logs through (sparkcdc/testing/kafka.py)
 #   .jars/delta/    delta-spark and the runtime jars it needs that pyspark does not ship
 #   .jars/iceberg/  the Iceberg Spark runtime (one shaded jar)
 #   .jars/jdbc/     the PostgreSQL and MariaDB JDBC drivers
@@ -9,10 +15,13 @@
 # Versions can be overridden from the environment. As of 2026-11 no delta-spark or Iceberg
 # release is built for Spark 4.3: the defaults are the newest releases (built for Spark 4.2
 # and 4.1), which load but fail on pyspark 4.3.0 (see docs/benchmarks.md, "Writers").
-# Without mvn this prints a note and exits 0: only bench/writers.py needs these jars.
+# Without mvn the bench groups are skipped with a note (exit 0); the kafka group needs it
+# (scripts/setup.sh installs Debian's maven).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+KAFKA_VERSION=${KAFKA_VERSION:-4.3.1}
+LOG4J_VERSION=${LOG4J_VERSION:-2.25.4}  # the log4j-core that kafka_2.13 depends on
 DELTA_ARTIFACT=${DELTA_ARTIFACT:-io.delta:delta-spark_2.13}
 DELTA_VERSION=${DELTA_VERSION:-4.4.0}
 ICEBERG_ARTIFACT=${ICEBERG_ARTIFACT:-org.apache.iceberg:iceberg-spark-runtime-4.1_2.13}
@@ -26,7 +35,19 @@ stamp() {  # the stamp file of a group for a set of coordinates
     echo "$JARS/$1/.fetched-$(echo "$2" | tr ':/ ' '___')"
 }
 
+groups=("$@")
+[ ${#groups[@]} -gt 0 ] || groups=(kafka delta iceberg jdbc)
+wanted() {  # is group $1 asked for?
+    local g
+    for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done
+    return 1
+}
+
 if ! command -v mvn >/dev/null 2>&1; then
+    if wanted kafka; then
+        echo "fetch_jars: mvn not found; the Kafka broker's jars need it (apt-get install maven)" >&2
+        exit 1
+    fi
     echo "fetch_jars: mvn not found; skipping (needed only by bench/writers.py; apt-get install maven)"
     exit 0
 fi
@@ -69,21 +90,25 @@ fetch_single() {  # group, then g:a:v coordinates; no transitive dependencies
     touch "$(stamp "$group" "$key")"
 }
 
-fetch_with_deps() {  # group, g:a:v; the artifact and its runtime dependencies
-    local group=$1 coords=$2
-    if [ -e "$(stamp "$group" "$coords")" ]; then
-        echo "fetch_jars: $group present ($coords)"
+fetch_with_deps() {  # group, all|unshipped, g:a:v...: the artifacts and their runtime jars
+    local group=$1 keep=$2
+    shift 2
+    local key="$*"
+    if [ -e "$(stamp "$group" "$key")" ]; then
+        echo "fetch_jars: $group present ($key)"
         return
     fi
-    echo "fetch_jars: $group: $coords and its runtime dependencies"
-    IFS=: read -r g a v <<<"$coords"
+    echo "fetch_jars: $group: $key and the runtime dependencies"
+    local deps="" g a v coords
+    for coords in "$@"; do
+        IFS=: read -r g a v <<<"$coords"
+        deps+="<dependency><groupId>$g</groupId><artifactId>$a</artifactId><version>$v</version></dependency>"
+    done
     cat >"$work/pom.xml" <<EOF
 <project>
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.sparkcdc</groupId><artifactId>fetch-jars</artifactId><version>0</version>
-  <dependencies>
-    <dependency><groupId>$g</groupId><artifactId>$a</artifactId><version>$v</version></dependency>
-  </dependencies>
+  <dependencies>$deps</dependencies>
 </project>
 EOF
     rm -rf "$work/out"
@@ -94,16 +119,27 @@ EOF
     for jar in "$work"/out/*.jar; do
         name=$(basename "$jar" .jar)
         artifact=$(echo "$name" | sed -E 's/-[0-9][^-]*(-[A-Za-z0-9]+)?$//')
-        if shipped "$artifact"; then
+        if [ "$keep" = unshipped ] && shipped "$artifact"; then
             continue
         fi
         cp "$jar" "$JARS/$group/"
     done
-    touch "$(stamp "$group" "$coords")"
+    touch "$(stamp "$group" "$key")"
 }
 
-fetch_with_deps delta "$DELTA_ARTIFACT:$DELTA_VERSION"
-fetch_single iceberg "$ICEBERG_ARTIFACT:$ICEBERG_VERSION"
-fetch_single jdbc "org.postgresql:postgresql:$PG_JDBC_VERSION" \
-    "org.mariadb.jdbc:mariadb-java-client:$MARIADB_JDBC_VERSION"
+# a broker runs in a JVM of its own: every runtime jar, whatever pyspark ships
+if wanted kafka; then
+    fetch_with_deps kafka all "org.apache.kafka:kafka_2.13:$KAFKA_VERSION" \
+        "org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION"
+fi
+if wanted delta; then
+    fetch_with_deps delta unshipped "$DELTA_ARTIFACT:$DELTA_VERSION"
+fi
+if wanted iceberg; then
+    fetch_single iceberg "$ICEBERG_ARTIFACT:$ICEBERG_VERSION"
+fi
+if wanted jdbc; then
+    fetch_single jdbc "org.postgresql:postgresql:$PG_JDBC_VERSION" \
+        "org.mariadb.jdbc:mariadb-java-client:$MARIADB_JDBC_VERSION"
+fi
 echo "fetch_jars: done ($JARS)"

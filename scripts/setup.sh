@@ -7,6 +7,8 @@ need_pkgs=()
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_pkgs+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
 command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
+# the Kafka tests run Apache Kafka's broker from Maven Central's jars, fetched with mvn
+command -v mvn >/dev/null 2>&1 || need_pkgs+=(maven)
 # the postgres sink tests run their own PostgreSQL server (initdb + postgres, no system cluster)
 command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 # the online schema change test runs Percona's pt-online-schema-change on a captured table
@@ -36,5 +38,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 echo "setup: installing sparkcdc (editable) with the dev extra and every sink's driver"
 .venv/bin/python -m pip install -q -e '.[dev,all]'
+echo "setup: fetching the Kafka broker's jars into .jars/kafka (once)"
+bash scripts/fetch_jars.sh kafka
 .venv/bin/python -c "from sparkcdc.mysql.binlog import fastdecode as f; print('setup: compiled row decoder', 'built' if f.available() else 'NOT built (pure-Python fallback)')"
 echo "setup: done"

@@ -478,7 +478,7 @@ class ApplyChanges:
             # the rows as they came: truncates and history are folded by ``materialize``
             self.spec.target_columns(df.columns)  # same checks as for merge sinks
             t1 = t0
-            result = self.sink.write_changelog(df, batch_id)
+            result = self.sink.write_changelog(df, batch_id, self.spec.keys)
         elif self.spec.in_arrow:
             # planned on the driver: the SQL rules evaluated by Spark, the rows collected
             return apply_arrow(self.sink, mark_changes(df, self.spec).toArrow(), batch_id,

@@ -1,5 +1,5 @@
 """The ``sparkcdc`` command line: run, validate, status and verify a pipeline YAML
-(docs/pipelines.md), and a throwaway MariaDB sandbox."""
+(docs/pipelines.md), and throwaway sandboxes: MariaDB, and a Kafka broker."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from sparkcdc.errors import SparkCDCError
 
 
 def _cmd_sandbox(args: argparse.Namespace) -> int:
+    if args.server == "kafka":
+        return _kafka_sandbox(args)
     from sparkcdc.testing import mariadb as sandbox
 
     if args.action == "start":
@@ -38,6 +40,39 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
     if args.action == "stop":
         was = sandbox.stop_detached(args.name)
         print(f"sandbox {args.name!r}: " + ("stopped" if was else "was not running"))
+        return 0
+    raise AssertionError(args.action)
+
+
+def _kafka_sandbox(args: argparse.Namespace) -> int:
+    """A detached Kafka broker (sparkcdc/testing/kafka.py) for trying the kafka sink."""
+    from sparkcdc.testing import kafka
+
+    if args.misconfigured:
+        raise SparkCDCError("--misconfigured is for the MariaDB sandbox",
+                            fix="leave it out for `sparkcdc sandbox start kafka`")
+    if args.action == "start":
+        info = kafka.start_detached(args.name)
+        print(f"Kafka sandbox {info.name!r} running: pid {info.pid}, "
+              f"bootstrap servers {info.bootstrap_servers} (KRaft, one node)")
+        print("sink options:")
+        for k, v in info.sink_options().items():
+            print(f"  {k}: {v}")
+        print(f"log: {info.log_file}")
+        print(f"stop it with: sparkcdc sandbox stop kafka --name {info.name}")
+        return 0
+    if args.action == "status":
+        info, alive = kafka.status_detached(args.name)
+        if info is None:
+            print(f"Kafka sandbox {args.name!r}: not started")
+            return 1
+        state = "running" if alive else "not running (stale state)"
+        print(f"Kafka sandbox {info.name!r}: {state}, pid {info.pid}, "
+              f"bootstrap servers {info.bootstrap_servers}")
+        return 0 if alive else 1
+    if args.action == "stop":
+        was = kafka.stop_detached(args.name)
+        print(f"Kafka sandbox {args.name!r}: " + ("stopped" if was else "was not running"))
         return 0
     raise AssertionError(args.action)
 
@@ -156,8 +191,12 @@ def _cmd_request(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkcdc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sb = sub.add_parser("sandbox", help="a throwaway local MariaDB configured for CDC")
+    sb = sub.add_parser("sandbox", help="a throwaway local MariaDB configured for CDC, or a "
+                                        "Kafka broker")
     sb.add_argument("action", choices=["start", "stop", "status"])
+    sb.add_argument("server", nargs="?", choices=["mariadb", "kafka"], default="mariadb",
+                    help="mariadb (the default), or kafka: Apache Kafka 4 in KRaft mode, one "
+                         "node on loopback, from the jars `make setup` fetched")
     sb.add_argument("--name", default="default", help="several sandboxes can run side by side")
     sb.add_argument("--misconfigured", default=None,
                     help="start broken on purpose: statement, mixed, no-binlog, "

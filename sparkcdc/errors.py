@@ -46,7 +46,7 @@ class UnsupportedSpark(SparkCDCError):
 
 
 class SandboxError(SparkCDCError):
-    """The throwaway MariaDB server could not be started, reached or stopped."""
+    """A throwaway server (MariaDB, PostgreSQL, Kafka) could not be started, reached or stopped."""
 
 
 class ServerConfigError(SparkCDCError):

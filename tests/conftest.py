@@ -1,4 +1,5 @@
-"""Shared fixtures: one real MariaDB, one PostgreSQL and one SparkSession per test session.
+"""Shared fixtures: one real MariaDB, one PostgreSQL, one Kafka broker and one SparkSession per
+test session (each started when a test first asks for it).
 
 tests/ mirrors the package: the test of ``sparkcdc/x/y.py`` is ``tests/x/test_y.py``; the
 suites that cross rooms (faults, the CLI) have folders or files of their own."""
@@ -19,6 +20,19 @@ from sparkcdc.testing.mariadb import MariaDBSandbox
 def mariadb():
     """One CDC-ready MariaDB server for the whole test session."""
     with MariaDBSandbox(name="tests") as sb:
+        yield sb
+
+
+@pytest.fixture(scope="session")
+def mariadb_compressed():
+    """A second CDC-ready MariaDB that compresses its binlog (``log_bin_compress=ON``) from
+    the smallest length it allows (10 bytes) on: every row event and statement but the
+    shortest is written compressed. Started by the first test that asks for it."""
+    from sparkcdc.testing.mariadb import ServerSettings
+
+    settings = ServerSettings(extra_args=("--log-bin-compress=ON",
+                                          "--log-bin-compress-min-len=10"))
+    with MariaDBSandbox(name="tests-compressed", settings=settings) as sb:
         yield sb
 
 
@@ -83,3 +97,13 @@ def failover_pair():
             f"CREATE DATABASE {FAILOVER_DB}")
         with FaultProxy(primary.info.host, primary.info.port) as proxy:
             yield primary, replica, proxy
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """One real Kafka broker (KRaft, one node; the jars `make setup` fetched) for the test
+    session, started by the first test that asks for it."""
+    from sparkcdc.testing.kafka import KafkaSandbox
+
+    with KafkaSandbox(name="tests") as broker:
+        yield broker

@@ -25,7 +25,6 @@ from sparkcdc.errors import DecodeError
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.binlog.reader import (
     _LOG_EVENT_ARTIFICIAL,
-    _UNSUPPORTED_EVENTS,
     BinlogReader,
     _event_records,
     _outside_txn,
@@ -35,6 +34,13 @@ from sparkcdc.mysql.binlog.reader import (
 from sparkcdc.mysql.binlog.row_decoding import op_of
 
 _ANONYMOUS_GTID = 0x22  # MySQL's anonymous GTID event: no GTID to keep
+# MariaDB's compressed events (log_bin_compress=ON): python-mysql-replication (1.0.17, the
+# newest release) has no classes for them and hands them over as NotImplementedEvent, so
+# the reference refuses them rather than skip their rows (and DDL); the tests compare the
+# reader on a compressing server with an uncompressed one instead
+_LIBRARY_CANNOT = {t: "MariaDB compressed events (log_bin_compress=ON), which "
+                      "python-mysql-replication does not decode"
+                   for t in range(165, 172)}
 
 
 class LibraryBinlogReader(BinlogReader):
@@ -135,10 +141,10 @@ class LibraryBinlogReader(BinlogReader):
                 state.begin(ev_start, gtid, ev.timestamp, explicit=False)
                 continue
             if isinstance(ev, NotImplementedEvent):
-                if ev.event_type in _UNSUPPORTED_EVENTS:
+                if ev.event_type in _LIBRARY_CANNOT:
                     raise DecodeError(
-                        f"{_UNSUPPORTED_EVENTS[ev.event_type]} at {state.file}:{ev_start} "
-                        f"cannot be decoded", fix="turn binlog compression off on the server")
+                        f"{_LIBRARY_CANNOT[ev.event_type]} at {state.file}:{ev_start}",
+                        fix="compare with a server that does not compress its binlog")
                 if not state.in_txn:
                     state.boundary_pos = ev_end
             elif isinstance(ev, QueryEvent):

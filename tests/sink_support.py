@@ -1,10 +1,11 @@
 """Helpers shared by the sink tests: fresh targets, change rows, read-backs.
 
-The fixtures built on them live in conftest.py files: ``pg_server`` in tests/, and
-``make_target`` (one ``TargetFactory`` per sink type) in tests/sinks/. Every sink is read
-back from its real storage:
+The fixtures built on them live in conftest.py files: ``pg_server`` and ``kafka_broker`` in
+tests/, and ``make_target`` (one ``TargetFactory`` per sink type) in tests/sinks/. Every
+sink is read back from its real storage:
 the SQL servers with a plain SELECT, Delta and Iceberg through their readers, the files sink
-through Spark's readers and ``materialize``.
+through Spark's readers and ``materialize``, the kafka sink by a ``read_committed`` consumer
+whose messages are decoded (``formats.decode``) and folded with ``materialize``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import decimal
 import uuid
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from sparkcdc import sinks
 from sparkcdc.apply import materialize
@@ -22,8 +24,9 @@ from sparkcdc.sinks.base import END_AT, START_AT
 UTC = dt.timezone.utc
 D = decimal.Decimal
 
-# every sink, as test ids; files twice (both formats)
-SINK_IDS = ["delta", "iceberg", "postgres", "mysql", "files-parquet", "files-json", "console"]
+# every sink, as test ids; files twice (both formats), kafka three times (its value formats)
+SINK_IDS = ["delta", "iceberg", "postgres", "mysql", "files-parquet", "files-json", "console",
+            "kafka-debezium-json", "kafka-canal-json", "kafka-changelog-json"]
 
 CHANGE_META = ("_change_type string, _database string, _table string, _op_ts timestamp, "
                "_seq decimal(38,0)")
@@ -55,6 +58,9 @@ class TargetFactory:
                     "database": f"sink_{uuid.uuid4().hex[:8]}", "table": name}
         if self.type == "files":
             return {"path": str(self._tmp / name), "format": self.sink_id.split("-")[1]}
+        if self.type == "kafka":
+            broker = self._request.getfixturevalue("kafka_broker").info
+            return broker.sink_options(topic=name, **{"value.format": self.sink_id.split("-", 1)[1]})
         return {}
 
     def __call__(self, name: str | None = None, **extra: str):
@@ -82,8 +88,12 @@ def table_rows(sink, spark, keys, *, schema: pa.Schema, scd_type: int = 1,
                **fold) -> list[dict]:
     """The target table read back from the sink's storage, in ``schema``'s types, sorted.
     (A changelog is folded with ``materialize``; ``fold`` passes the apply options.)"""
-    if sink.type == "files":
-        log = sink.changelog(spark)
+    if sink.kind == "changelog":
+        if sink.type == "kafka":  # decoded with the data columns' types
+            data = pa.schema([f for f in schema if f.name not in (START_AT, END_AT)])
+            log = sink.changelog(spark, from_arrow_schema(data, prefer_timestamp_ntz=True))
+        else:
+            log = sink.changelog(spark)
         if log is None:
             return []
         t = materialize(log, keys=keys, stored_as_scd_type=scd_type,

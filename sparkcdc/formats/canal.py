@@ -31,11 +31,12 @@ from sparkcdc.formats.values import (
     as_schema,
     from_wire,
     to_json,
+    tombstoned,
     wire_schema,
 )
 
 
-def encode(df: DataFrame, keys: Sequence[str]) -> DataFrame:
+def encode(df: DataFrame, keys: Sequence[str], *, tombstones: bool = False) -> DataFrame:
     x = paired(df, keys)
     schema = data_schema(df)
     ct = F.col("_change_type")
@@ -58,6 +59,8 @@ def encode(df: DataFrame, keys: Sequence[str]) -> DataFrame:
     old_value = F.when(F.col("__prev_row").isNotNull(), old_json).otherwise(F.lit("null"))
     value = F.concat(F.substring_index(body, '"__sparkcdc_old_7f3a__"', 1), old_value,
                      F.substring_index(body, '"__sparkcdc_old_7f3a__"', -1))
+    if tombstones:
+        value = tombstoned(value, ct == "delete")
     return x.select(key_json(df, keys).alias("key"), value.alias("value"))
 
 

@@ -22,14 +22,17 @@ from sparkcdc.formats.values import (
     from_wire,
     row_struct,
     to_json,
+    tombstoned,
     wire_schema,
 )
 
 OPS = {"insert": "+I", "update_preimage": "-U", "update_postimage": "+U", "delete": "-D"}
 
 
-def encode(df: DataFrame, keys: Sequence[str] | None = None) -> DataFrame:
-    """Change rows -> ``key`` (JSON of the keys, or null without keys), ``value``."""
+def encode(df: DataFrame, keys: Sequence[str] | None = None, *,
+           tombstones: bool = False) -> DataFrame:
+    """Change rows -> ``key`` (JSON of the keys, or null without keys), ``value``
+    (``tombstones``: a null one after each delete)."""
     op = F.coalesce(*[F.when(F.col("_change_type") == k, F.lit(v)) for k, v in OPS.items()])
     value = to_json(F.struct(
         row_struct(data_schema(df)).alias("data"), op.alias("op"),
@@ -37,6 +40,8 @@ def encode(df: DataFrame, keys: Sequence[str] | None = None) -> DataFrame:
         F.col("_table").alias("table"),
         F.floor(F.unix_micros("_op_ts") / 1000).cast("long").alias("ts_ms")))
     key = key_json(df, keys) if keys else F.lit(None).cast("string")
+    if tombstones:
+        value = tombstoned(value, F.col("_change_type") == "delete")
     return df.select(key.alias("key"), value.alias("value"))
 
 

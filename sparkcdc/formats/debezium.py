@@ -27,6 +27,7 @@ from sparkcdc.formats.values import (
     from_wire,
     row_struct,
     to_json,
+    tombstoned,
     wire_schema,
 )
 
@@ -77,8 +78,7 @@ def encode(df: DataFrame, keys: Sequence[str], *, name: str = "sparkcdc",
     value = to_json(F.struct(before.alias("before"), after.alias("after"), source.alias("source"),
                              F.col("__op").alias("op"), ts_ms.alias("ts_ms")))
     if tombstones:  # a null value after each delete lets Kafka compaction drop the key
-        value = F.explode(F.when(F.col("__op") == "d", F.array(value, F.lit(None).cast("string")))
-                           .otherwise(F.array(value)))
+        value = tombstoned(value, F.col("__op") == "d")
     return x.select(key_json(df, keys).alias("key"), value.alias("value"))
 
 

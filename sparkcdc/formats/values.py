@@ -64,6 +64,13 @@ def from_wire(struct_col: str, schema: StructType) -> list[Column]:
     return out
 
 
+def tombstoned(value: Column, is_delete: Column) -> Column:
+    """``value``, and after each delete a null one (a tombstone: Kafka's log compaction
+    then drops every message of the key), as a generator column for ``select``."""
+    return F.explode(F.when(is_delete, F.array(value, F.lit(None).cast("string")))
+                      .otherwise(F.array(value)))
+
+
 def as_schema(spark, schema) -> StructType:
     if isinstance(schema, StructType):
         return schema

@@ -45,10 +45,15 @@ def hashed_columns(schema: TableSchema, wanted: list[str] | None = None) -> list
     return cols
 
 
-def sql_render(c: Column) -> str:
-    """The column as text, in SQL; ``arrow_render`` is its twin on the target's values."""
+def sql_render(c: Column, zero_epoch: bool = False) -> str:
+    """The column as text, in SQL; ``arrow_render`` is its twin on the target's values.
+    ``zero_epoch``: a NOT NULL date column's zero dates read as the epoch (the source's
+    ``zero-dates.not-null: epoch``), else as null."""
     q = quote_ident(c.name)
     t = _base(c)
+    zero = "NULL"
+    if zero_epoch and not c.nullable:
+        zero = "'1970-01-01'" if t == "date" else "'1970-01-01 00:00:00.000000'"
     if t in _INTS or t == "year":
         return f"CAST({q} + 0 AS CHAR)"
     if t == "decimal" or t == "numeric":
@@ -63,9 +68,9 @@ def sql_render(c: Column) -> str:
     if t in _BINARY:
         return f"HEX({q})"
     if t == "date":
-        return f"IF({_ZERO.format(c=q)}, NULL, DATE_FORMAT({q}, '%Y-%m-%d'))"
+        return f"IF({_ZERO.format(c=q)}, {zero}, DATE_FORMAT({q}, '%Y-%m-%d'))"
     if t in ("datetime", "timestamp"):
-        return f"IF({_ZERO.format(c=q)}, NULL, DATE_FORMAT({q}, '%Y-%m-%d %H:%i:%s.%f'))"
+        return f"IF({_ZERO.format(c=q)}, {zero}, DATE_FORMAT({q}, '%Y-%m-%d %H:%i:%s.%f'))"
     if t == "time":
         return f"CAST(ROUND(TIME_TO_SEC({q}) * 1000000) AS SIGNED)"
     return f"CONVERT({q} USING utf8mb4)"
@@ -78,9 +83,9 @@ def _bit_width(c: Column) -> int:
     return int(m.group(1)) if m else 1
 
 
-def sql_row_hash(cols: list[Column]) -> str:
+def sql_row_hash(cols: list[Column], zero_epoch: bool = False) -> str:
     parts = [f"IFNULL(CONCAT(CHAR_LENGTH({r}), ':', {r}), '~')"
-             for r in (sql_render(c) for c in cols)]
+             for r in (sql_render(c, zero_epoch) for c in cols)]
     row = f"CONCAT_WS('|', {', '.join(parts)})" if parts else "''"
     return f"CAST(CONV(LEFT(MD5({row}), 16), 16, 10) AS UNSIGNED)"
 
@@ -189,10 +194,11 @@ def key_bounds(conn: ConnectionOptions, schemas: list[TableSchema], key: str
 
 
 def range_sums(conn: ConnectionOptions, schemas: list[TableSchema], cols: list[Column],
-               ranges: list[KeyRange], key: str | None) -> dict[int, tuple[int, int]]:
+               ranges: list[KeyRange], key: str | None,
+               zero_epoch: bool = False) -> dict[int, tuple[int, int]]:
     """Per range: the rows and the XOR of their hashes, over all the tables (shards merged
     into one target add up)."""
-    h = sql_row_hash(cols)
+    h = sql_row_hash(cols, zero_epoch)
     out = {r.index: (0, 0) for r in ranges}
     with _connect(conn) as c, c.cursor() as cur:
         for s in schemas:
@@ -207,9 +213,10 @@ def range_sums(conn: ConnectionOptions, schemas: list[TableSchema], cols: list[C
 
 
 def row_hashes(conn: ConnectionOptions, schemas: list[TableSchema], cols: list[Column],
-               keys: list[str], ranges: list[KeyRange], key: str | None) -> dict:
+               keys: list[str], ranges: list[KeyRange], key: str | None,
+               zero_epoch: bool = False) -> dict:
     """Every row's hash in the ranges, by its key tuple (to name the keys that differ)."""
-    h = sql_row_hash(cols)
+    h = sql_row_hash(cols, zero_epoch)
     kq = ", ".join(quote_ident(k) for k in keys)
     out: dict = {}
     with _connect(conn) as c, c.cursor() as cur:

@@ -14,12 +14,13 @@ from typing import Any
 
 from sparkcdc.core.chunking import ChunkingOptions, ChunkPlanner, is_integral_column
 from sparkcdc.core.offsets import BinlogOffset
-from sparkcdc.core.records import ChangeRecord
+from sparkcdc.core.records import ChangeRecord, TableEvent
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import FinishedSplit
 from sparkcdc.errors import BinlogUnavailable, ConfigError
 from sparkcdc.mysql.binlog import failover
 from sparkcdc.mysql.binlog.reader import BinlogReader, file_start_timestamps
+from sparkcdc.mysql import types
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.locate import Locator
 from sparkcdc.mysql.offsets import current_offset
@@ -30,12 +31,15 @@ from sparkcdc.mysql.window_split import bound_window, split_window
 class MySQLDialect:
     def __init__(self, conn: ConnectionOptions, *, flavor: str = "mariadb",
                  server_id: int = 5400, tables: dict[TableId, TableSchema] | None = None,
-                 chunking: ChunkingOptions | None = None):
+                 chunking: ChunkingOptions | None = None, zero_dates_epoch: bool = False):
         self.conn = conn
         self.flavor = flavor
         self.server_id = server_id
         self.tables = dict(tables or {})
         self.chunking = chunking or ChunkingOptions()
+        # zero-dates.not-null: epoch -- NOT NULL date columns read a zero date as the epoch,
+        # on both paths alike (the snapshot's chunks, the binlog's images)
+        self.zero_dates_epoch = zero_dates_epoch
         self._sql = None
         self._locator = Locator(conn)
 
@@ -81,7 +85,12 @@ class MySQLDialect:
             return current_offset(cur, self.flavor)
 
     def read_chunk(self, schema: TableSchema, start: Any, end: Any, where: str | None = None):
-        return read_chunk(self.conn, schema, start, end, where=where)
+        table = read_chunk(self.conn, schema, start, end, where=where)
+        if self.zero_dates_epoch:
+            epochs = types.zero_date_epochs(schema)
+            if epochs:
+                table = types.epoch_for_zero_dates(table, epochs)
+        return table
 
     def read_window(self, schema: TableSchema | None, start: BinlogOffset,
                     end: BinlogOffset, only: Iterable[TableId] | None = None,
@@ -97,7 +106,32 @@ class MySQLDialect:
             tables = {t: tables[t] for t in only if t in tables}
         reader = BinlogReader(self.conn, self.server_id, tables, flavor=self.flavor,
                               table_events=table_events)
+        if self.zero_dates_epoch:
+            return self._epoch_for_zero_dates(reader.read_window(start, end), tables)
         return reader.read_window(start, end)
+
+    def _epoch_for_zero_dates(self, records: Iterator[ChangeRecord],
+                              tables: dict[TableId, TableSchema | None]) -> Iterator[Any]:
+        """The binlog's images with the zero dates (decoded as null) of NOT NULL date
+        columns set to the epoch; a schema change in the stream brings its new columns."""
+        epochs: dict[TableId, dict[str, Any]] = {}
+        for rec in records:
+            if isinstance(rec, TableEvent):
+                if rec.schema is not None:
+                    epochs[rec.table_id] = types.zero_date_epochs(rec.schema)
+                yield rec
+                continue
+            got = epochs.get(rec.table_id)
+            if got is None:
+                schema = tables.get(rec.table_id) or self.tables.get(rec.table_id)
+                got = epochs[rec.table_id] = (types.zero_date_epochs(schema)
+                                              if schema is not None else {})
+            for image in (rec.before, rec.after) if got else ():
+                if image is not None:
+                    for name, value in got.items():
+                        if name in image and image[name] is None:
+                            image[name] = value
+            yield rec
 
     def split_window(self, start: BinlogOffset, end: BinlogOffset, split_bytes: int,
                      max_parts: int) -> list[tuple[BinlogOffset, BinlogOffset]]:

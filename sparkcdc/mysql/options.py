@@ -91,6 +91,8 @@ OPTIONS: dict[str, Opt] = {
                  "DDL statements and TRUNCATEs travel in the stream as event batches, and "
                  "its rows after a change are decoded with the new schema "
                  "(docs/spark-source.md, Schema changes in the stream)"),
+    "zero-dates.not-null": Opt("null", "'null' or 'epoch': what a zero date ('0000-00-00') "
+                                       "in a NOT NULL column reads as"),
     "scan.parse.online.schema.changes.enabled": Opt(
         "false", "true or false: read gh-ost's and pt-online-schema-change's work on a "
                  "captured table as an ALTER of it; their helper tables are not captured "
@@ -209,6 +211,7 @@ class SourceConfig:
     table_events: bool = False  # scan.schema-changes.in-stream
     tables_file: str | None = None  # scan.tables.file
     online_schema_changes: bool = False  # scan.parse.online.schema.changes.enabled
+    zero_dates_epoch: bool = False  # zero-dates.not-null: epoch
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SourceConfig:
@@ -296,6 +299,9 @@ class SourceConfig:
             table_events=_table_events(o),
             tables_file=get("scan.tables.file") or None,
             online_schema_changes=o.flag("scan.parse.online.schema.changes.enabled"),
+            # blank is 'null' too: YAML reads an unquoted null as no value
+            zero_dates_epoch=bool((o.get("zero-dates.not-null") or "").strip())
+            and o.choice("zero-dates.not-null", ("null", "epoch")) == "epoch",
         )
 
 

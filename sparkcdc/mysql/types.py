@@ -318,12 +318,44 @@ def epoch_micros_to_utc(us: int) -> _dt.datetime:
     return EPOCH + _dt.timedelta(microseconds=us)
 
 
+_EPOCHS = {DATE: _dt.date(1970, 1, 1), DATETIME: _dt.datetime(1970, 1, 1), TIMESTAMP: EPOCH}
+
+
+def zero_date_epochs(schema: TableSchema) -> dict[str, Any]:
+    """For ``zero-dates.not-null: epoch``: the NOT NULL date and time columns of ``schema``
+    and the epoch each holds instead of a zero date (Debezium's choice: a NOT NULL column
+    never reads as null). Nullable columns keep null: there a zero date and a null read the
+    same either way."""
+    out = {}
+    for c in schema.columns:
+        if not c.nullable:
+            kind = mysql_type(c).kind
+            if kind in _EPOCHS:
+                out[c.name] = _EPOCHS[kind]
+    return out
+
+
+def epoch_for_zero_dates(table: pa.Table, epochs: Mapping[str, Any]) -> pa.Table:
+    """A snapshot chunk with the zero dates (read as null) of ``epochs``' columns set."""
+    import pyarrow.compute as pc
+
+    for name, value in epochs.items():
+        i = table.schema.get_field_index(name)
+        col = table.column(i)
+        if col.null_count:
+            table = table.set_column(i, table.field(i),
+                                     pc.fill_null(col, pa.scalar(value, col.type)))
+    return table
+
+
 __all__ = [
     "UTC",
     "MySQLType",
     "arrow_schema",
     "canonical_row",
+    "epoch_for_zero_dates",
     "json_text",
     "mysql_type",
     "parse_column_type",
+    "zero_date_epochs",
 ]

@@ -14,9 +14,9 @@ Grants can carry password hashes: they are parsed, never echoed.
 Settings sparkcdc reads, so never reported: MySQL 8's compressed transactions
 (``binlog_transaction_compression=ON``, zstd; a problem only when the ``zstandard`` package
 is missing), partial JSON updates (``binlog_row_value_options=PARTIAL_JSON``, applied to the
-full before image), ``binlog_checksum`` NONE or CRC32, and encrypted binlogs (MySQL
+full before image), ``binlog_checksum`` NONE or CRC32, encrypted binlogs (MySQL
 ``binlog_encryption``, MariaDB ``encrypt_binlog``: the server decrypts what it sends to a
-replica).
+replica), and MariaDB's compressed binlog (``log_bin_compress=ON``, zlib).
 """
 
 from __future__ import annotations

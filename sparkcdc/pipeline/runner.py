@@ -354,7 +354,8 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
             if st is None or st.status == CaptureStatus.DROPPED and table not in self.runs:
                 if st is not None:  # dropped and created again: a fresh start
                     st = TableState(table, st.target, st.generation + 1,
-                                    batch_base=self._next_base(st), app_id=st.app_id)
+                                    batch_base=self._next_base(st), app_id=st.app_id,
+                                    targets=st.targets)
                 else:
                     routed = targets_of(self.defn, table)
                     st = TableState(table, routed[0], app_id=self._app_id(table),
@@ -557,7 +558,7 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
                     run.sink.empty()  # a changelog cannot be: this fails with the fix
                 marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
                 df = self._local_frame(rows.drop_columns(marks))
-                run.sink.write_changelog(df, target_batch)
+                run.sink.write_changelog(df, target_batch, run.keys)
             else:
                 for sink in targets.each_sink(run.sink):  # each target skips what it has
                     apply_arrow(sink, rows, target_batch, spec, empty_first)

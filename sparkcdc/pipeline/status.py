@@ -83,7 +83,8 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
                          live.get("rows") if live.get("generation") == st.generation else None,
                          (committed + 1) if committed is not None else 0, pos,
                          running=running, note=st.note)
-        if pos and current:
+        if pos and current and (pos.get("server") is None or current.get("server") is None
+                                or pos["server"] == current["server"]):
             if pos.get("file") == current.get("file"):
                 ts.lag_bytes = max(0, int(current["pos"]) - int(pos["pos"]))
             else:
@@ -99,7 +100,7 @@ def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
         conn = SourceConfig.parse(defn.source.options_for()).connection
         with conn.connect() as c:
             off = current_offset(c)
-        return {"file": off.file, "pos": off.pos}, None
+        return {"file": off.file, "pos": off.pos, "server": off.server}, None
     except Exception as e:  # status must work with the server down
         return None, str(e).splitlines()[0]
 

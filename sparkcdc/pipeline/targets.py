@@ -34,6 +34,8 @@ TABLE_LAYOUT_REFUSED = {
     "files": "the files sink appends a changelog of change rows: it has no table to "
              "partition or give properties",
     "console": "the console sink prints rows: nothing is stored",
+    "kafka": "the kafka sink sends change messages to topics: it has no table to partition "
+             "or give properties",
 }
 
 
@@ -119,8 +121,8 @@ class FanOut(Sink):
         results = [s.write(changes, batch_id) for s in self.sinks]
         return next((r for r in results if not r.skipped), results[0])
 
-    def write_changelog(self, df: Any, batch_id: int) -> WriteResult:
-        results = [s.write_changelog(df, batch_id) for s in self.sinks]
+    def write_changelog(self, df: Any, batch_id: int, keys: tuple[str, ...] = ()) -> WriteResult:
+        results = [s.write_changelog(df, batch_id, keys) for s in self.sinks]
         return next((r for r in results if not r.skipped), results[0])
 
     def read(self):

@@ -41,6 +41,7 @@ from sparkcdc.pipeline.console import make_console
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import targets_of, transform_of
 from sparkcdc.pipeline.status import table_statuses
+from sparkcdc.sinks import sink_class
 from sparkcdc.spark.offset_view import position as offset_pos
 from sparkcdc.spark.offset_view import table_phase
 
@@ -126,6 +127,10 @@ class Verifier:
             res.not_verified = ("its AUTO CDC rules (history, deletes or truncates of their "
                                 "own) make it another table than the source")
             return res
+        if sink_class(self.defn.sink.type).kind == "changelog":
+            res.not_verified = (f"a {self.defn.sink.type} target is a changelog, not a table "
+                                "(fold it with sparkcdc.apply.materialize to compare)")
+            return res
         sink = self._sink(target, states, res.tables[0])
         if sink is None:
             res.not_verified = "the pipeline has not written it yet"
@@ -139,7 +144,8 @@ class Verifier:
         ranges = (checksums.plan_ranges(*checksums.key_bounds(self.config.connection, schemas,
                                                                  keys[0]), self.rows_per_range)
                       if single_int else [KeyRange(0, None, None)])
-        src = checksums.range_sums(self.config.connection, schemas, cols, ranges, res.key)
+        src = checksums.range_sums(self.config.connection, schemas, cols, ranges, res.key,
+                                   self.config.zero_dates_epoch)
         tgt = self._target_sums(table, cols, ranges, res.key)
         res.ranges = [RangeResult(r, src[r.index], tgt[r.index]) for r in ranges]
         bad = [r.range for r in res.ranges if not r.equal]
@@ -168,7 +174,8 @@ class Verifier:
                 res.rechecks += 1
                 self._wait_caught_up(res.tables, states)
                 table = self._read_target(sink)
-                src = checksums.range_sums(self.config.connection, schemas, cols, bad, res.key)
+                src = checksums.range_sums(self.config.connection, schemas, cols, bad, res.key,
+                                       self.config.zero_dates_epoch)
                 tgt = self._target_sums(table, cols, bad, res.key)
                 fresh = {r.index: RangeResult(r, src[r.index], tgt[r.index]) for r in bad}
                 res.ranges = [fresh.get(r.range.index, r) for r in res.ranges]
@@ -311,7 +318,8 @@ class Verifier:
             time.sleep(1.0)
 
     def _key_diff(self, res: TargetResult, schemas, cols, keys, ranges, table) -> None:
-        src = checksums.row_hashes(self.config.connection, schemas, cols, keys, ranges, res.key)
+        src = checksums.row_hashes(self.config.connection, schemas, cols, keys, ranges, res.key,
+                                   self.config.zero_dates_epoch)
         idx = self._range_index(table, ranges, res.key)
         wanted = {r.index for r in ranges}
         keep = np.isin(idx, list(wanted))

@@ -25,6 +25,7 @@ REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "postgres": ("sparkcdc.sinks.postgres.sink", "PostgresSink", "sparkcdc[postgres]"),
     "mysql": ("sparkcdc.sinks.mysql.sink", "MySQLSink", "pymysql"),
     "files": ("sparkcdc.sinks.files.sink", "FilesSink", None),
+    "kafka": ("sparkcdc.sinks.kafka.sink", "KafkaSink", "sparkcdc[kafka]"),
     "console": ("sparkcdc.sinks.console.sink", "ConsoleSink", None),
 }
 

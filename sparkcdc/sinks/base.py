@@ -157,7 +157,8 @@ class Sink(ABC):
     """A target for change batches. Subclasses live in ``sparkcdc/sinks/<type>/``.
 
     ``kind`` is ``"merge"`` (receives a ``ChangeSet`` through ``write``) or ``"changelog"``
-    (receives the raw change rows as a Spark DataFrame through ``write_changelog``).
+    (receives the raw change rows as a Spark DataFrame through ``write_changelog``, with the
+    key columns: a message bus keys its messages by them).
     Connections open lazily on first use, never in ``__init__``.
     """
 
@@ -171,7 +172,7 @@ class Sink(ABC):
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         raise NotImplementedError(f"the {self.type} sink takes change rows, not a ChangeSet")
 
-    def write_changelog(self, df: Any, batch_id: int) -> WriteResult:
+    def write_changelog(self, df: Any, batch_id: int, keys: tuple[str, ...] = ()) -> WriteResult:
         raise NotImplementedError(f"the {self.type} sink takes a ChangeSet, not change rows")
 
     @abstractmethod

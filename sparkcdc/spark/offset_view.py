@@ -78,8 +78,11 @@ def chunks_total(offset: dict, table: str, done: int) -> int | None:
 
 
 def lag_bytes(pos: dict | None, latest: dict | None) -> int | None:
-    """Bytes of binlog between two positions (same file), or None when unknown."""
+    """Bytes of binlog between two positions (same file), or None when unknown (another
+    file, or another server's binlog: a failover the stream has not caught up with)."""
     if not pos or not latest:
+        return None
+    if pos.get("server") not in (None, latest.get("server")) and latest.get("server"):
         return None
     if pos.get("file") == latest.get("file"):
         return max(0, int(latest.get("pos", 0)) - int(pos.get("pos", 0)))

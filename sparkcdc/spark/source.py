@@ -192,7 +192,7 @@ def open_dialect(config: SourceConfig, flavor: str, tables, server_id: int | Non
 
     return MySQLDialect(config.connection, flavor=flavor,
                         server_id=server_id or config.server_ids[0], tables=tables,
-                        chunking=_chunking(config))
+                        chunking=_chunking(config), zero_dates_epoch=config.zero_dates_epoch)
 
 
 # -- offsets ------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ run time (an import contract says so).
 * ``mariadb``: a CDC-ready MariaDB started as a child process on loopback with a temporary
   datadir (``MariaDBSandbox``), or detached for ``sparkcdc sandbox start``;
 * ``postgres``: the same for a PostgreSQL target (``PostgresSandbox``);
+* ``kafka``: an Apache Kafka broker (KRaft, one node) from the jars `make setup` fetched
+  (``KafkaSandbox``), or detached for ``sparkcdc sandbox start kafka``;
 * ``proxy``: a TCP proxy that cuts, refuses, delays and throttles connections, for the
   fault tests.
 """

@@ -15,7 +15,7 @@ import time
 
 import deltalake
 import pytest
-from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, FAILOVER_USER
+from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, failover_yaml
 from faults_support import SEED, Current, Writers, make_table, table_state
 
 from sparkcdc.testing.mariadb import caught_up, promote
@@ -38,27 +38,7 @@ def test_run_killed_during_the_failover(failover_pair, tmp_path):
     make_table(primary, DB, ROWS)
     base = rnd.randint(100_000, 3_000_000_000)
     yaml, lake = tmp_path / "p.yaml", tmp_path / "lake"
-    yaml.write_text(f"""\
-source:
-  type: mysql
-  hostname: 127.0.0.1
-  port: {proxy.port}
-  username: {FAILOVER_USER}
-  password: ${{PIPE_PW}}
-  tables: {DB}.t
-  server-id: {base}-{base + 9}
-  scan.incremental.snapshot.chunk.size: 500
-  connect.timeout: 5s
-sink:
-  type: delta
-  path: {lake}
-pipeline:
-  name: failover-kill
-  parallelism: 1
-  max-rows-per-batch: 500
-  trigger.interval: 1s
-  checkpoint.location: {tmp_path}/ckpt
-""")
+    yaml.write_text(failover_yaml(proxy.port, tmp_path, "failover-kill", base))
     target = lake / DB / "t"
     env = {**os.environ, "PIPE_PW": FAILOVER_PASSWORD, "PYSPARK_PYTHON": sys.executable}
     cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--no-progress",

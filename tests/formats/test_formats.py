@@ -96,3 +96,18 @@ def test_decode_keeps_kafka_columns_and_reads_bytes(spark, stream):
 def test_unknown_format_names_the_choices(stream):
     with pytest.raises(ConfigError, match="debezium-json"):
         formats.encode(stream, "debezium", keys=["id"])
+
+
+@pytest.mark.parametrize("fmt", formats.FORMATS)
+def test_tombstones_follow_each_delete(spark, stream, fmt):
+    """``tombstones=True`` in every format: a null value right after each delete, under the
+    deleted row's key (what Kafka's log compaction needs), and skipped by ``decode``."""
+    plain = formats.encode(stream, fmt, keys=["id"]).collect()
+    rows = formats.encode(stream, fmt, keys=["id"], tombstones=True).collect()
+    assert len(rows) == len(plain) + 1
+    i = next(i for i, r in enumerate(rows) if r.value is None)
+    assert rows[i].key == rows[i - 1].key == '{"id":2}'
+    assert json.loads(rows[i - 1].value).get("op", json.loads(rows[i - 1].value).get("type")) \
+        in ("d", "-D", "DELETE")
+    assert formats.decode(spark.createDataFrame(rows), fmt, DDL).count() == \
+        formats.decode(spark.createDataFrame(plain), fmt, DDL).count()

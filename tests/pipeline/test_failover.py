@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from failover_support import FAILOVER_DB, FAILOVER_PASSWORD
+from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, failover_yaml
 from faults_support import (
     Current,
     Pipeline,
@@ -33,36 +33,15 @@ pytestmark = pytest.mark.timeout(600)
 DB, PASSWORD, ROWS = FAILOVER_DB, FAILOVER_PASSWORD, 1500
 
 
-def _yaml(port, tmp_path):
-    base = random.randint(100_000, 3_000_000_000)
-    return f"""
-source:
-  type: mysql
-  hostname: 127.0.0.1
-  port: {port}
-  username: pipe
-  password: ${{PIPE_PW}}
-  tables: {DB}.t
-  server-id: {base}-{base + 9}
-  scan.incremental.snapshot.chunk.size: 500
-  connect.timeout: 5s
-sink:
-  type: delta
-  path: {tmp_path}/lake
-pipeline:
-  name: failover
-  parallelism: 1
-  checkpoint.location: {tmp_path}/ckpt
-  trigger.interval: 1s
-  max-rows-per-batch: 500
-"""
 
 
 def test_the_pipeline_resumes_on_the_promoted_replica(spark, failover_pair, tmp_path):
     primary, replica, proxy = failover_pair
     now = Current(primary)
     make_table(primary, DB, ROWS)
-    defn = parse_pipeline(_yaml(proxy.port, tmp_path), "failover.yaml",
+    defn = parse_pipeline(failover_yaml(proxy.port, tmp_path, "failover",
+                                        random.randint(100_000, 3_000_000_000)),
+                          "failover.yaml",
                           env={"PIPE_PW": PASSWORD})
     table = f"{DB}.t"
     p = Pipeline(spark, defn)

@@ -24,7 +24,8 @@ DDL = "id int, region string, qty int"
 
 
 def test_registry_lists_every_type_and_suggests_names():
-    assert sinks.sink_types() == ["console", "delta", "files", "iceberg", "mysql", "postgres"]
+    assert sinks.sink_types() == ["console", "delta", "files", "iceberg", "kafka", "mysql",
+                                  "postgres"]
     with pytest.raises(ConfigError, match="did you mean 'delta'"):
         sinks.create("deltaa", {})
     with pytest.raises(ConfigError, match="has no 'type'"):
@@ -126,7 +127,7 @@ def test_delta_partitions_and_periodic_compaction(spark, tmp_path):
 
 
 @pytest.mark.parametrize("sink_type,module", [("delta", "deltalake"), ("iceberg", "pyiceberg"),
-                                              ("postgres", "psycopg")])
+                                              ("postgres", "psycopg"), ("kafka", "confluent_kafka")])
 def test_a_missing_sink_driver_names_the_extra_to_install(monkeypatch, sink_type, module):
     """The sinks' drivers are extras of the package (``sparkcdc[delta]`` ...): a sink whose
     driver is not installed says which one to install."""

@@ -31,8 +31,13 @@ What the reader owns, and why:
   payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``)
   goes to the decoder's ``decode_partial_rows``, which applies its JSON diffs to the
   before image (``json_diff``). docs/operations.md has both for users.
+* **MariaDB's compressed events** (``log_bin_compress=ON``) are inflated only where they are
+  used (a captured table's row images, a statement), then read exactly as their plain twins:
+  the same decoders, positions and event counts, so an offset means the same thing with
+  compression on or off.
 * **Errors.** A file the server no longer has raises ``BinlogUnavailable`` naming it;
-  MariaDB's compressed row events raise ``DecodeError`` instead of being skipped.
+  a corrupt MariaDB compressed event (named by its file and position) raises
+  ``DecodeError`` instead of being skipped.
 """
 
 from __future__ import annotations
@@ -82,14 +87,6 @@ from sparkcdc.mysql.connection import ConnectionOptions
 
 log = logging.getLogger(__name__)
 
-_UNSUPPORTED_EVENTS = {  # events that carry rows we cannot decode: never skip them silently
-    166: "MariaDB compressed row events (log_bin_compress=ON)",
-    167: "MariaDB compressed row events (log_bin_compress=ON)",
-    168: "MariaDB compressed row events (log_bin_compress=ON)",
-    169: "MariaDB compressed row events (log_bin_compress=ON)",
-    170: "MariaDB compressed row events (log_bin_compress=ON)",
-    171: "MariaDB compressed row events (log_bin_compress=ON)",
-}
 _LOG_EVENT_ARTIFICIAL = 0x20
 
 
@@ -189,6 +186,22 @@ def _check_present(present: int, present2: int | None, ncols: int,
                 raise DecodeError(f"{schema.table_id}: the binlog row image lacks column "
                                   f"{schema.columns[i].name!r}",
                                   fix="set binlog_row_image=FULL on the server")
+
+
+def _compressed_query(data: bytes, s: int, end: int, post_header: int, state: _State,
+                      ev_start: int) -> bytes:
+    """The statement of a MariaDB QUERY_COMPRESSED event (a DDL, an XA statement...)."""
+    try:
+        return E.compressed_query_text(data, s, end, post_header)
+    except ValueError as e:
+        raise _corrupt("query", f"{state.file}:{ev_start}", e) from None
+
+
+def _corrupt(kind: str, where: str, why: Exception) -> DecodeError:
+    return DecodeError(f"corrupt MariaDB compressed {kind} event at {where}: {why}",
+                       fix="check the binlog file on the server (mariadb-binlog "
+                           "--verify-binlog-checksum); a damaged binlog cannot be read past "
+                           "this event: restart capture with a new snapshot")
 
 
 class _Reconnect(Exception):
@@ -443,6 +456,7 @@ class BinlogReader:
                                                     E.FORMAT_DESCRIPTION, E.TABLE_MAP)
         T_MGTID, T_XID, T_QUERY = E.MARIADB_GTID, E.XID, E.QUERY
         T_PARTIAL, T_PAYLOAD = E.PARTIAL_UPDATE_ROWS, P.TRANSACTION_PAYLOAD
+        T_QUERY_Z, zrows = E.QUERY_COMPRESSED, E.COMPRESSED_ROW_EVENTS  # log_bin_compress
         table_events = self.table_events
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
         pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
@@ -506,6 +520,10 @@ class BinlogReader:
                         fitted[skey] = tm
                     if etype == T_PARTIAL:
                         decoded = self._decode_partial(tm, schema, data, s, e - csum, tid_len)
+                    elif etype in zrows:  # MariaDB log_bin_compress: inflated, then as any
+                        decoded = self._decode_compressed(tm, schema, data, s, e - csum,
+                                                          tid_len, version, mode,
+                                                          f"{state.file}:{log_pos - size}")
                     elif decode_event is not None:  # the whole event in one C call
                         decoded = decode_event(tm, schema, data, s + 19, e - csum, tid_len,
                                                version, mode)
@@ -553,8 +571,9 @@ class BinlogReader:
                     continue
                 if etype == T_XID or etype == E.XA_PREPARE:
                     state.commit(ev_end)
-                elif etype == T_QUERY:
-                    q = E.query_text(data, s, e - csum, query_post)
+                elif etype == T_QUERY or etype == T_QUERY_Z:
+                    q = E.query_text(data, s, e - csum, query_post) if etype == T_QUERY \
+                        else _compressed_query(data, s, e - csum, query_post, state, ev_start)
                     head = q[:8].upper()
                     if head.startswith(b"BEGIN") and q.upper() == b"BEGIN" or head == b"XA START":
                         if not state.in_txn:
@@ -580,10 +599,6 @@ class BinlogReader:
                     pending.append((data, evs))  # evs: the rest of this batch (an iterator)
                     pending.append(P.inner_events(data[s + 19:e - csum], size, log_pos, csum))
                     break
-                elif etype in _UNSUPPORTED_EVENTS:
-                    raise DecodeError(f"{_UNSUPPORTED_EVENTS[etype]} at {state.file}:{ev_start} "
-                                      f"cannot be decoded",
-                                      fix="turn binlog compression off on the server")
                 elif not state.in_txn:
                     state.boundary_pos = ev_end  # format description, checkpoint, stop...
                 if not state.in_txn:
@@ -689,6 +704,26 @@ class BinlogReader:
         with memoryview(data) as view, view[p:end] as images:  # a big event: not copied
             return self.decoder.decode_rows(tm, schema, mode, images)
 
+    def _decode_compressed(self, tm: Any, schema: TableSchema, data: bytes, s: int,
+                           end: int, tid_len: int, version: int, mode: int, where: str
+                           ) -> list[tuple[dict | None, dict | None]]:
+        """A MariaDB compressed rows event (``log_bin_compress``; header at ``data[s]``,
+        ``end`` without the checksum): its header and bitmaps are read as a plain event's,
+        its row images inflated (``protocol.mariadb_inflate``) and handed to the decoder's
+        ``decode_rows``, the row decoding of every plain event (the compiled decoder's
+        ``decode_event`` runs the same C loop after reading the header itself)."""
+        _tid, ncols, present, present2, p = E.rows_header(data, s + 19, end, version,
+                                                          mode == 2, tid_len)
+        full = tm.full
+        if present & full != full or (mode == 2 and present2 & full != full) \
+                or ncols != tm.ncols:
+            _check_present(present, present2, ncols, schema)
+        try:
+            images = E.mariadb_inflate(data, p, end)
+        except ValueError as e:
+            raise _corrupt("rows", where, e) from None
+        return self.decoder.decode_rows(tm, schema, mode, images)
+
     def _schema(self, database: str, table: str) -> TableSchema | None:
         key = (database, table)
         if key not in self._schemas:
@@ -728,7 +763,7 @@ class BinlogReader:
             state.low_key = state.key(moved.pos, *skip)
             here = moved
         state.server = server
-        if state.end is not None and not state.end.same_server(here):
+        if state.end is not None and state.end.server not in (None, server):
             state.end = failover.rebase(self.conn.dump_kwargs(), self.server_id, state.end,
                                         server)
         return here.file, here.pos

@@ -67,7 +67,7 @@ class FilesSink(Sink):
         done = self.applied_batches()
         return done[-1] if done else None
 
-    def write_changelog(self, df, batch_id: int) -> WriteResult:
+    def write_changelog(self, df, batch_id: int, keys: tuple[str, ...] = ()) -> WriteResult:
         spark = df.sparkSession
         if batch_id in self.applied_batches(spark):
             return WriteResult(batch_id, skipped=True)

@@ -6,6 +6,7 @@ found in the replica's by their GTID state, each change read once."""
 from __future__ import annotations
 
 import itertools
+import struct
 import time
 
 import pytest
@@ -14,6 +15,8 @@ from failover_support import FAILOVER_DB, FAILOVER_PASSWORD
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableId
 from sparkcdc.errors import BinlogUnavailable, OffsetError
+from sparkcdc.mysql.binlog import failover
+from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
@@ -178,3 +181,94 @@ def test_hostname_lists_servers_with_their_own_ports():
     c = ConnectionOptions(hostname="db1, db2:3307,[::1]:3308", port=3306)
     assert c.hosts() == [("db1", 3306), ("db2", 3307), ("::1", 3308)]
     assert ConnectionOptions(hostname="db1").hosts() == [("db1", 3306)]
+
+
+# -- MySQL GTID sets: no MySQL server runs here, so its binlogs are built byte by byte --------
+
+UUID_A, UUID_B = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4f22ab58-82db-22f2-8f44-d91bb8530673"
+
+
+def _mysql_files():
+    """Two MySQL binlog files (PREVIOUS_GTIDS, then transactions: GTID, BEGIN, XID), as a
+    replica that took over would hold them: its own files, other positions."""
+    from replay_support import Binlog, query, xid
+
+    def sid(u):
+        return bytes.fromhex(u.replace("-", ""))
+
+    def previous(intervals):
+        body = struct.pack("<Q", len(intervals))
+        for u, ranges in intervals:
+            body += sid(u) + struct.pack("<Q", len(ranges))
+            for lo, hi in ranges:
+                body += struct.pack("<QQ", lo, hi + 1)  # stored half-open
+        return body
+
+    files, starts = {}, {}
+    for name, prev, txns in (
+            ("binlog.000007", [(UUID_A, [(1, 5)])], [(UUID_A, 6), (UUID_A, 7), (UUID_A, 8)]),
+            ("binlog.000008", [(UUID_A, [(1, 8)])], [(UUID_B, 1)])):
+        log = Binlog()
+        log.add(E.PREVIOUS_GTIDS, previous(prev))
+        for u, n in txns:
+            starts[f"{u}:{n}"] = (name, log.add(E.GTID, b"\x01" + sid(u) + struct.pack(
+                "<Q", n) + bytes(17))[0])
+            log.add(E.QUERY, query(b"BEGIN"))
+            log.add(E.XID, xid(n))
+        files[name] = log
+    return files, starts
+
+
+class _Dump:
+    """A non-blocking dump over the files above: from ``file:pos`` to the end of the last."""
+
+    files: dict = {}
+
+    def __init__(self, _kwargs, _id, file, pos, **_kw):
+        self.file, self.pos = file, pos
+
+    def batches(self):
+        names = sorted(self.files)
+        for name in names[names.index(self.file):]:
+            log = self.files[name]
+            rotate = struct.pack("<Q", 4) + name.encode()
+            events = [struct.pack("<IBIIIH", 0, E.ROTATE, 1, 19 + len(rotate), 0, 0x20) + rotate]
+            at = 4
+            for i, ev in enumerate(log.events):
+                if i == 0 or at >= (self.pos if name == self.file else 4):
+                    events.append(ev)
+                at += len(ev)
+            data = b"".join(events)
+            evs, p = [], 0
+            for ev in events:
+                evs.append(E.HEADER.unpack_from(data, p) + (p, p + len(ev)))
+                p += len(ev)
+            yield data, evs
+
+    def close(self):
+        pass
+
+
+def test_mysql_gtid_sets_find_the_point_in_another_servers_binlog(monkeypatch):
+    files, starts = _mysql_files()
+    _Dump.files = files
+    executed = f"{UUID_A}:1-8,{UUID_B}:1"
+    monkeypatch.setattr(failover.E, "DumpStream", _Dump)
+    monkeypatch.setattr(failover, "_server_state", lambda kw, flavor: (sorted(files), executed))
+
+    def locate(state):
+        return failover.locate({}, 7309, state, "mysql", "2")
+
+    assert locate(f"{UUID_A}:1-7") == starts[f"{UUID_A}:8"]  # in the older file
+    assert locate(f"{UUID_A}:1-8") == starts[f"{UUID_B}:1"]  # the newer file opens with it
+    end = files["binlog.000008"].pos
+    assert locate(executed) == ("binlog.000008", end)  # holds everything: the end
+    with pytest.raises(BinlogUnavailable, match="no longer has the binlog"):
+        locate(f"{UUID_A}:1-3")  # its oldest file opens after that point
+    with pytest.raises(OffsetError, match=f"lacks transactions.*{UUID_A}:1-9"):
+        locate(f"{UUID_A}:1-9")
+    moved = failover.rebase({}, 7309, BinlogOffset("binlog.000041", 900, 1, 2,
+                                                   gtid=f"{UUID_A}:1-7", flavor="mysql",
+                                                   server="1"), "2")
+    assert (moved.file, moved.pos, moved.events, moved.rows, moved.server) == (
+        *starts[f"{UUID_A}:8"], 1, 2, "2")

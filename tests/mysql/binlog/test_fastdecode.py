@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import struct
 from decimal import Decimal
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rows_support import FUZZ_BINLOG_COLUMNS as _BCS
+from rows_support import FUZZ_COLUMNS as _COLS
 from rows_support import assert_rows_same, random_rows, write_random_rows
+from rows_support import binlog_column as _bc
+from rows_support import fuzz_image as _image
 from types_support import COLUMNS, cdc, expected_all_types, insert_all_types
 
 from sparkcdc.core.schema import Column, TableId
@@ -74,106 +77,7 @@ def test_randomized_rows_through_the_server_equal_the_reference(mariadb, db, row
     assert [(r.op, r.offset) for r in fast] == [(r.op, r.offset) for r in ref]
 
 
-# -- randomized bytes, every column type -----------------------------------------------------
-
-def _bc(t, **kw):
-    names = ("name", "max_length", "length_size", "fsp", "precision", "decimals", "bytes",
-             "bits", "size", "enum_values", "set_values", "character_set_name")
-    return SimpleNamespace(**{**dict.fromkeys(names), "type": t, **kw})
-
-
-def _fixed(n):
-    return st.binary(min_size=n, max_size=n)
-
-
-def _prefixed(nbytes, payload):
-    return payload.map(lambda b: len(b).to_bytes(nbytes, "little") + b)
-
-
-_utf8 = st.text(max_size=40).map(lambda s: s.encode("utf-8"))
-
-# (column type, charset, binlog column, strategy of the value's bytes in the row image)
-FUZZ = [
-    ("tinyint(4)", None, _bc(B._TINY), _fixed(1)),
-    ("tinyint(3) unsigned", None, _bc(B._TINY), _fixed(1)),
-    ("smallint(6)", None, _bc(B._SHORT), _fixed(2)),
-    ("smallint(5) unsigned", None, _bc(B._SHORT), _fixed(2)),
-    ("mediumint(9)", None, _bc(B._INT24), _fixed(3)),
-    ("mediumint(8) unsigned", None, _bc(B._INT24), _fixed(3)),
-    ("int(11)", None, _bc(B._LONG), _fixed(4)),
-    ("int(10) unsigned", None, _bc(B._LONG), _fixed(4)),
-    ("bigint(20)", None, _bc(B._LONGLONG), _fixed(8)),
-    ("bigint(20) unsigned", None, _bc(B._LONGLONG), _fixed(8)),
-    ("float", None, _bc(B._FLOAT), _fixed(4)),
-    ("double", None, _bc(B._DOUBLE), _fixed(8)),
-    ("year(4)", None, _bc(B._YEAR), _fixed(1)),
-    ("bit(1)", None, _bc(B._BIT, bytes=1, bits=1), _fixed(1)),
-    ("bit(10)", None, _bc(B._BIT, bytes=2, bits=10), _fixed(2)),
-    ("bit(64)", None, _bc(B._BIT, bytes=8, bits=64), _fixed(8)),
-    ("varchar(20)", "utf8mb4", _bc(B._VARCHAR, max_length=80), _prefixed(1, _utf8)),
-    ("varchar(300)", "utf8mb4", _bc(B._VARCHAR, max_length=1200), _prefixed(2, _utf8)),
-    ("char(10)", "utf8mb4", _bc(B._STRING, max_length=40), _prefixed(1, _utf8)),
-    ("varchar(20)", "latin1", _bc(B._VARCHAR, max_length=20),
-     _prefixed(1, st.binary(max_size=20))),
-    ("varchar(20)", "greek", _bc(B._VARCHAR, max_length=20),
-     _prefixed(1, st.binary(max_size=20))),
-    ("varchar(20)", "ascii", _bc(B._VARCHAR, max_length=20),
-     _prefixed(1, st.binary(max_size=20))),
-    ("binary(4)", None, _bc(B._STRING, max_length=4), _prefixed(1, st.binary(max_size=4))),
-    ("varbinary(10)", None, _bc(B._VARCHAR, max_length=10),
-     _prefixed(1, st.binary(max_size=10))),
-    ("text", "utf8mb4", _bc(B._BLOB, length_size=2), _prefixed(2, _utf8)),
-    ("mediumtext", "utf8mb4", _bc(B._BLOB, length_size=3), _prefixed(3, _utf8)),
-    ("longtext", "utf8mb4", _bc(B._BLOB, length_size=4), _prefixed(4, _utf8)),
-    ("json", "utf8mb4", _bc(B._BLOB, length_size=4), _prefixed(4, _utf8)),
-    ("blob", None, _bc(B._BLOB, length_size=2), _prefixed(2, st.binary(max_size=40))),
-    ("longblob", None, _bc(B._BLOB, length_size=4), _prefixed(4, st.binary(max_size=40))),
-    ("geometry", None, _bc(B._GEOMETRY, length_size=4), _prefixed(4, st.binary(max_size=30))),
-    ("json", None, _bc(B._JSON, length_size=4), st.just(b"\0\0\0\0")),
-    ("enum('a','b','it''s')", None, _bc(B._ENUM, size=1), _fixed(1)),
-    ("enum('a','b')", None, _bc(B._ENUM, size=2), _fixed(2)),
-    ("set('x','y','z')", None, _bc(B._SET, size=1), _fixed(1)),
-    ("set('a','b','c','d','e','f','g','h','i')", None, _bc(B._SET, size=2), _fixed(2)),
-    ("date", None, _bc(B._DATE), _fixed(3)),
-    ("time", None, _bc(B._TIME), _fixed(3)),
-    ("datetime", None, _bc(B._DATETIME), _fixed(8)),
-    ("timestamp", None, _bc(B._TIMESTAMP), _fixed(4)),
-] + [
-    (f"time({p})", None, _bc(B._TIME2, fsp=p), _fixed(3 + (p + 1) // 2)) for p in range(7)
-] + [
-    (f"datetime({p})", None, _bc(B._DATETIME2, fsp=p), _fixed(5 + (p + 1) // 2))
-    for p in range(7)
-] + [
-    (f"timestamp({p})", None, _bc(B._TIMESTAMP2, fsp=p), _fixed(4 + (p + 1) // 2))
-    for p in range(7)
-] + [
-    (f"decimal({p},{s})", None, _bc(B._NEWDECIMAL, precision=p, decimals=s),
-     _fixed(sum(n // 9 * 4 + B._DIG2BYTES[n % 9] for n in (p - s, s))))
-    for p, s in [(10, 2), (65, 30), (65, 0), (30, 20), (38, 38), (1, 0), (9, 9), (18, 9),
-                 (20, 0), (39, 1)]
-]
-
-
-def _schema_and_columns():
-    cols = tuple(Column(f"c{i}", ctype, True, cs) for i, (ctype, cs, _, _) in enumerate(FUZZ))
-    return cols, [bc for _, _, bc, _ in FUZZ]
-
-
-_COLS, _BCS = _schema_and_columns()
-
-
-@st.composite
-def _image(draw):
-    nulls = draw(st.lists(st.booleans(), min_size=len(FUZZ), max_size=len(FUZZ)))
-    bitmap = bytearray((len(FUZZ) + 7) // 8)
-    body = b""
-    for i, (null, (_, _, _, value)) in enumerate(zip(nulls, FUZZ)):
-        if null:
-            bitmap[i >> 3] |= 1 << (i & 7)
-        else:
-            body += draw(value)
-    return bytes(bitmap) + body
-
+# -- randomized bytes, every column type (rows_support.FUZZ) ---------------------------------
 
 def _reference(data: bytes, plan, names) -> tuple[list, Exception | None]:
     out, pos, nbits = [], 0, (len(names) + 7) // 8

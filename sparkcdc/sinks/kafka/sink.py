@@ -1,0 +1,480 @@
+"""The ``kafka`` sink: each micro-batch's change rows as messages in a topic, exactly once.
+
+A changelog sink: it receives every change row of a batch (a Spark DataFrame, as the files
+sink does), encodes them with ``sparkcdc.formats`` (debezium-json, canal-json or
+changelog-json; the message key is the JSON of the primary key) and produces them with
+librdkafka (confluent-kafka).
+
+**Exactly once.** One Kafka transaction per target and batch, under a transactional id
+derived from the pipeline's application id and the topic (``KafkaConfig.transactional_id``).
+The batch id is recorded *in the same transaction*: ``send_offsets_to_transaction`` commits,
+for the consumer group named like the transactional id, the "offset" ``batch id`` of the
+topic's partition 0, with the batch as its metadata. Kafka makes the messages and that
+offset visible together, or neither: a ``read_committed`` consumer never sees a batch's
+messages without its marker, nor the marker without them.
+
+* Before the first write the producer is initialised (``init_transactions``): that fences
+  any older producer with the same id (a crashed run, a zombie) and completes or aborts its
+  open transaction; only then is the marker read, so it is final.
+* A crash before the commit: the transaction is aborted (by the fencing, or by the broker
+  after ``transaction.timeout.ms``); the marker still names the batch before, and the
+  replayed batch is written again.
+* A crash after the commit and before Spark logged the batch as committed: the replay finds
+  the marker at its batch id and is skipped. Nothing doubles, nothing is lost.
+
+The marker is a committed offset, so it lasts as long as the broker keeps offsets
+(``offsets.retention.minutes``, 7 days by default, counted from a group's last commit):
+a run that crashed in that window and is started again later than that could write its
+last batch twice. Keep the retention longer than a pipeline is ever stopped, as with
+binlogs. With ``sink.delivery-guarantee: at-least-once`` (brokers without transactions)
+the messages are flushed, then the marker is committed on its own: a crash between the two
+writes the batch again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcdc.errors import ConfigError, ConnectionFailed, PipelineFailed
+from sparkcdc.sinks import require
+from sparkcdc.sinks.base import Sink, WriteResult
+from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.kafka.config import KafkaConfig
+
+log = logging.getLogger("sparkcdc.sinks.kafka")
+
+MARKER_PARTITION = 0  # the marker is the committed offset of this partition of the topic
+NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group committed nothing there
+TRANSACTION_TIMEOUT_MS = "300000"  # librdkafka's default 60 s is short for a snapshot batch
+
+
+def _librdkafka_log(logger: logging.Logger) -> logging.Logger:
+    """librdkafka logs every refused connection and retry; they go to the debug log (a
+    failure reaches the user as the sink's own error)."""
+    quiet = logging.getLogger(logger.name + ".librdkafka")
+    quiet.setLevel(logging.DEBUG)
+    quiet.propagate = False
+    quiet.addHandler(_DebugOf(logger))
+    return quiet
+
+
+class _DebugOf(logging.Handler):
+    def __init__(self, target: logging.Logger):
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.target.debug("librdkafka: %s", record.getMessage())
+
+
+_LIBRDKAFKA_LOG = _librdkafka_log(log)
+
+
+class KafkaSink(Sink):
+    type = "kafka"
+    kind = "changelog"
+
+    def __init__(self, config: KafkaConfig):
+        self.config = config
+        self._ck = require("confluent_kafka", "kafka")
+        self._producer = None  # initialised for transactions (fenced the older ones)
+        self._consumer = None  # reads the marker; its group is the transactional id
+        self._last: int | None = None  # the marker, once read after the producer's init
+        self._ready = False  # the topic exists (made if absent) and the marker is read
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> KafkaSink:
+        return cls(KafkaConfig.parse(options))
+
+    @property
+    def topic(self) -> str:
+        return self.config.target_topic
+
+    # -- clients -----------------------------------------------------------------------------
+
+    def _client_config(self, **extra: Any) -> dict[str, Any]:
+        conf: dict[str, Any] = dict(self.config.properties)
+        conf.setdefault("socket.connection.setup.timeout.ms", str(self.config.connect_timeout * 1000))
+        conf["logger"] = _LIBRDKAFKA_LOG
+        conf.update(extra)
+        return conf
+
+    def _consumer_client(self):
+        if self._consumer is None:
+            self._consumer = self._ck.Consumer(self._client_config(
+                **{"group.id": self.config.transactional_id, "isolation.level": "read_committed",
+                   "enable.auto.commit": False, "enable.auto.offset.store": False}))
+        return self._consumer
+
+    def _new_producer(self):
+        c = self.config
+        extra: dict[str, Any] = {}
+        if c.exactly_once:
+            extra["transactional.id"] = c.transactional_id
+            if "transaction.timeout.ms" not in c.properties:
+                extra["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS
+        if "partitioner" not in c.properties:
+            extra["partitioner"] = "murmur2_random"  # as Java's producers hash keys
+        return self._ck.Producer(self._client_config(**extra))
+
+    def _unreachable(self, e: Exception, doing: str) -> ConnectionFailed:
+        return ConnectionFailed(
+            f"cannot reach the Kafka brokers at {self.config.bootstrap_servers} ({doing}): "
+            f"{_text(e)}",
+            fix="check properties.bootstrap.servers and that the brokers run and are reachable "
+                "from here (listeners, advertised.listeners, security settings)")
+
+    def _check_reachable(self) -> None:
+        """Fail fast, naming the brokers: librdkafka itself would retry until a timeout."""
+        try:
+            self._consumer_client().list_topics(timeout=self.config.connect_timeout)
+        except self._ck.KafkaException as e:
+            raise self._unreachable(e, "asking for the cluster's metadata") from None
+
+    def _prepare(self) -> None:
+        """Once per sink: the brokers answer, the topic exists (made when absent, if the
+        sink may), the producer is initialised for transactions, and the marker is read
+        after that, so it is final."""
+        if self._ready:
+            return
+        self._check_reachable()
+        self._ensure_topic()
+        producer = self._new_producer()
+        if self.config.exactly_once:
+            try:
+                producer.init_transactions(self._commit_timeout())
+            except self._ck.KafkaException as e:
+                raise self._kafka_error(e, "initialising the transactional producer") from None
+        self._producer = producer
+        self._last = self._read_marker(self._commit_timeout())
+        self._ready = True
+
+    def _commit_timeout(self) -> float:
+        ms = self.config.properties.get("transaction.timeout.ms") or TRANSACTION_TIMEOUT_MS
+        return max(float(ms) / 1000, float(self.config.connect_timeout))
+
+    def _ensure_topic(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        c = self.config
+        topic = self.topic
+        meta = self._consumer_client().list_topics(timeout=c.connect_timeout)
+        if topic in meta.topics and meta.topics[topic].error is None:
+            return
+        if not c.auto_create:
+            raise ConfigError(
+                f"the topic {topic!r} does not exist on the Kafka brokers at "
+                f"{c.bootstrap_servers}",
+                fix="create it (kafka-topics.sh --create --topic ...), or set "
+                    "sink.topic.auto-create: true so the sink creates it",
+                key="sink.topic.auto-create")
+        admin = AdminClient(self._client_config())
+        new = NewTopic(topic, num_partitions=c.partitions or -1,
+                       replication_factor=c.replication_factor or -1,
+                       config=dict(c.topic_config))
+        try:
+            admin.create_topics([new], operation_timeout=c.connect_timeout)[topic].result(
+                c.connect_timeout)
+            log.info("kafka sink: created topic %s", topic)
+        except self._ck.KafkaException as e:
+            err = e.args[0] if e.args else None
+            if err is not None and err.code() == self._ck.KafkaError.TOPIC_ALREADY_EXISTS:
+                return  # another writer made it meanwhile
+            raise ConfigError(f"the kafka sink could not create the topic {topic!r} at "
+                              f"{c.bootstrap_servers}: {_text(e)}",
+                              fix="create the topic yourself, or give the sink's user the "
+                                  "right to create topics") from None
+
+    # -- the marker: the last batch id, committed with the batch -------------------------------
+
+    def _read_marker(self, timeout: float) -> int | None:
+        tp = self._ck.TopicPartition(self.topic, MARKER_PARTITION)
+        got = self._retrying(lambda left: self._consumer_client().committed([tp], timeout=left),
+                             timeout, "reading the last batch id (the sink's marker)")
+        if got and got[0].error is not None:
+            raise self._kafka_error(self._ck.KafkaException(got[0].error),
+                                    "reading the last batch id (the sink's marker)")
+        off = got[0].offset if got else NO_OFFSET
+        return None if off < 0 else int(off)
+
+    def _retrying(self, call, timeout: float, doing: str):
+        """``call(seconds left)`` again while Kafka answers with a passing error (a group
+        coordinator still loading, moving, or the offsets topic being made on first use)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return call(max(left, 0.1))
+            except self._ck.KafkaException as e:
+                err = e.args[0] if e.args else None
+                K = self._ck.KafkaError
+                passing = err is not None and (err.retriable() or err.code() in (
+                    K.NOT_COORDINATOR, K.COORDINATOR_LOAD_IN_PROGRESS,
+                    K.COORDINATOR_NOT_AVAILABLE, K.UNSTABLE_OFFSET_COMMIT))
+                if not passing or time.monotonic() + 0.2 >= deadline:
+                    raise self._kafka_error(e, doing) from None
+                time.sleep(0.2)
+
+    def last_batch_id(self) -> int | None:
+        """The last batch committed to the topic by this target's stream. Read as it stands
+        when nothing waits in an open transaction; otherwise (a run that died mid-batch)
+        after initialising the producer, which ends that transaction."""
+        if self._ready:
+            return self._last
+        self._check_reachable()
+        try:
+            return self._read_marker(min(5.0, float(self.config.connect_timeout)))
+        except (ConnectionFailed, PipelineFailed):  # unstable: a transaction holds offsets
+            self._prepare()
+            return self._last
+
+    def _marker_offsets(self, batch_id: int, rows: int) -> list:
+        meta = json.dumps({"batch": batch_id, "app": self.config.app_id,
+                           "target": self.config.table_id, "rows": rows}, separators=(",", ":"))
+        return [self._ck.TopicPartition(self.topic, MARKER_PARTITION, batch_id, meta)]
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def write_changelog(self, df: Any, batch_id: int, keys: tuple[str, ...] = ()) -> WriteResult:
+        self._prepare()
+        if self._last is not None and batch_id <= self._last:
+            return WriteResult(batch_id, skipped=True)
+        if not keys:
+            raise ConfigError("the kafka sink needs the key columns (its message key)",
+                              fix="apply_changes(target, keys=[...]) passes them; in a "
+                                  "pipeline they are the table's primary key")
+        messages = self._encode(df, keys)
+        t0 = time.monotonic()
+        if self.config.exactly_once:
+            self._in_transaction(messages, batch_id)
+        else:
+            self._at_least_once(messages, batch_id)
+        self._last = batch_id
+        log.debug("kafka sink: batch %d, %d messages to %s in %.2fs", batch_id, len(messages),
+                  self.topic, time.monotonic() - t0)
+        return WriteResult(batch_id, counts={"messages": len(messages)})
+
+    def _encode(self, df: Any, keys: tuple[str, ...]) -> list[tuple[bytes, bytes | None]]:
+        """The batch's messages, each row's changes in ``_seq`` order (Kafka keeps a
+        partition's order, and a key's messages share a partition)."""
+        from sparkcdc.formats import encode
+
+        kw = {"tombstones": True} if self.config.tombstones else {}
+        events = encode(df.orderBy("_seq"), self.config.value_format, list(keys), **kw)
+        table = events.toArrow()
+        k = table.column("key").to_pylist()
+        v = table.column("value").to_pylist()
+        return [(a.encode(), None if b is None else b.encode()) for a, b in zip(k, v)]
+
+    def _headers(self) -> list[tuple[str, bytes]]:
+        c = self.config
+        out = [(k, v.encode()) for k, v in c.custom_headers]
+        if c.table_id_headers and c.table_id:
+            db, _, table = c.table_id.partition(".")
+            out += [("schemaName", db.encode()), ("tableName", table.encode())]
+        return out
+
+    def _produce(self, messages: list[tuple[bytes, bytes | None]], on_delivery=None) -> None:
+        p = self._producer
+        headers = self._headers() or None
+        kw: dict[str, Any] = {} if on_delivery is None else {"on_delivery": on_delivery}
+        if self.config.partition_strategy == "all-to-zero":
+            kw["partition"] = 0
+        for key, value in messages:
+            while True:
+                try:
+                    p.produce(self.topic, value=value, key=key, headers=headers, **kw)
+                    break
+                except BufferError:  # the local queue is full: let it drain
+                    p.poll(0.05)
+            p.poll(0)
+
+    def _in_transaction(self, messages: list, batch_id: int) -> None:
+        p = self._producer
+        group = self._consumer_client().consumer_group_metadata()
+        timeout = self._commit_timeout()
+        try:
+            p.begin_transaction()
+            self._produce(messages)
+            p.send_offsets_to_transaction(self._marker_offsets(batch_id, len(messages)), group,
+                                          timeout)
+            p.commit_transaction(timeout)
+        except self._ck.KafkaException as e:
+            self._abort(e)
+            raise self._kafka_error(e, f"writing batch {batch_id} to {self.topic}") from None
+
+    def _abort(self, e: Exception) -> None:
+        """After a failed transaction: abort it when Kafka lets us; a fatal error (fenced by
+        a newer producer of the same id) drops the producer, and the next write starts over
+        from ``_prepare`` (and the marker as it then is)."""
+        err = e.args[0] if e.args else None
+        if err is not None and err.txn_requires_abort():
+            try:
+                self._producer.abort_transaction(self._commit_timeout())
+                return
+            except self._ck.KafkaException:
+                pass
+        self._reset()
+
+    def _at_least_once(self, messages: list, batch_id: int) -> None:
+        p = self._producer
+        failed: list = []
+
+        def report(err, _msg):
+            if err is not None:
+                failed.append(err)
+
+        self._produce(messages, report)
+        left = p.flush(self._commit_timeout())
+        if failed or left:
+            why = _text(failed[0]) if failed else f"{left} message(s) not delivered in time"
+            self._reset()
+            raise ConnectionFailed(f"the kafka sink could not deliver batch {batch_id} to "
+                                   f"{self.topic}: {why}",
+                                   fix="check the brokers; the batch is written again when "
+                                       "the stream retries (at-least-once)")
+        try:
+            self._consumer_client().commit(offsets=self._marker_offsets(batch_id, len(messages)),
+                                           asynchronous=False)
+        except self._ck.KafkaException as e:
+            raise self._kafka_error(e, f"recording batch {batch_id}") from None
+
+    def _kafka_error(self, e: Exception, doing: str) -> Exception:
+        err = e.args[0] if e.args else None
+        code = err.code() if err is not None else None
+        K = self._ck.KafkaError
+        if code in (K._TRANSPORT, K._ALL_BROKERS_DOWN, K._TIMED_OUT, K._RESOLVE):
+            return self._unreachable(e, doing)
+        if code in (K.TOPIC_AUTHORIZATION_FAILED, K.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    K.GROUP_AUTHORIZATION_FAILED, K.CLUSTER_AUTHORIZATION_FAILED):
+            return ConfigError(f"the Kafka brokers at {self.config.bootstrap_servers} refused "
+                               f"the kafka sink ({doing}): {_text(e)}",
+                               fix="grant the sink's user write on the topic, the "
+                                   "transactional id and the group named "
+                                   f"{self.config.transactional_id!r}")
+        if code == K._FENCED or code == K.PRODUCER_FENCED or code == K.INVALID_PRODUCER_EPOCH:
+            return PipelineFailed(f"the kafka sink's producer for {self.topic} was fenced by "
+                                  f"a newer one with the transactional id "
+                                  f"{self.config.transactional_id!r} ({doing})",
+                                  fix="run one pipeline per checkpoint; the next attempt "
+                                      "starts over from the batch Kafka holds")
+        if err is not None and (err.retriable() or err.txn_requires_abort()):
+            return ConnectionFailed(f"the kafka sink failed {doing}: {_text(e)}",
+                                    fix="transient: the stream retries the batch")
+        return PipelineFailed(f"the kafka sink failed {doing}: {_text(e)}",
+                              fix="see the broker's log; the stream retries from the last "
+                                  "committed batch")
+
+    def _reset(self) -> None:
+        """Forget the producer and the marker: the next write initialises again."""
+        self._producer = None
+        self._ready = False
+        self._last = None
+
+    # -- schema evolution: a topic has no stored schema ---------------------------------------
+
+    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
+        """Messages carry their row as it is: a changed table's later messages show the new
+        columns (as Flink CDC's and Debezium's JSON without schemas do)."""
+        return True
+
+    # -- reading back --------------------------------------------------------------------------
+
+    def read(self) -> pa.Table:
+        """Every committed message of the topic, as a ``read_committed`` consumer sees them:
+        partition, offset, key, value (null for a tombstone), timestamp and headers (JSON)."""
+        rows = read_topic(self._ck, self._client_config(), self.topic, self.config.connect_timeout)
+        return pa.Table.from_pylist(rows, schema=MESSAGES)
+
+    def changelog(self, spark: Any, schema: Any) -> Any:
+        """The topic's change rows (``formats.decode`` of every committed message) as a Spark
+        DataFrame of ``schema``'s data columns and the metadata columns, plus partition and
+        offset; ``sparkcdc.apply.materialize`` folds it into the table it describes."""
+        from sparkcdc.formats import decode
+
+        t = self.read()
+        df = spark.createDataFrame(t.select(["partition", "offset", "key", "value"]),
+                                   "partition int, offset long, key binary, value binary")
+        return decode(df, self.config.value_format, schema)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(5)
+        if self._consumer is not None:
+            self._consumer.close()
+        self._producer = self._consumer = None
+        self._ready = False
+        self._last = None
+
+
+MESSAGES = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
+                      ("value", pa.binary()), ("timestamp", pa.int64()), ("headers", pa.string())])
+
+
+def read_topic(ck, conf: dict, topic: str, timeout: float) -> list[dict]:
+    """Every message of ``topic`` up to its end, as ``read_committed`` sees them (aborted
+    transactions and the transaction markers left out), in partition and offset order.
+
+    The end is each partition's log end when the read starts. A transaction's messages
+    become readable a moment after its commit returns (the broker writes its markers into
+    the partitions), and a read_committed consumer stops at the last stable offset until
+    then: so the read goes on until it reaches that end, waiting out a transaction still
+    open (up to ``timeout``)."""
+    group = f"sparkcdc-read-{time.monotonic_ns()}"
+    ends: dict[int, int] = {}
+    probe = ck.Consumer({**conf, "group.id": group, "isolation.level": "read_uncommitted"})
+    try:
+        meta = probe.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return []
+        for p in sorted(meta.partitions):
+            lo, hi = probe.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout)
+            if hi > lo:
+                ends[p] = hi
+    finally:
+        probe.close()
+    c = ck.Consumer({**conf, "group.id": group, "isolation.level": "read_committed",
+                     "enable.auto.commit": False, "enable.partition.eof": True,
+                     "auto.offset.reset": "earliest"})
+    try:
+        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in ends])
+        rows, done = [], set()
+        deadline = time.monotonic() + max(timeout, 30)
+        while len(done) < len(ends) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() != ck.KafkaError._PARTITION_EOF:
+                    raise ck.KafkaException(m.error())
+                if m.offset() >= ends[m.partition()]:
+                    done.add(m.partition())
+                continue
+            if m.offset() >= ends[m.partition()]:  # written after the read started
+                done.add(m.partition())
+                continue
+            hs = m.headers()
+            rows.append({"partition": m.partition(), "offset": m.offset(), "key": m.key(),
+                         "value": m.value(), "timestamp": m.timestamp()[1],
+                         "headers": json.dumps([[k, v.decode(errors="replace")]
+                                                for k, v in hs]) if hs else None})
+        if len(done) < len(ends):
+            raise ConnectionFailed(f"reading the topic {topic!r} did not reach its end in time "
+                                   "(a transaction open on it?)",
+                                   fix="read again once the writer committed or aborted")
+        rows.sort(key=lambda r: (r["partition"], r["offset"]))
+        return rows
+    finally:
+        c.close()
+
+
+def _text(e: Exception) -> str:
+    err = e.args[0] if getattr(e, "args", None) else None
+    s = err.str() if hasattr(err, "str") else str(e)
+    return s.splitlines()[0] if s else type(e).__name__

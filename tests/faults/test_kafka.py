@@ -1,0 +1,155 @@
+"""``sparkcdc run`` into Kafka SIGKILLed (the whole process group: CLI, JVM, Python workers,
+and with them the sink's producer, often in the middle of a transaction) while writers
+change the source, then run to the end. A ``read_committed`` consumer of the topic sees
+the source's changelog exactly once: no change twice (an aborted or replayed batch), none
+lost (every before-image and delete matches the row held), and folding it gives the
+source table."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from faults_support import SEED, Writers, check_changelog, make_table, table_state
+from pipeline_support import source_yaml
+
+from sparkcdc import sinks
+
+
+def _changes(messages: list[dict]) -> list[dict]:
+    """Debezium events as change rows (what ``check_changelog`` takes)."""
+    rows = []
+
+    def row(image, kind, seq):
+        return {"id": image["id"], "v": image["v"], "s": image["s"], "_change_type": kind,
+                "_seq": int(seq)}
+
+    for m in messages:
+        if m["value"] is None:
+            continue
+        e = json.loads(m["value"])
+        src = e["source"]
+        if e["op"] in ("r", "c"):
+            rows.append(row(e["after"], "insert", src["seq"]))
+        elif e["op"] == "u":
+            rows.append(row(e["before"], "update_preimage", src["seq_before"]))
+            rows.append(row(e["after"], "update_postimage", src["seq"]))
+        elif e["op"] == "d":
+            rows.append(row(e["before"], "delete", src["seq"]))
+    return rows
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(2400)
+def test_pipeline_into_kafka_killed_mid_transaction(mariadb, db, tmp_path, kafka_broker):
+    rows, kills = 4000, 5
+    make_table(mariadb, db, rows)
+    yaml, ckpt = tmp_path / "p.yaml", tmp_path / "ckpt"
+    yaml.write_text(f"""\
+{source_yaml(mariadb, f"{db}.t", 10)}\
+  scan.incremental.snapshot.chunk.size: 500
+sink:
+  type: kafka
+  properties.bootstrap.servers: {kafka_broker.bootstrap_servers}
+  sink.topic.partitions: 3
+pipeline:
+  name: kill
+  parallelism: 2
+  max-rows-per-batch: 1000
+  trigger.interval: 1s
+  checkpoint.location: {ckpt}
+""")
+    commits = ckpt / "streams" / "_tables" / "g0" / "commits"
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
+           "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--no-progress",
+           "--master", "local[2]"]
+    rnd = random.Random(SEED + 200)
+    with Writers(mariadb, db, rows, n=2, pause=0.02):
+        for k in range(kills):
+            with open(tmp_path / f"run-{k}.log", "w") as log:
+                p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+                have = len(list(commits.iterdir())) if commits.is_dir() else 0
+                want = have + rnd.randint(1, 3)
+                deadline = time.monotonic() + 300
+                while (p.poll() is None and time.monotonic() < deadline
+                       and (len(list(commits.iterdir())) if commits.is_dir() else 0) < want):
+                    time.sleep(0.1)
+                if k % 2 == 0:  # the moment a transaction is open on the topic
+                    assert _open_transaction(kafka_broker, f"{db}.t", p, 120)
+                else:  # anywhere: in a task, the sink, Spark's logs
+                    time.sleep(rnd.uniform(0.0, 2.0))
+                assert p.poll() is None, (tmp_path / f"run-{k}.log").read_text()[-3000:]
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    final = subprocess.run(cmd + ["--until-caught-up"], env=env, capture_output=True,
+                           text=True, timeout=900, check=False)
+    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
+    sink = sinks.create("kafka", kafka_broker.info.sink_options(topic=f"{db}.t"))
+    try:
+        messages = sink.read().to_pylist()
+    finally:
+        sink.close()
+    counts = check_changelog(_changes(messages), table_state(mariadb, db), "kafka topic")
+    assert counts["update_postimage"] > 0 and counts["delete"] > 0
+    keys = {}
+    for m in messages:  # every key's messages in one partition
+        assert keys.setdefault(m["key"], m["partition"]) == m["partition"]
+    print(f"{kills} kills; {_in_log(kafka_broker, f'{db}.t') - len(messages)} messages of "
+          f"aborted transactions in the log, {len(messages)} committed")
+
+
+def _open_transaction(broker, topic: str, proc, timeout: float) -> bool:
+    """Wait until a transaction is open on the topic: some partition's log end (what
+    read_uncommitted sees) is past its last stable offset (where read_committed stops)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ends = {iso: Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "probe",
+                           "isolation.level": iso})
+            for iso in ("read_uncommitted", "read_committed")}
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            meta = ends["read_committed"].list_topics(topic, timeout=10).topics.get(topic)
+            for p in (meta.partitions if meta and meta.error is None else ()):
+                tp = TopicPartition(topic, p)
+                hw = ends["read_uncommitted"].get_watermark_offsets(tp, timeout=10)[1]
+                lso = ends["read_committed"].get_watermark_offsets(tp, timeout=10)[1]
+                if hw > lso:
+                    return True
+            time.sleep(0.01)
+        return False
+    finally:
+        for c in ends.values():
+            c.close()
+
+
+def _in_log(broker, topic: str) -> int:
+    """Messages in the topic's log, aborted transactions' too (a read_uncommitted read)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "count",
+                  "isolation.level": "read_uncommitted", "enable.partition.eof": True})
+    try:
+        parts = list(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        n, eof = 0, set()
+        deadline = time.monotonic() + 60
+        while len(eof) < len(parts) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                eof.add(m.partition())
+            else:
+                n += 1
+        return n
+    finally:
+        c.close()

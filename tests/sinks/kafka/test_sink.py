@@ -1,0 +1,179 @@
+"""The kafka sink against a real broker: keys and partitions, headers, tombstones, a run
+killed in the middle of a transaction, at-least-once, and the errors a user meets (an
+unreachable broker, a missing topic)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource
+from sink_support import changes_df
+
+from sparkcdc import sinks
+from sparkcdc.apply import apply_changes
+from sparkcdc.errors import ConfigError, ConnectionFailed, PipelineFailed
+from sparkcdc.testing.mariadb import free_port
+
+DDL = "id int, name string, qty int"
+
+
+def _sink(broker, **options):
+    topic = options.pop("topic", None) or f"t_{uuid.uuid4().hex[:8]}"
+    return sinks.create("kafka", broker.info.sink_options(topic=topic, **options))
+
+
+def _apply(spark, sink, rows, batch_id):
+    return apply_changes(changes_df(spark, DDL, rows), batch_id, sink, keys=["id"])
+
+
+def _seq(value: bytes) -> int:
+    e = json.loads(value)
+    return int(e["source"]["seq"])
+
+
+def test_a_keys_changes_share_a_partition_in_order(spark, kafka_broker):
+    sink = _sink(kafka_broker, **{"sink.topic.partitions": "3"})
+    try:
+        rows, seq = [], 10
+        for i in range(1, 41):  # 40 keys, each inserted and updated twice, some deleted
+            rows.append((i, "n", 0, "insert", seq))
+            for v in (1, 2):
+                rows += [(i, "n", v - 1, "update_preimage", seq + 2 * v - 1),
+                         (i, "n", v, "update_postimage", seq + 2 * v)]
+            if i % 5 == 0:
+                rows.append((i, "n", 2, "delete", seq + 5))
+            seq += 10
+        rows.reverse()  # within a batch only _seq orders the changes
+        assert _apply(spark, sink, rows, 0).counts == {"messages": 40 * 3 + 8}
+        msgs = sink.read().to_pylist()
+        parts: dict[int, set] = {}
+        order: dict[int, list[int]] = {}
+        for m in msgs:
+            k = json.loads(m["key"])
+            assert list(k) == ["id"]
+            parts.setdefault(k["id"], set()).add(m["partition"])
+            order.setdefault(k["id"], []).append(_seq(m["value"]))
+        assert all(len(p) == 1 for p in parts.values())
+        assert len({next(iter(p)) for p in parts.values()}) == 3  # the keys are spread
+        assert all(o == sorted(o) and len(o) == (4 if i % 5 == 0 else 3)
+                   for i, o in order.items())
+    finally:
+        sink.close()
+
+
+def test_all_to_zero_and_headers(spark, kafka_broker):
+    sink = _sink(kafka_broker, **{"partition.strategy": "all-to-zero", "table-id": "shop.orders",
+                                  "sink.topic.partitions": "2",
+                                  "sink.add-tableId-to-header-enabled": "true",
+                                  "sink.custom-header": "env:test,team:data"})
+    try:
+        _apply(spark, sink, [(i, "a", i, "insert", 10) for i in range(10)], 0)
+        msgs = sink.read().to_pylist()
+        assert len(msgs) == 10 and {m["partition"] for m in msgs} == {0}
+        assert json.loads(msgs[0]["headers"]) == [["env", "test"], ["team", "data"],
+                                                  ["schemaName", "shop"],
+                                                  ["tableName", "orders"]]
+    finally:
+        sink.close()
+
+
+def test_tombstones_on_a_compacted_topic(spark, kafka_broker):
+    sink = _sink(kafka_broker, **{"tombstones.on.delete": "true",
+                                  "value.format": "changelog-json",
+                                  "sink.topic.config.cleanup.policy": "compact"})
+    try:
+        _apply(spark, sink, [(1, "a", 1, "insert", 10), (2, "b", 2, "insert", 10)], 0)
+        _apply(spark, sink, [(1, "a", 1, "delete", 101)], 1)
+        msgs = sink.read().to_pylist()
+        assert [(json.loads(m["key"])["id"], m["value"] is None) for m in msgs] == [
+            (1, False), (2, False), (1, False), (1, True)]
+        admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
+        res = ConfigResource("topic", sink.topic)
+        conf = admin.describe_configs([res])[res].result(30)
+        assert conf["cleanup.policy"].value == "compact"
+    finally:
+        sink.close()
+
+
+def test_a_run_killed_mid_transaction(spark, kafka_broker):
+    """A run dies after producing half a batch in its transaction (its producer lingers: a
+    zombie). The next run's sink fences it, the open transaction is aborted, the batch is
+    written once; the zombie can no longer commit; a sink started after a commit skips the
+    replayed batch."""
+    topic = f"t_{uuid.uuid4().hex[:8]}"
+    first = _sink(kafka_broker, topic=topic)
+    _apply(spark, first, [(1, "a", 1, "insert", 10)], 0)
+    batch1 = [(2, "b", 2, "insert", 101), (1, "a", 1, "delete", 102)]
+    zombie = first._producer
+    zombie.begin_transaction()
+    for key, value in first._encode(changes_df(spark, DDL, batch1), ("id",)):
+        zombie.produce(topic, key=key, value=value)
+    assert zombie.flush(30) == 0  # the messages are in the log, uncommitted
+
+    second = _sink(kafka_broker, topic=topic)  # the rerun
+    try:
+        assert second.last_batch_id() == 0
+        assert not _apply(spark, second, batch1, 1).skipped
+        with pytest.raises(KafkaException) as e:
+            zombie.commit_transaction(30)
+        assert e.value.args[0].fatal() or e.value.args[0].txn_requires_abort()
+        # the zombie's sink starts over: fenced, it fails the batch and reads the marker again
+        with pytest.raises(PipelineFailed, match="fenced"):
+            first._in_transaction([(b'{"id":9}', b"{}")], 2)
+        assert first.last_batch_id() == 1
+        third = _sink(kafka_broker, topic=topic)  # after a crash between commit and checkpoint
+        try:
+            assert third.last_batch_id() == 1
+            assert _apply(spark, third, batch1, 1).skipped
+        finally:
+            third.close()
+        by_key: dict[int, list[str]] = {}
+        for m in second.read().to_pylist():  # a key's messages in order (keys may interleave)
+            by_key.setdefault(json.loads(m["key"])["id"], []).append(json.loads(m["value"])["op"])
+        assert by_key == {1: ["r", "d"], 2: ["c"]}
+    finally:
+        first.close()
+        second.close()
+
+
+def test_at_least_once(spark, kafka_broker):
+    sink = _sink(kafka_broker, **{"sink.delivery-guarantee": "at-least-once"})
+    try:
+        _apply(spark, sink, [(1, "a", 1, "insert", 10)], 0)
+        _apply(spark, sink, [(1, "a", 1, "update_preimage", 101),
+                             (1, "a", 5, "update_postimage", 102)], 1)
+        again = _sink(kafka_broker, topic=sink.topic, **{"sink.delivery-guarantee":
+                                                         "at-least-once"})
+        try:
+            assert again.last_batch_id() == 1
+            assert _apply(spark, again, [(1, "a", 5, "delete", 201)], 1).skipped
+        finally:
+            again.close()
+        assert [json.loads(m["value"])["op"] for m in sink.read().to_pylist()] == ["r", "u"]
+    finally:
+        sink.close()
+
+
+def test_an_unreachable_broker_is_one_clear_error(spark):
+    port = free_port()  # nothing listens there
+    sink = sinks.create("kafka", {"properties.bootstrap.servers": f"127.0.0.1:{port}",
+                                  "topic": "x", "connect-timeout": "2"})
+    with pytest.raises(ConnectionFailed) as e:
+        _apply(spark, sink, [(1, "a", 1, "insert", 10)], 0)
+    assert f"127.0.0.1:{port}" in e.value.message and "cannot reach" in e.value.message
+    assert "properties.bootstrap.servers" in e.value.fix
+    sink.close()
+
+
+def test_a_missing_topic_without_auto_create(spark, kafka_broker):
+    sink = _sink(kafka_broker, **{"sink.topic.auto-create": "false"})
+    with pytest.raises(ConfigError) as e:
+        _apply(spark, sink, [(1, "a", 1, "insert", 10)], 0)
+    assert repr(sink.topic) in e.value.message and "does not exist" in e.value.message
+    assert "sink.topic.auto-create: true" in e.value.fix
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    assert sink.topic not in admin.list_topics(timeout=10).topics  # nothing made it
+    sink.close()
