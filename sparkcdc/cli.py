@@ -92,6 +92,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)
+    if defn.source.type == "kafka":
+        return _run_kafka(args, defn)
     display = None if args.no_progress else make_display()
     runner = Runner(defn, master=args.master, until_caught_up=args.until_caught_up,
                     display=display, spark_log_to_console=args.verbose > 0)
@@ -117,12 +119,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_kafka(args: argparse.Namespace, defn) -> int:
+    """A pipeline reading Kafka topics (pipeline/kafka_runner.py): no progress table or
+    metrics yet; its log says what each batch did (-v)."""
+    from sparkcdc.errors import ConfigError
+    from sparkcdc.pipeline.kafka_runner import KafkaRunner
+
+    if args.metrics_port is not None:
+        raise ConfigError("--metrics-port is not available for a kafka source yet",
+                          fix="leave it out; -v logs each batch's messages and tables")
+    runner = KafkaRunner(defn, master=args.master, until_caught_up=args.until_caught_up,
+                         spark_log_to_console=args.verbose > 0)
+    try:
+        runner.run()
+    finally:
+        runner.close()
+    what = "caught up" if args.until_caught_up else "stopped"
+    print(f"pipeline {defn.pipeline.name!r} {what}; checkpoint: {defn.checkpoint_dir}")
+    return 0
+
+
+def _mysql_only(defn, command: str) -> None:
+    from sparkcdc.errors import ConfigError
+
+    if defn.source.type == "kafka":
+        raise ConfigError(f"sparkcdc {command} reads a MySQL source; this pipeline's source "
+                          "is kafka", fix="sparkcdc run reads it; its positions are in "
+                          f"{defn.checkpoint_dir}/kafka (offsets/ and commits/)")
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline import load_pipeline
     from sparkcdc.pipeline.validate import render, validate_pipeline
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)
+    _mysql_only(defn, "validate")
     report = validate_pipeline(defn)
     render(report)
     return 0 if report.ok else 1
@@ -134,6 +166,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)
+    _mysql_only(defn, "status")
     current, why = server_position(defn)
     statuses = table_statuses(defn, current)
     if not statuses:
@@ -155,6 +188,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)
+    _mysql_only(defn, "verify")
     results = Verifier(defn, rows_per_range=args.rows_per_range, rechecks=args.rechecks,
                        catch_up_timeout=args.timeout).run()
     ok = render(results, max_keys=args.max_keys)

@@ -359,8 +359,29 @@ def _patterns(r: _Reader, node: yaml.Node, key: str, line: int) -> tuple[TablePa
     return tuple(out)
 
 
+def _kafka_source(r: _Reader, m: dict, line: int) -> SourceDef:
+    """``type: kafka``: topics of change events (pipeline/kafka_source.py), its options
+    checked now, each error at its line."""
+    from sparkcdc.pipeline.kafka_source import KafkaSourceConfig
+
+    opts = {name: r.scalar(v, f"source.{name}", kline) for name, (v, kline) in m.items()
+            if name not in ("type", "name")}
+    try:
+        KafkaSourceConfig.parse(opts)
+    except ConfigError as e:
+        name = e.key or next(iter(opts), "type")
+        raise r.error(f"source.{name}", r.lines.get(f"source.{name}", line), e.message,
+                      fix=e.fix) from None
+    tables = tuple(parse_table_pattern(p) for p in split_patterns(opts["tables"])) \
+        if opts.get("tables") else ()
+    return SourceDef("kafka", opts, tables, (), line)
+
+
 def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
     m = r.mapping(node, "source")
+    if "type" in m and r.scalar(m["type"][0], "source.type", m["type"][1]).strip().lower() \
+            == "kafka":
+        return _kafka_source(r, m, line)
     known = (set(SOURCE_OPTIONS) | set(SOURCE_OWN) | set(flink_keys.SOURCE_ACCEPTED)
              | {SCHEMA_CHANGE_ENABLED, "metadata.list", "treat-tinyint1-as-boolean.enabled",
                 "use.legacy.json.format"})
@@ -381,7 +402,8 @@ def _source(r: _Reader, node: yaml.Node, line: int) -> SourceDef:
             stype = r.scalar(v, key, kline).strip().lower()
             if stype not in ("mysql", "mariadb"):
                 raise r.error(key, kline, f"unsupported source type {stype!r}",
-                              fix="use type: mysql (MariaDB is served by the same source)")
+                              fix="use type: mysql (MariaDB is served by the same source) "
+                                  "or type: kafka (topics of change events)")
         elif name == "tables":
             tables = _patterns(r, v, key, kline)
         elif name == "tables.exclude":
@@ -734,7 +756,8 @@ def parse_pipeline(text: str, path: str = "<string>", env: Mapping[str, str] | N
                 f"{settings.schema_change_behavior}", fix="keep one of the two: "
                 "schema-change.enabled: false is schema.change.behavior: ignore")
         settings = replace(settings, schema_change_behavior="ignore")
-    if settings.max_rows_per_batch and "maxRowsPerBatch" not in source.options:
+    if (settings.max_rows_per_batch and source.type != "kafka"
+            and "maxRowsPerBatch" not in source.options):
         source.options["maxRowsPerBatch"] = str(settings.max_rows_per_batch)
     return PipelineDef(source, sink, routes, transforms, settings, path, dict(r.lines))
 
