@@ -242,7 +242,8 @@ def _connect_types(schema: Any) -> dict[str, pa.DataType] | None:
                 t = _connect_type(c)
                 if t is not None:
                     out[c["field"]] = t
-            return out or None
+            if out:
+                return out
     return None
 
 

@@ -411,3 +411,36 @@ def test_every_flink_key_parses_and_is_documented():
         assert f"`{key}`" in docs, key
     for key in ("user-defined-function", "model"):
         assert f"`{key}`" in docs, key
+
+
+def test_a_kafka_source_is_parsed_and_its_bad_options_named():
+    from sparkcdc.pipeline.kafka_source import KafkaSourceConfig
+
+    def parse(src: str):
+        return parse_pipeline(f"source:\n  type: kafka\n{src}\nsink:\n  type: console\n",
+                              "k.yaml")
+
+    defn = parse("  properties.bootstrap.servers: b:9092\n  topic: a.b;c.d\n"
+                 "  value.format: canal-json\n  scan.startup.mode: latest-offset\n"
+                 "  primary-keys: shop.t:id,sku\n  tables: shop.\\.*")
+    c = KafkaSourceConfig.parse(defn.source.options)
+    assert defn.source.type == "kafka" and c.topics == ("a.b", "c.d")
+    assert (c.value_format, c.startup_mode) == ("canal-json", "latest-offset")
+    assert c.primary_keys == (("shop.t", ("id", "sku")),)
+    for src, match in [
+        ("  topic: a", "needs the option 'properties.bootstrap.servers'"),
+        ("  properties.bootstrap.servers: b:9092", "needs one of 'topic' and 'topic-pattern'"),
+        ("  properties.bootstrap.servers: b:9092\n  topic: a\n  errors.tolerance: all",
+         "needs errors.deadletterqueue.topic.name"),
+        ("  properties.bootstrap.servers: b:9092\n  topic: a\n"
+         "  debezium-json.ignore-parse-errors: true", "would skip bad messages silently"),
+        ("  properties.bootstrap.servers: b:9092\n  topic: a\n  scan.startup.mode: timestamp",
+         "scan.startup.timestamp-millis"),
+        ("  properties.bootstrap.servers: b:9092\n  topic: a\n"
+         "  properties.isolation.level: read_uncommitted", "cannot be set"),
+        ("  properties.bootstrap.servers: b:9092\n  topic: a\n  value.format: avro",
+         "debezium-json, canal-json, changelog-json"),
+    ]:
+        with pytest.raises(ConfigError, match=match) as e:
+            parse(src)
+        assert e.value.fix and "k.yaml:" in str(e.value)
