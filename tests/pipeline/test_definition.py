@@ -413,6 +413,9 @@ def test_every_flink_key_parses_and_is_documented():
         assert f"`{key}`" in docs, key
 
 
+BROKER_TOPIC = "  properties.bootstrap.servers: b:9092\n  topic: a\n"
+
+
 def test_a_kafka_source_is_parsed_and_its_bad_options_named():
     from sparkcdc.pipeline.kafka_source import KafkaSourceConfig
 
@@ -432,12 +435,11 @@ def test_a_kafka_source_is_parsed_and_its_bad_options_named():
         ("  properties.bootstrap.servers: b:9092", "needs one of 'topic' and 'topic-pattern'"),
         ("  properties.bootstrap.servers: b:9092\n  topic: a\n  errors.tolerance: all",
          "needs errors.deadletterqueue.topic.name"),
-        ("  properties.bootstrap.servers: b:9092\n  topic: a\n"
-         "  debezium-json.ignore-parse-errors: true", "would skip bad messages silently"),
+        (BROKER_TOPIC + "  debezium-json.ignore-parse-errors: true",
+         "would skip bad messages silently"),
         ("  properties.bootstrap.servers: b:9092\n  topic: a\n  scan.startup.mode: timestamp",
          "scan.startup.timestamp-millis"),
-        ("  properties.bootstrap.servers: b:9092\n  topic: a\n"
-         "  properties.isolation.level: read_uncommitted", "cannot be set"),
+        (BROKER_TOPIC + "  properties.isolation.level: read_uncommitted", "cannot be set"),
         ("  properties.bootstrap.servers: b:9092\n  topic: a\n  value.format: avro",
          "debezium-json, canal-json, changelog-json"),
     ]:

@@ -116,7 +116,10 @@ def _dbz(op, before, after, pos=None, row=0, snapshot="false", table="customers"
 def test_debezium_events_and_a_replay_after_a_restart_are_applied_once(
         spark, tmp_path, kafka_broker):
     topic = f"dbserver1.inventory.customers.{tmp_path.name[-8:]}"
-    c = lambda i, name: {"id": i, "first_name": name, "email": f"{name}@x.org"}  # noqa: E731
+
+    def c(i, name):
+        return {"id": i, "first_name": name, "email": f"{name}@x.org"}
+
     first = [({"id": i}, _dbz("r", None, c(i, f"n{i}"), snapshot="true" if i < 3 else "last"))
              for i in (1, 2, 3)]
     stream = [({"id": 4}, _dbz("c", None, c(4, "n4"), pos=400)),
