@@ -246,9 +246,11 @@ class KafkaConnectSandbox:
         args = [_java(), *self.jvm_options,
                 f"-Dlog4j2.configurationFile={root / 'log4j2.properties'}",
                 "-cp", str(jars_dir() / "*"), MAIN, *map(str, files)]
+        # set_pdeathsig only calls prctl(2) in the child: safe between fork and exec
         with open(root / "connect.out", "ab") as out:  # the JVM's own output (a crash)
             self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, preexec_fn=set_pdeathsig)
+                                          stdin=subprocess.DEVNULL,
+                                          preexec_fn=set_pdeathsig)  # noqa: PLW1509
 
     def _wait_ready(self, timeout: float, since: int) -> bool:
         """Ready: the worker logged that it started (after byte ``since`` of its log) and
