@@ -153,3 +153,84 @@ def _in_log(broker, topic: str) -> int:
         return n
     finally:
         c.close()
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(2400)
+def test_pipeline_into_kafka_rides_out_broker_restarts(mariadb, db, tmp_path, kafka_broker):
+    """``sparkcdc run`` streaming into Kafka under writers while the broker restarts: once
+    cleanly (SIGTERM), once crashed (SIGKILL, down for a few seconds). The run goes on
+    after each, or stops with a retryable error (a ConnectionFailed naming the brokers) and
+    is started again; a last run to the end, and a ``read_committed`` consumer sees the
+    source's changelog exactly once."""
+    rows = 3000
+    make_table(mariadb, db, rows)
+    yaml, ckpt = tmp_path / "p.yaml", tmp_path / "ckpt"
+    yaml.write_text(f"""\
+{source_yaml(mariadb, f"{db}.t", 10)}\
+  scan.incremental.snapshot.chunk.size: 500
+sink:
+  type: kafka
+  properties.bootstrap.servers: {kafka_broker.bootstrap_servers}
+  sink.topic.partitions: 2
+pipeline:
+  name: restart
+  parallelism: 2
+  max-rows-per-batch: 1000
+  trigger.interval: 1s
+  checkpoint.location: {ckpt}
+""")
+    commits = ckpt / "streams" / "_tables" / "g0" / "commits"
+
+    def committed() -> int:
+        return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+
+    def wait_commits(p, want: int, timeout: float = 300) -> bool:
+        deadline = time.monotonic() + timeout
+        while p.poll() is None and time.monotonic() < deadline and committed() < want:
+            time.sleep(0.2)
+        return committed() >= want
+
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--no-progress",
+           "--master", "local[2]"]
+    outcomes = []
+    with Writers(mariadb, db, rows, n=2, pause=0.02):
+        for k, crash in enumerate((False, True)):
+            log_path = tmp_path / f"run-{k}.log"
+            with open(log_path, "w") as log:
+                p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+                try:
+                    assert wait_commits(p, committed() + 2), log_path.read_text()[-3000:]
+                    if crash:
+                        kafka_broker.kill()
+                        time.sleep(5.0)  # down for longer than a batch's interval
+                    kafka_broker.restart()
+                    before = committed()
+                    rode = wait_commits(p, before + 3)
+                    if not rode:  # it stopped: with a retryable error, then run again
+                        p.wait(120)
+                        text = log_path.read_text()
+                        assert p.returncode not in (0, None), text[-3000:]
+                        assert "ConnectionFailed" in text or "cannot reach" in text, text[-3000:]
+                    outcomes.append("rode it out" if rode else f"exit {p.returncode}")
+                finally:
+                    if p.poll() is None:
+                        os.killpg(p.pid, signal.SIGTERM)  # a clean stop between rounds
+                        try:
+                            p.wait(120)
+                        except subprocess.TimeoutExpired:
+                            os.killpg(p.pid, signal.SIGKILL)
+                            p.wait()
+    final = subprocess.run(cmd + ["--until-caught-up"], env=env, capture_output=True,
+                           text=True, timeout=900, check=False)
+    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
+    sink = sinks.create("kafka", kafka_broker.info.sink_options(topic=f"{db}.t"))
+    try:
+        messages = sink.read().to_pylist()
+    finally:
+        sink.close()
+    counts = check_changelog(_changes(messages), table_state(mariadb, db), "kafka topic")
+    assert counts["update_postimage"] > 0 and counts["delete"] > 0
+    print(f"broker restarts (clean, crashed): {outcomes}; {len(messages)} messages")

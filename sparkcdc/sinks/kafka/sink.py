@@ -52,6 +52,7 @@ log = logging.getLogger("sparkcdc.sinks.kafka")
 MARKER_PARTITION = 0  # the marker is the committed offset of this partition of the topic
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group committed nothing there
 TRANSACTION_TIMEOUT_MS = "300000"  # librdkafka's default 60 s is short for a snapshot batch
+REBOOTSTRAP_LIBRDKAFKA = 0x020A0000  # 2.10.0: metadata.recovery.strategy (KIP-899)
 
 
 def _librdkafka_log(logger: logging.Logger) -> logging.Logger:
@@ -101,6 +102,13 @@ class KafkaSink(Sink):
     def _client_config(self, **extra: Any) -> dict[str, Any]:
         conf: dict[str, Any] = dict(self.config.properties)
         conf.setdefault("socket.connection.setup.timeout.ms", str(self.config.connect_timeout * 1000))
+        if self._ck.libversion()[1] >= REBOOTSTRAP_LIBRDKAFKA:
+            # From librdkafka 2.10 on, a client that finds every broker down (a one-broker
+            # cluster restarting) re-bootstraps and drops the brokers it knew; a transaction
+            # then waits forever in send_offsets_to_transaction for its dropped group
+            # coordinator (librdkafka issue 5511, open in 2.16). Without re-bootstrapping,
+            # the client reconnects to the brokers it knows and the batch goes on.
+            conf.setdefault("metadata.recovery.strategy", "none")
         conf["logger"] = _LIBRDKAFKA_LOG
         conf.update(extra)
         return conf
