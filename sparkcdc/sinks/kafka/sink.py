@@ -73,7 +73,8 @@ class _DebugOf(logging.Handler):
         self.target.debug("librdkafka: %s", record.getMessage())
 
 
-_LIBRDKAFKA_LOG = _librdkafka_log(log)
+# librdkafka's own log lines, at debug level under this logger (the kafka source uses it too)
+LIBRDKAFKA_LOG = _librdkafka_log(log)
 
 
 class KafkaSink(Sink):
@@ -101,7 +102,7 @@ class KafkaSink(Sink):
     def _client_config(self, **extra: Any) -> dict[str, Any]:
         conf: dict[str, Any] = dict(self.config.properties)
         conf.setdefault("socket.connection.setup.timeout.ms", str(self.config.connect_timeout * 1000))
-        conf["logger"] = _LIBRDKAFKA_LOG
+        conf["logger"] = LIBRDKAFKA_LOG
         conf.update(extra)
         return conf
 
