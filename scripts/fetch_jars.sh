@@ -5,9 +5,16 @@
 #
 #   scripts/fetch_jars.sh            every group
 #   scripts/fetch_jars.sh kafka      only the groups named (`make setup` fetches kafka)
+#   scripts/fetch_jars.sh connect    Kafka Connect and Debezium's MySQL connector (the fault
+#                                    tests' fixture runs this itself when they are missing)
 #
 #   .jars/kafka/    Apache Kafka's broker (kafka_2.13) with every runtime jar it needs, and
 #                   log4j's binding for the slf4j API it logs through (sparkcdc/testing/kafka.py)
+#   .jars/connect/  Kafka Connect's worker (connect-runtime, connect-json, connect-file) with
+#                   its runtime jars and log4j's binding (sparkcdc/testing/kafka_connect.py)
+#   .jars/connect-plugins/debezium-connector-mysql/
+#                   Debezium's MySQL connector as a Connect plugin (isolated class loader):
+#                   its runtime jars less those the worker already has (kafka-clients, ...)
 #   .jars/delta/    delta-spark and the runtime jars it needs that pyspark does not ship
 #   .jars/iceberg/  the Iceberg Spark runtime (one shaded jar)
 #   .jars/jdbc/     the PostgreSQL and MariaDB JDBC drivers
@@ -22,6 +29,10 @@ cd "$(dirname "$0")/.."
 
 KAFKA_VERSION=${KAFKA_VERSION:-4.3.1}
 LOG4J_VERSION=${LOG4J_VERSION:-2.25.4}  # the log4j-core that kafka_2.13 depends on
+CONNECT_VERSION=${CONNECT_VERSION:-$KAFKA_VERSION}  # Kafka Connect: the broker's version
+# Debezium's MySQL connector: 3.6.1.Final is the newest the registry served here (3.6.3 and
+# the separate MariaDB connector were not found); 3.x needs Java 17 and Kafka Connect 4
+DEBEZIUM_VERSION=${DEBEZIUM_VERSION:-3.6.1.Final}
 DELTA_ARTIFACT=${DELTA_ARTIFACT:-io.delta:delta-spark_2.13}
 DELTA_VERSION=${DELTA_VERSION:-4.4.0}
 ICEBERG_ARTIFACT=${ICEBERG_ARTIFACT:-org.apache.iceberg:iceberg-spark-runtime-4.1_2.13}
@@ -44,8 +55,8 @@ wanted() {  # is group $1 asked for?
 }
 
 if ! command -v mvn >/dev/null 2>&1; then
-    if wanted kafka; then
-        echo "fetch_jars: mvn not found; the Kafka broker's jars need it (apt-get install maven)" >&2
+    if wanted kafka || wanted connect; then
+        echo "fetch_jars: mvn not found; the Kafka broker's and Kafka Connect's jars need it (apt-get install maven)" >&2
         exit 1
     fi
     echo "fetch_jars: mvn not found; skipping (needed only by bench/writers.py; apt-get install maven)"
@@ -90,7 +101,7 @@ fetch_single() {  # group, then g:a:v coordinates; no transitive dependencies
     touch "$(stamp "$group" "$key")"
 }
 
-fetch_with_deps() {  # group, all|unshipped, g:a:v...: the artifacts and their runtime jars
+fetch_with_deps() {  # group, all|unshipped|plugin, g:a:v...: the artifacts and their runtime jars
     local group=$1 keep=$2
     shift 2
     local key="$*"
@@ -122,6 +133,11 @@ EOF
         if [ "$keep" = unshipped ] && shipped "$artifact"; then
             continue
         fi
+        # a Connect plugin leaves out what the worker has: Connect loads org.apache.kafka
+        # and slf4j from the worker's class path, whatever the plugin folder holds
+        if [ "$keep" = plugin ] && compgen -G "$JARS/connect/$artifact-[0-9]*.jar" >/dev/null; then
+            continue
+        fi
         cp "$jar" "$JARS/$group/"
     done
     touch "$(stamp "$group" "$key")"
@@ -131,6 +147,15 @@ EOF
 if wanted kafka; then
     fetch_with_deps kafka all "org.apache.kafka:kafka_2.13:$KAFKA_VERSION" \
         "org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION"
+fi
+# Kafka Connect runs in a JVM of its own as well; the connector is a plugin beside it
+if wanted connect; then
+    fetch_with_deps connect all "org.apache.kafka:connect-runtime:$CONNECT_VERSION" \
+        "org.apache.kafka:connect-json:$CONNECT_VERSION" \
+        "org.apache.kafka:connect-file:$CONNECT_VERSION" \
+        "org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION"
+    fetch_with_deps connect-plugins/debezium-connector-mysql plugin \
+        "io.debezium:debezium-connector-mysql:$DEBEZIUM_VERSION"
 fi
 if wanted delta; then
     fetch_with_deps delta unshipped "$DELTA_ARTIFACT:$DELTA_VERSION"

@@ -46,22 +46,29 @@ class BadMessage(ValueError):
 
 @dataclass(frozen=True)
 class Position:
-    """Debezium's MySQL source position of one row change: binlog file, the row event's
-    position in it, the row inside the event. Totally ordered, unique per row change."""
+    """Debezium's MySQL source position of one event: binlog file, the row event's position
+    in it, the row inside the event, and the step. Totally ordered, unique per event.
+
+    The step tells apart the two events Debezium makes of one row whose primary key
+    changed: a delete of the old key, then a create of the new one, both with the same
+    file, position and row. The delete is step 0 and every other event step 1, so the
+    create follows the delete and a repeat of either is still at or below the mark."""
 
     file: str
     pos: int
     row: int
+    step: int = 1
 
-    def key(self) -> tuple[int, int, int]:
-        return (file_index(self.file), self.pos, self.row)
+    def key(self) -> tuple[int, int, int, int]:
+        return (file_index(self.file), self.pos, self.row, self.step)
 
     def to_list(self) -> list:
-        return [self.file, self.pos, self.row]
+        return [self.file, self.pos, self.row, self.step]
 
     @classmethod
     def from_list(cls, v: list) -> Position:
-        return cls(str(v[0]), int(v[1]), int(v[2]))
+        # a checkpoint written before the step existed: its mark counts as the whole row
+        return cls(str(v[0]), int(v[1]), int(v[2]), int(v[3]) if len(v) > 3 else 1)
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,8 @@ def _debezium(body: dict, key: bytes | None) -> list[Change]:
     position = None
     if not snapshot and src.get("file") and src.get("pos") is not None:
         try:
-            position = Position(str(src["file"]), int(src["pos"]), int(src.get("row") or 0))
+            position = Position(str(src["file"]), int(src["pos"]), int(src.get("row") or 0),
+                                0 if op == "d" else 1)
         except (TypeError, ValueError):
             raise BadMessage(f"source position {src.get('file')!r}:{src.get('pos')!r} is not "
                              "a binlog file and position") from None

@@ -23,8 +23,9 @@ DataFrame of the batch's rows) and the changelog sinks' writers.
 
 **Debezium's at-least-once.** After Debezium restarts it sends again the events after its
 last recorded offset. Each table keeps the highest source position applied (binlog file,
-the row event's position, the row in it); an event at or below it is a repeat and is
-skipped (counted in the log). Snapshot events (``op: r``) share one position and are not
+the row event's position, the row in it, and a step that puts the delete Debezium makes of
+a primary-key change before its create); an event at or below it is a repeat and is
+skipped (counted in the log and the checkpoint). Snapshot events (``op: r``) share one position and are not
 compared: they are upserts of whole rows, applied again harmlessly.
 """
 
@@ -303,10 +304,10 @@ class KafkaRunner:
                     continue
                 mark = pos
             out.append(d)
-        if skipped:
-            log.warning("kafka source: %d event(s) of %s at or before its last applied "
-                        "position %s:%d were repeats (a Debezium restart): skipped", skipped,
-                        table, info.position.file, info.position.pos)
+        if skipped and mark is not None:
+            log.warning("kafka source: %d event(s) of %s at or before an applied source "
+                        "position (up to %s:%d) were repeats (a Debezium restart): skipped",
+                        skipped, table, mark.file, mark.pos)
         info.position, info.skipped = mark, info.skipped + skipped
         return out
 

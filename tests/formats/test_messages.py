@@ -10,7 +10,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from sparkcdc.formats.messages import BadMessage, convert, decode_message, infer_type
+from sparkcdc.formats.messages import BadMessage, Position, convert, decode_message, infer_type
 
 
 def _m(d) -> bytes:
@@ -34,7 +34,7 @@ def test_debezium_with_kafka_connects_schema_types_the_columns():
     [c] = decode_message("debezium-json", _m({"schema": {}, "payload": {"id": 1}}), _m(value))
     assert (c.kind, c.database, c.table, c.keys, c.op_ts_ms) == ("insert", "shop", "t",
                                                                  ("id",), 5)
-    assert c.position.key() == (2, 77, 1) and not c.snapshot
+    assert c.position.key() == (2, 77, 1, 1) and not c.snapshot
     assert c.types["price"] == pa.decimal128(8, 2)
     assert convert(c.row["price"], c.types["price"]) == decimal.Decimal("3.15")
     assert convert(c.row["born"], c.types["born"]) == dt.date(1970, 1, 2)
@@ -55,6 +55,24 @@ def test_debezium_update_delete_and_snapshot_rows():
                                                     "op": "r"}))
     assert r.snapshot and r.position is None  # snapshot rows share one position
     assert decode_message("debezium-json", b'{"id":1}', None) == []  # a tombstone
+
+
+def test_debezium_key_change_delete_comes_before_its_create():
+    """Debezium makes a primary-key change a delete of the old key and a create of the new
+    one, both at the same file, position and row: the create must order after the delete
+    (else it would be taken for a repeat and lost), and a repeat of either must not."""
+    src = {"db": "d", "table": "t", "file": "b.000001", "pos": 10, "row": 2}
+    [d] = decode_message("debezium-json", None, _m({"before": {"id": 1}, "after": None,
+                                                    "source": src, "op": "d"}))
+    [c] = decode_message("debezium-json", None, _m({"before": None, "after": {"id": 9},
+                                                    "source": src, "op": "c"}))
+    assert d.position.key() < c.position.key()
+    nxt = {**src, "row": 3}
+    [u, _] = decode_message("debezium-json", None, _m({"before": {"id": 2}, "after": {"id": 2},
+                                                       "source": nxt, "op": "u"}))
+    assert c.position.key() < u.position.key()
+    assert Position.from_list(c.position.to_list()) == c.position
+    assert Position.from_list(["b.000001", 10, 2]).key() == c.position.key()  # an old mark
 
 
 def test_canal_update_overlays_old_and_reads_mysql_types():
