@@ -228,11 +228,11 @@ class KafkaReader:
     def __init__(self, config: KafkaSourceConfig):
         import confluent_kafka as ck  # the kafka extra; loaded when a kafka source runs
 
-        from sparkcdc.sinks.kafka.sink import _LIBRDKAFKA_LOG
+        from sparkcdc.sinks.kafka.sink import LIBRDKAFKA_LOG
 
         self.ck = ck
         self.config = config
-        self._log = _LIBRDKAFKA_LOG
+        self._log = LIBRDKAFKA_LOG
         self._consumer = None
         self._producer = None
 

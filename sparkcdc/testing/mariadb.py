@@ -233,11 +233,15 @@ class MariaDBSandbox:
         root = Path(tempfile.mkdtemp(prefix=f"sparkcdc-{self.name}-", dir=self._base_dir))
         datadir = root / "data"
         sock = root / "mysqld.sock"
-        proc = subprocess.run(
-            [install_db, "--no-defaults", f"--datadir={datadir}", "--user=root",
-             "--auth-root-authentication-method=normal", "--skip-test-db"],
-            capture_output=True, text=True,
-        )
+        for _attempt in range(3):  # a bootstrap racing another one on /tmp can fail: again
+            proc = subprocess.run(
+                [install_db, "--no-defaults", f"--datadir={datadir}", "--user=root",
+                 "--auth-root-authentication-method=normal", "--skip-test-db"],
+                capture_output=True, text=True,
+            )
+            if proc.returncode == 0:
+                break
+            shutil.rmtree(datadir, ignore_errors=True)
         if proc.returncode != 0:
             shutil.rmtree(root, ignore_errors=True)
             raise SandboxError(f"mariadb-install-db failed: {proc.stderr.strip()[-2000:]}")

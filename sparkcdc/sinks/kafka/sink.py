@@ -74,7 +74,8 @@ class _DebugOf(logging.Handler):
         self.target.debug("librdkafka: %s", record.getMessage())
 
 
-_LIBRDKAFKA_LOG = _librdkafka_log(log)
+# librdkafka's own log lines, at debug level under this logger (the kafka source uses it too)
+LIBRDKAFKA_LOG = _librdkafka_log(log)
 
 
 class KafkaSink(Sink):
@@ -109,7 +110,7 @@ class KafkaSink(Sink):
             # coordinator (librdkafka issue 5511, open in 2.16). Without re-bootstrapping,
             # the client reconnects to the brokers it knows and the batch goes on.
             conf.setdefault("metadata.recovery.strategy", "none")
-        conf["logger"] = _LIBRDKAFKA_LOG
+        conf["logger"] = LIBRDKAFKA_LOG
         conf.update(extra)
         return conf
 
