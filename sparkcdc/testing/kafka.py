@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkcdc.errors import SandboxError
+from sparkcdc.testing import processes
 from sparkcdc.testing.mariadb import _pid_alive, free_port, set_pdeathsig, state_dir
 
 JARS_ENV = "SPARKCDC_KAFKA_JARS"  # a folder of the broker's jars, instead of .jars/kafka
@@ -286,9 +287,7 @@ class KafkaSandbox:
         return text
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait(10)
+        processes.kill(self._proc)
         self._proc = None
 
     def stop(self, timeout: float = 20.0) -> None:
@@ -296,12 +295,7 @@ class KafkaSandbox:
         data."""
         with _live_lock:
             _live.pop(id(self), None)
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._kill()
+        processes.end(self._proc, timeout)
         self._proc = None
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sparkcdc.errors import SandboxError
+from sparkcdc.testing import processes
 from sparkcdc.testing.kafka import LOG4J, _java
 from sparkcdc.testing.mariadb import SandboxInfo, free_port, set_pdeathsig
 
@@ -315,9 +316,7 @@ class KafkaConnectSandbox:
         return p.read_bytes() if p is not None and p.exists() else b""
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait(10)
+        processes.kill(self._proc)
         self._proc = None
 
     def kill(self) -> None:
@@ -328,12 +327,7 @@ class KafkaConnectSandbox:
     def shutdown(self, timeout: float = 60.0) -> None:
         """A clean stop (SIGTERM): the tasks stop and their offsets are flushed; the folder
         stays for ``restart``."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._kill()
+        processes.end(self._proc, timeout)
         self._proc = None
 
     def restart(self, timeout: float = 120.0) -> None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SandboxError
+from sparkcdc.testing import processes
 
 CDC_PRIVILEGES = "SELECT, REPLICATION SLAVE, REPLICATION CLIENT"
 
@@ -343,20 +344,13 @@ class MariaDBSandbox:
                         (info.admin_user,))
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait(10)
+        processes.kill(self._proc)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Shut the server down cleanly (SIGTERM), then SIGKILL if it lingers; remove data."""
         with _live_lock:
             _live.pop(id(self), None)
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._kill()
+        processes.end(self._proc, timeout)
         self._proc = None
         if self.info is not None and not self.keep_datadir:
             shutil.rmtree(self._root, ignore_errors=True)
