@@ -13,6 +13,7 @@ What each format gives:
   ``snapshot``, and MySQL's ``file``, ``pos``, ``row``: the position), bare or wrapped in
   Kafka Connect's ``{"schema", "payload"}`` (then the schema types the columns). The keys
   are the fields of the message key (Debezium keys each message by its primary key).
+  Schema change events (``ddl``, ``tableChanges``) carry no rows.
 * ``canal-json``: ``data``/``old``/``type``/``database``/``table``/``pkNames``, the types in
   ``mysqlType`` when present (Canal's own messages have it; values may be strings then);
   ``isDdl`` messages carry no rows. No position.
@@ -133,6 +134,8 @@ def _debezium(body: dict, key: bytes | None) -> list[Change]:
         if not isinstance(body, dict):
             raise BadMessage("the Debezium payload is not a JSON object")
     if "op" not in body:
+        if "ddl" in body and "tableChanges" in body:
+            return []  # a schema change event: the rows after it show the new columns
         raise BadMessage("no 'op' field: not a Debezium change event")
     op = body.get("op")
     src = body.get("source") or {}

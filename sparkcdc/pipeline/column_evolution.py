@@ -20,7 +20,7 @@ log = logging.getLogger("sparkcdc.pipeline")
 
 def evolve_target(table: str, target: str, columns: list | None, new: TableSchema, d: Diff,
                   sink, behavior: str, transformed: bool,
-                  extras: SourceExtras | None = None) -> list:
+                  extras: SourceExtras | None = None, statements: tuple[str, ...] = ()) -> list:
     """Change the target as ``behavior`` says; the target's columns afterwards.
 
     evolve: the target follows the source (add, drop, rename, retype), or the change
@@ -113,5 +113,9 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
                     if c["name"] == ch.name else c for c in cols]
     log.info("%s: target %s: %s", table, target,
              "; ".join(ch.describe() for ch in done) or "unchanged")
+    if done:  # the target changed: tell readers who learn it from the data (kafka topics)
+        sink.announce(new, tuple(statements), tuple(c["name"] for c in cols),
+                      {"added": tuple(c for c in d.added if c in new_fields),
+                       "dropped": d.dropped, "modified": tuple(m[0] for m in d.modified)})
     return cols
 

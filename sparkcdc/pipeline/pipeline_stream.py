@@ -427,7 +427,7 @@ class PipelineStream:
         with self._locks(st):
             if self.runs.get(st.table) is not run:
                 return DONE  # stopped meanwhile: its rows are not written either
-            st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior)
+            st.columns = self._evolve_columns(st, old, new, d, run.sink, behavior, statements)
         add_renames(formerly, d.renamed)
         if any(self._swapped(st, s) for s in statements):
             # the swapped-in table is the tool's copy, every value of it possibly new

@@ -234,7 +234,7 @@ class SourceChanges:
         d = sc.diff(old, new).with_renames(statements)
         sink, last, _offset, _done = self._halt(st)
         try:
-            st.columns = self._evolve_columns(st, old, new, d, sink, behavior)
+            st.columns = self._evolve_columns(st, old, new, d, sink, behavior, statements)
         finally:
             sink.close()
         log.warning("table %s changed: %s (%s); it goes on from %s", st.table, d.describe(),
@@ -300,10 +300,10 @@ class SourceChanges:
                    and o.status == CaptureStatus.ACTIVE for o in self.states.values())
 
     def _evolve_columns(self, st: TableState, old: TableSchema, new: TableSchema,
-                        d: sc.Diff, sink, behavior: str) -> list:
+                        d: sc.Diff, sink, behavior: str, statements=()) -> list:
         """Change the target as ``behavior`` says; the target's columns afterwards
         (``column_evolution.evolve_target``)."""
         t = shaper_for(self.defn, st.table).transform
         transformed = t is not None and t.shapes_rows
         return evolve_target(st.table, st.target, st.columns, new, d, sink, behavior,
-                             transformed, self.defn.source.extras)
+                             transformed, self.defn.source.extras, tuple(statements))

@@ -143,6 +143,10 @@ class FanOut(Sink):
         for s in self.sinks:
             s.evolve(changes, keys)
 
+    def announce(self, schema, statements, columns, diff) -> None:
+        for s in self.sinks:
+            s.announce(schema, statements, columns, diff)
+
     def empty(self) -> None:
         for s in self.sinks:
             s.empty()

@@ -240,6 +240,14 @@ class Sink(ABC):
             raise NotImplementedError(f"the {self.type} sink evolves no schema")
         m.evolve(self, changes, keys)
 
+    def announce(self, schema: Any, statements: tuple[str, ...], columns: tuple[str, ...],
+                 diff: Mapping[str, tuple[str, ...]]) -> None:
+        """After the target changed for its source table's new ``schema`` (a
+        ``core.schema.TableSchema``; ``statements``: the DDL the stream carried, ``diff``:
+        the column names ``added``, ``dropped`` and ``modified``; the target now has
+        ``columns``): a sink whose readers learn of schema changes from the data itself
+        writes the announcement there (the kafka sink, as its format does). Tables keep
+        their schema where readers look, so the others do nothing."""
     def empty(self) -> None:
         """Delete every row of the target (a table taken again from its snapshot); its
         schema and its record of applied batches stay."""

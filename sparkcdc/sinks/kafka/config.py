@@ -4,7 +4,7 @@ The names are those of Flink CDC's Kafka pipeline sink where it has one (``value
 ``key.format``, ``partition.strategy``, ``topic``, ``sink.tableId-to-topic.mapping``,
 ``sink.add-tableId-to-header-enabled``, ``sink.custom-header``, ``sink.delivery-guarantee``,
 ``properties.*``), Flink's Kafka connector's ``sink.transactional-id-prefix``, and
-Debezium's ``tombstones.on.delete``. Two differ in their default, and say so in
+Debezium's ``tombstones.on.delete`` and ``include.schema.changes``. Two differ in their default, and say so in
 docs/sinks.md: ``sink.delivery-guarantee`` is ``exactly-once`` (Flink: at-least-once) and
 ``partition.strategy`` is ``hash-by-key`` (Flink: all-to-zero), so every change of a row
 lands in one partition, in order.
@@ -45,6 +45,13 @@ OPTIONS = {
                                                     "(and marker groups) of the sink"),
     "debezium-json.include-schema.enabled": Opt("false", "false (a schema in each message is "
                                                          "not written)"),
+    "include.schema.changes": Opt("true", "true or false: announce a source table's schema "
+                                          "changes as the format does (canal-json: a DDL "
+                                          "message in the table's topic; debezium-json: an "
+                                          "event in schema.changes.topic)"),
+    "schema.changes.topic": Opt(None, "the topic of debezium-json's schema change events "
+                                      "(default: <sink.transactional-id-prefix>"
+                                      ".schema-changes)"),
     "tombstones.on.delete": Opt("false", "true or false: a null-valued message after each "
                                          "delete, for compacted topics"),
     "sink.topic.auto-create": Opt("true", "true or false: create a missing topic"),
@@ -84,6 +91,8 @@ class KafkaConfig:
     exactly_once: bool = True
     transactional_id_prefix: str = "sparkcdc"
     tombstones: bool = False
+    include_schema_changes: bool = True
+    schema_changes_topic: str | None = None
     auto_create: bool = True
     partitions: int | None = None
     replication_factor: int | None = None
@@ -111,6 +120,12 @@ class KafkaConfig:
             if matches(selector, self.table_id):
                 return topic
         return self.table_id
+
+    @property
+    def schema_topic(self) -> str:
+        """The topic of debezium-json's schema change events (as Debezium's, named by the
+        writer rather than by a table)."""
+        return self.schema_changes_topic or f"{self.transactional_id_prefix}.schema-changes"
 
     @property
     def transactional_id(self) -> str:
@@ -157,6 +172,8 @@ class KafkaConfig:
             custom_headers=_headers(o, "sink.custom-header"), exactly_once=exactly_once,
             transactional_id_prefix=o.text("sink.transactional-id-prefix") or "sparkcdc",
             tombstones=o.flag("tombstones.on.delete"),
+            include_schema_changes=o.flag("include.schema.changes"),
+            schema_changes_topic=o.text("schema.changes.topic"),
             auto_create=o.flag("sink.topic.auto-create"),
             partitions=o.integer("sink.topic.partitions", lo=1),
             replication_factor=o.integer("sink.topic.replication-factor", lo=1),
@@ -168,6 +185,10 @@ class KafkaConfig:
                               "target's name db.table, which names its topic)",
                               fix="set topic: the topic to write; in a pipeline each table's "
                                   "routed name names it", key="topic")
+        if cfg.schema_changes_topic and not _TOPIC.fullmatch(cfg.schema_changes_topic):
+            raise ConfigError(f"{cfg.schema_changes_topic!r} is not a valid Kafka topic name "
+                              "(letters, digits, '.', '_' and '-', at most 249)",
+                              fix="rename it", key="schema.changes.topic")
         if not _TOPIC.fullmatch(cfg.target_topic):
             raise ConfigError(f"{cfg.target_topic!r} is not a valid Kafka topic name (letters, "
                               "digits, '.', '_' and '-', at most 249)",

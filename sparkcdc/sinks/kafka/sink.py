@@ -26,7 +26,12 @@ The marker is a committed offset, so it lasts as long as the broker keeps offset
 (``offsets.retention.minutes``, 7 days by default, counted from a group's last commit):
 a run that crashed in that window and is started again later than that could write its
 last batch twice. Keep the retention longer than a pipeline is ever stopped, as with
-binlogs. With ``sink.delivery-guarantee: at-least-once`` (brokers without transactions)
+binlogs.
+
+**Schema changes** are announced as the format does it (``announce.py``): a Canal DDL
+message, or a Debezium schema change event, each in a transaction of its own that also
+records the announcement in the marker's metadata (the batch id stays), so a change the
+pipeline makes again after a crash is announced once. With ``sink.delivery-guarantee: at-least-once`` (brokers without transactions)
 the messages are flushed, then the marker is committed on its own: a crash between the two
 writes the batch again.
 """
@@ -41,6 +46,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import ConfigError, ConnectionFailed, PipelineFailed
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import Sink, WriteResult
@@ -88,6 +94,7 @@ class KafkaSink(Sink):
         self._producer = None  # initialised for transactions (fenced the older ones)
         self._consumer = None  # reads the marker; its group is the transactional id
         self._last: int | None = None  # the marker, once read after the producer's init
+        self._announced: str | None = None  # the last schema change announced (its print)
         self._ready = False  # the topic exists (made if absent) and the marker is read
 
     @classmethod
@@ -168,11 +175,11 @@ class KafkaSink(Sink):
         ms = self.config.properties.get("transaction.timeout.ms") or TRANSACTION_TIMEOUT_MS
         return max(float(ms) / 1000, float(self.config.connect_timeout))
 
-    def _ensure_topic(self) -> None:
+    def _ensure_topic(self, topic: str | None = None, partitions: int | None = None) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         c = self.config
-        topic = self.topic
+        topic = topic or self.topic
         meta = self._consumer_client().list_topics(timeout=c.connect_timeout)
         if topic in meta.topics and meta.topics[topic].error is None:
             return
@@ -184,7 +191,7 @@ class KafkaSink(Sink):
                     "sink.topic.auto-create: true so the sink creates it",
                 key="sink.topic.auto-create")
         admin = AdminClient(self._client_config())
-        new = NewTopic(topic, num_partitions=c.partitions or -1,
+        new = NewTopic(topic, num_partitions=partitions or c.partitions or -1,
                        replication_factor=c.replication_factor or -1,
                        config=dict(c.topic_config))
         try:
@@ -210,6 +217,7 @@ class KafkaSink(Sink):
             raise self._kafka_error(self._ck.KafkaException(got[0].error),
                                     "reading the last batch id (the sink's marker)")
         off = got[0].offset if got else NO_OFFSET
+        self._announced = _metadata(got[0].metadata).get("schema") if got else None
         return None if off < 0 else int(off)
 
     def _retrying(self, call, timeout: float, doing: str):
@@ -244,8 +252,11 @@ class KafkaSink(Sink):
             return self._last
 
     def _marker_offsets(self, batch_id: int, rows: int) -> list:
-        meta = json.dumps({"batch": batch_id, "app": self.config.app_id,
-                           "target": self.config.table_id, "rows": rows}, separators=(",", ":"))
+        marker = {"batch": batch_id, "app": self.config.app_id, "target": self.config.table_id,
+                  "rows": rows}
+        if self._announced:
+            marker["schema"] = self._announced
+        meta = json.dumps(marker, separators=(",", ":"))
         return [self._ck.TopicPartition(self.topic, MARKER_PARTITION, batch_id, meta)]
 
     # -- writing -------------------------------------------------------------------------------
@@ -260,10 +271,12 @@ class KafkaSink(Sink):
                                   "pipeline they are the table's primary key")
         messages = self._encode(df, keys)
         t0 = time.monotonic()
+        send = lambda report: self._produce(messages, report)
+        doing = f"writing batch {batch_id} to {self.topic}"
         if self.config.exactly_once:
-            self._in_transaction(messages, batch_id)
+            self._in_transaction(send, batch_id, len(messages), doing)
         else:
-            self._at_least_once(messages, batch_id)
+            self._at_least_once(send, batch_id, len(messages), doing)
         self._last = batch_id
         log.debug("kafka sink: batch %d, %d messages to %s in %.2fs", batch_id, len(messages),
                   self.topic, time.monotonic() - t0)
@@ -289,34 +302,40 @@ class KafkaSink(Sink):
             out += [("schemaName", db.encode()), ("tableName", table.encode())]
         return out
 
-    def _produce(self, messages: list[tuple[bytes, bytes | None]], on_delivery=None) -> None:
+    def _produce(self, messages: list[tuple[bytes, bytes | None]], on_delivery=None,
+                 topic: str | None = None, partition: int | None = None) -> None:
         p = self._producer
         headers = self._headers() or None
         kw: dict[str, Any] = {} if on_delivery is None else {"on_delivery": on_delivery}
-        if self.config.partition_strategy == "all-to-zero":
+        if partition is not None:
+            kw["partition"] = partition
+        elif self.config.partition_strategy == "all-to-zero":
             kw["partition"] = 0
         for key, value in messages:
             while True:
                 try:
-                    p.produce(self.topic, value=value, key=key, headers=headers, **kw)
+                    p.produce(topic or self.topic, value=value, key=key, headers=headers, **kw)
                     break
                 except BufferError:  # the local queue is full: let it drain
                     p.poll(0.05)
             p.poll(0)
 
-    def _in_transaction(self, messages: list, batch_id: int) -> None:
+    def _in_transaction(self, send, batch_id: int | None, rows: int, doing: str) -> None:
+        """``send()`` the messages in one transaction that also records ``batch_id`` (when
+        there is one) in the marker."""
         p = self._producer
         group = self._consumer_client().consumer_group_metadata()
         timeout = self._commit_timeout()
         try:
             p.begin_transaction()
-            self._produce(messages)
-            p.send_offsets_to_transaction(self._marker_offsets(batch_id, len(messages)), group,
-                                          timeout)
+            send(None)
+            if batch_id is not None:
+                p.send_offsets_to_transaction(self._marker_offsets(batch_id, rows), group,
+                                              timeout)
             p.commit_transaction(timeout)
         except self._ck.KafkaException as e:
             self._abort(e)
-            raise self._kafka_error(e, f"writing batch {batch_id} to {self.topic}") from None
+            raise self._kafka_error(e, doing) from None
 
     def _abort(self, e: Exception) -> None:
         """After a failed transaction: abort it when Kafka lets us; a fatal error (fenced by
@@ -331,7 +350,7 @@ class KafkaSink(Sink):
                 pass
         self._reset()
 
-    def _at_least_once(self, messages: list, batch_id: int) -> None:
+    def _at_least_once(self, send, batch_id: int | None, rows: int, doing: str) -> None:
         p = self._producer
         failed: list = []
 
@@ -339,20 +358,72 @@ class KafkaSink(Sink):
             if err is not None:
                 failed.append(err)
 
-        self._produce(messages, report)
+        send(report)
         left = p.flush(self._commit_timeout())
         if failed or left:
             why = _text(failed[0]) if failed else f"{left} message(s) not delivered in time"
             self._reset()
-            raise ConnectionFailed(f"the kafka sink could not deliver batch {batch_id} to "
-                                   f"{self.topic}: {why}",
+            raise ConnectionFailed(f"the kafka sink failed {doing}: {why}",
                                    fix="check the brokers; the batch is written again when "
                                        "the stream retries (at-least-once)")
+        if batch_id is None:
+            return
         try:
-            self._consumer_client().commit(offsets=self._marker_offsets(batch_id, len(messages)),
+            self._consumer_client().commit(offsets=self._marker_offsets(batch_id, rows),
                                            asynchronous=False)
         except self._ck.KafkaException as e:
             raise self._kafka_error(e, f"recording batch {batch_id}") from None
+
+    # -- schema changes, as the format announces them (announce.py) --------------------------
+
+    def announce(self, schema: TableSchema, statements: tuple[str, ...],
+                 columns: tuple[str, ...], diff: Mapping[str, tuple[str, ...]]) -> None:
+        """Announce the source table's change to ``schema`` (the target now has
+        ``columns``) in the topic, as the value format does it; once, even when the pipeline
+        makes the change again after a crash (its print is in the marker)."""
+        from sparkcdc.sinks.kafka import announce as an
+
+        c = self.config
+        if not c.include_schema_changes or c.value_format == "changelog-json":
+            return
+        self._prepare()
+        mark = an.fingerprint(schema, statements, columns)
+        if mark == self._announced:
+            log.info("kafka sink: the change of %s was announced before", self.topic)
+            return
+        sqls = an.statements_or_diff(schema, statements, **diff)
+        if not sqls:
+            return
+        db, _, table = (c.table_id or f"{schema.table_id}").partition(".")
+        now = int(time.time() * 1000)
+        if c.value_format == "canal-json":
+            parts = (0,) if c.partition_strategy == "all-to-zero" else self._partitions()
+            messages = an.canal_ddl(self.topic, db, table, sqls, now, parts)
+        else:
+            self._ensure_topic(c.schema_topic, partitions=1)
+            messages = an.debezium_schema_change(c.schema_topic, db, table, schema, columns,
+                                                 sqls, now, c.app_id, _version())
+
+        def send(report) -> None:
+            for m in messages:
+                for part in m.partitions or (None,):
+                    self._produce([(m.key, m.value)], report, topic=m.topic, partition=part)
+
+        before, self._announced = self._announced, mark
+        doing = f"announcing the schema change of {self.topic}"
+        try:
+            if c.exactly_once:
+                self._in_transaction(send, self._last, 0, doing)
+            else:
+                self._at_least_once(send, self._last, 0, doing)
+        except BaseException:
+            self._announced = before
+            raise
+        log.info("kafka sink: announced %d schema change(s) of %s", len(sqls), self.topic)
+
+    def _partitions(self) -> tuple[int, ...]:
+        meta = self._consumer_client().list_topics(self.topic, timeout=self.config.connect_timeout)
+        return tuple(sorted(meta.topics[self.topic].partitions))
 
     def _kafka_error(self, e: Exception, doing: str) -> Exception:
         err = e.args[0] if e.args else None
@@ -390,7 +461,8 @@ class KafkaSink(Sink):
 
     def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
         """Messages carry their row as it is: a changed table's later messages show the new
-        columns (as Flink CDC's and Debezium's JSON without schemas do)."""
+        columns (as Flink CDC's and Debezium's JSON without schemas do), after the
+        announcement of the change (``announce``)."""
         return True
 
     # -- reading back --------------------------------------------------------------------------
@@ -481,6 +553,26 @@ def read_topic(ck, conf: dict, topic: str, timeout: float) -> list[dict]:
         return rows
     finally:
         c.close()
+
+
+def _version() -> str:
+    """sparkcdc's version, for Debezium's ``source.version`` (read from the installed
+    package: the sink does not import the package's top, which loads the Spark source)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sparkcdc")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _metadata(text: str | None) -> dict:
+    """The marker's metadata (JSON written by ``_marker_offsets``), or {} if unreadable."""
+    try:
+        got = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}
 
 
 def _text(e: Exception) -> str:

@@ -1,7 +1,8 @@
 """MariaDB -> ``sparkcdc run`` -> Kafka: a ``read_committed`` consumer of each table's topic
 sees exactly the source's changelog (a snapshot, then every change once, in order per key),
 a micro-batch Spark replays after a crash is not written twice, and a column added to the
-source shows in the messages after the ALTER."""
+source shows in the messages after the ALTER, which is announced in the schema change
+topic."""
 
 from __future__ import annotations
 
@@ -142,3 +143,13 @@ def test_read_committed_consumers_see_the_source_changelog_once(spark, mariadb, 
                               {"id": 1, "n": 1, "note": "x"}))
     expected_items[4] = [("c", None, {"id": 4, "n": 4, "note": "y"})]
     assert _events(kafka_broker, f"{db}.items") == expected_items
+    # ...and the change was announced once, as Debezium does, in the schema change topic
+    sink = sinks.create("kafka", kafka_broker.info.sink_options(topic="sparkcdc.schema-changes"))
+    try:
+        events = [json.loads(m["value"]) for m in sink.read().to_pylist()]
+    finally:
+        sink.close()
+    ours = [e for e in events if e["databaseName"] == db]
+    assert [e["ddl"] for e in ours] == ["ALTER TABLE items ADD COLUMN note VARCHAR(10)"]
+    assert [c["name"] for c in ours[0]["tableChanges"][0]["table"]["columns"]] == [
+        "id", "n", "note"]

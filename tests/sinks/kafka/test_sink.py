@@ -122,7 +122,8 @@ def test_a_run_killed_mid_transaction(spark, kafka_broker):
         assert e.value.args[0].fatal() or e.value.args[0].txn_requires_abort()
         # the zombie's sink starts over: fenced, it fails the batch and reads the marker again
         with pytest.raises(PipelineFailed, match="fenced"):
-            first._in_transaction([(b'{"id":9}', b"{}")], 2)
+            first._in_transaction(lambda report: first._produce([(b'{"id":9}', b"{}")], report),
+                                  2, 1, "writing batch 2")
         assert first.last_batch_id() == 1
         third = _sink(kafka_broker, topic=topic)  # after a crash between commit and checkpoint
         try:
