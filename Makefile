@@ -36,6 +36,7 @@ test-compat: setup
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md)
 test-faults: setup
+	bash scripts/fetch_jars.sh connect
 	$(PY) -m pytest tests/faults tests/pipeline/test_kill.py
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
