@@ -7,6 +7,8 @@
 #   scripts/fetch_jars.sh kafka      only the groups named (`make setup` fetches kafka)
 #   scripts/fetch_jars.sh connect    Kafka Connect and Debezium's MySQL connector (the fault
 #                                    tests' fixture runs this itself when they are missing)
+#   scripts/fetch_jars.sh flink      Flink CDC's mysql-cdc connector and the MySQL JDBC driver
+#                                    (bench/flink.py; scripts/setup_flink.sh runs this)
 #
 #   .jars/kafka/    Apache Kafka's broker (kafka_2.13) with every runtime jar it needs, and
 #                   log4j's binding for the slf4j API it logs through (sparkcdc/testing/kafka.py)
@@ -18,6 +20,8 @@
 #   .jars/delta/    delta-spark and the runtime jars it needs that pyspark does not ship
 #   .jars/iceberg/  the Iceberg Spark runtime (one shaded jar)
 #   .jars/jdbc/     the PostgreSQL and MariaDB JDBC drivers
+#   .jars/flink/    Flink CDC's SQL connector for MySQL (one shaded jar, Debezium inside) and
+#                   the MySQL JDBC driver it needs but does not ship (its licence differs)
 #
 # Versions can be overridden from the environment. As of 2026-11 no delta-spark or Iceberg
 # release is built for Spark 4.3: the defaults are the newest releases (built for Spark 4.2
@@ -39,6 +43,10 @@ ICEBERG_ARTIFACT=${ICEBERG_ARTIFACT:-org.apache.iceberg:iceberg-spark-runtime-4.
 ICEBERG_VERSION=${ICEBERG_VERSION:-1.12.0}
 PG_JDBC_VERSION=${PG_JDBC_VERSION:-42.7.14}
 MARIADB_JDBC_VERSION=${MARIADB_JDBC_VERSION:-3.5.11}
+# Flink CDC: 3.5.0 is the newest the registry served here (3.6.0 was not found); it is built
+# for Flink 1.19/1.20, the PyFlink of scripts/setup_flink.sh. Its docs name an 8.0 driver.
+FLINK_CDC_VERSION=${FLINK_CDC_VERSION:-3.5.0}
+MYSQL_JDBC_VERSION=${MYSQL_JDBC_VERSION:-8.0.33}
 DEP_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 JARS=${JARS_DIR:-.jars}
 
@@ -55,8 +63,8 @@ wanted() {  # is group $1 asked for?
 }
 
 if ! command -v mvn >/dev/null 2>&1; then
-    if wanted kafka || wanted connect; then
-        echo "fetch_jars: mvn not found; the Kafka broker's and Kafka Connect's jars need it (apt-get install maven)" >&2
+    if wanted kafka || wanted connect || wanted flink; then
+        echo "fetch_jars: mvn not found; the Kafka broker's, Kafka Connect's and Flink CDC's jars need it (apt-get install maven)" >&2
         exit 1
     fi
     echo "fetch_jars: mvn not found; skipping (needed only by bench/writers.py; apt-get install maven)"
@@ -166,5 +174,9 @@ fi
 if wanted jdbc; then
     fetch_single jdbc "org.postgresql:postgresql:$PG_JDBC_VERSION" \
         "org.mariadb.jdbc:mariadb-java-client:$MARIADB_JDBC_VERSION"
+fi
+if wanted flink; then
+    fetch_single flink "org.apache.flink:flink-sql-connector-mysql-cdc:$FLINK_CDC_VERSION" \
+        "com.mysql:mysql-connector-j:$MYSQL_JDBC_VERSION"
 fi
 echo "fetch_jars: done ($JARS)"
