@@ -106,7 +106,7 @@ class LiveProducer(threading.Thread):
     """Goes on writing statements while the runs are killed (``chunk`` every ``pause`` s,
     up to ``most``), until stopped; Debezium restarts once on the way."""
 
-    def __init__(self, feed: Feed, log: Changelog, chunk=15, pause=2.0, most=1500):
+    def __init__(self, feed: Feed, log: Changelog, chunk=15, pause=2.0, most=4000):
         super().__init__(daemon=True)
         self.feed, self.log, self.chunk, self.pause, self.most = feed, log, chunk, pause, most
         self.halt, self.made, self.error = threading.Event(), 0, None
