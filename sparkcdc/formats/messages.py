@@ -24,6 +24,7 @@ What each format gives:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -102,6 +103,31 @@ def decode_message(fmt: str, key: bytes | None, value: bytes | None) -> list[Cha
     if fmt == "changelog-json":
         return _changelog(body, key)
     raise BadMessage(f"unknown format {fmt!r}")
+
+
+def split_key_changes(changes: list[Change], keys: tuple[str, ...]) -> list[Change]:
+    """An update whose two images hold different keys as a delete of the old key and an
+    insert of the new one. Canal writes a primary-key change as one UPDATE whose ``old``
+    holds the old key; Debezium and sparkcdc's own source send a delete and an insert.
+    A keyed target drops pre-images, so read as an update the old key would stay. Images
+    that lack a key column (a key named after a transform's projection) are left as they
+    are."""
+    if not keys or not any(c.kind == PRE for c in changes):
+        return changes
+    out: list[Change] = []
+    i = 0
+    while i < len(changes):
+        c = changes[i]
+        after = changes[i + 1] if i + 1 < len(changes) else None
+        if (c.kind == PRE and after is not None and after.kind == POST
+                and all(k in c.row and k in after.row for k in keys)
+                and any(c.row[k] != after.row[k] for k in keys)):
+            out += [dataclasses.replace(c, kind=DELETE), dataclasses.replace(after, kind=INSERT)]
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return out
 
 
 def _json(raw: bytes, what: str) -> Any:

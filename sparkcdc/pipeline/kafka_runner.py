@@ -22,11 +22,22 @@ the same idea in two files per batch. Spark runs the transforms (Spark SQL over 
 DataFrame of the batch's rows) and the changelog sinks' writers.
 
 **Debezium's at-least-once.** After Debezium restarts it sends again the events after its
-last recorded offset. Each table keeps the highest source position applied (binlog file,
-the row event's position, the row in it, and a step that puts the delete Debezium makes of
-a primary-key change before its create); an event at or below it is a repeat and is
-skipped (counted in the log and the checkpoint). Snapshot events (``op: r``) share one position and are not
-compared: they are upserts of whole rows, applied again harmlessly.
+last recorded offset. Each table keeps, per topic-partition, the highest source position
+applied (binlog file, the row event's position, the row in it, and a step that puts the
+delete Debezium makes of a primary-key change before its create); an event at or below
+its partition's mark is a repeat and is skipped (counted in the log and the checkpoint).
+Per partition, because only there are the events in binlog order: a batch reads the
+partitions one after the other, and a producer's partitions advance independently, so an
+event of one partition may be older than one already applied from another without being
+a repeat (a repeat goes where its original went: the same key, the same partition).
+Snapshot events (``op: r``) share one position and are not compared: they are upserts of
+whole rows, applied again harmlessly.
+
+**A table's first batch.** A table met for the first time gets a batch base that puts its
+targets' batch ids after the ones they hold already (a target written by an earlier
+checkpoint). The bases are added to ``kafka/offsets/<n>.json`` before any target is
+written, so a batch read again uses the bases of its first attempt: a target that has the
+batch still skips it.
 """
 
 from __future__ import annotations
@@ -51,11 +62,12 @@ from sparkcdc.formats.messages import (
     convert,
     decode_message,
     infer_type,
+    split_key_changes,
 )
 from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.checkpoint import Checkpoint, read_json, write_json
 from sparkcdc.pipeline.definition import PipelineDef
-from sparkcdc.pipeline.kafka_source import KafkaReader, KafkaSourceConfig, Message
+from sparkcdc.pipeline.kafka_source import KafkaReader, KafkaSourceConfig, Message, tp_name
 from sparkcdc.pipeline.routing import shaper_for, targets_of, transform_of
 from sparkcdc.sinks.evolution import Change as ColumnChange
 from sparkcdc.sinks.kafka.config import matches
@@ -74,22 +86,35 @@ class TableInfo:
 
     columns: list[pa.Field] = field(default_factory=list)
     keys: tuple[str, ...] = ()
-    position: Position | None = None  # the highest Debezium position applied
+    # the highest Debezium position applied, per topic-partition (``topic:partition``)
+    positions: dict[str, Position] = field(default_factory=dict)
     base: int = 0  # the target's batch id = base + the stream's batch number
     skipped: int = 0  # Debezium repeats skipped, in all
+    # a checkpoint written when one mark served every partition: it still marks the
+    # partitions that have no mark of their own yet
+    legacy: Position | None = None
+
+    @property
+    def position(self) -> Position | None:
+        """The highest position applied from any partition (for logs and status)."""
+        marks = [*self.positions.values(), *([self.legacy] if self.legacy else [])]
+        return max(marks, key=Position.key) if marks else None
 
     def to_dict(self) -> dict:
         schema = pa.schema(self.columns).serialize().to_pybytes()
         return {"schema": base64.b64encode(schema).decode(), "keys": list(self.keys),
-                "position": self.position.to_list() if self.position else None,
+                "positions": {tp: p.to_list() for tp, p in sorted(self.positions.items())},
+                "legacy-position": self.legacy.to_list() if self.legacy else None,
                 "base": self.base, "skipped": self.skipped}
 
     @classmethod
     def from_dict(cls, d: dict) -> TableInfo:
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(d["schema"])))
+        legacy = d.get("legacy-position") or ("positions" not in d and d.get("position"))
         return cls(list(schema), tuple(d.get("keys") or ()),
-                   Position.from_list(d["position"]) if d.get("position") else None,
-                   int(d.get("base") or 0), int(d.get("skipped") or 0))
+                   {tp: Position.from_list(v) for tp, v in (d.get("positions") or {}).items()},
+                   int(d.get("base") or 0), int(d.get("skipped") or 0),
+                   Position.from_list(legacy) if legacy else None)
 
 
 @dataclass
@@ -170,9 +195,11 @@ class KafkaRunner:
             n = -1 if committed is None else committed
             while not self._stop.is_set():
                 n += 1
+                bases: dict[str, int] = {}
                 if planned is not None and planned >= n:  # logged, never committed: again
                     logged = read_json(self.dir / "offsets" / f"{n}.json")
                     start, end = logged["start"], logged["end"]
+                    bases = {t: int(b) for t, b in (logged.get("bases") or {}).items()}
                     log.warning("kafka source: batch %d was planned and not committed; it is "
                                 "read again (its targets skip it if they have it)", n)
                 else:
@@ -185,7 +212,7 @@ class KafkaRunner:
                         self._stop.wait(self.settings.trigger_interval or 1.0)
                         continue
                     write_json(self.dir / "offsets" / f"{n}.json", {"start": start, "end": end})
-                self._batch(reader, n, start, end)
+                self._batch(reader, n, start, end, bases)
                 start = dict(end)
                 reader.commit_group(end)
         except KeyboardInterrupt:
@@ -210,7 +237,11 @@ class KafkaRunner:
 
     # -- one micro-batch -------------------------------------------------------------------------
 
-    def _batch(self, reader: KafkaReader, n: int, start: dict, end: dict) -> None:
+    def _batch(self, reader: KafkaReader, n: int, start: dict, end: dict,
+               bases: dict[str, int]) -> None:
+        """Batch ``n``: read, decode, plan every table's rows, log the bases of the tables
+        met for the first time (``bases``: those a first attempt logged), write the
+        targets, commit."""
         t0 = time.monotonic()
         msgs = reader.read(start, end)
         bad: list[tuple[Message, str]] = []
@@ -228,7 +259,8 @@ class KafkaRunner:
         for d in decoded:
             by_table.setdefault(d.table, []).append(d)
         seq = 0
-        written: list[tuple[str, pa.Table]] = []
+        planned: list[tuple[str, TableInfo, pa.Table]] = []
+        first_bases: dict[str, int] = {}
         for table, items in sorted(by_table.items()):
             info = self.tables.get(table)
             fresh = info is None
@@ -239,14 +271,19 @@ class KafkaRunner:
                     self.tables[table] = info
                 continue
             self._fit_columns(table, info, items, fresh)
-            rows, seq = self._rows(table, info, items, n, seq, bad)
             if not info.keys:
                 info.keys = self._keys(table, items)
+            rows, seq = self._rows(table, info, items, n, seq, bad)
             if fresh:
                 self.tables[table] = info
-                info.base = self._base(table, n)
+                info.base = bases[table] if table in bases else self._base(table, n)
+                first_bases[table] = info.base
             if rows.num_rows:
-                written.append((table, self._write(table, info, rows, n)))
+                planned.append((table, info, rows))
+        if first_bases and first_bases != bases:  # before any target has the batch
+            write_json(self.dir / "offsets" / f"{n}.json",
+                       {"start": start, "end": end, "bases": first_bases})
+        written = [(table, self._write(table, info, rows, n)) for table, info, rows in planned]
         reader.dead_letter(bad)
         write_json(self.dir / "commits" / f"{n}.json",
                    {"end": end, "tables": {t: i.to_dict() for t, i in sorted(self.tables.items())}})
@@ -292,23 +329,28 @@ class KafkaRunner:
     def _not_repeated(self, table: str, info: TableInfo,
                       items: list[_Decoded]) -> list[_Decoded]:
         """Debezium's repeats left out: an event at or below the highest source position
-        applied to the table (the mark moves on as the batch's events pass)."""
+        applied to the table from the event's topic-partition (each partition's mark moves
+        on as the batch's events pass)."""
         out = []
-        mark = info.position
-        skipped = 0
+        marks = dict(info.positions)
+        skipped: dict[str, int] = {}
         for d in items:
             pos = d.changes[0].position
             if pos is not None:
+                tp = tp_name(d.msg.topic, d.msg.partition)
+                mark = marks.get(tp, info.legacy)
                 if mark is not None and pos.key() <= mark.key():
-                    skipped += 1
+                    skipped[tp] = skipped.get(tp, 0) + 1
                     continue
-                mark = pos
+                marks[tp] = pos
             out.append(d)
-        if skipped and mark is not None:
-            log.warning("kafka source: %d event(s) of %s at or before an applied source "
-                        "position (up to %s:%d) were repeats (a Debezium restart): skipped",
-                        skipped, table, mark.file, mark.pos)
-        info.position, info.skipped = mark, info.skipped + skipped
+        for tp, count in sorted(skipped.items()):
+            mark = marks.get(tp, info.legacy)
+            assert mark is not None
+            log.warning("kafka source: %d event(s) of %s in %s at or before a source position "
+                        "applied from there (up to %s:%d) were repeats (a Debezium restart): "
+                        "skipped", count, table, tp, mark.file, mark.pos)
+        info.positions, info.skipped = marks, info.skipped + sum(skipped.values())
         return out
 
     def _fit_columns(self, table: str, info: TableInfo, items: list[_Decoded],
@@ -351,13 +393,14 @@ class KafkaRunner:
         cols: dict[str, list] = {f.name: [] for f in info.columns}
         meta: dict[str, list] = {f.name: [] for f in META_FIELDS}
         for d in items:
+            changes = split_key_changes(d.changes, info.keys)
             try:
                 converted = [[convert(c.row.get(f.name), f.type) for f in info.columns]
-                             for c in d.changes]
+                             for c in changes]
             except (ValueError, TypeError, ArithmeticError) as e:
                 self._bad(bad, d.msg, f"a value does not fit {table}'s columns ({e})")
                 continue
-            for c, vals in zip(d.changes, converted):
+            for c, vals in zip(changes, converted):
                 for f, v in zip(info.columns, vals):
                     cols[f.name].append(v)
                 meta["_change_type"].append(c.kind)

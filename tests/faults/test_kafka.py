@@ -8,15 +8,12 @@ source table."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from faults_support import SEED, Writers, check_changelog, make_table, table_state
+from kill_support import PipelineRuns, count_files
 from pipeline_support import source_yaml
 
 from sparkcdc import sinks
@@ -65,33 +62,19 @@ pipeline:
   trigger.interval: 1s
   checkpoint.location: {ckpt}
 """)
-    commits = ckpt / "streams" / "_tables" / "g0" / "commits"
-    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
-           "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--no-progress",
-           "--master", "local[2]"]
+    runs = PipelineRuns(yaml, tmp_path, _commits(ckpt),
+                        env={"TEST_PW": mariadb.info.cdc_password})
     rnd = random.Random(SEED + 200)
+
+    def moment(p, k):
+        if k % 2 == 0:  # the moment a transaction is open on the topic
+            assert _open_transaction(kafka_broker, f"{db}.t", p, 120)
+        else:  # anywhere: in a task, the sink, Spark's logs
+            time.sleep(rnd.uniform(0.0, 2.0))
+
     with Writers(mariadb, db, rows, n=2, pause=0.02):
-        for k in range(kills):
-            with open(tmp_path / f"run-{k}.log", "w") as log:
-                p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-                have = len(list(commits.iterdir())) if commits.is_dir() else 0
-                want = have + rnd.randint(1, 3)
-                deadline = time.monotonic() + 300
-                while (p.poll() is None and time.monotonic() < deadline
-                       and (len(list(commits.iterdir())) if commits.is_dir() else 0) < want):
-                    time.sleep(0.1)
-                if k % 2 == 0:  # the moment a transaction is open on the topic
-                    assert _open_transaction(kafka_broker, f"{db}.t", p, 120)
-                else:  # anywhere: in a task, the sink, Spark's logs
-                    time.sleep(rnd.uniform(0.0, 2.0))
-                assert p.poll() is None, (tmp_path / f"run-{k}.log").read_text()[-3000:]
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-    final = subprocess.run(cmd + ["--until-caught-up"], env=env, capture_output=True,
-                           text=True, timeout=900, check=False)
-    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
+        runs.kill_loop(kills, rnd, moment)
+    runs.to_the_end()
     sink = sinks.create("kafka", kafka_broker.info.sink_options(topic=f"{db}.t"))
     try:
         messages = sink.read().to_pylist()
@@ -104,6 +87,11 @@ pipeline:
         assert keys.setdefault(m["key"], m["partition"]) == m["partition"]
     print(f"{kills} kills; {_in_log(kafka_broker, f'{db}.t') - len(messages)} messages of "
           f"aborted transactions in the log, {len(messages)} committed")
+
+
+def _commits(ckpt):
+    """Batches the pipeline's stream committed (Spark's commit log)."""
+    return count_files(ckpt / "streams" / "_tables" / "g0" / "commits")
 
 
 def _open_transaction(broker, topic: str, proc, timeout: float) -> bool:
@@ -180,52 +168,28 @@ pipeline:
   trigger.interval: 1s
   checkpoint.location: {ckpt}
 """)
-    commits = ckpt / "streams" / "_tables" / "g0" / "commits"
-
-    def committed() -> int:
-        return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
-
-    def wait_commits(p, want: int, timeout: float = 300) -> bool:
-        deadline = time.monotonic() + timeout
-        while p.poll() is None and time.monotonic() < deadline and committed() < want:
-            time.sleep(0.2)
-        return committed() >= want
-
-    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--no-progress",
-           "--master", "local[2]"]
+    runs = PipelineRuns(yaml, tmp_path, _commits(ckpt),
+                        env={"TEST_PW": mariadb.info.cdc_password})
     outcomes = []
     with Writers(mariadb, db, rows, n=2, pause=0.02):
-        for k, crash in enumerate((False, True)):
-            log_path = tmp_path / f"run-{k}.log"
-            with open(log_path, "w") as log:
-                p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-                try:
-                    assert wait_commits(p, committed() + 2), log_path.read_text()[-3000:]
-                    if crash:
-                        kafka_broker.kill()
-                        time.sleep(5.0)  # down for longer than a batch's interval
-                    kafka_broker.restart()
-                    before = committed()
-                    rode = wait_commits(p, before + 3)
-                    if not rode:  # it stopped: with a retryable error, then run again
-                        p.wait(120)
-                        text = log_path.read_text()
-                        assert p.returncode not in (0, None), text[-3000:]
-                        assert "ConnectionFailed" in text or "cannot reach" in text, text[-3000:]
-                    outcomes.append("rode it out" if rode else f"exit {p.returncode}")
-                finally:
-                    if p.poll() is None:
-                        os.killpg(p.pid, signal.SIGTERM)  # a clean stop between rounds
-                        try:
-                            p.wait(120)
-                        except subprocess.TimeoutExpired:
-                            os.killpg(p.pid, signal.SIGKILL)
-                            p.wait()
-    final = subprocess.run(cmd + ["--until-caught-up"], env=env, capture_output=True,
-                           text=True, timeout=900, check=False)
-    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
+        for crash in (False, True):
+            p = runs.start()
+            try:
+                assert runs.wait_progress(p, runs.progress() + 2), runs.tail()
+                if crash:
+                    kafka_broker.kill()
+                    time.sleep(5.0)  # down for longer than a batch's interval
+                kafka_broker.restart()
+                rode = runs.wait_progress(p, runs.progress() + 3)
+                if not rode:  # it stopped: with a retryable error, then run again
+                    p.wait(120)
+                    text = runs.tail()
+                    assert p.returncode not in (0, None), text
+                    assert "ConnectionFailed" in text or "cannot reach" in text, text
+                outcomes.append("rode it out" if rode else f"exit {p.returncode}")
+            finally:
+                runs.stop(p)  # a clean stop between rounds
+    runs.to_the_end()
     sink = sinks.create("kafka", kafka_broker.info.sink_options(topic=f"{db}.t"))
     try:
         messages = sink.read().to_pylist()

@@ -201,3 +201,89 @@ pipeline:
 """, "gone.yaml")
     with pytest.raises(ConnectionFailed, match="cannot reach the brokers at 127.0.0.1:1"):
         KafkaRunner(gone, spark, until_caught_up=True).run()
+
+
+def _produce_to(broker, topic, messages, partitions):
+    """``(partition, key, value)`` messages, each to the partition it names."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                  replication_factor=1)])[topic].result(30)
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for part, key, value in messages:
+        p.produce(topic, key=json.dumps(key).encode(), partition=part,
+                  value=None if value is None else json.dumps(value).encode())
+    assert p.flush(30) == 0
+
+
+def test_debezium_events_of_another_partition_are_no_repeats(tmp_path, kafka_broker):
+    """A Debezium topic of two partitions (keyed by the primary key): a batch reads one
+    partition after the other, so it meets positions out of binlog order across them.
+    Only an event at or below its own partition's mark is a repeat."""
+    topic = f"dbserver1.inventory.customers.{tmp_path.name[-8:]}"
+
+    def c(i, name):
+        return {"id": i, "first_name": name, "email": f"{name}@x.org"}
+
+    # key 1 and 3 in partition 0, key 2 in partition 1; binlog order 400 .. 800
+    events = [(0, {"id": 1}, _dbz("c", None, c(1, "a1"), pos=400)),
+              (1, {"id": 2}, _dbz("c", None, c(2, "a2"), pos=500)),
+              (0, {"id": 3}, _dbz("c", None, c(3, "a3"), pos=600)),
+              (1, {"id": 2}, _dbz("u", c(2, "a2"), c(2, "b2"), pos=700)),
+              (0, {"id": 1}, _dbz("d", c(1, "a1"), None, pos=800))]
+    restart = [(1, {"id": 2}, _dbz("u", c(2, "a2"), c(2, "b2"), pos=700)),  # sent again
+               (0, {"id": 1}, _dbz("d", c(1, "a1"), None, pos=800)),
+               (0, {"id": 3}, _dbz("u", c(3, "a3"), c(3, "b3"), pos=900))]
+    _produce_to(kafka_broker, topic, events + restart, partitions=2)
+    runner = KafkaRunner(_from_kafka(tmp_path, kafka_broker, topic, "debezium-json",
+                                     name="parts"), until_caught_up=True)
+    runner.run()
+    assert delta_rows_by_key(tmp_path, "inventory", "customers") == {
+        2: ("b2@x.org", "b2"), 3: ("b3@x.org", "b3")}
+    info = runner.tables["inventory.customers"]
+    assert info.skipped == 2
+    assert {tp.rpartition(":")[2]: p.pos for tp, p in info.positions.items()} == {
+        "0": 900, "1": 700}
+
+
+def _canal(typ, rows, old=None, table="t"):
+    return {"data": rows, "old": old, "type": typ, "database": "shop", "table": table,
+            "pkNames": ["id"], "isDdl": False, "es": 1700000000000, "ts": 1700000000001}
+
+
+def test_a_canal_update_of_the_primary_key_moves_the_row(tmp_path, kafka_broker):
+    """Canal sends a primary-key change as one UPDATE whose ``old`` holds the old key: the
+    row leaves its old key (a pre-image alone would leave it there)."""
+    topic = f"canal.{tmp_path.name[-8:]}"
+    _produce_to(kafka_broker, topic, [
+        (0, "shop.t", _canal("INSERT", [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}])),
+        (0, "shop.t", _canal("UPDATE", [{"id": 10, "v": "a"}, {"id": 2, "v": "c"}],
+                             old=[{"id": 1}, {"v": "b"}]))], partitions=1)
+    KafkaRunner(_from_kafka(tmp_path, kafka_broker, topic, "canal-json", name="rekey"),
+                until_caught_up=True).run()
+    assert delta_rows_by_key(tmp_path, "shop", "t") == {10: ("a",), 2: ("c",)}
+
+
+def test_a_tables_first_batch_read_again_is_skipped_by_its_target(tmp_path, kafka_broker):
+    """A run killed after it wrote a table's first batch and before it logged the batch as
+    committed: the batch read again gets the base its first attempt logged, and the
+    target, which has it, skips it (no second commit)."""
+    import deltalake
+
+    topic = f"first.{tmp_path.name[-8:]}"
+    _produce_to(kafka_broker, topic, [
+        (0, "shop.t", _canal("INSERT", [{"id": i, "v": f"s{i}"}])) for i in (1, 2, 3)],
+        partitions=1)
+    defn = _from_kafka(tmp_path, kafka_broker, topic, "canal-json", name="first")
+    KafkaRunner(defn, until_caught_up=True).run()
+    target = str(tmp_path / "lake" / "shop" / "t")
+    version = deltalake.DeltaTable(target).version()
+    (tmp_path / "ckpt-first" / "kafka" / "commits" / "0.json").unlink()
+    seen = []
+    runner = KafkaRunner(defn, until_caught_up=True, on_batch=lambda t, df, b: seen.append(b))
+    runner.run()
+    assert deltalake.DeltaTable(target).version() == version  # skipped, not written again
+    assert runner.tables["shop.t"].base == 0
+    assert delta_rows_by_key(tmp_path, "shop", "t") == {i: (f"s{i}",) for i in (1, 2, 3)}
