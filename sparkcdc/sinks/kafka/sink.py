@@ -53,6 +53,7 @@ MARKER_PARTITION = 0  # the marker is the committed offset of this partition of 
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group committed nothing there
 TRANSACTION_TIMEOUT_MS = "300000"  # librdkafka's default 60 s is short for a snapshot batch
 REBOOTSTRAP_LIBRDKAFKA = 0x020A0000  # 2.10.0: metadata.recovery.strategy (KIP-899)
+PAIRING_FORMATS = ("debezium-json", "canal-json")  # an update's two images in one message
 
 
 def _librdkafka_log(logger: logging.Logger) -> logging.Logger:
@@ -274,7 +275,9 @@ class KafkaSink(Sink):
         partition's order, and a key's messages share a partition)."""
         from sparkcdc.formats import encode
 
-        kw = {"tombstones": True} if self.config.tombstones else {}
+        kw: dict[str, Any] = {"tombstones": True} if self.config.tombstones else {}
+        if self.config.value_format in PAIRING_FORMATS and not _has_preimages(df):
+            kw["pairs"] = False  # nothing to pair (a snapshot batch): no window, no shuffle
         events = encode(df.orderBy("_seq"), self.config.value_format, list(keys), **kw)
         table = events.toArrow()
         k = table.column("key").to_pylist()
@@ -481,6 +484,12 @@ def read_topic(ck, conf: dict, topic: str, timeout: float) -> list[dict]:
         return rows
     finally:
         c.close()
+
+
+def _has_preimages(df: Any) -> bool:
+    """Whether the batch holds an update's pre-image: a scan of the change types (a small
+    job, stopping at the first one found), much cheaper than the window it may spare."""
+    return not df.filter("_change_type = 'update_preimage'").isEmpty()
 
 
 def _text(e: Exception) -> str:
