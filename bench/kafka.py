@@ -430,12 +430,13 @@ class Bench:
                 keep = Path(self.args.keep_logs) / f"r{r}"
                 shutil.rmtree(keep, ignore_errors=True)
                 keep.mkdir(parents=True)
-                logs = [*sc_work.glob("*.log"),
-                        *([connect.root / "connect.log"] if connect.root else [])]
-                for f in logs:
+                logs = {f"sparkcdc-{f.name}": f for f in sc_work.glob("*.log")}
+                logs["sparkcdc-spark.log"] = sc_work / "ckpt" / "logs" / "spark.log"
+                if connect.root:
+                    logs["debezium-connect.log"] = connect.root / "connect.log"
+                for name, f in logs.items():
                     if f.exists():
-                        shutil.copy(f, keep / f"{'sparkcdc' if f.parent == sc_work else 'dbz'}"
-                                               f"-{f.name}")
+                        shutil.copy(f, keep / name)
                 say(f"the tools' logs in {keep}")
             connect.stop()
         self.check(r, n, id_sum, done, {SPARKCDC: sc_topic, DEBEZIUM: dbz_topic})
