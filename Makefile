@@ -42,14 +42,17 @@ test-faults: setup
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into
 # every sink beside the same peers (bench/pipeline.py); each sink's writer against Spark's own
 # writers (bench/writers.py, jars fetched with mvn into .jars); 1 to 1,000 tables in one pipeline
-# beside Debezium (bench/tables.py); all write docs/benchmarks.md
+# beside Debezium (bench/tables.py); MySQL → Kafka, sparkcdc's kafka sink against Debezium's MySQL
+# connector on Kafka Connect into one broker (bench/kafka.py); all write docs/benchmarks.md
 bench: setup
 	$(VENV)/bin/python -m pip install -q -e '.[dev,bench,all]'
 	bash scripts/fetch_jars.sh
+	bash scripts/fetch_jars.sh connect
 	$(PY) bench/throughput.py $(BENCH_ARGS)
 	$(PY) bench/pipeline.py
 	$(PY) bench/writers.py
 	$(PY) bench/tables.py
+	$(PY) bench/kafka.py
 
 clean:
 	rm -rf $(VENV) .venv-compat .pytest_cache build *.egg-info
