@@ -45,16 +45,19 @@ test-faults: setup
 # writers (bench/writers.py, jars fetched with mvn into .jars); 1 to 1,000 tables in one pipeline
 # beside Debezium (bench/tables.py); sparkcdc against Flink CDC itself under PyFlink, in
 # .venv-flink with its connector jar in .jars/flink (bench/flink.py, scripts/setup_flink.sh);
-# all write docs/benchmarks.md
+# MySQL → Kafka, sparkcdc's kafka sink against Debezium's MySQL connector on Kafka Connect
+# into one broker (bench/kafka.py); all write docs/benchmarks.md
 bench: setup
 	$(VENV)/bin/python -m pip install -q -e '.[dev,bench,all]'
 	bash scripts/fetch_jars.sh
+	bash scripts/fetch_jars.sh connect
 	bash scripts/setup_flink.sh
 	$(PY) bench/throughput.py $(BENCH_ARGS)
 	$(PY) bench/pipeline.py
 	$(PY) bench/writers.py
 	$(PY) bench/tables.py
 	$(PY) bench/flink.py
+	$(PY) bench/kafka.py
 
 clean:
 	rm -rf $(VENV) .venv-compat .venv-flink .pytest_cache build *.egg-info

@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -41,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from proctree import timed
 from throughput import COLUMNS_DDL, FILL, LOG, machine, replace_section, run_debezium, say
 
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
@@ -48,65 +48,6 @@ from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 DB = "bench"
 TABLE = "orders"
 BEGIN, END = "<!-- pipeline:begin -->", "<!-- pipeline:end -->"
-
-
-# -- the process tree's memory ----------------------------------------------------------------
-
-def _children(pid: int) -> list[int]:
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def _pss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def tree_pss_mb(root: int) -> float:
-    seen, todo, total = set(), [root], 0
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        total += _pss_kb(p)
-        todo += _children(p)
-    return total / 1024
-
-
-def timed(cmd: list[str], env: dict, log_path: Path) -> tuple[float, float, int]:
-    """Wall seconds, peak PSS (MB) of the process tree, exit code."""
-    peak = 0.0
-    with open(log_path, "ab") as out:
-        t0 = time.monotonic()
-        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        stop = threading.Event()
-
-        def sample():
-            nonlocal peak
-            while not stop.is_set():
-                peak = max(peak, tree_pss_mb(p.pid))
-                stop.wait(0.2)
-
-        th = threading.Thread(target=sample, daemon=True)
-        th.start()
-        rc = p.wait()
-        secs = time.monotonic() - t0
-        stop.set()
-        th.join()
-    return secs, peak, rc
 
 
 # -- the bench -------------------------------------------------------------------------------

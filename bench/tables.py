@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pipeline import timed  # noqa: E402
+from proctree import timed  # noqa: E402
 from throughput import machine, replace_section, run_debezium, say  # noqa: E402
 
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings  # noqa: E402

@@ -36,8 +36,10 @@ from sparkcdc.formats.values import (
 )
 
 
-def encode(df: DataFrame, keys: Sequence[str], *, tombstones: bool = False) -> DataFrame:
-    x = paired(df, keys)
+def encode(df: DataFrame, keys: Sequence[str], *, tombstones: bool = False,
+           pairs: bool = True) -> DataFrame:
+    """``pairs=False``: the rows hold no pre-image to pair (``debezium.paired``)."""
+    x = paired(df, keys, pairs=pairs)
     schema = data_schema(df)
     ct = F.col("_change_type")
     typ = (F.when(ct == "insert", F.lit("INSERT")).when(ct == "delete", F.lit("DELETE"))

@@ -43,8 +43,18 @@ def key_json(df: DataFrame, keys: Sequence[str]):
     return to_json(row_struct(schema))
 
 
-def paired(df: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """Change rows without pre-images; each post-image carries its pre-image (``__prev_*``)."""
+def paired(df: DataFrame, keys: Sequence[str], *, pairs: bool = True) -> DataFrame:
+    """Change rows without pre-images; each post-image carries its pre-image (``__prev_*``).
+
+    ``pairs=False`` is for a caller that knows the rows hold no ``update_preimage`` (a
+    snapshot's batch, inserts and deletes only): the same rows and columns, every
+    ``__prev_*`` null, without the window over the key that pairs images (a shuffle and a
+    sort, a large share of encoding such a batch), and in the input's order."""
+    if not pairs:
+        x = df.withColumn("__row", row_struct(data_schema(df)))
+        return (x.withColumn("__prev_type", F.lit(None).cast("string"))
+                 .withColumn("__prev_row", F.when(F.lit(False), F.col("__row")))
+                 .withColumn("__prev_seq", F.lit(None).cast(df.schema["_seq"].dataType)))
     w = Window.partitionBy(*[F.col(f"`{k}`") for k in keys]).orderBy("_seq")
     x = (df.withColumn("__row", row_struct(data_schema(df)))
            .withColumn("__prev_type", F.lag("_change_type").over(w))
@@ -57,9 +67,10 @@ def paired(df: DataFrame, keys: Sequence[str]) -> DataFrame:
 
 
 def encode(df: DataFrame, keys: Sequence[str], *, name: str = "sparkcdc",
-           tombstones: bool = False) -> DataFrame:
-    """Change rows -> ``key``, ``value`` (JSON text), ready for Spark's Kafka sink."""
-    x = paired(df, keys)
+           tombstones: bool = False, pairs: bool = True) -> DataFrame:
+    """Change rows -> ``key``, ``value`` (JSON text), ready for Spark's Kafka sink.
+    ``pairs=False``: the rows hold no pre-image to pair (``paired``)."""
+    x = paired(df, keys, pairs=pairs)
     ct = F.col("_change_type")
     op = (F.when((ct == "insert") & F.col("_op_ts").isNull(), F.lit("r"))
            .when(ct == "insert", F.lit("c")).when(ct == "delete", F.lit("d")).otherwise(F.lit("u")))

@@ -111,3 +111,19 @@ def test_tombstones_follow_each_delete(spark, stream, fmt):
         in ("d", "-D", "DELETE")
     assert formats.decode(spark.createDataFrame(rows), fmt, DDL).count() == \
         formats.decode(spark.createDataFrame(plain), fmt, DDL).count()
+
+
+@pytest.mark.parametrize("tombstones", [False, True])
+@pytest.mark.parametrize("fmt", ["debezium-json", "canal-json"])
+def test_a_batch_without_preimages_encodes_the_same_unpaired(spark, fmt, tombstones):
+    """``pairs=False`` (what the kafka sink passes for a batch without pre-images, a
+    snapshot's) writes exactly the messages the pairing window writes."""
+    rows = all_types_rows()
+    changes = [r + ("insert", 10 + i) for i, r in enumerate(rows)]  # snapshot rows
+    changes += [rows[1] + ("insert", 1001), rows[2] + ("delete", 2001),  # binlog ones
+                (rows[0][0],) + rows[1][1:] + ("update_postimage", 3002)]  # a lone post-image
+    df = changes_df(spark, ALL_TYPES_DDL, changes)
+    paired = formats.encode(df, fmt, keys=["id"], tombstones=tombstones).collect()
+    unpaired = formats.encode(df, fmt, keys=["id"], tombstones=tombstones, pairs=False).collect()
+    assert len(paired) == len(changes) + tombstones
+    assert sorted(map(tuple, unpaired), key=str) == sorted(map(tuple, paired), key=str)

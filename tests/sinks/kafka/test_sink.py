@@ -140,6 +140,40 @@ def test_a_run_killed_mid_transaction(spark, kafka_broker):
         second.close()
 
 
+@pytest.mark.parametrize("fmt", ["debezium-json", "canal-json"])
+def test_a_batch_without_preimages_skips_the_pairing_window(spark, kafka_broker, monkeypatch,
+                                                            fmt):
+    """A snapshot's batch (no update pre-image) is encoded without the window that pairs an
+    update's images; a batch with updates keeps it. Both write what ``formats.encode``
+    writes with the pairing."""
+    from sparkcdc import formats
+    from sparkcdc.formats import canal, debezium
+
+    calls: list[bool] = []
+    real = debezium.paired
+
+    def spy(df, keys, pairs=True):
+        calls.append(pairs)
+        return real(df, keys, pairs=pairs)
+
+    for module in (debezium, canal):  # canal imported the name
+        monkeypatch.setattr(module, "paired", spy)
+    snapshot = [(i, f"n{i}", i, "insert", 10) for i in range(1, 21)]
+    updates = [(1, "n1", 1, "update_preimage", 101), (1, "n1", 5, "update_postimage", 102),
+               (2, "n2", 2, "delete", 103), (30, "new", 3, "insert", 104)]
+    sink = _sink(kafka_broker, **{"value.format": fmt})
+    try:
+        _apply(spark, sink, snapshot, 0)
+        _apply(spark, sink, updates, 1)
+        assert calls == [False, True]
+        want = [(r.key, r.value) for rows in (snapshot, updates)
+                for r in formats.encode(changes_df(spark, DDL, rows), fmt, keys=["id"]).collect()]
+        got = [(m["key"].decode(), m["value"].decode()) for m in sink.read().to_pylist()]
+        assert sorted(got) == sorted(want) and len(got) == 20 + 3
+    finally:
+        sink.close()
+
+
 def test_at_least_once(spark, kafka_broker):
     sink = _sink(kafka_broker, **{"sink.delivery-guarantee": "at-least-once"})
     try:
