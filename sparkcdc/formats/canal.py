@@ -5,7 +5,9 @@
      "isDdl": false, "es": ..., "ts": ..., "seq": "...", "seq_before": "..."}
 
 As in Canal, ``old`` holds only the columns an update changed (with explicit nulls), and
-an update's pre-image is ``data`` overlaid with ``old``. Values are typed JSON (Flink's
+an update's pre-image is ``data`` overlaid with ``old``. Canal sends a primary-key change as
+one UPDATE whose ``old`` holds the old key: ``decode`` makes it a delete of the old key and
+an insert of the new one, so a keyed target drops the old row. Values are typed JSON (Flink's
 canal-json reads both typed values and Canal's strings). ``seq``/``seq_before`` are extra
 fields carrying ``_seq``.
 """
@@ -72,6 +74,7 @@ def decode(df: DataFrame, schema) -> DataFrame:
     env = StructType([StructField("data", ArrayType(wire)), StructField("old", ArrayType(wire)),
                       StructField("type", StringType()), StructField("database", StringType()),
                       StructField("table", StringType()), StructField("es", LongType()),
+                      StructField("pkNames", ArrayType(StringType())),
                       StructField("seq", StringType()), StructField("seq_before", StringType())])
     present = StructType([StructField("old", ArrayType(MapType(StringType(), StringType())))])
     keep = [c for c in df.columns if c not in ("key", "value") and c not in schema.names]
@@ -88,7 +91,12 @@ def decode(df: DataFrame, schema) -> DataFrame:
     rec = lambda kind, row, seq: F.struct(F.lit(kind).alias("kind"), row.alias("row"),
                                           seq.alias("seq"))
     t, e = F.col("__e.type"), F.col("__e")
+    rekeyed = F.coalesce(F.exists(e.pkNames, lambda k: F.coalesce(F.map_contains_key(has, k),
+                                                                  F.lit(False))), F.lit(False))
     recs = (F.when(t == "INSERT", F.array(rec("insert", F.col("__data"), e.seq)))
+             .when((t == "UPDATE") & rekeyed,
+                   F.array(rec("delete", before, e.seq_before),
+                           rec("insert", F.col("__data"), e.seq)))
              .when(t == "UPDATE", F.array(rec("update_preimage", before, e.seq_before),
                                           rec("update_postimage", F.col("__data"), e.seq)))
              .when(t == "DELETE", F.array(rec("delete", F.col("__data"), e.seq))))

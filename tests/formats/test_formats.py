@@ -83,6 +83,22 @@ def test_canal_old_holds_only_changed_columns(stream):
     assert vals["131"]["type"] == "DELETE" and vals["131"]["pkNames"] == ["id"]
 
 
+def test_canal_key_change_is_a_delete_and_an_insert(spark):
+    """Canal's own shape of a primary-key change: one UPDATE whose ``old`` holds the old
+    key; an update that keeps its key stays a pair."""
+    msgs = [{"data": [{"id": 7, "name": "x", "qty": 1}], "old": [{"id": 3}],
+             "type": "UPDATE", "database": "shop", "table": "t", "pkNames": ["id"],
+             "isDdl": False, "es": 1, "ts": 1, "seq": "20", "seq_before": "19"},
+            {"data": [{"id": 7, "name": "y", "qty": 1}], "old": [{"name": "x"}],
+             "type": "UPDATE", "database": "shop", "table": "t", "pkNames": ["id"],
+             "isDdl": False, "es": 1, "ts": 1, "seq": "30", "seq_before": "29"}]
+    df = spark.createDataFrame([(None, json.dumps(m)) for m in msgs], "key string, value string")
+    back = [(r["_change_type"], r["id"], r["name"]) for r in
+            sorted(formats.decode(df, "canal-json", DDL).collect(), key=lambda r: r["_seq"])]
+    assert back == [("delete", 3, "x"), ("insert", 7, "x"),
+                    ("update_preimage", 7, "x"), ("update_postimage", 7, "y")]
+
+
 def test_decode_keeps_kafka_columns_and_reads_bytes(spark, stream):
     enc = formats.encode(stream, "changelog-json", keys=["id"])
     kafka = enc.selectExpr("CAST(key AS BINARY) AS key", "CAST(value AS BINARY) AS value",
