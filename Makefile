@@ -34,10 +34,12 @@ test-fast: setup
 test-compat: setup
 	bash scripts/compat.sh
 
-# SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md)
+# SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md),
+# and 1,000 tables in one query (make test takes 250)
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
-	$(PY) -m pytest tests/faults tests/pipeline/test_kill.py
+	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults tests/pipeline/test_kill.py \
+		tests/pipeline/test_pipeline_stream.py::test_many_tables_one_query
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into

@@ -465,7 +465,9 @@ class KafkaRunner:
         batch = info.base + n
         if sink.kind == "changelog":
             marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
-            sink.write_changelog(self._frame(rows.drop_columns(marks)), batch, info.keys)
+            changes = rows.drop_columns(marks)
+            sink.write_changelog(changes if sink.takes_arrow else self._frame(changes), batch,
+                                 info.keys)
         else:
             for s in targets.each_sink(sink):  # each target skips the batch if it has it
                 apply_arrow(s, rows, batch, spec)

@@ -557,8 +557,12 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
                 if empty_first:
                     run.sink.empty()  # a changelog cannot be: this fails with the fix
                 marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
-                df = self._local_frame(rows.drop_columns(marks))
-                run.sink.write_changelog(df, target_batch, run.keys)
+                changes = rows.drop_columns(marks)
+                if run.sink.takes_arrow:  # written from the driver's Arrow rows
+                    run.sink.write_changelog(changes, target_batch, run.keys)
+                else:
+                    df = self._local_frame(changes)
+                    run.sink.write_changelog(df, target_batch, run.keys)
             else:
                 for sink in targets.each_sink(run.sink):  # each target skips what it has
                     apply_arrow(sink, rows, target_batch, spec, empty_first)

@@ -112,6 +112,7 @@ class FanOut(Sink):
         self.sinks = sinks
         self.type = sinks[0].type
         self.kind = sinks[0].kind
+        self.takes_arrow = all(s.takes_arrow for s in sinks)  # type: ignore[misc]
 
     def last_batch_id(self) -> int | None:
         ids = [i for i in (s.last_batch_id() for s in self.sinks) if i is not None]

@@ -158,12 +158,16 @@ class Sink(ABC):
 
     ``kind`` is ``"merge"`` (receives a ``ChangeSet`` through ``write``) or ``"changelog"``
     (receives the raw change rows as a Spark DataFrame through ``write_changelog``, with the
-    key columns: a message bus keys its messages by them).
+    key columns: a message bus keys its messages by them; or, where ``takes_arrow``, as the
+    Arrow table the pipeline holds on the driver).
     Connections open lazily on first use, never in ``__init__``.
     """
 
     type: ClassVar[str]
     kind: ClassVar[str] = "merge"
+    # a changelog sink that also takes the batch's change rows as an Arrow table (the
+    # pipeline holds them so on the driver): it is spared the trip through Spark
+    takes_arrow: ClassVar[bool] = False
 
     @abstractmethod
     def last_batch_id(self) -> int | None:

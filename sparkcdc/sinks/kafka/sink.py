@@ -88,6 +88,7 @@ LIBRDKAFKA_LOG = _librdkafka_log(log)
 class KafkaSink(Sink):
     type = "kafka"
     kind = "changelog"
+    takes_arrow = True
 
     def __init__(self, config: KafkaConfig):
         self.config = config
@@ -287,7 +288,14 @@ class KafkaSink(Sink):
 
     def _encode(self, df: Any, keys: tuple[str, ...]) -> list[tuple[bytes, bytes | None]]:
         """The batch's messages, each row's changes in ``_seq`` order (Kafka keeps a
-        partition's order, and a key's messages share a partition)."""
+        partition's order, and a key's messages share a partition). Arrow rows (the
+        pipeline's) are written on the driver (``formats/arrow_json.py``); a Spark
+        DataFrame (``apply_changes``) with Spark's expressions."""
+        if isinstance(df, pa.Table):
+            from sparkcdc.formats import arrow_json
+
+            return arrow_json.encode(df, self.config.value_format, keys, version=_version(),
+                                     tombstones=self.config.tombstones)
         from sparkcdc.formats import encode
 
         kw: dict[str, Any] = {"tombstones": True} if self.config.tombstones else {}
