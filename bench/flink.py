@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pipeline import _children
+from proctree import tree_memory_mb
 from throughput import COLUMNS_DDL, FILL, LOG, machine, replace_section, say
 
 DB = "bench"
@@ -65,38 +65,6 @@ FLINK_COLUMNS = ("id BIGINT, a INT, b BIGINT, c STRING, d DOUBLE, e DECIMAL(10, 
                  "PRIMARY KEY (id) NOT ENFORCED")
 SPARKCDC = "sparkcdc → Spark noop"
 FLINK = "Flink CDC → blackhole"
-
-
-# -- the process tree's memory ----------------------------------------------------------------
-
-def _rollup_kb(pid: int) -> tuple[int, int]:
-    """(Rss, Pss) of one process in kB, from smaps_rollup."""
-    rss = pss = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-    except OSError:
-        pass
-    return rss, pss
-
-
-def tree_memory_mb(root: int) -> tuple[float, float]:
-    """RSS and PSS of ``root`` and all its descendants, MB. RSS counts a page shared by
-    two processes (Spark's forked Python workers) twice; PSS splits it."""
-    seen, todo, rss, pss = set(), [root], 0, 0
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        r, s = _rollup_kb(p)
-        rss, pss = rss + r, pss + s
-        todo += _children(p)
-    return rss / 1024, pss / 1024
 
 
 def keep_logs(work: Path) -> Path:
