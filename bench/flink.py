@@ -204,7 +204,8 @@ class Bench:
                "chunk_size": self.args.chunk_size, "server_ids": self.server_ids(),
                "jars": [str(j) for j in sorted(FLINK_JARS.glob("*.jar"))],
                "mode": mode, "expect": expect, "timeout": self.args.timeout,
-               "log_dir": str(work / "log"), "time_zone": "UTC"}
+               "log_dir": str(work / "log"), "time_zone": "UTC",
+               "extra_options": dict(kv.split("=", 1) for kv in self.args.flink_option)}
         if start is not None:
             cfg["file"], cfg["pos"] = start
         res = run_child([str(FLINK_PY), str(ROOT / "bench" / "flink_cdc.py")], cfg, work,
@@ -394,6 +395,8 @@ def main() -> None:
                    help="scan.incremental.snapshot.chunk.size for both (the default of both)")
     p.add_argument("--only", default="snapshot,catchup")
     p.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    p.add_argument("--flink-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a further option of Flink CDC's mysql-cdc table (repeatable)")
     p.add_argument("--no-write-docs", action="store_true")
     p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args()

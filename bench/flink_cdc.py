@@ -145,6 +145,7 @@ def main() -> None:
         opts.update({"scan.startup.mode": "specific-offset",
                      "scan.startup.specific-offset.file": cfg["file"],
                      "scan.startup.specific-offset.pos": str(cfg["pos"])})
+    opts.update(cfg.get("extra_options") or {})
     with_ = ", ".join(f"{sql_str(k)} = {sql_str(v)}" for k, v in opts.items())
     cols = cfg["columns"]
     t_env.execute_sql(f"CREATE TABLE src ({cols}) WITH ({with_})")
