@@ -4,10 +4,11 @@
 DataFrame spread over a cluster. The pipeline holds each micro-batch's change rows as Arrow
 on the driver already; turning them into a Spark DataFrame, then JSON, then back to Arrow
 cost the kafka sink most of its time (docs/benchmarks.md). This module writes the same
-messages straight from the Arrow rows: each column gets one small function that renders
-its values as JSON text (as ``formats/values.py`` describes the wire: decimals with every
-digit, binary as base64, timestamps with microseconds, TIME as microseconds, nulls
-written), and each message is put together from those pieces.
+messages straight from the Arrow rows: each column's values become JSON text at once
+(``column_json``: Arrow's kernels for numbers, dates and timestamps, Python for text,
+binary and NaN; the wire ``formats/values.py`` describes: decimals with every digit, binary
+as base64, timestamps with microseconds, TIME as microseconds, nulls written), each row's
+object is joined from them by Arrow, and each message is put together from those pieces.
 
 The messages are those of the Spark encoders, read back the same by ``decode`` and by the
 kafka source (``tests/formats/test_arrow_json.py`` holds them side by side); two things
@@ -35,8 +36,7 @@ _UTC = dt.timezone.utc
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
 
 
-def _text(v: Any) -> str:
-    return _dumps(v)
+_text: Render = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C, no ASCII escapes
 
 
 def _integer(v: Any) -> str:
@@ -117,43 +117,89 @@ def renderer(t: pa.DataType) -> Render:
     raise TypeError(f"no JSON form for Arrow type {t}")
 
 
-class Rows:
-    """The batch's rows as JSON pieces: for every row, each data column's rendered value,
-    and the metadata columns as Python values; rows in ``_seq`` order."""
+def column_json(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A column's values as JSON text, ``null`` for nulls: in Arrow's kernels where they
+    write what Spark's JSON writer writes (numbers, dates, timestamps), else value by value
+    in Python (text, which needs JSON's escapes; binary; NaN and infinities)."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    t = col.type
+    out: pa.Array | None = None
+    if pa.types.is_boolean(t):
+        out = pc.if_else(col, "true", "false")
+    elif pa.types.is_integer(t) or pa.types.is_decimal(t):
+        out = pc.cast(col, pa.string())
+    elif pa.types.is_floating(t):
+        finite = pc.is_finite(col)
+        if pc.all(pc.or_kleene(finite, pc.is_null(col))).as_py() is not False:
+            out = pc.cast(col, pa.string())
+    elif pa.types.is_date(t):
+        out = _quoted(pc.cast(col, pa.string()))
+    elif pa.types.is_timestamp(t):
+        if t.tz:
+            utc = col.cast(pa.timestamp(t.unit, tz="UTC"))
+            out = _quoted(pc.strftime(utc, format="%Y-%m-%dT%H:%M:%SZ"))
+        else:
+            out = _quoted(pc.strftime(col, format="%Y-%m-%dT%H:%M:%S"))
+        if t.unit != "us":
+            out = None  # strftime writes the unit's digits; the wire has microseconds
+    elif pa.types.is_duration(t) and t.unit == "us":
+        out = pc.cast(pc.cast(col, pa.int64()), pa.string())
+    if out is None:
+        render = renderer(t)
+        out = pa.array([None if v is None else render(v) for v in col.to_pylist()],
+                       pa.string())
+    return pc.fill_null(out, "null")
 
-    def __init__(self, table: pa.Table):
+
+def _quoted(a: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise('"', a, '"', "")
+
+
+class Rows:
+    """The batch's rows as JSON text, in ``_seq`` order: each row's data columns as one
+    object, each column's values (for Canal's changed columns and the pairing by key), and
+    the metadata columns as Python values."""
+
+    def __init__(self, table: pa.Table, keys: Sequence[str]):
         order = pc.sort_indices(table, sort_keys=[("_seq", "ascending")])
         table = table.take(order)
         self.names = [n for n in table.column_names if n not in META_COLUMNS]
         self.labels = [_dumps(n) + ":" for n in self.names]
-        self.values: list[list[str]] = []
-        for n in self.names:
-            col = table.column(n)
-            render = renderer(col.type)
-            self.values.append([("null" if v is None else render(v)) for v in col.to_pylist()])
+        self.cells = [column_json(table.column(n)) for n in self.names]
+        self.objects = _objects(self.labels, self.cells).to_pylist()
+        key_at = [self.names.index(k) for k in keys]
+        self.keys = (_objects([self.labels[c] for c in key_at], [self.cells[c] for c in key_at])
+                     .to_pylist() if key_at else [None] * table.num_rows)
+        self._values: list[list[str]] | None = None
         self.kind = table.column("_change_type").to_pylist()
-        self.db = table.column("_database").to_pylist()
-        self.table = table.column("_table").to_pylist()
-        self.seq = [None if s is None else str(s) for s in table.column("_seq").to_pylist()]
-        self.ts_ms = [None if t is None else _millis(t)
-                      for t in table.column("_op_ts").to_pylist()]
+        self.db = _texts(table.column("_database").to_pylist())
+        self.table = _texts(table.column("_table").to_pylist())
+        self.seq = _quoted(pc.fill_null(pc.cast(table.column("_seq").combine_chunks(),
+                                                  pa.string()), "")).to_pylist()
+        self.seq = [None if s == '""' else s for s in self.seq]
+        self.ts_ms = ["null" if v is None else str(v // 1000)
+                      for v in _micros_since_epoch(table.column("_op_ts"))]
         self.count = table.num_rows
 
+    @property
+    def values(self) -> list[list[str]]:
+        if self._values is None:
+            self._values = [c.to_pylist() for c in self.cells]
+        return self._values
+
     def row(self, i: int, only: Sequence[int] | None = None) -> str:
-        cols = range(len(self.names)) if only is None else only
-        return "{" + ",".join(self.labels[c] + self.values[c][i] for c in cols) + "}"
+        if only is None:
+            return self.objects[i]
+        return "{" + ",".join(self.labels[c] + self.values[c][i] for c in only) + "}"
 
-    def key(self, i: int, keys: Sequence[int]) -> str:
-        return self.row(i, keys)
-
-    def pairs(self, keys: Sequence[int]) -> list[tuple[int, int | None]]:
+    def pairs(self) -> list[tuple[int, int | None]]:
         """``(row, its pre-image's row)`` for every row but the pre-images: an update's
         post-image is paired with the row before it of the same key when that row is its
         pre-image (what the Spark encoders' window does)."""
-        last: dict[tuple, int] = {}
+        last: dict[str | None, int] = {}
         out = []
         for i in range(self.count):
-            k = tuple(self.values[c][i] for c in keys)
+            k = self.keys[i]
             prev = last.get(k)
             last[k] = i
             if self.kind[i] == "update_preimage":
@@ -164,38 +210,52 @@ class Rows:
         return out
 
 
-def _millis(t: dt.datetime) -> int:
-    """Milliseconds since the epoch, rounded down (as ``floor(unix_micros / 1000)``)."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=_UTC)
-    return ((t - _EPOCH) // dt.timedelta(microseconds=1)) // 1000
+def _objects(labels: list[str], cells: list[pa.Array]) -> pa.Array:
+    """One JSON object per row from its columns' JSON text."""
+    if not cells:
+        return pa.array(["{}"])
+    parts: list[Any] = []
+    for i, (label, cell) in enumerate(zip(labels, cells)):
+        parts += [("{" if i == 0 else ",") + label, cell]
+    return pc.binary_join_element_wise(*parts, "}", "")
 
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=_UTC)
+def _texts(values: list) -> list[str]:
+    seen: dict = {}
+    return [seen[v] if v in seen else seen.setdefault(v, _j(v)) for v in values]
+
+
+def _micros_since_epoch(col: pa.ChunkedArray) -> list[int | None]:
+    t = col.type
+    micros = col.cast(pa.timestamp("us", tz=t.tz)) if t.unit != "us" else col
+    return pc.cast(micros, pa.int64()).to_pylist()
 
 
 def _j(v: Any) -> str:
     return "null" if v is None else _dumps(v)
 
 
+def _s(quoted: str | None) -> str:
+    return "null" if quoted is None else quoted
+
+
 def encode(table: pa.Table, fmt: str, keys: Sequence[str], *, name: str = "sparkcdc",
            version: str = "", tombstones: bool = False) -> list[tuple[bytes, bytes | None]]:
     """The batch's messages (key, value) in ``_seq`` order; ``tombstones``: a null value
     after each delete."""
-    rows = Rows(table)
-    key_cols = [rows.names.index(k) for k in keys]
+    rows = Rows(table, keys)
     out: list[tuple[bytes, bytes | None]] = []
     if fmt == "changelog-json":
         ops = {"insert": "+I", "update_preimage": "-U", "update_postimage": "+U",
                "delete": "-D"}
         for i in range(rows.count):
-            value = (f'{{"data":{rows.row(i)},"op":"{ops[rows.kind[i]]}","seq":{_j(rows.seq[i])},'
-                     f'"db":{_j(rows.db[i])},"table":{_j(rows.table[i])},'
-                     f'"ts_ms":{_j(rows.ts_ms[i])}}}')
-            _add(out, rows.key(i, key_cols) if key_cols else None, value,
-                 tombstones and rows.kind[i] == "delete")
+            value = (f'{{"data":{rows.objects[i]},"op":"{ops[rows.kind[i]]}",'
+                     f'"seq":{_s(rows.seq[i])},"db":{rows.db[i]},"table":{rows.table[i]},'
+                     f'"ts_ms":{rows.ts_ms[i]}}}')
+            _add(out, rows.keys[i], value, tombstones and rows.kind[i] == "delete")
         return out
-    for i, pre in rows.pairs(key_cols):
+    name, version = _j(name), _j(version)
+    for i, pre in rows.pairs():
         kind = rows.kind[i]
         if fmt == "debezium-json":
             value = _debezium(rows, i, pre, kind, name, version)
@@ -203,7 +263,7 @@ def encode(table: pa.Table, fmt: str, keys: Sequence[str], *, name: str = "spark
             value = _canal(rows, i, pre, kind, keys)
         else:
             raise ValueError(f"unknown format {fmt!r}")
-        _add(out, rows.key(i, key_cols), value, tombstones and kind == "delete")
+        _add(out, rows.keys[i], value, tombstones and kind == "delete")
     return out
 
 
@@ -216,18 +276,18 @@ def _add(out: list, key: str | None, value: str, tombstone: bool) -> None:
 
 def _debezium(rows: Rows, i: int, pre: int | None, kind: str, name: str, version: str) -> str:
     ts = rows.ts_ms[i]
-    op = ("r" if ts is None else "c") if kind == "insert" else (
+    op = ("r" if ts == "null" else "c") if kind == "insert" else (
         "d" if kind == "delete" else "u")
-    before = (rows.row(i) if op == "d" else rows.row(pre) if op == "u" and pre is not None
-              else "null")
-    after = "null" if op == "d" else rows.row(i)
+    before = (rows.objects[i] if op == "d" else rows.objects[pre]
+              if op == "u" and pre is not None else "null")
+    after = "null" if op == "d" else rows.objects[i]
     seq_before = rows.seq[pre] if pre is not None else None
-    source = (f'{{"version":{_j(version)},"connector":"mysql","name":{_j(name)},'
-              f'"ts_ms":{_j(ts)},"snapshot":"{"true" if op == "r" else "false"}",'
-              f'"db":{_j(rows.db[i])},"table":{_j(rows.table[i])},"seq":{_j(rows.seq[i])},'
-              f'"seq_before":{_j(seq_before)}}}')
+    source = (f'{{"version":{version},"connector":"mysql","name":{name},'
+              f'"ts_ms":{ts},"snapshot":"{"true" if op == "r" else "false"}",'
+              f'"db":{rows.db[i]},"table":{rows.table[i]},"seq":{_s(rows.seq[i])},'
+              f'"seq_before":{_s(seq_before)}}}')
     return (f'{{"before":{before},"after":{after},"source":{source},"op":"{op}",'
-            f'"ts_ms":{_j(ts)}}}')
+            f'"ts_ms":{ts}}}')
 
 
 def _canal(rows: Rows, i: int, pre: int | None, kind: str, keys: Sequence[str]) -> str:
@@ -239,7 +299,7 @@ def _canal(rows: Rows, i: int, pre: int | None, kind: str, keys: Sequence[str]) 
         old = "[" + rows.row(pre, changed) + "]"
     ts = rows.ts_ms[i]
     seq_before = rows.seq[pre] if pre is not None else None
-    return (f'{{"data":[{rows.row(i)}],"old":{old},"type":"{typ}",'
-            f'"database":{_j(rows.db[i])},"table":{_j(rows.table[i])},'
-            f'"pkNames":{_dumps(list(keys))},"isDdl":false,"es":{_j(ts)},"ts":{_j(ts)},'
-            f'"seq":{_j(rows.seq[i])},"seq_before":{_j(seq_before)}}}')
+    return (f'{{"data":[{rows.objects[i]}],"old":{old},"type":"{typ}",'
+            f'"database":{rows.db[i]},"table":{rows.table[i]},'
+            f'"pkNames":{_dumps(list(keys))},"isDdl":false,"es":{ts},"ts":{ts},'
+            f'"seq":{_s(rows.seq[i])},"seq_before":{_s(seq_before)}}}')

@@ -81,3 +81,33 @@ def _version() -> str:
     from sparkcdc import __version__
 
     return __version__
+
+
+def test_each_column_as_json_text():
+    """The values Arrow's kernels write and those written one by one, nulls included."""
+    import datetime as dt
+    import decimal
+
+    import pyarrow as pa
+
+    utc = dt.timezone.utc
+    cases = [
+        (pa.array([1, None, -5], pa.int8()), ["1", "null", "-5"]),
+        (pa.array([True, None, False]), ["true", "null", "false"]),
+        (pa.array([1.5, None, -0.0]), ["1.5", "null", "-0"]),
+        (pa.array([1.5, float("nan"), float("-inf")]), ["1.5", '"NaN"', '"-Infinity"']),
+        (pa.array([1.1], pa.float32()), ["1.1"]),
+        (pa.array([decimal.Decimal("-12.30"), None], pa.decimal128(10, 2)), ["-12.30", "null"]),
+        (pa.array([dt.date(999, 1, 2)]), ['"0999-01-02"']),
+        (pa.array([dt.datetime(2024, 1, 2, 3, 4, 5, 6)], pa.timestamp("us")),
+         ['"2024-01-02T03:04:05.000006"']),
+        (pa.array([dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=utc)],
+                  pa.timestamp("us", tz="Europe/Paris")), ['"2024-01-02T03:04:05.000000Z"']),
+        (pa.array([dt.timedelta(seconds=-1, microseconds=5)], pa.duration("us")), ["-999995"]),
+        (pa.array([b"\x00\xff", None]), ['"AP8="', "null"]),
+        (pa.array(['a"\\\n😀', None]), ['"a\\"\\\\\\n😀"', "null"]),
+    ]
+    for arr, want in cases:
+        assert arrow_json.column_json(arr).to_pylist() == want, arr.type
+        for text in want:
+            json.loads(text)  # each piece is JSON
