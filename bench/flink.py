@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from proctree import tree_memory_mb
-from throughput import COLUMNS_DDL, FILL, LOG, machine, replace_section, say
+from throughput import COLUMNS_DDL, FILL, LOG, machine, publish, say
 
 DB = "bench"
 TABLE = "orders"
@@ -337,10 +337,6 @@ def render(b: Bench, started: str) -> str:
     return "\n".join(out)
 
 
-def write_docs(text: str) -> None:
-    replace_section(ROOT / "docs" / "benchmarks.md", BEGIN, END, text)
-
-
 # -- sparkcdc's side, as a child process ---------------------------------------------------------
 
 def sparkcdc_child(config: str) -> None:
@@ -411,12 +407,7 @@ def main() -> None:
             getattr(b, section.strip())()
     finally:
         b.stop()
-    text = render(b, started)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(b.results, indent=1))
-    if not args.no_write_docs:
-        write_docs(text)
+    publish(render(b, started), b.results, args.json, BEGIN, END, not args.no_write_docs)
 
 
 if __name__ == "__main__":

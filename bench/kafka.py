@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from proctree import PeakSampler
-from throughput import COLUMNS_DDL, FILL, LOG, machine, replace_section, say
+from throughput import COLUMNS_DDL, FILL, LOG, machine, publish, say
 
 from sparkcdc.testing import kafka_connect
 from sparkcdc.testing.kafka import KafkaSandbox
@@ -408,23 +408,18 @@ class Bench:
         yaml = self.sparkcdc_yaml(sc_work, sc_topic)
         connect = self.debezium_worker(dbz_work, dbz_prefix)
         order = [SPARKCDC, DEBEZIUM] if r % 2 == 0 else [DEBEZIUM, SPARKCDC]
+        def launch(tool: str, phase: str, count: int):
+            if tool == SPARKCDC:
+                return lambda: self.run_sparkcdc(phase, yaml, sc_topic, count)
+            return lambda: self.run_debezium(phase, connect, dbz_topic, count)
+
         try:
             for tool in order:
-                if tool == SPARKCDC:
-                    self.phase("snapshot", tool, lambda: self.run_sparkcdc(
-                        "snapshot", yaml, sc_topic, n), n)
-                else:
-                    self.phase("snapshot", tool, lambda: self.run_debezium(
-                        "snapshot", connect, dbz_topic, n), n)
+                self.phase("snapshot", tool, launch(tool, "snapshot", n), n)
             done = self.changes()
             m = sum(done.values())
             for tool in order:
-                if tool == SPARKCDC:
-                    self.phase("catchup", tool, lambda: self.run_sparkcdc(
-                        "catchup", yaml, sc_topic, m), m)
-                else:
-                    self.phase("catchup", tool, lambda: self.run_debezium(
-                        "catchup", connect, dbz_topic, m), m)
+                self.phase("catchup", tool, launch(tool, "catchup", m), m)
         finally:
             if self.args.keep_logs:  # the logs outlive the run
                 keep = Path(self.args.keep_logs) / f"r{r}"
@@ -613,13 +608,9 @@ def main() -> None:
             b.run(r)
     finally:
         b.stop()
-    text = render(b, started)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"results": b.results, "checks": b.checks,
-                                               "uptime": b.uptime, "log": LOG}, indent=1))
-    if not args.no_write_docs:
-        replace_section(ROOT / "docs" / "benchmarks.md", BEGIN, END, text)
+    publish(render(b, started), {"results": b.results, "checks": b.checks,
+                                 "uptime": b.uptime, "log": LOG},
+            args.json, BEGIN, END, not args.no_write_docs)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from proctree import timed
-from throughput import COLUMNS_DDL, FILL, LOG, machine, replace_section, run_debezium, say
+from throughput import COLUMNS_DDL, FILL, LOG, machine, publish, run_debezium, say
 
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
@@ -328,10 +328,6 @@ def render(b: Bench, started: str) -> str:
     return "\n".join(out)
 
 
-def write_docs(text: str) -> None:
-    replace_section(ROOT / "docs" / "benchmarks.md", BEGIN, END, text)
-
-
 def noop_child(config: str) -> None:
     """The source alone, as a user would time it: a new Spark session, one availableNow
     stream of the table into Spark's noop sink."""
@@ -380,12 +376,7 @@ def main() -> None:
             b.round(r)
     finally:
         b.stop()
-    text = render(b, started)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(b.results, indent=1))
-    if not args.no_write_docs:
-        write_docs(text)
+    publish(render(b, started), b.results, args.json, BEGIN, END, not args.no_write_docs)
 
 
 if __name__ == "__main__":

@@ -749,6 +749,18 @@ def render(b: Bench, started: str, args) -> str:
     return "\n".join(out)
 
 
+def publish(text: str, results: dict, json_path: str | None, begin: str, end: str,
+            write_docs: bool) -> None:
+    """A bench's end: its section printed, its raw results kept where ``--json`` says, and
+    the section put in docs/benchmarks.md between its markers (unless ``--no-write-docs``)."""
+    print(text)
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=1))
+    if write_docs:
+        replace_section(Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md",
+                        begin, end, text)
+
+
 def replace_section(path: Path, begin: str, end: str, text: str) -> None:
     """Put ``text`` (which starts with ``begin`` and ends with ``end``) in place of the
     section between those markers in ``path``, or at its end the first time."""
