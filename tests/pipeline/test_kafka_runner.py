@@ -218,7 +218,7 @@ def _produce_to(broker, topic, messages, partitions):
     assert p.flush(30) == 0
 
 
-def test_debezium_events_of_another_partition_are_no_repeats(tmp_path, kafka_broker):
+def test_debezium_events_of_another_partition_are_no_repeats(spark, tmp_path, kafka_broker):
     """A Debezium topic of two partitions (keyed by the primary key): a batch reads one
     partition after the other, so it meets positions out of binlog order across them.
     Only an event at or below its own partition's mark is a repeat."""
@@ -238,7 +238,7 @@ def test_debezium_events_of_another_partition_are_no_repeats(tmp_path, kafka_bro
                (0, {"id": 3}, _dbz("u", c(3, "a3"), c(3, "b3"), pos=900))]
     _produce_to(kafka_broker, topic, events + restart, partitions=2)
     runner = KafkaRunner(_from_kafka(tmp_path, kafka_broker, topic, "debezium-json",
-                                     name="parts"), until_caught_up=True)
+                                     name="parts"), spark, until_caught_up=True)
     runner.run()
     assert delta_rows_by_key(tmp_path, "inventory", "customers") == {
         2: ("b2@x.org", "b2"), 3: ("b3@x.org", "b3")}
@@ -253,7 +253,7 @@ def _canal(typ, rows, old=None, table="t"):
             "pkNames": ["id"], "isDdl": False, "es": 1700000000000, "ts": 1700000000001}
 
 
-def test_a_canal_update_of_the_primary_key_moves_the_row(tmp_path, kafka_broker):
+def test_a_canal_update_of_the_primary_key_moves_the_row(spark, tmp_path, kafka_broker):
     """Canal sends a primary-key change as one UPDATE whose ``old`` holds the old key: the
     row leaves its old key (a pre-image alone would leave it there)."""
     topic = f"canal.{tmp_path.name[-8:]}"
@@ -261,12 +261,13 @@ def test_a_canal_update_of_the_primary_key_moves_the_row(tmp_path, kafka_broker)
         (0, "shop.t", _canal("INSERT", [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}])),
         (0, "shop.t", _canal("UPDATE", [{"id": 10, "v": "a"}, {"id": 2, "v": "c"}],
                              old=[{"id": 1}, {"v": "b"}]))], partitions=1)
-    KafkaRunner(_from_kafka(tmp_path, kafka_broker, topic, "canal-json", name="rekey"),
+    KafkaRunner(_from_kafka(tmp_path, kafka_broker, topic, "canal-json", name="rekey"), spark,
                 until_caught_up=True).run()
     assert delta_rows_by_key(tmp_path, "shop", "t") == {10: ("a",), 2: ("c",)}
 
 
-def test_a_tables_first_batch_read_again_is_skipped_by_its_target(tmp_path, kafka_broker):
+def test_a_tables_first_batch_read_again_is_skipped_by_its_target(spark, tmp_path,
+                                                                 kafka_broker):
     """A run killed after it wrote a table's first batch and before it logged the batch as
     committed: the batch read again gets the base its first attempt logged, and the
     target, which has it, skips it (no second commit)."""
@@ -277,12 +278,13 @@ def test_a_tables_first_batch_read_again_is_skipped_by_its_target(tmp_path, kafk
         (0, "shop.t", _canal("INSERT", [{"id": i, "v": f"s{i}"}])) for i in (1, 2, 3)],
         partitions=1)
     defn = _from_kafka(tmp_path, kafka_broker, topic, "canal-json", name="first")
-    KafkaRunner(defn, until_caught_up=True).run()
+    KafkaRunner(defn, spark, until_caught_up=True).run()
     target = str(tmp_path / "lake" / "shop" / "t")
     version = deltalake.DeltaTable(target).version()
     (tmp_path / "ckpt-first" / "kafka" / "commits" / "0.json").unlink()
     seen = []
-    runner = KafkaRunner(defn, until_caught_up=True, on_batch=lambda t, df, b: seen.append(b))
+    runner = KafkaRunner(defn, spark, until_caught_up=True,
+                         on_batch=lambda t, df, b: seen.append(b))
     runner.run()
     assert deltalake.DeltaTable(target).version() == version  # skipped, not written again
     assert runner.tables["shop.t"].base == 0
