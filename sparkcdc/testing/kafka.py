@@ -20,9 +20,7 @@ its state file.
 
 from __future__ import annotations
 
-import atexit
 import base64
-import contextlib
 import dataclasses
 import json
 import os
@@ -32,7 +30,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,17 +114,6 @@ class KafkaInfo:
         return {"properties.bootstrap.servers": self.bootstrap_servers, **extra}
 
 
-_live: dict[int, KafkaSandbox] = {}
-_live_lock = threading.Lock()
-
-
-def _stop_all_at_exit() -> None:
-    for sb in list(_live.values()):
-        with contextlib.suppress(Exception):  # at exit, best effort: never mask the failure
-            sb.stop()
-
-
-atexit.register(_stop_all_at_exit)
 
 
 class KafkaSandbox:
@@ -236,8 +222,7 @@ class KafkaSandbox:
         self.info = KafkaInfo(name=self.name, pid=self._proc.pid, host="127.0.0.1", port=port,
                               controller_port=cport, root=str(root), detached=self.detached)
         if not self.detached:
-            with _live_lock:
-                _live[id(self)] = self
+            processes.live.add(self)
         return self.info
 
     def _format(self, root: Path, config: Path) -> None:
@@ -293,8 +278,7 @@ class KafkaSandbox:
     def stop(self, timeout: float = 20.0) -> None:
         """Shut the broker down (SIGTERM: a clean shutdown), SIGKILL if it lingers; remove its
         data."""
-        with _live_lock:
-            _live.pop(id(self), None)
+        processes.live.discard(self)
         processes.end(self._proc, timeout)
         self._proc = None
         if self._root is not None:

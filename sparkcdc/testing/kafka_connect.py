@@ -24,14 +24,11 @@ fetches from did not serve it (docs/operations.md).
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -135,17 +132,6 @@ def debezium_mysql(db: SandboxInfo, *, topic_prefix: str, databases: str, server
     return conf
 
 
-_live: dict[int, KafkaConnectSandbox] = {}
-_live_lock = threading.Lock()
-
-
-def _stop_all_at_exit() -> None:
-    for sb in list(_live.values()):
-        with contextlib.suppress(Exception):  # at exit, best effort: never mask the failure
-            sb.stop()
-
-
-atexit.register(_stop_all_at_exit)
 
 
 class KafkaConnectSandbox:
@@ -235,8 +221,7 @@ class KafkaConnectSandbox:
             self._kill()  # the folder stays: its log says why
             self.root = None
             raise
-        with _live_lock:
-            _live[id(self)] = self
+        processes.live.add(self)
         return self
 
     def _launch(self) -> None:
@@ -344,8 +329,7 @@ class KafkaConnectSandbox:
 
     def stop(self) -> None:
         """Shut the worker down and remove its folder."""
-        with _live_lock:
-            _live.pop(id(self), None)
+        processes.live.discard(self)
         self.shutdown(20.0)
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)

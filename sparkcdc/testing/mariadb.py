@@ -16,7 +16,6 @@ Two lifetimes:
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import dataclasses
 import json
@@ -27,7 +26,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,19 +180,6 @@ def set_pdeathsig() -> None:
         pass
 
 
-_live: dict[int, "MariaDBSandbox"] = {}
-_live_lock = threading.Lock()
-
-
-def _stop_all_at_exit() -> None:
-    for sb in list(_live.values()):
-        try:
-            sb.stop()
-        except Exception:  # at exit, best effort: never mask the real failure
-            pass
-
-
-atexit.register(_stop_all_at_exit)
 
 
 class MariaDBSandbox:
@@ -284,8 +269,7 @@ class MariaDBSandbox:
             self.stop()
             raise
         if not self.detached:
-            with _live_lock:
-                _live[id(self)] = self
+            processes.live.add(self)
         return info
 
     def _server_args(self, mariadbd: str, datadir: Path, sock: Path, port: int,
@@ -348,8 +332,7 @@ class MariaDBSandbox:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Shut the server down cleanly (SIGTERM), then SIGKILL if it lingers; remove data."""
-        with _live_lock:
-            _live.pop(id(self), None)
+        processes.live.discard(self)
         processes.end(self._proc, timeout)
         self._proc = None
         if self.info is not None and not self.keep_datadir:

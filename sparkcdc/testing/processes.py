@@ -1,8 +1,42 @@
-"""Ending the throwaway servers' processes, the one way every sandbox does it."""
+"""Ending the throwaway servers' processes, the one way every sandbox does it: a process
+ended on request (``end``, ``kill``), and every sandbox still running stopped when Python
+exits (``live``)."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import subprocess
+import threading
+from typing import Any
+
+
+class _Live:
+    """The sandboxes this process started and has not stopped: each is stopped at exit,
+    best effort (a failing stop never masks the failure that ended the process)."""
+
+    def __init__(self) -> None:
+        self._sandboxes: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        atexit.register(self.stop_all)
+
+    def add(self, sandbox: Any) -> None:
+        with self._lock:
+            self._sandboxes[id(sandbox)] = sandbox
+
+    def discard(self, sandbox: Any) -> None:
+        with self._lock:
+            self._sandboxes.pop(id(sandbox), None)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            running = list(self._sandboxes.values())
+        for sb in running:
+            with contextlib.suppress(Exception):
+                sb.stop()
+
+
+live = _Live()
 
 
 def kill(proc: subprocess.Popen | None) -> None:
