@@ -46,24 +46,7 @@ def _changes(messages: list[dict]) -> list[dict]:
 @pytest.mark.timeout(2400)
 def test_pipeline_into_kafka_killed_mid_transaction(mariadb, db, tmp_path, kafka_broker):
     rows, kills = 4000, 5
-    make_table(mariadb, db, rows)
-    yaml, ckpt = tmp_path / "p.yaml", tmp_path / "ckpt"
-    yaml.write_text(f"""\
-{source_yaml(mariadb, f"{db}.t", 10)}\
-  scan.incremental.snapshot.chunk.size: 500
-sink:
-  type: kafka
-  properties.bootstrap.servers: {kafka_broker.bootstrap_servers}
-  sink.topic.partitions: 3
-pipeline:
-  name: kill
-  parallelism: 2
-  max-rows-per-batch: 1000
-  trigger.interval: 1s
-  checkpoint.location: {ckpt}
-""")
-    runs = PipelineRuns(yaml, tmp_path, _commits(ckpt),
-                        env={"TEST_PW": mariadb.info.cdc_password})
+    runs = _runs_into_kafka(mariadb, db, tmp_path, kafka_broker, rows, "kill", partitions=3)
     rnd = random.Random(SEED + 200)
 
     def moment(p, k):
@@ -75,13 +58,7 @@ pipeline:
     with Writers(mariadb, db, rows, n=2, pause=0.02):
         runs.kill_loop(kills, rnd, moment)
     runs.to_the_end()
-    sink = sinks.create("kafka", kafka_broker.info.sink_options(topic=f"{db}.t"))
-    try:
-        messages = sink.read().to_pylist()
-    finally:
-        sink.close()
-    counts = check_changelog(_changes(messages), table_state(mariadb, db), "kafka topic")
-    assert counts["update_postimage"] > 0 and counts["delete"] > 0
+    messages = _checked_topic(kafka_broker, mariadb, db)
     keys = {}
     for m in messages:  # every key's messages in one partition
         assert keys.setdefault(m["key"], m["partition"]) == m["partition"]
@@ -89,9 +66,41 @@ pipeline:
           f"aborted transactions in the log, {len(messages)} committed")
 
 
-def _commits(ckpt):
-    """Batches the pipeline's stream committed (Spark's commit log)."""
-    return count_files(ckpt / "streams" / "_tables" / "g0" / "commits")
+def _runs_into_kafka(mariadb, db, tmp_path, broker, rows: int, name: str,
+                     partitions: int) -> PipelineRuns:
+    """A table of ``rows`` rows and the runs of a pipeline streaming it into the topic
+    ``<db>.t`` of ``partitions`` partitions, in micro-batches of at most 1,000 rows."""
+    make_table(mariadb, db, rows)
+    yaml, ckpt = tmp_path / "p.yaml", tmp_path / "ckpt"
+    yaml.write_text(f"""\
+{source_yaml(mariadb, f"{db}.t", 10)}\
+  scan.incremental.snapshot.chunk.size: 500
+sink:
+  type: kafka
+  properties.bootstrap.servers: {broker.bootstrap_servers}
+  sink.topic.partitions: {partitions}
+pipeline:
+  name: {name}
+  parallelism: 2
+  max-rows-per-batch: 1000
+  trigger.interval: 1s
+  checkpoint.location: {ckpt}
+""")
+    commits = count_files(ckpt / "streams" / "_tables" / "g0" / "commits")
+    return PipelineRuns(yaml, tmp_path, commits, env={"TEST_PW": mariadb.info.cdc_password})
+
+
+def _checked_topic(broker, mariadb, db) -> list[dict]:
+    """The topic's committed messages, once checked to be the source's changelog exactly
+    once (with updates and deletes in it)."""
+    sink = sinks.create("kafka", broker.info.sink_options(topic=f"{db}.t"))
+    try:
+        messages = sink.read().to_pylist()
+    finally:
+        sink.close()
+    counts = check_changelog(_changes(messages), table_state(mariadb, db), "kafka topic")
+    assert counts["update_postimage"] > 0 and counts["delete"] > 0
+    return messages
 
 
 def _open_transaction(broker, topic: str, proc, timeout: float) -> bool:
@@ -152,24 +161,8 @@ def test_pipeline_into_kafka_rides_out_broker_restarts(mariadb, db, tmp_path, ka
     is started again; a last run to the end, and a ``read_committed`` consumer sees the
     source's changelog exactly once."""
     rows = 3000
-    make_table(mariadb, db, rows)
-    yaml, ckpt = tmp_path / "p.yaml", tmp_path / "ckpt"
-    yaml.write_text(f"""\
-{source_yaml(mariadb, f"{db}.t", 10)}\
-  scan.incremental.snapshot.chunk.size: 500
-sink:
-  type: kafka
-  properties.bootstrap.servers: {kafka_broker.bootstrap_servers}
-  sink.topic.partitions: 2
-pipeline:
-  name: restart
-  parallelism: 2
-  max-rows-per-batch: 1000
-  trigger.interval: 1s
-  checkpoint.location: {ckpt}
-""")
-    runs = PipelineRuns(yaml, tmp_path, _commits(ckpt),
-                        env={"TEST_PW": mariadb.info.cdc_password})
+    runs = _runs_into_kafka(mariadb, db, tmp_path, kafka_broker, rows, "restart",
+                            partitions=2)
     outcomes = []
     with Writers(mariadb, db, rows, n=2, pause=0.02):
         for crash in (False, True):
@@ -190,11 +183,5 @@ pipeline:
             finally:
                 runs.stop(p)  # a clean stop between rounds
     runs.to_the_end()
-    sink = sinks.create("kafka", kafka_broker.info.sink_options(topic=f"{db}.t"))
-    try:
-        messages = sink.read().to_pylist()
-    finally:
-        sink.close()
-    counts = check_changelog(_changes(messages), table_state(mariadb, db), "kafka topic")
-    assert counts["update_postimage"] > 0 and counts["delete"] > 0
+    messages = _checked_topic(kafka_broker, mariadb, db)
     print(f"broker restarts (clean, crashed): {outcomes}; {len(messages)} messages")
