@@ -39,14 +39,6 @@ _dumps = json.JSONEncoder(ensure_ascii=False).encode
 _text: Render = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C, no ASCII escapes
 
 
-def _integer(v: Any) -> str:
-    return str(int(v))
-
-
-def _boolean(v: Any) -> str:
-    return "true" if v else "false"
-
-
 def _floating(v: Any) -> str:
     if math.isnan(v):
         return '"NaN"'
@@ -63,16 +55,8 @@ def _float32(v: Any) -> str:
     return str(_np_float32(v))
 
 
-def _decimal(v: Any) -> str:
-    return format(v, "f")
-
-
 def _binary(v: Any) -> str:
     return '"' + base64.b64encode(v).decode("ascii") + '"'
-
-
-def _date(v: Any) -> str:
-    return f'"{v.year:04d}-{v.month:02d}-{v.day:02d}"'
 
 
 def _datetime(v: dt.datetime) -> str:
@@ -92,22 +76,15 @@ def _micros(v: Any) -> str:  # MySQL TIME: Debezium's MicroTime
     return str((v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds)
 
 
-def renderer(t: pa.DataType) -> Render:
-    """How a column of Arrow type ``t`` is written (values are never null here)."""
-    if pa.types.is_boolean(t):
-        return _boolean
-    if pa.types.is_integer(t):
-        return _integer
+def _renderer(t: pa.DataType) -> Render:
+    """How a value of Arrow type ``t`` is written one by one (never null here), for the
+    columns ``column_json`` leaves to Python."""
     if pa.types.is_float32(t):
         return _float32
     if pa.types.is_floating(t):
         return _floating
-    if pa.types.is_decimal(t):
-        return _decimal
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return _binary
-    if pa.types.is_date(t):
-        return _date
     if pa.types.is_timestamp(t):
         return _timestamp if t.tz else _naive
     if pa.types.is_duration(t):
@@ -134,18 +111,16 @@ def column_json(col: pa.ChunkedArray | pa.Array) -> pa.Array:
             out = pc.cast(col, pa.string())
     elif pa.types.is_date(t):
         out = _quoted(pc.cast(col, pa.string()))
-    elif pa.types.is_timestamp(t):
+    elif pa.types.is_timestamp(t) and t.unit == "us":  # strftime writes the unit's digits
         if t.tz:
-            utc = col.cast(pa.timestamp(t.unit, tz="UTC"))
+            utc = col.cast(pa.timestamp("us", tz="UTC"))
             out = _quoted(pc.strftime(utc, format="%Y-%m-%dT%H:%M:%SZ"))
         else:
             out = _quoted(pc.strftime(col, format="%Y-%m-%dT%H:%M:%S"))
-        if t.unit != "us":
-            out = None  # strftime writes the unit's digits; the wire has microseconds
     elif pa.types.is_duration(t) and t.unit == "us":
         out = pc.cast(pc.cast(col, pa.int64()), pa.string())
     if out is None:
-        render = renderer(t)
+        render = _renderer(t)
         out = pa.array([None if v is None else render(v) for v in col.to_pylist()],
                        pa.string())
     return pc.fill_null(out, "null")
@@ -157,8 +132,8 @@ def _quoted(a: pa.Array) -> pa.Array:
 
 class Rows:
     """The batch's rows as JSON text, in ``_seq`` order: each row's data columns as one
-    object, each column's values (for Canal's changed columns and the pairing by key), and
-    the metadata columns as Python values."""
+    object, its key's object, each column's values (for Canal's changed columns), the
+    metadata columns' values (``_change_type`` as a Python string)."""
 
     def __init__(self, table: pa.Table, keys: Sequence[str]):
         order = pc.sort_indices(table, sort_keys=[("_seq", "ascending")])
@@ -174,9 +149,8 @@ class Rows:
         self.kind = table.column("_change_type").to_pylist()
         self.db = _texts(table.column("_database").to_pylist())
         self.table = _texts(table.column("_table").to_pylist())
-        self.seq = _quoted(pc.fill_null(pc.cast(table.column("_seq").combine_chunks(),
-                                                  pa.string()), "")).to_pylist()
-        self.seq = [None if s == '""' else s for s in self.seq]
+        self.seq = pc.fill_null(_quoted(pc.cast(table.column("_seq"), pa.string())),
+                                "null").to_pylist()
         self.ts_ms = ["null" if v is None else str(v // 1000)
                       for v in _micros_since_epoch(table.column("_op_ts"))]
         self.count = table.num_rows
@@ -187,10 +161,9 @@ class Rows:
             self._values = [c.to_pylist() for c in self.cells]
         return self._values
 
-    def row(self, i: int, only: Sequence[int] | None = None) -> str:
-        if only is None:
-            return self.objects[i]
-        return "{" + ",".join(self.labels[c] + self.values[c][i] for c in only) + "}"
+    def subset(self, i: int, columns: Sequence[int]) -> str:
+        """Row ``i``'s object of only ``columns``."""
+        return "{" + ",".join(self.labels[c] + self.values[c][i] for c in columns) + "}"
 
     def pairs(self) -> list[tuple[int, int | None]]:
         """``(row, its pre-image's row)`` for every row but the pre-images: an update's
@@ -235,10 +208,6 @@ def _j(v: Any) -> str:
     return "null" if v is None else _dumps(v)
 
 
-def _s(quoted: str | None) -> str:
-    return "null" if quoted is None else quoted
-
-
 def encode(table: pa.Table, fmt: str, keys: Sequence[str], *, name: str = "sparkcdc",
            version: str = "", tombstones: bool = False) -> list[tuple[bytes, bytes | None]]:
     """The batch's messages (key, value) in ``_seq`` order; ``tombstones``: a null value
@@ -250,17 +219,17 @@ def encode(table: pa.Table, fmt: str, keys: Sequence[str], *, name: str = "spark
                "delete": "-D"}
         for i in range(rows.count):
             value = (f'{{"data":{rows.objects[i]},"op":"{ops[rows.kind[i]]}",'
-                     f'"seq":{_s(rows.seq[i])},"db":{rows.db[i]},"table":{rows.table[i]},'
+                     f'"seq":{rows.seq[i]},"db":{rows.db[i]},"table":{rows.table[i]},'
                      f'"ts_ms":{rows.ts_ms[i]}}}')
             _add(out, rows.keys[i], value, tombstones and rows.kind[i] == "delete")
         return out
-    name, version = _j(name), _j(version)
+    name, version, pk_names = _j(name), _j(version), _dumps(list(keys))
     for i, pre in rows.pairs():
         kind = rows.kind[i]
         if fmt == "debezium-json":
             value = _debezium(rows, i, pre, kind, name, version)
         elif fmt == "canal-json":
-            value = _canal(rows, i, pre, kind, keys)
+            value = _canal(rows, i, pre, kind, pk_names)
         else:
             raise ValueError(f"unknown format {fmt!r}")
         _add(out, rows.keys[i], value, tombstones and kind == "delete")
@@ -281,25 +250,25 @@ def _debezium(rows: Rows, i: int, pre: int | None, kind: str, name: str, version
     before = (rows.objects[i] if op == "d" else rows.objects[pre]
               if op == "u" and pre is not None else "null")
     after = "null" if op == "d" else rows.objects[i]
-    seq_before = rows.seq[pre] if pre is not None else None
+    seq_before = rows.seq[pre] if pre is not None else "null"
     source = (f'{{"version":{version},"connector":"mysql","name":{name},'
               f'"ts_ms":{ts},"snapshot":"{"true" if op == "r" else "false"}",'
-              f'"db":{rows.db[i]},"table":{rows.table[i]},"seq":{_s(rows.seq[i])},'
-              f'"seq_before":{_s(seq_before)}}}')
+              f'"db":{rows.db[i]},"table":{rows.table[i]},"seq":{rows.seq[i]},'
+              f'"seq_before":{seq_before}}}')
     return (f'{{"before":{before},"after":{after},"source":{source},"op":"{op}",'
             f'"ts_ms":{ts}}}')
 
 
-def _canal(rows: Rows, i: int, pre: int | None, kind: str, keys: Sequence[str]) -> str:
+def _canal(rows: Rows, i: int, pre: int | None, kind: str, pk_names: str) -> str:
     typ = {"insert": "INSERT", "delete": "DELETE"}.get(kind, "UPDATE")
     if pre is None:
         old = "null"
     else:
         changed = [c for c in range(len(rows.names)) if rows.values[c][pre] != rows.values[c][i]]
-        old = "[" + rows.row(pre, changed) + "]"
+        old = "[" + rows.subset(pre, changed) + "]"
     ts = rows.ts_ms[i]
-    seq_before = rows.seq[pre] if pre is not None else None
+    seq_before = rows.seq[pre] if pre is not None else "null"
     return (f'{{"data":[{rows.objects[i]}],"old":{old},"type":"{typ}",'
             f'"database":{rows.db[i]},"table":{rows.table[i]},'
-            f'"pkNames":{_dumps(list(keys))},"isDdl":false,"es":{ts},"ts":{ts},'
-            f'"seq":{_s(rows.seq[i])},"seq_before":{_s(seq_before)}}}')
+            f'"pkNames":{pk_names},"isDdl":false,"es":{ts},"ts":{ts},'
+            f'"seq":{rows.seq[i]},"seq_before":{seq_before}}}')
