@@ -55,6 +55,8 @@ PIPELINE_KEYS = {
                   "(to the first one)",
     "execution.runtime-mode": "STREAMING (run until stopped) or BATCH (stop once caught up, "
                               "as run --until-caught-up)",
+    "class-cache": "true or false: start Spark's JVM from an archive of the classes earlier "
+                   "runs loaded (docs/operations.md, Start-up)",
 }
 # Flink's pipeline keys that mean nothing here, and why (docs/pipelines.md)
 PIPELINE_ACCEPTED = {
@@ -211,6 +213,7 @@ class PipelineSettings:
     spark: dict[str, str] = field(default_factory=dict)
     route_mode: str = "all_match"  # Flink's route-mode: all_match | first_match
     batch: bool = False  # Flink's execution.runtime-mode BATCH: stop once caught up
+    class_cache: bool = True  # Spark's JVM from the classes of earlier runs (class_cache.py)
 
 
 @dataclass(frozen=True)
@@ -715,6 +718,10 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
                 raise r.error(key, kline, f"unknown runtime mode {text!r}",
                               fix="STREAMING (the default) or BATCH")
             vals["batch"] = text.upper() == "BATCH"
+        elif name == "class-cache":
+            if text.lower() not in ("true", "false"):
+                raise bad
+            vals["class_cache"] = text.lower() == "true"
     vals.setdefault("checkpoint_location", _resolve(base, "checkpoints"))
     return PipelineSettings(**vals)
 

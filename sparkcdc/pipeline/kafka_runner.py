@@ -136,7 +136,7 @@ class KafkaRunner:
         self.settings = defn.pipeline
         self.config = KafkaSourceConfig.parse(defn.source.options)
         self._spark = spark
-        self._own_spark = spark is None
+        self._session: Any = None  # an OwnSession, when this runner started the session
         self.master = master
         self.until_caught_up = until_caught_up or defn.pipeline.batch
         self.on_batch = on_batch
@@ -154,8 +154,9 @@ class KafkaRunner:
         if self._spark is None:
             from sparkcdc.pipeline.session import build_session
 
-            self._spark = build_session(self.settings, self.master, str(self.ckpt.spark_log),
-                                        self.spark_log_to_console)
+            self._session = build_session(self.settings, self.master,
+                                          str(self.ckpt.spark_log), self.spark_log_to_console)
+            self._spark = self._session.spark
         return self._spark
 
     # -- the checkpoint ------------------------------------------------------------------------
@@ -231,9 +232,9 @@ class KafkaRunner:
         self._stop.set()
 
     def close(self) -> None:
-        if self._own_spark and self._spark is not None:
-            self._spark.stop()
-            self._spark = None
+        if self._session is not None:
+            self._session.stop()
+            self._session = self._spark = None
 
     # -- one micro-batch -------------------------------------------------------------------------
 

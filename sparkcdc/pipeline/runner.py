@@ -58,7 +58,7 @@ from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.operator import OperatorRequests
 from sparkcdc.pipeline.pipeline_stream import PipelineStream
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, targets_of, transform_of
-from sparkcdc.pipeline.session import build_session
+from sparkcdc.pipeline.session import OwnSession, build_session
 from sparkcdc.pipeline.source_changes import SourceChanges
 from sparkcdc.pipeline.stream_schema import conform, target_arrow_schema
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
@@ -80,7 +80,7 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         self.defn = defn
         self.settings = defn.pipeline
         self._spark = spark
-        self._own_spark = spark is None
+        self._session: OwnSession | None = None  # the session this runner started
         self.master = master
         # Flink's execution.runtime-mode BATCH: the run ends once caught up
         self.until_caught_up = until_caught_up or defn.pipeline.batch
@@ -117,8 +117,9 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
     @property
     def spark(self):
         if self._spark is None:
-            self._spark = build_session(self.settings, self.master, str(self.ckpt.spark_log),
-                                        self.spark_log_to_console)
+            self._session = build_session(self.settings, self.master,
+                                          str(self.ckpt.spark_log), self.spark_log_to_console)
+            self._spark = self._session.spark
             if not cluster.is_local(self.master):
                 try:
                     cluster.probe_executors(self._spark)
@@ -306,9 +307,9 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
 
     def close(self) -> None:
         """Stop the SparkSession if this runner created it."""
-        if self._own_spark and self._spark is not None:
-            self._spark.stop()
-            self._spark = None
+        if self._session is not None:
+            self._session.stop()
+            self._session = self._spark = None
 
     def _save(self) -> None:
         with self._state_lock:

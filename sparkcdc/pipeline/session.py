@@ -1,18 +1,33 @@
 """The Spark session a pipeline run creates when it is not given one: tuned for collecting
-Arrow batches on the driver, quiet on start-up, bound to loopback when local, and shipping
-the driver's sparkcdc to the executors of a cluster (pipeline/cluster.py)."""
+Arrow batches on the driver, quiet on start-up, bound to loopback when local, started from
+the class archive of earlier runs (pipeline/class_cache.py), and shipping the driver's
+sparkcdc to the executors of a cluster (pipeline/cluster.py)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.pipeline import cluster
+from sparkcdc.pipeline.class_cache import ClassCache
+
+
+@dataclass
+class OwnSession:
+    """A session a run started, and what its end owes: the class archive its JVM writes."""
+
+    spark: Any
+    cache: ClassCache
+
+    def stop(self) -> None:
+        self.spark.stop()
+        self.cache.publish(self.spark)
 
 
 def build_session(settings: Any, master: str | None, log_file: str | None = None,
-                  log_to_console: bool = False):
+                  log_to_console: bool = False) -> OwnSession:
     """A SparkSession for the pipeline ``settings`` (``PipelineSettings``) on ``master``
     (default ``local[*]``); the YAML's ``spark`` mapping overrides any default here. Spark's
     own warnings and errors go to ``log_file`` (and to the console too with
@@ -45,12 +60,23 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
             conf.get("spark.driver.extraJavaOptions", "") + extra).strip()
     if settings.local_time_zone:
         conf["spark.sql.session.timeZone"] = settings.local_time_zone
-    b = SparkSession.builder.appName(f"sparkcdc:{settings.name}").master(master or "local[*]")
-    for k, v in conf.items():
-        b = b.config(k, v)
-    spark = _with_stderr(log_file if not log_to_console else None, b.getOrCreate)
+    cache = ClassCache.for_conf(conf, settings.class_cache)
+
+    def launch(jvm_options: str):
+        b = SparkSession.builder.appName(f"sparkcdc:{settings.name}").master(
+            master or "local[*]")
+        java = "spark.driver.extraJavaOptions"
+        # ours first: the user's options come after and win
+        opts = {**conf, java: f"{jvm_options} {conf.get(java, '')}".strip()}
+        for k, v in opts.items():
+            if v:
+                b = b.config(k, v)
+        return _with_stderr(log_file if not log_to_console else None, b.getOrCreate)
+
+    spark = cache.start(launch)
+    cache.touch()
     spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return OwnSession(spark, cache)
 
 
 def _with_stderr(path: str | None, start):
