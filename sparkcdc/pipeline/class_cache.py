@@ -25,7 +25,7 @@ How:
 * A session that fails to start from an archive all the same is started once more
   without it; if that works, the archive was at fault and is deleted (``start``).
 * The JVM's own warnings about sharing (classes it cannot archive, an archive it cannot
-  use) go to its stderr, which the session points at Spark's log, instead of stdout.
+  use) are not printed; its errors go to its stderr (Spark's log), not stdout.
 
 ``pipeline.class-cache: false`` turns it off; a JVM option of the user's that already
 names an archive or ``-Xshare`` wins over all of this.
@@ -47,9 +47,10 @@ from typing import Any
 log = logging.getLogger("sparkcdc.pipeline")
 
 CACHE_ENV = "SPARKCDC_CACHE_DIR"
-# HotSpot's warnings (unified logging) and its own messages, a crash's banner among them,
-# to stderr (Spark's log), not to stdout (the user's console)
-QUIET = "-Xlog:disable -Xlog:all=warning:stderr -XX:+DisplayVMOutputToStderr"
+# HotSpot's unified logging only for errors, and to stderr (Spark's log) as its other
+# messages: the hundreds of warnings of a dump (classes it cannot archive) and of an archive
+# it cannot use would otherwise reach the console, on stdout or with -v
+QUIET = "-Xlog:disable -Xlog:all=error:stderr -XX:+DisplayVMOutputToStderr"
 STALE_SECONDS = 600  # a dump left by a run that died: its JVM is long done by then
 UNUSED_DAYS = 30  # an archive of another JVM or Spark, not used for that long, goes
 

@@ -193,6 +193,7 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
             sparkcdc.register(self.spark)
             self._follow_gone(found, reconcile=False)  # seen by the last run's stream
             self._reconcile(found, starting=True)
+            self._warm_sinks()
             self._take_requests()  # made while no pipeline ran
             self._sync_group()
             self._save()
@@ -223,6 +224,14 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
                 if old_term is not None:
                     signal.signal(signal.SIGTERM, old_term)
         return 0
+
+    def _warm_sinks(self) -> None:
+        """The targets open their connections while the stream starts (seconds of Python
+        workers and planning before its first batch), not inside that batch."""
+        sinks = [r.sink for r in self.runs.values()]
+        if sinks:
+            threading.Thread(target=lambda: [s.warm() for s in sinks], daemon=True,
+                             name="sparkcdc-warm-sinks").start()
 
     def _all_ended(self) -> bool:
         if self._group_dirty:  # the pipeline's stream has members to take on

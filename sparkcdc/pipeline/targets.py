@@ -148,6 +148,10 @@ class FanOut(Sink):
         for s in self.sinks:
             s.announce(schema, statements, columns, diff)
 
+    def warm(self) -> None:
+        for s in self.sinks:
+            s.warm()
+
     def empty(self) -> None:
         for s in self.sinks:
             s.empty()

@@ -183,6 +183,12 @@ class Sink(ABC):
     def read(self) -> pa.Table:
         """The whole target table as stored (for tests, debugging and benchmarks)."""
 
+    def warm(self) -> None:
+        """Open ahead what the first write needs (a connection, a topic, a transactional
+        producer), so that it is ready when the first batch arrives. The runner calls it
+        in the background while its stream starts; a failure here is left for that write
+        to meet and report."""
+
     # -- schema evolution (sinks/evolution.py; each sink's own in sinks/<type>/) ----------
 
     def _evolution(self) -> Any:

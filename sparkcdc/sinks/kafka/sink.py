@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -98,6 +99,7 @@ class KafkaSink(Sink):
         self._last: int | None = None  # the marker, once read after the producer's init
         self._announced: str | None = None  # the last schema change announced (its print)
         self._ready = False  # the topic exists (made if absent) and the marker is read
+        self._preparing = threading.Lock()  # warm() in the background, a write waits for it
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> KafkaSink:
@@ -159,19 +161,30 @@ class KafkaSink(Sink):
         """Once per sink: the brokers answer, the topic exists (made when absent, if the
         sink may), the producer is initialised for transactions, and the marker is read
         after that, so it is final."""
-        if self._ready:
-            return
-        self._check_reachable()
-        self._ensure_topic()
-        producer = self._new_producer()
-        if self.config.exactly_once:
-            try:
-                producer.init_transactions(self._commit_timeout())
-            except self._ck.KafkaException as e:
-                raise self._kafka_error(e, "initialising the transactional producer") from None
-        self._producer = producer
-        self._last = self._read_marker(self._commit_timeout())
-        self._ready = True
+        with self._preparing:
+            if self._ready:
+                return
+            self._check_reachable()
+            self._ensure_topic()
+            producer = self._new_producer()
+            if self.config.exactly_once:
+                try:
+                    producer.init_transactions(self._commit_timeout())
+                except self._ck.KafkaException as e:
+                    raise self._kafka_error(e, "initialising the transactional producer") \
+                        from None
+            self._producer = producer
+            self._last = self._read_marker(self._commit_timeout())
+            self._ready = True
+
+    def warm(self) -> None:
+        """The transactional producer initialised and the marker read before the first
+        batch: on a broker that just started, the transaction coordinator alone can take
+        a second or more."""
+        try:
+            self._prepare()
+        except Exception as e:  # noqa: BLE001 - the first write meets it and says so
+            log.debug("kafka sink: not ready ahead of the first batch (%s)", e)
 
     def _commit_timeout(self) -> float:
         ms = self.config.properties.get("transaction.timeout.ms") or TRANSACTION_TIMEOUT_MS
