@@ -84,8 +84,8 @@ def _in_seq_order(table: pa.Table) -> pa.Table:
     """The rows sorted by ``_seq``, equal ones in their order (a stable sort); a batch
     comes in order already, which one comparison of neighbours tells."""
     seq = table.column("_seq")
-    if table.num_rows > 1 and seq.null_count == 0 and pc.all(
-            pc.greater_equal(seq[1:], seq[:-1])).as_py():
+    if table.num_rows <= 1 or (seq.null_count == 0 and pc.all(
+            pc.greater_equal(seq[1:], seq[:-1])).as_py()):
         return table
     return table.take(pc.sort_indices(table, sort_keys=[("_seq", "ascending")]))
 
