@@ -4,10 +4,10 @@ timed in process, without Spark, MariaDB or Kafka.
     .venv/bin/python bench/encode.py [--rows 200000] [--runs 5] [--formats debezium-json,...]
         [--oracle path/to/old_arrow_json.py]
 
-Two batches shaped like bench/kafka.py's (bench/throughput.py's 11 columns): a catch-up
-batch of ``--rows`` row changes (updates with their pre-images, inserts, deletes 2:1:1 in
-transactions of 1,000 changes, so 1.5 rows a change) and a snapshot batch of ``--rows``
-inserts. Prints the median of ``--runs`` encodes per format and shape; with ``--oracle``
+Two batches of ``--rows`` change rows shaped like bench/kafka.py's (bench/throughput.py's
+11 columns): a catch-up batch (updates, inserts and deletes 2:1:1 in transactions of 1,000
+changes, each update its pre-image and post-image, so 1.5 rows a change; 300,000 rows are
+its 200,000 changes) and a snapshot batch of inserts without a commit time. Prints the median of ``--runs`` encodes per format and shape; with ``--oracle``
 (a copy of an earlier ``arrow_json.py``), that one's beside it and whether both wrote the
 same bytes.
 """

@@ -141,7 +141,7 @@ _KINDS = ["insert", "update_preimage", "update_postimage", "delete"]
 def _batches(draw):
     """Random change rows: single images and whole updates (a pre-image then its
     post-image, sometimes of another key), nulls in every column, ``_seq`` in order or not
-    and sometimes repeated, a database and table that change or not."""
+    and sometimes repeated, a database and table that change or not, one chunk or two."""
     rows, kinds = [], []
     for _ in range(draw(st.integers(0, 14))):
         row = {name: draw(st.one_of(st.none(), values)) for name, _t, values in _DATA}
@@ -170,7 +170,9 @@ def _batches(draw):
         "_seq": pa.array([decimal.Decimal(v) for v in seqs], pa.decimal128(38, 0)),
     }
     data = {name: pa.array([r[name] for r in rows], t) for name, t, _v in _DATA}
-    return pa.table({**data, **meta})
+    table = pa.table({**data, **meta})
+    cut = draw(st.integers(0, n))  # sometimes in two chunks
+    return pa.concat_tables([table.slice(0, cut), table.slice(cut)]) if cut else table
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
