@@ -131,20 +131,20 @@ Piece: TypeAlias = "str | pa.Array | Json"
 def join(*pieces: Piece) -> pa.Array:
     """Each row's pieces joined, constant text merged with its neighbours' first."""
     parts: list[Any] = []
-    text = ""
+    fixed = ""  # the constant text since the last column
     for p in pieces:
         if isinstance(p, Json):
             if isinstance(p.body, str):
-                text += p.prefix + p.body + p.suffix
+                fixed += p.prefix + p.body + p.suffix
                 continue
-            parts += [text + p.prefix, p.body]
-            text = p.suffix
+            parts += [fixed + p.prefix, p.body]
+            fixed = p.suffix
         elif isinstance(p, str):
-            text += p
+            fixed += p
         else:
-            parts += [text, p]
-            text = ""
-    parts = [p for p in parts + [text] if not isinstance(p, str) or p]
+            parts += [fixed, p]
+            fixed = ""
+    parts = [p for p in parts + [fixed] if not isinstance(p, str) or p]
     if not any(isinstance(p, pa.Array) for p in parts):
         raise ValueError("join needs one column among its pieces")
     return pc.binary_join_element_wise(*parts, "")
