@@ -4,11 +4,12 @@
 DataFrame spread over a cluster. The pipeline holds each micro-batch's change rows as Arrow
 on the driver already; turning them into a Spark DataFrame, then JSON, then back to Arrow
 cost the kafka sink most of its time (docs/benchmarks.md). This module writes the same
-messages straight from the Arrow rows: each column's values become JSON text at once
-(``column_json``: Arrow's kernels for numbers, dates and timestamps, Python for text,
-binary and NaN; the wire ``formats/values.py`` describes: decimals with every digit, binary
-as base64, timestamps with microseconds, TIME as microseconds, nulls written), each row's
-object is joined from them by Arrow, and each message is put together from those pieces.
+messages straight from the Arrow rows, and column-wise throughout, since the kafka sink
+spends its time here: each column's values become JSON text once
+(``formats/json_columns.py``), each row's object is joined from them by Arrow, an update's
+post-image finds its pre-image with array arithmetic, and each message is joined by Arrow
+from its pieces taken by row. Python touches only the finished messages, as the bytes the
+producer takes.
 
 The messages are those of the Spark encoders, read back the same by ``decode`` and by the
 kafka source (``tests/formats/test_arrow_json.py`` holds them side by side); two things
@@ -18,190 +19,123 @@ session time zone, and a DOUBLE's exponent as Python spells it (``1e+300``).
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import json
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numpy import float32 as _np_float32
 
 from sparkcdc.core.records import META_COLUMNS
+from sparkcdc.formats.json_columns import Json, column_parts, constant, join
 
-Render = Callable[[Any], str]
-_UTC = dt.timezone.utc
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
 
-
-_text: Render = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C, no ASCII escapes
-
-
-def _floating(v: Any) -> str:
-    if math.isnan(v):
-        return '"NaN"'
-    if math.isinf(v):
-        return '"Infinity"' if v > 0 else '"-Infinity"'
-    return repr(float(v))
-
-
-def _float32(v: Any) -> str:
-    """A FLOAT in its shortest text for 32 bits (``1.1``, not the double ``1.1000000238``),
-    as Java writes it."""
-    if math.isnan(v) or math.isinf(v):
-        return _floating(v)
-    return str(_np_float32(v))
-
-
-def _binary(v: Any) -> str:
-    return '"' + base64.b64encode(v).decode("ascii") + '"'
-
-
-def _datetime(v: dt.datetime) -> str:
-    return (f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:"
-            f"{v.second:02d}.{v.microsecond:06d}")
-
-
-def _timestamp(v: Any) -> str:
-    return '"' + _datetime(v.astimezone(_UTC)) + 'Z"'
-
-
-def _naive(v: Any) -> str:
-    return '"' + _datetime(v) + '"'
-
-
-def _micros(v: Any) -> str:  # MySQL TIME: Debezium's MicroTime
-    return str((v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds)
-
-
-def _renderer(t: pa.DataType) -> Render:
-    """How a value of Arrow type ``t`` is written one by one (never null here), for the
-    columns ``column_json`` leaves to Python."""
-    if pa.types.is_float32(t):
-        return _float32
-    if pa.types.is_floating(t):
-        return _floating
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return _binary
-    if pa.types.is_timestamp(t):
-        return _timestamp if t.tz else _naive
-    if pa.types.is_duration(t):
-        return _micros
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return _text
-    raise TypeError(f"no JSON form for Arrow type {t}")
-
-
-def column_json(col: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """A column's values as JSON text, ``null`` for nulls: in Arrow's kernels where they
-    write what Spark's JSON writer writes (numbers, dates, timestamps), else value by value
-    in Python (text, which needs JSON's escapes; binary; NaN and infinities)."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    t = col.type
-    out: pa.Array | None = None
-    if pa.types.is_boolean(t):
-        out = pc.if_else(col, "true", "false")
-    elif pa.types.is_integer(t) or pa.types.is_decimal(t):
-        out = pc.cast(col, pa.string())
-    elif pa.types.is_floating(t):
-        finite = pc.is_finite(col)
-        if pc.all(pc.or_kleene(finite, pc.is_null(col))).as_py() is not False:
-            out = pc.cast(col, pa.string())
-    elif pa.types.is_date(t):
-        out = _quoted(pc.cast(col, pa.string()))
-    elif pa.types.is_timestamp(t) and t.unit == "us":  # strftime writes the unit's digits
-        if t.tz:
-            utc = col.cast(pa.timestamp("us", tz="UTC"))
-            out = _quoted(pc.strftime(utc, format="%Y-%m-%dT%H:%M:%SZ"))
-        else:
-            out = _quoted(pc.strftime(col, format="%Y-%m-%dT%H:%M:%S"))
-    elif pa.types.is_duration(t) and t.unit == "us":
-        out = pc.cast(pc.cast(col, pa.int64()), pa.string())
-    if out is None:
-        render = _renderer(t)
-        out = pa.array([None if v is None else render(v) for v in col.to_pylist()],
-                       pa.string())
-    return pc.fill_null(out, "null")
-
-
-def _quoted(a: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise('"', a, '"', "")
+KINDS = ("insert", "update_preimage", "update_postimage", "delete")
+INSERT, PRE, POST, DELETE = range(4)  # codes of KINDS; -1 for another kind
 
 
 class Rows:
     """The batch's rows as JSON text, in ``_seq`` order: each row's data columns as one
-    object, its key's object, each column's values (for Canal's changed columns), the
-    metadata columns' values (``_change_type`` as a Python string)."""
+    object, its key's object (None without keys), each column's values (for Canal's
+    changed columns), the metadata columns' values, and each row's kind as a code."""
 
     def __init__(self, table: pa.Table, keys: Sequence[str]):
-        order = pc.sort_indices(table, sort_keys=[("_seq", "ascending")])
-        table = table.take(order)
+        table = _in_seq_order(table)
+        self.count = table.num_rows
         self.names = [n for n in table.column_names if n not in META_COLUMNS]
         self.labels = [_dumps(n) + ":" for n in self.names]
-        self.cells = [column_json(table.column(n)) for n in self.names]
-        self.objects = _objects(self.labels, self.cells).to_pylist()
+        self.cells = [column_parts(table.column(n)) for n in self.names]
+        self.objects = _objects(self.labels, self.cells, self.count)
         key_at = [self.names.index(k) for k in keys]
-        self.keys = (_objects([self.labels[c] for c in key_at], [self.cells[c] for c in key_at])
-                     .to_pylist() if key_at else [None] * table.num_rows)
-        self._values: list[list[str]] | None = None
-        self.kind = table.column("_change_type").to_pylist()
-        self.db = _texts(table.column("_database").to_pylist())
-        self.table = _texts(table.column("_table").to_pylist())
-        self.seq = pc.fill_null(_quoted(pc.cast(table.column("_seq"), pa.string())),
-                                "null").to_pylist()
-        self.ts_ms = ["null" if v is None else str(v // 1000)
-                      for v in _micros_since_epoch(table.column("_op_ts"))]
-        self.count = table.num_rows
+        self.keys = (_objects([self.labels[c] for c in key_at], [self.cells[c] for c in key_at],
+                              self.count) if key_at else None)
+        kind = _array(table.column("_change_type"))
+        if pa.types.is_dictionary(kind.type):
+            kind = kind.dictionary_decode()
+        self.kind = pc.fill_null(pc.index_in(kind, value_set=pa.array(KINDS)), -1).to_numpy()
+        self.db = constant(table.column("_database"))
+        self.table = constant(table.column("_table"))
+        seq = _array(table.column("_seq"))
+        self.seq = Json(pc.cast(seq, pa.string()), '"', '"')
+        if seq.null_count:
+            self.seq = Json(pc.fill_null(join(self.seq), "null"))
+        self.ts_null, ts_ms = _millis(_array(table.column("_op_ts")))
+        self.ts_ms = Json(ts_ms)
 
-    @property
-    def values(self) -> list[list[str]]:
-        if self._values is None:
-            self._values = [c.to_pylist() for c in self.cells]
-        return self._values
-
-    def subset(self, i: int, columns: Sequence[int]) -> str:
-        """Row ``i``'s object of only ``columns``."""
-        return "{" + ",".join(self.labels[c] + self.values[c][i] for c in columns) + "}"
-
-    def pairs(self) -> list[tuple[int, int | None]]:
-        """``(row, its pre-image's row)`` for every row but the pre-images: an update's
-        post-image is paired with the row before it of the same key when that row is its
-        pre-image (what the Spark encoders' window does)."""
-        last: dict[str | None, int] = {}
-        out = []
-        for i in range(self.count):
-            k = self.keys[i]
-            prev = last.get(k)
-            last[k] = i
-            if self.kind[i] == "update_preimage":
-                continue
-            pre = (prev if self.kind[i] == "update_postimage" and prev is not None
-                   and self.kind[prev] == "update_preimage" else None)
-            out.append((i, pre))
+    def preimages(self) -> np.ndarray:
+        """Each row's pre-image's row, or -1: an update's post-image is paired with the row
+        before it of the same key when that row is its pre-image (what the Spark encoders'
+        window does)."""
+        n, kind = self.count, self.kind
+        out = np.full(n, -1, dtype=np.int64)
+        if n == 0 or not (kind == PRE).any():
+            return out
+        prev = _previous_of_key(self.keys, kind)
+        post = np.flatnonzero(kind == POST)
+        post = post[prev[post] >= 0]
+        paired = post[kind[prev[post]] == PRE]
+        out[paired] = prev[paired]
         return out
 
 
-def _objects(labels: list[str], cells: list[pa.Array]) -> pa.Array:
+def _in_seq_order(table: pa.Table) -> pa.Table:
+    """The rows sorted by ``_seq``, equal ones in their order (a stable sort); a batch
+    comes in order already, which one comparison of neighbours tells."""
+    seq = table.column("_seq")
+    if table.num_rows <= 1 or (seq.null_count == 0 and pc.all(
+            pc.greater_equal(seq[1:], seq[:-1])).as_py()):
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[("_seq", "ascending")]))
+
+
+def _array(col: pa.ChunkedArray) -> pa.Array:
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
+def _objects(labels: list[str], cells: list[Json], n: int) -> pa.Array:
     """One JSON object per row from its columns' JSON text."""
     if not cells:
-        return pa.array(["{}"])
+        return pa.array(["{}"] * n, pa.string())
     parts: list[Any] = []
     for i, (label, cell) in enumerate(zip(labels, cells)):
         parts += [("{" if i == 0 else ",") + label, cell]
-    return pc.binary_join_element_wise(*parts, "}", "")
+    return join(*parts, "}")
 
 
-def _texts(values: list) -> list[str]:
-    seen: dict = {}
-    return [seen[v] if v in seen else seen.setdefault(v, _j(v)) for v in values]
-
-
-def _micros_since_epoch(col: pa.ChunkedArray) -> list[int | None]:
+def _millis(col: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Which commit times are null, and each as milliseconds since the epoch in JSON
+    (floored, as Python's ``//``), ``null`` for nulls."""
     t = col.type
     micros = col.cast(pa.timestamp("us", tz=t.tz)) if t.unit != "us" else col
-    return pc.cast(micros, pa.int64()).to_pylist()
+    us = pc.cast(micros, pa.int64())
+    null = us.is_null().to_numpy(zero_copy_only=False)
+    ms = np.floor_divide(pc.fill_null(us, 0).to_numpy(), 1000)
+    return null, pc.fill_null(pc.cast(pa.array(ms, mask=null), pa.string()), "null")
+
+
+def _previous_of_key(keys: pa.Array | None, kind: np.ndarray) -> np.ndarray:
+    """Each row's nearest earlier row of the same key, or -1 (without keys, all rows share
+    one), as far as a post-image's pairing needs it. When every pre-image is followed at
+    once by a row of its key (the source writes an update's two images together), a
+    post-image's pre-image can only be the row just before it, and comparing neighbours
+    tells (-1 then also where the earlier row of the key cannot be a pre-image); otherwise
+    the rows are sorted by key, stably."""
+    n = len(kind)
+    before = np.arange(-1, n - 1, dtype=np.int64)
+    if keys is None:
+        return before
+    same = np.append(pc.equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False), False)
+    pre = np.flatnonzero(kind == PRE)
+    if same[pre].all():  # same[i]: row i + 1 has row i's key
+        return np.where(np.insert(same[:-1], 0, False), before, -1)
+    order = pc.sort_indices(keys).to_numpy()
+    ordered = keys.take(order)
+    same = pc.equal(ordered[1:], ordered[:-1]).to_numpy(zero_copy_only=False)
+    out = np.full(n, -1, dtype=np.int64)
+    out[order[1:][same]] = order[:-1][same]
+    return out
 
 
 def _j(v: Any) -> str:
@@ -213,62 +147,110 @@ def encode(table: pa.Table, fmt: str, keys: Sequence[str], *, name: str = "spark
     """The batch's messages (key, value) in ``_seq`` order; ``tombstones``: a null value
     after each delete."""
     rows = Rows(table, keys)
-    out: list[tuple[bytes, bytes | None]] = []
     if fmt == "changelog-json":
-        ops = {"insert": "+I", "update_preimage": "-U", "update_postimage": "+U",
-               "delete": "-D"}
-        for i in range(rows.count):
-            value = (f'{{"data":{rows.objects[i]},"op":"{ops[rows.kind[i]]}",'
-                     f'"seq":{rows.seq[i]},"db":{rows.db[i]},"table":{rows.table[i]},'
-                     f'"ts_ms":{rows.ts_ms[i]}}}')
-            _add(out, rows.keys[i], value, tombstones and rows.kind[i] == "delete")
-        return out
-    name, version, pk_names = _j(name), _j(version), _dumps(list(keys))
-    for i, pre in rows.pairs():
-        kind = rows.kind[i]
+        emitted, values = None, _changelog(rows)
+        kind = rows.kind
+    elif fmt in ("debezium-json", "canal-json"):
+        emitted = np.flatnonzero(rows.kind != PRE)  # a pre-image travels in its update
+        if len(emitted) == rows.count:
+            emitted = None
+        pre = rows.preimages()
+        if emitted is not None:
+            pre = pre[emitted]
+        kind = rows.kind if emitted is None else rows.kind[emitted]
         if fmt == "debezium-json":
-            value = _debezium(rows, i, pre, kind, name, version)
-        elif fmt == "canal-json":
-            value = _canal(rows, i, pre, kind, pk_names)
+            values = _debezium(rows, emitted, pre, kind, _j(name), _j(version))
         else:
-            raise ValueError(f"unknown format {fmt!r}")
-        _add(out, rows.keys[i], value, tombstones and kind == "delete")
-    return out
-
-
-def _add(out: list, key: str | None, value: str, tombstone: bool) -> None:
-    k = None if key is None else key.encode()
-    out.append((k, value.encode()))
-    if tombstone:
-        out.append((k, None))
-
-
-def _debezium(rows: Rows, i: int, pre: int | None, kind: str, name: str, version: str) -> str:
-    ts = rows.ts_ms[i]
-    op = ("r" if ts == "null" else "c") if kind == "insert" else (
-        "d" if kind == "delete" else "u")
-    before = (rows.objects[i] if op == "d" else rows.objects[pre]
-              if op == "u" and pre is not None else "null")
-    after = "null" if op == "d" else rows.objects[i]
-    seq_before = rows.seq[pre] if pre is not None else "null"
-    source = (f'{{"version":{version},"connector":"mysql","name":{name},'
-              f'"ts_ms":{ts},"snapshot":"{"true" if op == "r" else "false"}",'
-              f'"db":{rows.db[i]},"table":{rows.table[i]},"seq":{rows.seq[i]},'
-              f'"seq_before":{seq_before}}}')
-    return (f'{{"before":{before},"after":{after},"source":{source},"op":"{op}",'
-            f'"ts_ms":{ts}}}')
-
-
-def _canal(rows: Rows, i: int, pre: int | None, kind: str, pk_names: str) -> str:
-    typ = {"insert": "INSERT", "delete": "DELETE"}.get(kind, "UPDATE")
-    if pre is None:
-        old = "null"
+            values = _canal(rows, emitted, pre, kind, _dumps(list(keys)))
     else:
-        changed = [c for c in range(len(rows.names)) if rows.values[c][pre] != rows.values[c][i]]
-        old = "[" + rows.subset(pre, changed) + "]"
-    ts = rows.ts_ms[i]
-    seq_before = rows.seq[pre] if pre is not None else "null"
-    return (f'{{"data":[{rows.objects[i]}],"old":{old},"type":"{typ}",'
-            f'"database":{rows.db[i]},"table":{rows.table[i]},'
-            f'"pkNames":{pk_names},"isDdl":false,"es":{ts},"ts":{ts},'
-            f'"seq":{rows.seq[i]},"seq_before":{seq_before}}}')
+        raise ValueError(f"unknown format {fmt!r}")
+    key = None if rows.keys is None else rows.keys if emitted is None else rows.keys.take(emitted)
+    return _messages(key, values, (kind == DELETE) if tombstones else None)
+
+
+def _messages(key: pa.Array | None, value: pa.Array,
+              tombstone: np.ndarray | None) -> list[tuple[bytes, bytes | None]]:
+    """(key, value) bytes per message; a null value after each one ``tombstone`` marks."""
+    if tombstone is not None and tombstone.any():
+        copies = 1 + tombstone.astype(np.int64)
+        at = np.repeat(np.arange(len(value)), copies)
+        empty = np.zeros(len(at), dtype=bool)
+        empty[(np.cumsum(copies) - 1)[tombstone]] = True
+        value = value.take(pa.array(at, mask=empty))
+        key = None if key is None else key.take(at)
+    values = value.cast(pa.binary()).to_pylist()
+    keys = [None] * len(values) if key is None else key.cast(pa.binary()).to_pylist()
+    return list(zip(keys, values))
+
+
+def _changelog(rows: Rows) -> pa.Array:
+    if (rows.kind < 0).any():
+        raise ValueError(f"a change row of another kind than {', '.join(KINDS)}")
+    op = pa.array(["+I", "-U", "+U", "-D"]).take(rows.kind)
+    return join('{"data":', rows.objects, ',"op":"', op, '","seq":', rows.seq, ',"db":',
+                rows.db, ',"table":', rows.table, ',"ts_ms":', rows.ts_ms, "}")
+
+
+_R, _C, _D, _U = range(4)  # Debezium's ops, as codes into these:
+_OPS = pa.array(["r", "c", "d", "u"])
+_SNAPSHOT = pa.array(["true", "false", "false", "false"])
+
+
+def _debezium(rows: Rows, emitted: np.ndarray | None, pre: np.ndarray, kind: np.ndarray,
+              name: str, version: str) -> pa.Array:
+    """Snapshot rows (inserts without a commit time) are ``r``; a kind other than insert
+    or delete is an update, its ``before`` its pre-image when it has one."""
+    ts_null = rows.ts_null if emitted is None else rows.ts_null[emitted]
+    insert, delete = kind == INSERT, kind == DELETE
+    op = np.where(insert, np.where(ts_null, _R, _C), np.where(delete, _D, _U))
+    row = np.arange(rows.count) if emitted is None else emitted
+    objects = Json(rows.objects)
+    before = objects.take(np.where(delete, row, pre), ~delete & (pre < 0))
+    after = objects.take(emitted, delete if delete.any() else None)
+    ts = rows.ts_ms.take(emitted)
+    return join(
+        '{"before":', before, ',"after":', after,
+        f',"source":{{"version":{version},"connector":"mysql","name":{name},"ts_ms":', ts,
+        ',"snapshot":"', _SNAPSHOT.take(op), '","db":', rows.db.take(emitted),
+        ',"table":', rows.table.take(emitted), ',"seq":', rows.seq.take(emitted),
+        ',"seq_before":', rows.seq.take(pre, pre < 0), '},"op":"', _OPS.take(op),
+        '","ts_ms":', ts, "}")
+
+
+_TYPES = pa.array(["UPDATE", "INSERT", "DELETE"])  # by kind: another, insert, delete
+
+
+def _canal(rows: Rows, emitted: np.ndarray | None, pre: np.ndarray, kind: np.ndarray,
+           pk_names: str) -> pa.Array:
+    """``old``: an update's pre-image values of the columns it changed."""
+    typ = _TYPES.take(np.where(kind == INSERT, 1, np.where(kind == DELETE, 2, 0)))
+    ts = rows.ts_ms.take(emitted)
+    return join(
+        '{"data":[', Json(rows.objects).take(emitted), '],"old":', _old(rows, emitted, pre),
+        ',"type":"', typ, '","database":', rows.db.take(emitted),
+        ',"table":', rows.table.take(emitted),
+        f',"pkNames":{pk_names},"isDdl":false,"es":', ts, ',"ts":', ts,
+        ',"seq":', rows.seq.take(emitted), ',"seq_before":', rows.seq.take(pre, pre < 0), "}")
+
+
+def _old(rows: Rows, emitted: np.ndarray | None, pre: np.ndarray) -> pa.Array | str:
+    """Canal's ``old`` per message: ``null`` without a pre-image, else ``[{...}]`` of the
+    columns whose JSON text differs between the pre-image and the row, in column order.
+    Each column's two cells are compared by Arrow for the paired rows only."""
+    paired = np.flatnonzero(pre >= 0)
+    if not len(paired):
+        return "null"
+    after = paired if emitted is None else emitted[paired]
+    before = pre[paired]
+    parts = []
+    for label, cell in zip(rows.labels, rows.cells):
+        if isinstance(cell.body, str):
+            continue  # one value in every row: never changed
+        was, now = cell.body.take(before), cell.body.take(after)
+        parts.append(pc.if_else(pc.not_equal(was, now),
+                                join(Json(was, "," + label + cell.prefix, cell.suffix)), ""))
+    changed = join(*parts) if parts else pa.repeat(pa.scalar(""), len(paired))
+    old = join("[{", pc.utf8_slice_codeunits(changed, 1), "}]")
+    where = np.full(len(pre), len(paired), dtype=np.int64)  # "null" after the paired ones
+    where[paired] = np.arange(len(paired))
+    return pa.concat_arrays([old, pa.array(["null"], pa.string())]).take(where)
