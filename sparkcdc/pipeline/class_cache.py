@@ -142,6 +142,10 @@ class ClassCache:
         """``launch(options)`` (the session's start with these JVM options). A start from
         the archive that fails is tried once more without it; if that one works, the
         archive was at fault and is removed."""
+        from pyspark import SparkContext
+
+        if SparkContext._gateway is not None:  # a JVM runs already: none of this applies,
+            self.archive = self.dump = None  # and stopping must not end that JVM
         opts = self.options()
         self.used = self.archive is not None and self.dump is None
         try:

@@ -151,3 +151,15 @@ def test_class_cache_is_a_pipeline_key():
     assert not parse("  class-cache: false\n").pipeline.class_cache
     with pytest.raises(ConfigError, match="p.yaml:11: 'pipeline.class-cache'"):
         parse("  class-cache: sometimes\n")
+
+
+def test_a_session_built_over_a_running_jvm_leaves_it_be(spark, tmp_path, monkeypatch):
+    """A runner given no session in a process that has one (an embedding caller, the
+    tests) gets that JVM: no archive options, and stopping it must not end that JVM."""
+    monkeypatch.setenv(class_cache.CACHE_ENV, str(tmp_path))
+    c = ClassCache.for_conf({})
+    assert c.dump is not None  # an empty cache: it would ask for an archive
+    assert c.start(lambda opts: opts) == ""  # ...but the JVM runs: no options
+    assert c.archive is None and c.dump is None and not c.used
+    c.publish(spark)  # nothing to publish: the JVM goes on
+    assert spark.range(3).count() == 3
