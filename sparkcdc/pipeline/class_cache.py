@@ -149,7 +149,7 @@ class ClassCache:
         opts = self.options()
         self.used = self.archive is not None and self.dump is None
         try:
-            return launch(opts)
+            session = launch(opts)
         except Exception:
             if not self.used:
                 raise
@@ -159,10 +159,12 @@ class ClassCache:
             self.used = False
             session = launch("")
             assert self.archive is not None
-            for p in (self.archive, _size_file(self.archive)):
-                with contextlib.suppress(OSError):
-                    p.unlink()
+            _remove(self.archive)
             return session
+        if self.used and self.archive is not None:  # its time of use keeps it from _prune
+            with contextlib.suppress(OSError):
+                os.utime(self.archive)
+        return session
 
     def publish(self, spark) -> None:
         """After the session stopped: end its JVM (it writes the archive as it exits),
@@ -194,12 +196,6 @@ class ClassCache:
             with contextlib.suppress(OSError):
                 dump.unlink()
 
-    def touch(self) -> None:
-        """Mark the archive as used (``_prune`` keeps what runs use)."""
-        if self.used and self.archive is not None:
-            with contextlib.suppress(OSError):
-                os.utime(self.archive)
-
     def _forget_stale(self) -> None:
         """Dumps of runs that died before publishing theirs."""
         assert self.dump is not None
@@ -210,20 +206,26 @@ class ClassCache:
                     p.unlink()
 
     def _prune(self) -> None:
-        """Archives of other JVMs or Spark versions that no run used for a month, and old
-        crash reports."""
+        """Archives of other JVMs or Spark versions that no run used for a month (their
+        time of use is the archive's, not its size note's), and old crash reports."""
         assert self.archive is not None
-        now = time.time()
+        old = time.time() - UNUSED_DAYS * 86400
         d = self.archive.parent
-        for p in [*d.glob("*.jsa"), *d.glob("*.size"), *d.glob("crash-*")]:
+        for p in [*d.glob("*.jsa"), *d.glob("crash-*")]:
             with contextlib.suppress(OSError):
-                if (p.stem != self.archive.stem
-                        and now - p.stat().st_mtime > UNUSED_DAYS * 86400):
-                    p.unlink()
+                if p != self.archive and p.stat().st_mtime < old:
+                    _remove(p)
 
 
 def _size_file(archive: Path) -> Path:
     return archive.with_suffix(".size")
+
+
+def _remove(archive: Path) -> None:
+    """An archive and its size note (or a crash report, which has none)."""
+    for p in (archive, _size_file(archive)):
+        with contextlib.suppress(OSError):
+            p.unlink()
 
 
 def _whole(archive: Path) -> bool:

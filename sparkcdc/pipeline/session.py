@@ -66,15 +66,14 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
         b = SparkSession.builder.appName(f"sparkcdc:{settings.name}").master(
             master or "local[*]")
         java = "spark.driver.extraJavaOptions"
-        # ours first: the user's options come after and win
-        opts = {**conf, java: f"{jvm_options} {conf.get(java, '')}".strip()}
+        opts = dict(conf)
+        if jvm_options:  # ours first: the user's options come after and win
+            opts[java] = f"{jvm_options} {conf.get(java, '')}".strip()
         for k, v in opts.items():
-            if v:
-                b = b.config(k, v)
+            b = b.config(k, v)
         return _with_stderr(log_file if not log_to_console else None, b.getOrCreate)
 
     spark = cache.start(launch)
-    cache.touch()
     spark.sparkContext.setLogLevel("ERROR")
     return OwnSession(spark, cache)
 

@@ -99,7 +99,9 @@ class KafkaSink(Sink):
         self._last: int | None = None  # the marker, once read after the producer's init
         self._announced: str | None = None  # the last schema change announced (its print)
         self._ready = False  # the topic exists (made if absent) and the marker is read
-        self._preparing = threading.Lock()  # warm() in the background, a write waits for it
+        # the lazy set-up (clients, topic, producer, marker), made once: warm() in the
+        # background, a write or a look at the marker meanwhile waits for it
+        self._preparing = threading.RLock()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> KafkaSink:
@@ -257,14 +259,15 @@ class KafkaSink(Sink):
         """The last batch committed to the topic by this target's stream. Read as it stands
         when nothing waits in an open transaction; otherwise (a run that died mid-batch)
         after initialising the producer, which ends that transaction."""
-        if self._ready:
-            return self._last
-        self._check_reachable()
-        try:
-            return self._read_marker(min(5.0, float(self.config.connect_timeout)))
-        except (ConnectionFailed, PipelineFailed):  # unstable: a transaction holds offsets
-            self._prepare()
-            return self._last
+        with self._preparing:
+            if self._ready:
+                return self._last
+            self._check_reachable()
+            try:
+                return self._read_marker(min(5.0, float(self.config.connect_timeout)))
+            except (ConnectionFailed, PipelineFailed):  # unstable: a transaction holds offsets
+                self._prepare()
+                return self._last
 
     def _marker_offsets(self, batch_id: int, rows: int) -> list:
         marker = {"batch": batch_id, "app": self.config.app_id, "target": self.config.table_id,
