@@ -175,3 +175,39 @@ def test_a_bad_file_fails_before_anything_runs(tmp_path):
     r = cli("run", str(p), env={**os.environ, "CLI_TEST_PW": "x"}, timeout=60)
     assert r.returncode == 2
     assert "p.yaml:4: 'source.port'" in r.stderr and "must be an integer" in r.stderr
+
+
+def test_a_run_that_fails_while_spark_starts_ends_its_jvm(mariadb, tmp_path):
+    """A run starts Spark's JVM in the background while it discovers its tables. When
+    discovery fails, the run reports discovery's reason, and its ``close()`` waits for that
+    JVM and stops its session: in a process that goes on (a caller's), no session or
+    starting thread is left behind."""
+    yaml_path, ckpt = tmp_path / "p.yaml", tmp_path / "ckpt"
+    write_pipeline(yaml_path, mariadb.source_options(), "nowhere", tmp_path / "lake", ckpt)
+    env = {**os.environ, "CLI_TEST_PW": mariadb.info.cdc_password,
+           "PYSPARK_PYTHON": sys.executable}
+    r = cli("run", str(yaml_path), "--no-progress", "--master", "local[2]", env=env,
+            timeout=300)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-3000:]  # a configuration error
+    assert "no table visible to 'cdc'" in r.stderr, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "Using incubator modules" in (ckpt / "logs" / "spark.log").read_text()  # it started
+
+    caller = subprocess.run([sys.executable, "-c", """if True:
+        import sys, threading
+        from pyspark import SparkContext
+        from sparkcdc.errors import SparkCDCError
+        from sparkcdc.pipeline.definition import load_pipeline
+        from sparkcdc.pipeline.runner import Runner
+        runner = Runner(load_pipeline(sys.argv[1]), master="local[1]")
+        try:
+            runner.run()
+        except SparkCDCError as e:
+            print("failed:", e)
+        finally:
+            runner.close()  # as the CLI does
+        starting = [t.name for t in threading.enumerate() if t.name == "sparkcdc-session"]
+        print("left:", starting, SparkContext._active_spark_context)
+        """, str(yaml_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert "failed: no table visible" in caller.stdout, caller.stdout + caller.stderr[-3000:]
+    assert "left: [] None" in caller.stdout, caller.stdout

@@ -58,7 +58,7 @@ from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.operator import OperatorRequests
 from sparkcdc.pipeline.pipeline_stream import PipelineStream
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, targets_of, transform_of
-from sparkcdc.pipeline.session import OwnSession, build_session
+from sparkcdc.pipeline.session import OwnSession, PendingSession, build_session
 from sparkcdc.pipeline.source_changes import SourceChanges
 from sparkcdc.pipeline.stream_schema import conform, target_arrow_schema
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
@@ -81,6 +81,7 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         self.settings = defn.pipeline
         self._spark = spark
         self._session: OwnSession | None = None  # the session this runner started
+        self._pending: PendingSession | None = None  # ... while it starts (_begin_session)
         self.master = master
         # Flink's execution.runtime-mode BATCH: the run ends once caught up
         self.until_caught_up = until_caught_up or defn.pipeline.batch
@@ -114,11 +115,20 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
 
     # -- setup -----------------------------------------------------------------------------
 
+    def _begin_session(self) -> None:
+        """Start this runner's Spark session in the background (``PendingSession``)."""
+        if self._spark is None and self._pending is None:
+            self._pending = PendingSession(lambda: build_session(
+                self.settings, self.master, str(self.ckpt.spark_log),
+                self.spark_log_to_console))
+
     @property
     def spark(self):
         if self._spark is None:
-            self._session = build_session(self.settings, self.master,
-                                          str(self.ckpt.spark_log), self.spark_log_to_console)
+            self._begin_session()
+            assert self._pending is not None
+            pending, self._pending = self._pending, None
+            self._session = pending.result()
             self._spark = self._session.spark
             if not cluster.is_local(self.master):
                 try:
@@ -183,6 +193,8 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         try:
             self.states = self.ckpt.load_tables()
             self.group_gen = self.ckpt.load_group()
+            if self._work_waits():
+                self._begin_session()  # its JVM starts while the tables are discovered
             found = self.discover()
             self._check_purged()
             self._read_now()
@@ -239,21 +251,28 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         return bool(self.runs) and all(r.query is not None and not r.query.isActive
                                        for r in self.runs.values())
 
-    def _caught_up_already(self, found: dict[str, TableSchema]) -> bool:
-        """A run ``--until-caught-up`` with nothing to do need not start Spark (seconds of
-        JVM and session): every captured table is known with its schema, its stream
-        committed every batch it planned, its snapshot is done, and the server's binlog
-        has not moved since that batch's end. Any doubt means there is work."""
+    def _work_waits(self) -> bool:
+        """Whether this run will surely start Spark, told before its tables are discovered:
+        it runs on when caught up, or one of its tables has work for its stream. A run
+        ``--until-caught-up`` that may have nothing to do waits for ``_caught_up_already``
+        rather than start a JVM it may not need."""
+        if not self.until_caught_up or not any(
+                st.status == CaptureStatus.ACTIVE for st in self.states.values()):
+            return True  # a first run has its snapshots to take
+        self._read_now()
+        return not self._committed_at_now()
+
+    def _committed_at_now(self) -> bool:
+        """Every captured table's stream committed every batch it planned, its snapshot is
+        done, and the server's binlog has not moved since that batch's end (no operator's
+        request waits either)."""
         now = self._now
-        if control.pending(self.ckpt.root):
+        if now is None or control.pending(self.ckpt.root):
             return False  # an operator's request waits
-        if now is None or set(found) - self._paused() != {
-                t for t, st in self.states.items() if st.status == CaptureStatus.ACTIVE}:
-            return False
         for table, st in self.states.items():
             if st.status != CaptureStatus.ACTIVE:
                 continue
-            if st.gap or sc.diff(TableSchema.from_dict(st.schema), found[table]):
+            if st.gap:
                 return False
             b = self.ckpt.last_committed(st)
             if b is None or self.ckpt.last_planned(st) != b:
@@ -265,6 +284,18 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
             if (pos.file, pos.pos) != (now.file, now.pos):
                 return False
         return True
+
+    def _caught_up_already(self, found: dict[str, TableSchema]) -> bool:
+        """A run ``--until-caught-up`` with nothing to do need not start Spark (seconds of
+        JVM and session): every captured table is known with its schema, its stream
+        committed every batch it planned, its snapshot is done, and the server's binlog
+        has not moved since that batch's end. Any doubt means there is work."""
+        if set(found) - self._paused() != {
+                t for t, st in self.states.items() if st.status == CaptureStatus.ACTIVE}:
+            return False
+        return self._committed_at_now() and not any(
+            sc.diff(TableSchema.from_dict(st.schema), found[t])
+            for t, st in self.states.items() if st.status == CaptureStatus.ACTIVE)
 
     def _paused(self) -> set[str]:
         return {t for t, st in self.states.items() if st.status == CaptureStatus.PAUSED}
@@ -316,6 +347,9 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
 
     def close(self) -> None:
         """Stop the SparkSession if this runner created it."""
+        if self._pending is not None:  # started, never used
+            pending, self._pending = self._pending, None
+            pending.stop()
         if self._session is not None:
             self._session.stop()
             self._session = self._spark = None

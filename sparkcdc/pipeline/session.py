@@ -1,17 +1,31 @@
 """The Spark session a pipeline run creates when it is not given one: tuned for collecting
 Arrow batches on the driver, quiet on start-up, bound to loopback when local, started from
-the class archive of earlier runs (pipeline/class_cache.py), and shipping the driver's
-sparkcdc to the executors of a cluster (pipeline/cluster.py)."""
+the class archive of earlier runs (pipeline/class_cache.py), with HotSpot's quick compiler
+only when local (``QUICK_JIT``), and shipping the driver's sparkcdc to the executors of a
+cluster (pipeline/cluster.py)."""
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.pipeline import cluster
 from sparkcdc.pipeline.class_cache import ClassCache
+
+# A local run's JVM compiles with HotSpot's quick compiler (C1) only. Its optimising
+# compiler (C2) took about 5 s of CPU in a run's first 20 s, on the cores the Python
+# processes Spark starts one after another before the first batch, and the readers, wait
+# for; the JVM of a sparkcdc run moves Arrow batches and plans micro-batches, work C1's code
+# does as fast here: with it a 500k-row snapshot into Kafka ended about 2 s sooner, a 2M-row
+# one 2-4 s sooner, and the JVM used half the CPU (docs/operations.md, "Start-up"). A user's
+# own ``-XX:TieredStopAtLevel`` or ``TieredCompilation`` option wins; a cluster's driver
+# keeps HotSpot's defaults (its executors do the work).
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
 @dataclass
@@ -24,6 +38,38 @@ class OwnSession:
     def stop(self) -> None:
         self.spark.stop()
         self.cache.publish(self.spark)
+
+
+class PendingSession:
+    """A session started in a thread of its own. Its JVM takes seconds to start, mostly on
+    another core; the run meanwhile reads its checkpoint, discovers its tables and reads the
+    server's position, and waits only at the session's first use (``result``)."""
+
+    def __init__(self, start: Callable[[], OwnSession]):
+        self._future: Future[OwnSession] = Future()
+        self._thread = threading.Thread(target=self._start, args=(start,),
+                                        name="sparkcdc-session", daemon=True)
+        self._thread.start()
+
+    def _start(self, start: Callable[[], OwnSession]) -> None:
+        try:
+            self._future.set_result(start())
+        except BaseException as e:  # noqa: BLE001 - handed to the thread that waits
+            self._future.set_exception(e)
+
+    def result(self) -> OwnSession:
+        """The session, once started; its start's error, if it failed."""
+        self._thread.join()
+        return self._future.result()
+
+    def stop(self) -> None:
+        """Stop the session, once started (a run that ended before using it); a start that
+        failed has nothing to stop."""
+        try:
+            session = self.result()
+        except BaseException:  # noqa: BLE001 - reported where the session was wanted
+            return
+        session.stop()
 
 
 def build_session(settings: Any, master: str | None, log_file: str | None = None,
@@ -61,38 +107,49 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
     if settings.local_time_zone:
         conf["spark.sql.session.timeZone"] = settings.local_time_zone
     cache = ClassCache.for_conf(conf, settings.class_cache)
+    ours = jit_options(conf, master)
 
     def launch(jvm_options: str):
-        b = SparkSession.builder.appName(f"sparkcdc:{settings.name}").master(
-            master or "local[*]")
+        from pyspark import SparkConf, SparkContext
+
+        jvm_options = f"{ours} {jvm_options}".strip()
+        opts = {"spark.master": master or "local[*]", "spark.app.name": f"sparkcdc:{settings.name}",
+                **conf}
         java = "spark.driver.extraJavaOptions"
-        opts = dict(conf)
         if jvm_options:  # ours first: the user's options come after and win
             opts[java] = f"{jvm_options} {conf.get(java, '')}".strip()
+        if SparkContext._gateway is None:  # the JVM, with its stderr in Spark's log
+            SparkContext._ensure_initialized(gateway=_gateway(
+                SparkConf(loadDefaults=False).setAll(list(opts.items())),
+                log_file if not log_to_console else None))
+        b = SparkSession.builder
         for k, v in opts.items():
             b = b.config(k, v)
-        return _with_stderr(log_file if not log_to_console else None, b.getOrCreate)
+        return b.getOrCreate()
 
     spark = cache.start(launch)
     spark.sparkContext.setLogLevel("ERROR")
     return OwnSession(spark, cache)
 
 
-def _with_stderr(path: str | None, start):
-    """``start()`` (the JVM's launch) with this process's stderr pointed at ``path``: the
-    JVM inherits it for its whole life, so what it prints past log4j (the launcher's
-    "Using incubator modules" line, a crash's dump) lands in Spark's log, not on the
-    console. Ours is restored at once."""
-    if not path:
-        return start()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(fd, 2)
-        return start()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
+def jit_options(conf: dict[str, str], master: str | None) -> str:
+    """The JIT options a session's JVM gets from us (``QUICK_JIT``): none on a cluster, or
+    when the user's driver options choose a compiler themselves."""
+    user = conf.get("spark.driver.extraJavaOptions", "")
+    if not cluster.is_local(master) or "Tiered" in user:
+        return ""
+    return QUICK_JIT
+
+
+def _gateway(conf: Any, log_path: str | None) -> Any:
+    """PySpark's gateway to a new JVM started with ``conf``; what the JVM prints past log4j
+    (the launcher's "Using incubator modules" line, a crash's dump) goes to ``log_path``,
+    Spark's log, rather than the console. Given to the JVM alone: the run's own threads
+    keep writing to the console while it starts (``PendingSession``)."""
+    from pyspark.java_gateway import launch_gateway
+
+    if not log_path:
+        return launch_gateway(conf)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "ab") as err:
+        return launch_gateway(conf, {"stderr": err})

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -82,7 +83,15 @@ def row_json(row: dict[str, Any], columns: Sequence[str]) -> str:
 
 
 _KINDS = (INSERT, PRE, POST, DELETE)
-_KIND_ARRAY = pa.array(_KINDS, pa.string())
+
+
+@functools.cache
+def _kind_array() -> pa.Array:
+    """The kinds as an Arrow array, made at first use: building any Arrow array makes
+    pyarrow import pandas (~0.2 s), and each of the Python processes Spark starts one
+    after another before a stream's first batch imports this module (docs/operations.md,
+    "Start-up")."""
+    return pa.array(_KINDS, pa.string())
 _K_INSERT, _K_PRE, _K_POST, _K_DELETE = range(4)
 _TXN_SCALE = 10 ** 18  # _seq = (file * 10**13 + pos) * 10**18 + events * 10**9 + rows * 10 + sub
 
@@ -218,7 +227,7 @@ class RowBuilder:
 
         tcode = pa.array(self._tcode, pa.int32())
         meta = {
-            "_change_type": _KIND_ARRAY.take(pa.array(self._kind, pa.int8())),
+            "_change_type": _kind_array().take(pa.array(self._kind, pa.int8())),
             "_database": pa.array([t.table_id.database for t in self._tables],
                                   pa.string()).take(tcode),
             "_table": pa.array([t.table_id.table for t in self._tables],

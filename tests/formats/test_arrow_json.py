@@ -206,3 +206,38 @@ def test_a_batch_in_chunks_and_out_of_order(fmt):
         assert got == arrow_json_oracle.encode(t, fmt, keys, tombstones=True)
         if fmt != "changelog-json":
             assert len(got) == 10 - kinds.count("update_preimage") + 1  # and one tombstone
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.data_too_large])
+@given(batch=_batches(), keys=st.sampled_from([["id"], [], ["id", "c_varchar"]]),
+       rows=st.integers(1, 6))
+def test_parts_are_the_batch_in_order(batch, keys, rows):
+    """``encode_parts`` (the kafka sink's) cut small: the same messages in the same order as
+    the whole batch's, and never an update's two images in different parts."""
+    for fmt in formats.FORMATS:
+        for tombstones in (False, True):
+            kw = {"version": "1.2", "tombstones": tombstones}
+            parts = list(arrow_json.encode_parts(batch, fmt, keys, rows=rows, **kw))
+            assert [m for p in parts for m in p] == arrow_json.encode(batch, fmt, keys, **kw)
+
+
+def test_parts_cut_between_whole_updates_only():
+    """Updates (pre-image then post-image) of one key after another, cut every 3 rows: a
+    part never ends on a pre-image; a batch whose pre-image is not followed at once by its
+    post-image is one part."""
+    n = 12
+    kinds = ["update_preimage", "update_postimage"] * (n // 2)
+    t = pa.table({"id": [i // 2 for i in range(n)], "_change_type": kinds,
+                  "_database": ["db"] * n, "_table": ["t"] * n,
+                  "_op_ts": pa.array([None] * n, pa.timestamp("us", tz="UTC")),
+                  "_seq": pa.array([decimal.Decimal(i) for i in range(n)],
+                                   pa.decimal128(38, 0))})
+    sizes = [t.num_rows for t in arrow_json._parts(t, ["id"], 3)]
+    assert sizes == [4, 4, 4]  # 3 rows would part the second update's images
+    parts = list(arrow_json.encode_parts(t, "debezium-json", ["id"], rows=3))
+    assert [len(p) for p in parts] == [2, 2, 2]
+    assert all(json.loads(v)["op"] == "u" for p in parts for _k, v in p)
+    apart = t.take([0, 2, 1, 3] + list(range(4, n)))  # a pre-image, then another key's
+    apart = apart.set_column(apart.schema.get_field_index("_seq"), "_seq", t.column("_seq"))
+    assert [p.num_rows for p in arrow_json._parts(apart, ["id"], 3)] == [n]

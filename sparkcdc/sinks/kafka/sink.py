@@ -42,7 +42,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -288,30 +288,39 @@ class KafkaSink(Sink):
                               fix="apply_changes(target, keys=[...]) passes them; in a "
                                   "pipeline they are the table's primary key")
         t0 = time.monotonic()
-        messages = self._encode(df, keys)
-        t1 = time.monotonic()
-        send = lambda report: self._produce(messages, report)
+        parts = self._encode(df, keys)
+
+        def send(report) -> int:
+            n = 0
+            for messages in parts:
+                self._produce(messages, report)
+                n += len(messages)
+            return n
+
         doing = f"writing batch {batch_id} to {self.topic}"
         if self.config.exactly_once:
-            self._in_transaction(send, batch_id, len(messages), doing)
+            sent = self._in_transaction(send, batch_id, doing)
         else:
-            self._at_least_once(send, batch_id, len(messages), doing)
+            sent = self._at_least_once(send, batch_id, doing)
         self._last = batch_id
-        log.debug("kafka sink: batch %d, %d messages to %s: encoded in %.2fs, produced and "
-                  "committed in %.2fs", batch_id, len(messages), self.topic, t1 - t0,
-                  time.monotonic() - t1)
-        return WriteResult(batch_id, counts={"messages": len(messages)})
+        log.debug("kafka sink: batch %d, %d messages to %s: encoded, produced and committed "
+                  "in %.2fs", batch_id, sent, self.topic, time.monotonic() - t0)
+        return WriteResult(batch_id, counts={"messages": sent})
 
-    def _encode(self, df: Any, keys: tuple[str, ...]) -> list[tuple[bytes, bytes | None]]:
-        """The batch's messages, each row's changes in ``_seq`` order (Kafka keeps a
-        partition's order, and a key's messages share a partition). Arrow rows (the
-        pipeline's) are written on the driver (``formats/arrow_json.py``); a Spark
-        DataFrame (``apply_changes``) with Spark's expressions."""
+    def _encode(self, df: Any,
+                keys: tuple[str, ...]) -> Iterator[list[tuple[bytes, bytes | None]]]:
+        """The batch's messages in parts, each row's changes in ``_seq`` order (Kafka keeps
+        a partition's order, and a key's messages share a partition). Arrow rows (the
+        pipeline's) are written on the driver (``formats/arrow_json.py``), a part at a time
+        as the producer sends the last; a Spark DataFrame (``apply_changes``) with Spark's
+        expressions, in one part."""
         if isinstance(df, pa.Table):
             from sparkcdc.formats import arrow_json
 
-            return arrow_json.encode(df, self.config.value_format, keys, version=_version(),
-                                     tombstones=self.config.tombstones)
+            yield from arrow_json.encode_parts(df, self.config.value_format, keys,
+                                               version=_version(),
+                                               tombstones=self.config.tombstones)
+            return
         from sparkcdc.formats import encode
 
         kw: dict[str, Any] = {"tombstones": True} if self.config.tombstones else {}
@@ -321,7 +330,7 @@ class KafkaSink(Sink):
         table = events.toArrow()
         k = table.column("key").to_pylist()
         v = table.column("value").to_pylist()
-        return [(a.encode(), None if b is None else b.encode()) for a, b in zip(k, v)]
+        yield [(a.encode(), None if b is None else b.encode()) for a, b in zip(k, v)]
 
     def _headers(self) -> list[tuple[str, bytes]]:
         c = self.config
@@ -349,15 +358,15 @@ class KafkaSink(Sink):
                     p.poll(0.05)
             p.poll(0)
 
-    def _in_transaction(self, send, batch_id: int | None, rows: int, doing: str) -> None:
+    def _in_transaction(self, send, batch_id: int | None, doing: str) -> int:
         """``send()`` the messages in one transaction that also records ``batch_id`` (when
-        there is one) in the marker."""
+        there is one) in the marker; how many were sent."""
         p = self._producer
         group = self._consumer_client().consumer_group_metadata()
         timeout = self._commit_timeout()
         try:
             p.begin_transaction()
-            send(None)
+            rows = send(None)
             if batch_id is not None:
                 p.send_offsets_to_transaction(self._marker_offsets(batch_id, rows), group,
                                               timeout)
@@ -365,6 +374,7 @@ class KafkaSink(Sink):
         except self._ck.KafkaException as e:
             self._abort(e)
             raise self._kafka_error(e, doing) from None
+        return rows
 
     def _abort(self, e: Exception) -> None:
         """After a failed transaction: abort it when Kafka lets us; a fatal error (fenced by
@@ -379,7 +389,7 @@ class KafkaSink(Sink):
                 pass
         self._reset()
 
-    def _at_least_once(self, send, batch_id: int | None, rows: int, doing: str) -> None:
+    def _at_least_once(self, send, batch_id: int | None, doing: str) -> int:
         p = self._producer
         failed: list = []
 
@@ -387,7 +397,7 @@ class KafkaSink(Sink):
             if err is not None:
                 failed.append(err)
 
-        send(report)
+        rows = send(report)
         left = p.flush(self._commit_timeout())
         if failed or left:
             why = _text(failed[0]) if failed else f"{left} message(s) not delivered in time"
@@ -396,12 +406,13 @@ class KafkaSink(Sink):
                                    fix="check the brokers; the batch is written again when "
                                        "the stream retries (at-least-once)")
         if batch_id is None:
-            return
+            return rows
         try:
             self._consumer_client().commit(offsets=self._marker_offsets(batch_id, rows),
                                            asynchronous=False)
         except self._ck.KafkaException as e:
             raise self._kafka_error(e, f"recording batch {batch_id}") from None
+        return rows
 
     # -- schema changes, as the format announces them (announce.py) --------------------------
 
@@ -433,18 +444,19 @@ class KafkaSink(Sink):
             messages = an.debezium_schema_change(c.schema_topic, db, table, schema, columns,
                                                  sqls, now, c.app_id, _version())
 
-        def send(report) -> None:
+        def send(report) -> int:
             for m in messages:
                 for part in m.partitions or (None,):
                     self._produce([(m.key, m.value)], report, topic=m.topic, partition=part)
+            return 0  # no rows: the marker keeps the batch it names
 
         before, self._announced = self._announced, mark
         doing = f"announcing the schema change of {self.topic}"
         try:
             if c.exactly_once:
-                self._in_transaction(send, self._last, 0, doing)
+                self._in_transaction(send, self._last, doing)
             else:
-                self._at_least_once(send, self._last, 0, doing)
+                self._at_least_once(send, self._last, doing)
         except BaseException:
             self._announced = before
             raise
