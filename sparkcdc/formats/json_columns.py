@@ -185,10 +185,13 @@ def column_parts(col: pa.ChunkedArray | pa.Array) -> Json:
         out = pc.if_else(col, "true", "false")
     elif pa.types.is_integer(t) or pa.types.is_decimal(t):
         out = pc.cast(col, pa.string())
-    elif pa.types.is_floating(t):
-        finite = pc.is_finite(col)
-        if pc.all(pc.or_kleene(finite, pc.is_null(col))).as_py() is not False:
-            out = pc.cast(col, pa.string())
+    elif pa.types.is_floating(t):  # a value's text never depends on the others'
+        out = pc.cast(col, pa.string())
+        odd = pc.fill_null(pc.invert(pc.is_finite(col)), False)  # NaN, infinities
+        if pc.any(odd).as_py():
+            render = _renderer(t)
+            out = pc.replace_with_mask(out, odd, pa.array(
+                [render(v) for v in col.filter(odd).to_pylist()], pa.string()))
     elif pa.types.is_duration(t) and t.unit == "us":
         out = pc.cast(pc.cast(col, pa.int64()), pa.string())
     if out is None:

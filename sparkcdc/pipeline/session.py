@@ -17,13 +17,13 @@ from typing import Any
 from sparkcdc.pipeline import cluster
 from sparkcdc.pipeline.class_cache import ClassCache
 
-# A local run's JVM compiles with HotSpot's quick compiler (C1) only. Its optimising
-# compiler (C2) took about 5 s of CPU in a run's first 20 s, on the cores the Python
-# processes Spark starts one after another before the first batch, and the readers, wait
-# for; the JVM of a sparkcdc run moves Arrow batches and plans micro-batches, work C1's code
-# does as fast here: with it a 500k-row snapshot into Kafka ended about 2 s sooner, a 2M-row
-# one 2-4 s sooner, and the JVM used half the CPU (docs/operations.md, "Start-up"). A user's
-# own ``-XX:TieredStopAtLevel`` or ``TieredCompilation`` option wins; a cluster's driver
+# A local run's JVM compiles with HotSpot's quick compiler (C1) alone. The optimising
+# compiler (C2) took about 5 s of CPU in a run's first 20 s, from the cores that the Python
+# processes Spark starts before the first batch, and then the readers, need. The JVM of a
+# sparkcdc run plans micro-batches and moves Arrow batches, and C1's code does that as fast
+# here: a 500k-row snapshot into Kafka ended about 2 s sooner, a 2M-row one 2-4 s sooner,
+# and the JVM used half the CPU (docs/operations.md, "Start-up"). A user's own
+# ``TieredStopAtLevel`` or ``TieredCompilation`` option replaces it; a cluster's driver
 # keeps HotSpot's defaults (its executors do the work).
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
