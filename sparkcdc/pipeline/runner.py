@@ -256,8 +256,7 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
         it runs on when caught up, or one of its tables has work for its stream. A run
         ``--until-caught-up`` that may have nothing to do waits for ``_caught_up_already``
         rather than start a JVM it may not need."""
-        if not self.until_caught_up or not any(
-                st.status == CaptureStatus.ACTIVE for st in self.states.values()):
+        if not self.until_caught_up or not self.states:
             return True  # a first run has its snapshots to take
         self._read_now()
         return not self._committed_at_now()
