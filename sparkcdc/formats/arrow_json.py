@@ -51,10 +51,7 @@ class Rows:
         key_at = [self.names.index(k) for k in keys]
         self.keys = (_objects([self.labels[c] for c in key_at], [self.cells[c] for c in key_at],
                               self.count) if key_at else None)
-        kind = _array(table.column("_change_type"))
-        if pa.types.is_dictionary(kind.type):
-            kind = kind.dictionary_decode()
-        self.kind = pc.fill_null(pc.index_in(kind, value_set=pa.array(KINDS)), -1).to_numpy()
+        self.kind = _kind_codes(table)
         self.db = constant(table.column("_database"))
         self.table = constant(table.column("_table"))
         seq = _array(table.column("_seq"))
@@ -88,6 +85,14 @@ def _in_seq_order(table: pa.Table) -> pa.Table:
             pc.greater_equal(seq[1:], seq[:-1])).as_py()):
         return table
     return table.take(pc.sort_indices(table, sort_keys=[("_seq", "ascending")]))
+
+
+def _kind_codes(table: pa.Table) -> np.ndarray:
+    """Each row's kind as its code in ``KINDS``, -1 for another kind."""
+    kind = _array(table.column("_change_type"))
+    if pa.types.is_dictionary(kind.type):
+        kind = kind.dictionary_decode()
+    return pc.fill_null(pc.index_in(kind, value_set=pa.array(KINDS)), -1).to_numpy()
 
 
 def _array(col: pa.ChunkedArray) -> pa.Array:
@@ -189,10 +194,7 @@ def _parts(table: pa.Table, keys: Sequence[str], rows: int) -> Iterator[pa.Table
     if n <= rows:
         yield table
         return
-    kind = _array(table.column("_change_type"))
-    if pa.types.is_dictionary(kind.type):
-        kind = kind.dictionary_decode()
-    code = pc.fill_null(pc.index_in(kind, value_set=pa.array(KINDS)), -1).to_numpy()
+    code = _kind_codes(table)
     pre = np.flatnonzero(code == PRE)
     if len(pre):
         nxt = pre + 1
