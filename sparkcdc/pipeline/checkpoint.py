@@ -149,6 +149,10 @@ class TableState:
     #                           own (``generation``; it joins at the next start)
     targets: list | None = None  # every target when routes fan the table out (``target``
     #                              is the first); fixed when the table is first captured
+    # the schema fields (schema, columns, pending_ddl) as they were when the last
+    # micro-batch that changed them began, with that batch's target batch id: a replay of
+    # that batch starts from them, as its first attempt did (``PipelineStream._from_start``)
+    batch_start: dict | None = None
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "start": self.start.to_dict(), "status": self.status.value,

@@ -282,6 +282,7 @@ class PipelineStream:
 
         st = run.state
         run.gone = None
+        self._from_start(run, batch_id)
         behavior = self.settings.schema_change_behavior
         statements = list(st.pending_ddl or [])
         formerly: dict[str, list[str]] = {}
@@ -345,6 +346,29 @@ class PipelineStream:
         if run.gone is not None:
             rows = before_seq(rows, run.gone.seq)
         return rows, cut is not None
+
+    def _from_start(self, run: TableRun, batch_id: int) -> None:
+        """Make a batch's schema changes start from the table's schema as the batch began.
+        A batch that changed them and is replayed (its target committed it, Spark's commit
+        was lost to a crash) finds the state its first attempt saved, the schema at the
+        batch's end: its first rows would read as the change undone (a column added by the
+        batch, dropped, then added again empty, while the target skips the rows that filled
+        it, by batch id). So the state keeps the fields as the batch began
+        (``TableState.batch_start``, saved with the first change the batch makes) and a
+        replay goes back to them; the target's own changes are idempotent
+        (sinks/evolution.py)."""
+        st = run.state
+        at = [st.generation, st.batch_base + batch_id]
+        b = st.batch_start
+        if b is not None and b["at"] == at:  # a replay: as its first attempt began
+            st.schema, st.columns, st.pending_ddl = b["schema"], b["columns"], b["pending_ddl"]
+            run.schema = TableSchema.from_dict(st.schema)
+            run.rows_schema = self._rows_schema(st, run.shaper)
+            log.info("table %s: batch %d again, from the schema it began with", st.table,
+                     at[1])
+            return
+        st.batch_start = {"at": at, "schema": st.schema, "columns": st.columns,
+                          "pending_ddl": st.pending_ddl}
 
     def _gone_in_stream(self, run: TableRun, fate: tuple, ev: dict, batch_id: int) -> Gone:
         """A DDL in the stream dropped or renamed the table: what the loop is to do
