@@ -89,8 +89,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline import load_pipeline
     from sparkcdc.pipeline.progress import make_display
     from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.signals import stacks_on_sigusr1
 
     _logging(args.verbose)
+    stacks_on_sigusr1()  # kill -USR1: where each thread of a run that seems stuck waits
     defn = load_pipeline(args.pipeline)
     if defn.source.type == "kafka":
         return _run_kafka(args, defn)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -69,6 +68,7 @@ from sparkcdc.pipeline.checkpoint import Checkpoint, read_json, write_json
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.kafka_source import KafkaReader, KafkaSourceConfig, Message, tp_name
 from sparkcdc.pipeline.routing import shaper_for, targets_of, transform_of
+from sparkcdc.pipeline.signals import stop_on_signals
 from sparkcdc.sinks.evolution import Change as ColumnChange
 from sparkcdc.sinks.kafka.config import matches
 
@@ -185,47 +185,44 @@ class KafkaRunner:
         from sparkcdc.pipeline.runner import Runner
 
         lock = Runner._lock_checkpoint(self)  # one run per checkpoint (the same lock file)
-        old_term = None
-        if threading.current_thread() is threading.main_thread():
-            old_term = signal.signal(signal.SIGTERM, lambda *_: self.stop())
-        reader = KafkaReader(self.config)
-        try:
-            committed = self._last("commits")
-            planned = self._last("offsets")
-            start = self._load(committed)
-            n = -1 if committed is None else committed
-            while not self._stop.is_set():
-                n += 1
-                bases: dict[str, int] = {}
-                if planned is not None and planned >= n:  # logged, never committed: again
-                    logged = read_json(self.dir / "offsets" / f"{n}.json")
-                    start, end = logged["start"], logged["end"]
-                    bases = {t: int(b) for t, b in (logged.get("bases") or {}).items()}
-                    log.warning("kafka source: batch %d was planned and not committed; it is "
-                                "read again (its targets skip it if they have it)", n)
-                else:
-                    start, end = reader.plan(start)
-                    if all(end[k] <= start.get(k, 0) for k in end):
-                        n -= 1
-                        if self.until_caught_up:
-                            self.nothing_to_do = self.batches == 0
-                            break
-                        self._stop.wait(self.settings.trigger_interval or 1.0)
-                        continue
-                    write_json(self.dir / "offsets" / f"{n}.json", {"start": start, "end": end})
-                self._batch(reader, n, start, end, bases)
-                start = dict(end)
-                reader.commit_group(end)
-        except KeyboardInterrupt:
-            log.info("interrupted: stopping")
-        finally:
-            reader.close()
-            for s in self.sinks.values():
-                s.close()
-            self.sinks = {}
-            lock.close()
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
+        with stop_on_signals(self.stop):  # Ctrl-C, SIGTERM: the loop ends after its batch
+            reader = KafkaReader(self.config)
+            try:
+                committed = self._last("commits")
+                planned = self._last("offsets")
+                start = self._load(committed)
+                n = -1 if committed is None else committed
+                while not self._stop.is_set():
+                    n += 1
+                    bases: dict[str, int] = {}
+                    if planned is not None and planned >= n:  # logged, never committed: again
+                        logged = read_json(self.dir / "offsets" / f"{n}.json")
+                        start, end = logged["start"], logged["end"]
+                        bases = {t: int(b) for t, b in (logged.get("bases") or {}).items()}
+                        log.warning("kafka source: batch %d was planned and not committed; it "
+                                    "is read again (its targets skip it if they have it)", n)
+                    else:
+                        start, end = reader.plan(start)
+                        if all(end[k] <= start.get(k, 0) for k in end):
+                            n -= 1
+                            if self.until_caught_up:
+                                self.nothing_to_do = self.batches == 0
+                                break
+                            self._stop.wait(self.settings.trigger_interval or 1.0)
+                            continue
+                        write_json(self.dir / "offsets" / f"{n}.json",
+                                   {"start": start, "end": end})
+                    self._batch(reader, n, start, end, bases)
+                    start = dict(end)
+                    reader.commit_group(end)
+            except KeyboardInterrupt:
+                log.info("interrupted: stopping")
+            finally:
+                reader.close()
+                for s in self.sinks.values():
+                    s.close()
+                self.sinks = {}
+                lock.close()
         return 0
 
     def stop(self) -> None:

@@ -30,7 +30,6 @@ import contextlib
 import logging
 import os
 import secrets
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +58,7 @@ from sparkcdc.pipeline.operator import OperatorRequests
 from sparkcdc.pipeline.pipeline_stream import PipelineStream
 from sparkcdc.pipeline.routing import META, Shaper, shaper_for, targets_of, transform_of
 from sparkcdc.pipeline.session import OwnSession, PendingSession, build_session
+from sparkcdc.pipeline.signals import stop_on_signals
 from sparkcdc.pipeline.source_changes import SourceChanges
 from sparkcdc.pipeline.stream_schema import conform, target_arrow_schema
 from sparkcdc.pipeline.table_run import TableRun, note_emit_lag
@@ -186,55 +186,53 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
     def run(self) -> int:
         import sparkcdc
 
-        old_term = None
         lock = self._lock_checkpoint()
-        if threading.current_thread() is threading.main_thread():
-            old_term = signal.signal(signal.SIGTERM, lambda *_: self.stop())
-        try:
-            self.states = self.ckpt.load_tables()
-            self.group_gen = self.ckpt.load_group()
-            if self._work_waits():
-                self._begin_session()  # its JVM starts while the tables are discovered
-            found = self.discover()
-            self._check_purged()
-            self._read_now()
-            if self.until_caught_up and self._caught_up_already(found):
-                log.info("every table is caught up at %s: nothing to do", self._now)
-                self.nothing_to_do = True
-                return 0
-            sparkcdc.register(self.spark)
-            self._follow_gone(found, reconcile=False)  # seen by the last run's stream
-            self._reconcile(found, starting=True)
-            self._warm_sinks()
-            self._take_requests()  # made while no pipeline ran
-            self._sync_group()
-            self._save()
-            last_discovery = time.monotonic()
-            while not self._stop.is_set():
-                self._poll()
-                self._follow_gone()
-                self._take_requests()
-                if self.until_caught_up and self._all_ended():
-                    self._poll()  # the last batches' progress; a failure examined
-                    self._follow_gone()
-                    if self._all_ended():  # (not restarted by that examination)
-                        break
-                if not self.runs and self.until_caught_up:
-                    break
-                if (not self.until_caught_up and
-                        time.monotonic() - last_discovery >= self.settings.discovery_interval):
-                    self._rediscover()
-                    last_discovery = time.monotonic()
-                self._stop.wait(1.0)
-        except KeyboardInterrupt:
-            log.info("interrupted: stopping the streams")
-        finally:
+        with stop_on_signals(self.stop):  # Ctrl-C, SIGTERM: the loop ends at its step
             try:
-                self._stop_all()
+                self.states = self.ckpt.load_tables()
+                self.group_gen = self.ckpt.load_group()
+                if self._work_waits():
+                    self._begin_session()  # its JVM starts while the tables are discovered
+                found = self.discover()
+                self._check_purged()
+                self._read_now()
+                if self.until_caught_up and self._caught_up_already(found):
+                    log.info("every table is caught up at %s: nothing to do", self._now)
+                    self.nothing_to_do = True
+                    return 0
+                if self._stop.is_set():  # Ctrl-C while it started: no stream to start
+                    return 0
+                sparkcdc.register(self.spark)
+                self._follow_gone(found, reconcile=False)  # seen by the last run's stream
+                self._reconcile(found, starting=True)
+                self._warm_sinks()
+                self._take_requests()  # made while no pipeline ran
+                self._sync_group()
+                self._save()
+                last_discovery = time.monotonic()
+                while not self._stop.is_set():
+                    self._poll()
+                    self._follow_gone()
+                    self._take_requests()
+                    if self.until_caught_up and self._all_ended():
+                        self._poll()  # the last batches' progress; a failure examined
+                        self._follow_gone()
+                        if self._all_ended():  # (not restarted by that examination)
+                            break
+                    if not self.runs and self.until_caught_up:
+                        break
+                    if (not self.until_caught_up and time.monotonic() - last_discovery
+                            >= self.settings.discovery_interval):
+                        self._rediscover()
+                        last_discovery = time.monotonic()
+                    self._stop.wait(1.0)
+            except KeyboardInterrupt:
+                log.info("interrupted: stopping the streams")
             finally:
-                lock.close()  # releases the flock
-                if old_term is not None:
-                    signal.signal(signal.SIGTERM, old_term)
+                try:
+                    self._stop_all()
+                finally:
+                    lock.close()  # releases the flock
         return 0
 
     def _warm_sinks(self) -> None:
