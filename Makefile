@@ -39,7 +39,7 @@ test-compat: setup
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
 	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults tests/pipeline/test_kill.py \
-		tests/pipeline/test_pipeline_stream.py::test_many_tables_one_query
+		tests/pipeline/test_class_cache.py tests/pipeline/test_pipeline_stream.py::test_many_tables_one_query
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into

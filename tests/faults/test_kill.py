@@ -8,7 +8,8 @@ offset log and the commit log, while a sink writes -- and starts it again, which
 the checkpoints. After the last kill a final run catches up; then both sinks must hold every
 change exactly once and describe the source table as it is.
 
-``make test`` runs a few kill points; ``make test-faults`` (marker ``faults``) runs 20.
+``make test-faults`` (marker ``faults``) runs two kill points, then 20; ``make test`` kills the
+pipeline itself (tests/pipeline/test_kill.py).
 The points are chosen by ``random.Random(SPARKCDC_FAULT_SEED)`` (default 8).
 """
 
@@ -92,9 +93,10 @@ def _kill_loop(mariadb, db, tmp_path, kills: int, seed: int) -> list[dict]:
     return hits
 
 
+@pytest.mark.faults  # about 2 minutes: make test keeps tests/pipeline/test_kill.py's kills
 @pytest.mark.timeout(1200)  # three JVM starts; minutes each on a loaded machine
 def test_sigkill_at_random_points_fast(mariadb, db, tmp_path):
-    """The fast subset (make test): two kills, one in each phase."""
+    """Two kills, one in each phase: the quick check of the loop below."""
     hits = _kill_loop(mariadb, db, tmp_path, kills=2, seed=SEED)
     print("kill points:", *hits, sep="\n  ")
 

@@ -100,6 +100,7 @@ def _cut(archive: Path, *, keep_size_note: bool) -> None:
         archive.with_suffix(".size").write_text(str(archive.stat().st_size))
 
 
+@pytest.mark.faults  # a damaged archive: make test-faults
 def test_an_archive_cut_short_is_not_used_and_is_written_again(written, tmp_path):
     archive = _copy(written, tmp_path)
     _cut(archive, keep_size_note=False)
@@ -110,6 +111,7 @@ def test_an_archive_cut_short_is_not_used_and_is_written_again(written, tmp_path
     assert archive.stat().st_size > 10_000_000
 
 
+@pytest.mark.faults  # a damaged archive: make test-faults
 def test_an_archive_that_crashes_the_jvm_is_dropped_and_the_session_starts_without(
         written, tmp_path, monkeypatch):
     archive = _copy(written, tmp_path)
