@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml setup.py sparkcdc/mysql/binlog/_fastdecode.c scripts/se
 test: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy sparkcdc/core sparkcdc/spark sparkcdc/formats sparkcdc/apply.py sparkcdc/errors.py \
-		sparkcdc/options.py sparkcdc/pipeline/class_cache.py sparkcdc/pipeline/session.py
+		sparkcdc/options.py sparkcdc/pipeline/class_cache.py sparkcdc/pipeline/session.py \
+		sparkcdc/pipeline/signals.py
 	$(PY) -m pytest tests -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.

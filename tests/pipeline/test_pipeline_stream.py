@@ -2,7 +2,7 @@
 streaming query (one binlog reader, one assigner), and its micro-batches are split by table
 and written to the targets at once, each with its own batch id.
 
-* many tables (``SPARKCDC_TEST_TABLES``: 250 in ``make test``, 1,000 in ``make test-faults``)
+* many tables (``SPARKCDC_TEST_TABLES``: 120 in ``make test``, 1,000 in ``make test-faults``)
   in one query: one stream checkpoint, every target equal to its source after the snapshot and after a catch-up
   with changes to random tables;
 * a column added to one table, a new table and a dropped table, all before one run: the
@@ -55,7 +55,7 @@ def _streams(tmp_path) -> list[str]:
 
 
 def test_many_tables_one_query(spark, mariadb, db, tmp_path):
-    n = int(os.environ.get("SPARKCDC_TEST_TABLES", "250"))
+    n = int(os.environ.get("SPARKCDC_TEST_TABLES", "120"))
     names = [f"t{i:04d}" for i in range(n)]
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))"
                       for t in names], database=db)
