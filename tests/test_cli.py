@@ -7,6 +7,7 @@ then DIFFERENT with the missing keys while the pipeline is stopped), a resumed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -148,19 +149,22 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
 
 def _waited(proc: subprocess.Popen, seconds: float) -> int | None:
     """The process's exit code, or, when it has not ended in ``seconds``, None after asking
-    it where each of its threads waits (SIGUSR1, docs/operations.md) for the failure."""
+    it where each of its Python threads waits (SIGUSR1, docs/operations.md) and its JVM
+    where each Java thread does (SIGQUIT: a thread dump on the JVM's stdout, the log)."""
     try:
         return proc.wait(seconds)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGUSR1)
-        time.sleep(3)
+        with contextlib.suppress(OSError):  # (pkill: procps)
+            subprocess.run(["pkill", "-QUIT", "-P", str(proc.pid), "java"], check=False)
+        time.sleep(5)
         return None
 
 
 def _tail(log, ckpt) -> str:
     log.seek(0)
     spark_log = ckpt / "logs" / "spark.log"
-    return (log.read()[-6000:] + "\n--- Spark's log:\n"
+    return (log.read()[-20000:] + "\n--- Spark's log:\n"
             + (spark_log.read_text()[-4000:] if spark_log.exists() else "(none)"))
 
 
