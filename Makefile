@@ -14,6 +14,12 @@ $(STAMP): pyproject.toml setup.py sparkcdc/mysql/binlog/_fastdecode.c scripts/se
 	bash scripts/setup.sh
 	touch $(STAMP)
 
+# make test and test-fast run in TEST_WORKERS pytest-xdist workers (a test file stays on one
+# worker; each worker starts its own MariaDB, PostgreSQL, Kafka and Spark session): most tests
+# wait on servers and Spark's start, so two workers on two cores take about 60% of the time.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+
 # the full fault-injection suite (marker `faults`), the Spark standalone cluster (`cluster`) and
 # the huge transactions and rows (`huge`, minutes each) are left to `make test-faults`
 test: setup
@@ -21,14 +27,14 @@ test: setup
 	$(VENV)/bin/mypy sparkcdc/core sparkcdc/spark sparkcdc/formats sparkcdc/apply.py sparkcdc/errors.py \
 		sparkcdc/options.py sparkcdc/pipeline/class_cache.py sparkcdc/pipeline/session.py \
 		sparkcdc/pipeline/signals.py
-	$(PY) -m pytest tests -m "not faults and not cluster and not huge and not spark_delta and not wheel"
+	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.
 demo: setup
 	$(PY) demo/demo.py
 
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow and not faults and not cluster and not huge and not spark_delta and not wheel"
+	$(PY) -m pytest tests $(XDIST) -m "not slow and not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # the fast subset on Python 3.10, 3.12 and 3.13 and on the oldest and newest supported PySpark
 # (4.2 with delta-spark's catalog tests, 4.3), each in its own venv under .venv-compat/
