@@ -113,7 +113,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if display is not None:
             display.close()
         runner.close()
-    what = "caught up" if args.until_caught_up else "stopped"
+    what = _ended(args, runner)
     if runner.nothing_to_do:
         what += " (nothing to do since the last run; Spark was not started)"
     print(f"pipeline {defn.pipeline.name!r} {what}; checkpoint: {defn.checkpoint_dir}"
@@ -136,9 +136,17 @@ def _run_kafka(args: argparse.Namespace, defn) -> int:
         runner.run()
     finally:
         runner.close()
-    what = "caught up" if args.until_caught_up else "stopped"
-    print(f"pipeline {defn.pipeline.name!r} {what}; checkpoint: {defn.checkpoint_dir}")
+    print(f"pipeline {defn.pipeline.name!r} {_ended(args, runner)}; "
+          f"checkpoint: {defn.checkpoint_dir}")
     return 0
+
+
+def _ended(args: argparse.Namespace, runner) -> str:
+    """How a run ended, for its last line: a run ``--until-caught-up`` stopped by Ctrl-C or
+    SIGTERM did not catch up, and must not say it did."""
+    if not args.until_caught_up:
+        return "stopped"
+    return "stopped before it caught up" if runner.interrupted else "caught up"
 
 
 def _mysql_only(defn, command: str) -> None:

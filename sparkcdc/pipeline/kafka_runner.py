@@ -228,6 +228,12 @@ class KafkaRunner:
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the run was asked to stop (Ctrl-C, SIGTERM, ``stop``): a run
+        ``--until-caught-up`` that was may have stopped before it caught up."""
+        return self._stop.is_set()
+
     def close(self) -> None:
         if self._session is not None:
             self._session.stop()

@@ -342,6 +342,12 @@ class Runner(PipelineStream, SourceChanges, OperatorRequests):
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the run was asked to stop (Ctrl-C, SIGTERM, ``stop``): a run
+        ``--until-caught-up`` that was may have stopped before it caught up."""
+        return self._stop.is_set()
+
     def close(self) -> None:
         """Stop the SparkSession if this runner created it."""
         if self._pending is not None:  # started, never used

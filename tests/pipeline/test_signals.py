@@ -53,3 +53,38 @@ def test_signals_stop_the_loop_and_sigusr1_prints_stacks():
     # faulthandler's dump: every thread, the sleeping one among them
     assert "Current thread 0x" in r.stderr and r.stderr.count("Thread 0x") >= 1, r.stderr
     assert "<lambda>" in r.stderr, r.stderr
+
+
+def test_a_run_asked_to_stop_before_its_stream_starts_none_and_says_so(spark, mariadb, db,
+                                                                          tmp_path):
+    """Ctrl-C while a run starts (discovery, the session): no stream is started, nothing is
+    written, and a run ``--until-caught-up`` does not claim it caught up."""
+    import argparse
+
+    from pipeline_support import source_yaml
+
+    from sparkcdc.cli import _ended
+    from sparkcdc.pipeline.definition import parse_pipeline
+    from sparkcdc.pipeline.runner import Runner
+
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)",
+                    database=db)
+    defn = parse_pipeline(f"""
+{source_yaml(mariadb, db + ".t", 20)}sink:
+  type: delta
+  path: {tmp_path}/lake
+pipeline:
+  name: sig
+  checkpoint.location: {tmp_path}/ckpt
+""", "p.yaml", env={"TEST_PW": mariadb.info.cdc_password})
+    runner = Runner(defn, spark, until_caught_up=True)
+    runner.stop()  # as the signal handler does
+    assert runner.run() == 0
+    assert runner.interrupted and not runner.runs
+    assert not (tmp_path / "lake").exists()
+    args = argparse.Namespace(until_caught_up=True)
+    assert _ended(args, runner) == "stopped before it caught up"
+    done = Runner(defn, spark, until_caught_up=True)
+    done.run()
+    assert not done.interrupted and _ended(args, done) == "caught up"
+    assert (tmp_path / "lake" / db / "t").exists()
