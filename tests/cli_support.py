@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
 import time
@@ -38,3 +40,26 @@ def delta_ids(lake, db, table):
     if not deltalake.DeltaTable.is_deltatable(path):
         return set()
     return {r["id"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()}
+
+
+def waited(proc: subprocess.Popen, seconds: float) -> int | None:
+    """The process's exit code, or, when it has not ended in ``seconds``, None after asking
+    it where each of its Python threads waits (SIGUSR1, docs/operations.md) and its JVM
+    where each Java thread does (SIGQUIT: a thread dump on the JVM's stdout, the log)."""
+    try:
+        return proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        with contextlib.suppress(OSError):  # (pkill: procps)
+            subprocess.run(["pkill", "-QUIT", "-P", str(proc.pid), "java"], check=False)
+        time.sleep(5)
+        return None
+
+
+def run_tail(log, ckpt) -> str:
+    """A run's output (``log``, its open file) and the end of Spark's log under ``ckpt``,
+    for an assertion's message."""
+    log.seek(0)
+    spark_log = ckpt / "logs" / "spark.log"
+    return (log.read()[-20000:] + "\n--- Spark's log:\n"
+            + (spark_log.read_text()[-4000:] if spark_log.exists() else "(none)"))

@@ -7,18 +7,16 @@ then DIFFERENT with the missing keys while the pipeline is stopped), a resumed
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 
 import deltalake
-from cli_support import cause, cli, delta_ids, wait_for
+from cli_support import cause, cli, delta_ids, run_tail, wait_for, waited
 
 from sparkcdc.pipeline.definition import load_pipeline
 from sparkcdc.pipeline.status import table_statuses
@@ -88,7 +86,7 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
         assert running == {f"{db}.t1": True, f"{db}.t2": True}
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         # (the first run on a machine also writes Spark's class archive as it ends)
-        assert _waited(proc, 300) == 0, _tail(log, ckpt)
+        assert waited(proc, 300) == 0, run_tail(log, ckpt)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -145,27 +143,6 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
     moved = cli("run", str(yaml_path), "--until-caught-up", "--no-progress", env=env)
     assert moved.returncode == 0, moved.stdout[-2000:] + cause(moved.stderr)
     assert "nothing to do" not in moved.stdout, moved.stdout
-
-
-def _waited(proc: subprocess.Popen, seconds: float) -> int | None:
-    """The process's exit code, or, when it has not ended in ``seconds``, None after asking
-    it where each of its Python threads waits (SIGUSR1, docs/operations.md) and its JVM
-    where each Java thread does (SIGQUIT: a thread dump on the JVM's stdout, the log)."""
-    try:
-        return proc.wait(seconds)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGUSR1)
-        with contextlib.suppress(OSError):  # (pkill: procps)
-            subprocess.run(["pkill", "-QUIT", "-P", str(proc.pid), "java"], check=False)
-        time.sleep(5)
-        return None
-
-
-def _tail(log, ckpt) -> str:
-    log.seek(0)
-    spark_log = ckpt / "logs" / "spark.log"
-    return (log.read()[-20000:] + "\n--- Spark's log:\n"
-            + (spark_log.read_text()[-4000:] if spark_log.exists() else "(none)"))
 
 
 def test_validate_prints_every_problem_with_its_fix(tmp_path):

@@ -17,7 +17,7 @@ import sys
 import time
 
 import deltalake
-from cli_support import cli, wait_for
+from cli_support import cli, run_tail, wait_for, waited
 from pipeline_support import source_yaml
 
 
@@ -110,7 +110,7 @@ pipeline:
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(120)
+            assert waited(proc, 120) is not None, run_tail(log, ckpt)
         finally:
             if proc.poll() is None:
                 proc.kill()

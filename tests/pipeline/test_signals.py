@@ -17,7 +17,6 @@ with stop_on_signals(stopped.set):
     os.kill(os.getpid(), signal.SIGTERM)
     assert stopped.wait(5), "SIGTERM did not ask the loop to stop"
     stopped.clear()
-    t0 = time.monotonic()
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(0.3)  # a KeyboardInterrupt would be raised here
     assert stopped.is_set(), "Ctrl-C did not ask the loop to stop"
