@@ -57,6 +57,8 @@ PIPELINE_KEYS = {
                               "as run --until-caught-up)",
     "class-cache": "true or false: start Spark's JVM from an archive of the classes earlier "
                    "runs loaded (docs/operations.md, Start-up)",
+    "warm-workers": "true or false: fork a local run's Python processes from an interpreter "
+                    "that has imported what they need (docs/operations.md, Start-up)",
 }
 # Flink's pipeline keys that mean nothing here, and why (docs/pipelines.md)
 PIPELINE_ACCEPTED = {
@@ -214,6 +216,7 @@ class PipelineSettings:
     route_mode: str = "all_match"  # Flink's route-mode: all_match | first_match
     batch: bool = False  # Flink's execution.runtime-mode BATCH: stop once caught up
     class_cache: bool = True  # Spark's JVM from the classes of earlier runs (class_cache.py)
+    warm_workers: bool = True  # Python processes forked from a warm one (warm_python.py)
 
 
 @dataclass(frozen=True)
@@ -722,6 +725,10 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
             if text.lower() not in ("true", "false"):
                 raise bad
             vals["class_cache"] = text.lower() == "true"
+        elif name == "warm-workers":
+            if text.lower() not in ("true", "false"):
+                raise bad
+            vals["warm_workers"] = text.lower() == "true"
     vals.setdefault("checkpoint_location", _resolve(base, "checkpoints"))
     return PipelineSettings(**vals)
 

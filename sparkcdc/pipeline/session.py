@@ -1,7 +1,8 @@
 """The Spark session a pipeline run creates when it is not given one: tuned for collecting
 Arrow batches on the driver, quiet on start-up, bound to loopback when local, started from
 the class archive of earlier runs (pipeline/class_cache.py), with HotSpot's quick compiler
-only when local (``QUICK_JIT``), and shipping the driver's sparkcdc to the executors of a
+only when local (``QUICK_JIT``), its Python processes forked from a warm interpreter when
+local (pipeline/warm_python.py), and shipping the driver's sparkcdc to the executors of a
 cluster (pipeline/cluster.py)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from sparkcdc.pipeline import cluster
 from sparkcdc.pipeline.class_cache import ClassCache
+from sparkcdc.pipeline.warm_python import WarmPython, usable
 
 # A local run's JVM compiles with HotSpot's quick compiler (C1) alone. The optimising
 # compiler (C2) took about 5 s of CPU in a run's first 20 s, from the cores that the Python
@@ -30,14 +32,20 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 @dataclass
 class OwnSession:
-    """A session a run started, and what its end owes: the class archive its JVM writes."""
+    """A session a run started, and what its end owes: the class archive its JVM writes,
+    the warm interpreter its Python processes were forked from."""
 
     spark: Any
     cache: ClassCache
+    warm: WarmPython | None = None
 
     def stop(self) -> None:
-        self.spark.stop()
-        self.cache.publish(self.spark)
+        try:
+            self.spark.stop()
+            self.cache.publish(self.spark)
+        finally:
+            if self.warm is not None:
+                self.warm.stop()
 
 
 class PendingSession:
@@ -108,6 +116,8 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
         conf["spark.sql.session.timeZone"] = settings.local_time_zone
     cache = ClassCache.for_conf(conf, settings.class_cache)
     ours = jit_options(conf, master)
+    # started first: it imports on the other core while the JVM starts
+    warm = WarmPython.start() if settings.warm_workers and usable(master, conf) else None
 
     def launch(jvm_options: str):
         from pyspark import SparkConf, SparkContext
@@ -127,9 +137,14 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
             b = b.config(k, v)
         return b.getOrCreate()
 
-    spark = cache.start(launch)
+    try:
+        spark = cache.start(launch)
+    except BaseException:
+        if warm is not None:
+            warm.stop()
+        raise
     spark.sparkContext.setLogLevel("ERROR")
-    return OwnSession(spark, cache)
+    return OwnSession(spark, cache, warm)
 
 
 def jit_options(conf: dict[str, str], master: str | None) -> str:
