@@ -334,6 +334,8 @@ def _run_module(module: str) -> int:
     import threading
 
     code = 0
+    # run afresh as __main__, as ``python -m`` runs it: what it imports stays imported
+    sys.modules.pop(module, None)
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as e:

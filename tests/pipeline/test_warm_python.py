@@ -86,7 +86,16 @@ def test_a_forked_process_is_the_process_asked_for(warm, modules):
     assert out["var"] == "x y" and out["stdin"] == "hello" and out["name"] == "__main__"
     assert out["ppid"] == warm.process.pid  # forked by the warm interpreter ...
     assert out["warm"]  # ... which had imported pyarrow before it forked
-    assert r.stderr == "to stderr\n"
+    assert r.stderr == "to stderr\n"  # and nothing else (runpy warns of a module run
+    # as __main__ that was imported before: it must run afresh, as python -m runs it)
+
+
+def test_a_module_the_warm_interpreter_imported_runs_afresh(warm, modules):
+    r = subprocess.run([str(warm.launcher), "-m", "pyspark.daemon", "x"], check=False,
+                       cwd=modules, input=b"", capture_output=True, timeout=120,
+                       env={**os.environ, "PYTHON_WORKER_FACTORY_SECRET": "s"})
+    assert len(r.stdout) == 4  # the daemon's port: it ran, and ended with its stdin
+    assert b"RuntimeWarning" not in r.stderr, r.stderr
 
 
 def test_signals_reach_the_forked_process_and_it_ends_as_the_stand_in_does(warm, modules):
