@@ -62,6 +62,8 @@ PRELOAD = (
     "sparkcdc.spark.source",
     "pymysql",
     "connectorx",
+    "pandas",  # pyarrow imports it as a binlog read builds its first columns (0.2 s)
+    "encodings.idna",  # a connection's host name goes through it (0.1 s, unicodedata)
 )
 PACKAGES = ("sparkcdc.core", "sparkcdc.mysql", "sparkcdc.spark")  # every module of these
 LAUNCHER = Path(__file__).with_name("warm_launcher.py")
