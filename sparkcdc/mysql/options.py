@@ -98,7 +98,7 @@ OPTIONS: dict[str, Opt] = {
                  "captured table as an ALTER of it; their helper tables are not captured "
                  "(mysql/online_schema.py)"),
     "scan.binlog.parallel.split-size": Opt(
-        "64mb", "a size like '64mb', '512kb' or a number of bytes: a micro-batch's binlog "
+        "16mb", "a size like '16mb', '512kb' or a number of bytes: a micro-batch's binlog "
                 "window larger than this is read by several tasks; 0 turns that off"),
 }
 
@@ -203,7 +203,7 @@ class SourceConfig:
     backfill_skip: bool
     max_rows_per_batch: int | None
     raw: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
-    binlog_split_bytes: int = 64 * 1024**2  # 0: a micro-batch's window is never split
+    binlog_split_bytes: int = 16 * 1024**2  # 0: a micro-batch's window is never split
     binlog_batch_bytes: int = 128 * 1024**2  # 0: a stream batch reads its whole backlog
     preimages: bool = True  # changelog-mode 'all'; 'upsert' leaves update preimages out
     arrow_batches: bool = False  # output rows are whole Arrow record batches (IPC bytes)

@@ -61,6 +61,7 @@ NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group committed nothing th
 TRANSACTION_TIMEOUT_MS = "300000"  # librdkafka's default 60 s is short for a snapshot batch
 REBOOTSTRAP_LIBRDKAFKA = 0x020A0000  # 2.10.0: metadata.recovery.strategy (KIP-899)
 PAIRING_FORMATS = ("debezium-json", "canal-json")  # an update's two images in one message
+POLL_EVERY = 1000  # messages produced between two polls of the producer
 
 
 def _librdkafka_log(logger: logging.Logger) -> logging.Logger:
@@ -349,14 +350,15 @@ class KafkaSink(Sink):
             kw["partition"] = partition
         elif self.config.partition_strategy == "all-to-zero":
             kw["partition"] = 0
-        for key, value in messages:
+        for i, (key, value) in enumerate(messages):
             while True:
                 try:
                     p.produce(topic or self.topic, value=value, key=key, headers=headers, **kw)
                     break
                 except BufferError:  # the local queue is full: let it drain
                     p.poll(0.05)
-            p.poll(0)
+            if not i % POLL_EVERY:  # delivery reports and errors; a call per message cost
+                p.poll(0)  # a third of the sending (200,000 messages: 0.35 s against 0.23 s)
 
     def _in_transaction(self, send, batch_id: int | None, doing: str) -> int:
         """``send()`` the messages in one transaction that also records ``batch_id`` (when
