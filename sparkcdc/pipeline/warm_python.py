@@ -247,13 +247,16 @@ class _Server:
         if struct.unpack("3i", creds)[1] != os.getuid():  # another user's process
             conn.close()
             return
+        fds: list[int] = []
         try:
             head, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)
             request = json.loads(_recv_exact(conn, struct.unpack("!I", head)[0]))
-        except Exception:  # noqa: BLE001 - a stand-in that could not say what it wanted
+            pid = os.fork()
+        except Exception:  # noqa: BLE001 - a stand-in that could not say what it wanted,
+            for fd in fds:  # or no fork (no memory, no pids left): it runs the real
+                os.close(fd)  # interpreter when it hears nothing back
             conn.close()
             return
-        pid = os.fork()
         if pid == 0:
             self._child(conn, fds, request)  # never returns
         for fd in fds:

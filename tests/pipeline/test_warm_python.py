@@ -188,3 +188,27 @@ def test_a_sessions_python_workers_are_forked_warm(tmp_path, mode):
         assert out["warm"] and all(out["warm"] in c for c in chains), (out, r.stderr[-2000:])
     else:
         assert out["warm"] is None
+
+
+def test_a_request_it_cannot_read_leaves_the_warm_interpreter_serving(warm, modules):
+    import socket
+    import struct
+
+    for junk in (b"", struct.pack("!I", 5) + b"{no json"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect("\0" + warm.name)
+        if junk:
+            socket.send_fds(s, [junk[:4]], [0])
+            s.sendall(junk[4:])
+        s.shutdown(socket.SHUT_WR)
+        try:
+            reply = s.recv(4)
+        except ConnectionResetError:  # closed with the junk unread
+            reply = b""
+        assert reply == b""  # no pid: that stand-in would run the real interpreter
+        s.close()
+    r = subprocess.run([str(warm.launcher), "-m", "probe"], check=False, cwd=modules,
+                       input="", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ppid"] == warm.process.pid
+    assert warm.process.poll() is None
