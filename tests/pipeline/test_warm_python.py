@@ -212,3 +212,20 @@ def test_a_request_it_cannot_read_leaves_the_warm_interpreter_serving(warm, modu
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["ppid"] == warm.process.pid
     assert warm.process.poll() is None
+
+
+def test_a_run_killed_outright_leaves_no_warm_interpreter(tmp_path):
+    code = ("import sys, time\n"
+            "from sparkcdc.pipeline.warm_python import WarmPython\n"
+            "w = WarmPython.start()\n"
+            "print(w.process.pid, flush=True)\n"
+            "time.sleep(120)\n")
+    env = {**os.environ, class_cache.CACHE_ENV: str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    run = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                           text=True)
+    warm = int(run.stdout.readline())
+    assert _alive(warm)
+    run.kill()  # SIGKILL: no stop(), no atexit
+    run.wait(30)
+    assert _gone_within(warm, 30)  # its stdin, a pipe from the run, ended
