@@ -10,8 +10,8 @@ daemon already forks its task workers from a parent that imported pyspark, for t
 reason; the planners on the driver get no such help.
 
 How: as the session starts, the run starts one more interpreter, the *warm* one
-(``main``, below), which imports those modules while the JVM starts on the other core, and then
-forks on request. Spark is told to use a stand-in interpreter (``warm_launcher.py``, by
+(``main``, below), which imports those modules while the JVM starts on the other core, and
+then forks on request. Spark is told to use a stand-in interpreter (``warm_launcher.py``, by
 ``PYSPARK_PYTHON``): for each ``<python> -m <module>`` Spark starts, the stand-in hands its
 standard streams, environment, folder and arguments to the warm interpreter, which forks a
 child that takes them over and runs the module as ``python -m`` would. The stand-in passes
