@@ -77,8 +77,9 @@ def _gone_within(pid: int, seconds: float) -> bool:
 
 def test_a_forked_process_is_the_process_asked_for(warm, modules):
     env = {**os.environ, "PROBE_VAR": "x y", "PROBE_EXIT": "3", "PYTHONUNBUFFERED": "YES"}
-    r = subprocess.run([str(warm.launcher), "-m", "probe", "a b", "c"], check=False, cwd=modules, env=env,
-                       input="hello\n", capture_output=True, text=True, timeout=120)
+    r = subprocess.run([str(warm.launcher), "-m", "probe", "a b", "c"], check=False,
+                       cwd=modules, env=env, input="hello\n", capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 3, r.stderr
     out = json.loads(r.stdout)
     assert out["argv"] == [str(modules / "probe.py"), "a b", "c"]
