@@ -44,6 +44,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import traceback
 import warnings
 from pathlib import Path
@@ -162,7 +163,22 @@ def _launcher() -> Path:
         tmp.write_text(text)
         tmp.chmod(0o755)
         os.replace(tmp, path)
+    else:
+        os.utime(path)  # in use: kept by the pruning below
+    _prune(folder, keep=path)
     return path
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove the stand-ins of other interpreters or installs that no run used for
+    ``UNUSED_DAYS`` (class_cache's rule for its archives)."""
+    from sparkcdc.pipeline.class_cache import UNUSED_DAYS
+
+    too_old = time.time() - UNUSED_DAYS * 86400
+    for f in folder.glob("python-*"):
+        with contextlib.suppress(OSError):
+            if f != keep and f.stat().st_mtime < too_old:
+                f.unlink()
 
 
 def usable(master: str | None, conf: dict[str, str]) -> bool:

@@ -230,3 +230,18 @@ def test_a_run_killed_outright_leaves_no_warm_interpreter(tmp_path):
     run.kill()  # SIGKILL: no stop(), no atexit
     run.wait(30)
     assert _gone_within(warm, 30)  # its stdin, a pipe from the run, ended
+
+
+def test_stand_ins_no_run_used_for_a_month_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv(class_cache.CACHE_ENV, str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "warm"
+    folder.mkdir(parents=True)
+    old, recent = folder / "python-0ld", folder / "python-recent"
+    for f in (old, recent):
+        f.write_text("#!/bin/sh\n")
+    month = time.time() - 31 * 86400
+    os.utime(old, (month, month))
+    mine = warm_python._launcher()
+    os.utime(mine, (month, month))  # the one in use is kept, whatever its age
+    assert warm_python._launcher() == mine
+    assert mine.exists() and recent.exists() and not old.exists()
