@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import sys
+import time
 import uuid
 
 
@@ -63,6 +64,15 @@ def main() -> None:
         q_files = (stream().writeStream.format("parquet")
                    .option("checkpointLocation", os.path.join(out, "ckpt-files"))
                    .trigger(**trigger).start(os.path.join(out, "files")))
+        # The second query starts once the first has run a batch. Spark's streaming source
+        # runner adds its entries to the data source's PythonFunction environment, one Java
+        # HashMap that both queries' tasks serialize; a first runner's additions while the
+        # other query's task was serialized made that task fail to deserialize
+        # (java.io.OptionalDataException in HashMap.readObject; both tasks failed at once,
+        # once in a make test-faults run). Later runners only put the same entries again.
+        deadline = time.monotonic() + 300
+        while q_files.isActive and not q_files.recentProgress and time.monotonic() < deadline:
+            time.sleep(0.1)
         q_each = (stream().writeStream.foreachBatch(sink)
                   .option("checkpointLocation", os.path.join(out, "ckpt-foreach"))
                   .trigger(**trigger).start())
