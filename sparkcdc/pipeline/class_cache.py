@@ -40,7 +40,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,18 @@ def cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "sparkcdc"
+
+
+def unused(paths: Iterable[Path], keep: Path) -> list[Path]:
+    """Those of ``paths`` (other than ``keep``, the one in use) that no run used for
+    ``UNUSED_DAYS``: what the cache folder forgets (the time of use is a file's mtime)."""
+    too_old = time.time() - UNUSED_DAYS * 86400
+    out = []
+    for p in paths:
+        with contextlib.suppress(OSError):
+            if p != keep and p.stat().st_mtime < too_old:
+                out.append(p)
+    return out
 
 
 def _java() -> Path | None:
@@ -209,12 +221,9 @@ class ClassCache:
         """Archives of other JVMs or Spark versions that no run used for a month (their
         time of use is the archive's, not its size note's), and old crash reports."""
         assert self.archive is not None
-        old = time.time() - UNUSED_DAYS * 86400
         d = self.archive.parent
-        for p in [*d.glob("*.jsa"), *d.glob("crash-*")]:
-            with contextlib.suppress(OSError):
-                if p != self.archive and p.stat().st_mtime < old:
-                    _remove(p)
+        for p in unused([*d.glob("*.jsa"), *d.glob("crash-*")], keep=self.archive):
+            _remove(p)
 
 
 def _size_file(archive: Path) -> Path:

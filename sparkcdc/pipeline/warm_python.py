@@ -44,10 +44,11 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 import traceback
 import warnings
 from pathlib import Path
+
+from sparkcdc.pipeline.class_cache import cache_dir, unused
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -68,8 +69,6 @@ PRELOAD = (
 )
 PACKAGES = ("sparkcdc.core", "sparkcdc.mysql", "sparkcdc.spark")  # every module of these
 LAUNCHER = Path(__file__).with_name("warm_launcher.py")
-
-
 SOCKET_ENV = "SPARKCDC_WARM_SOCKET"  # the warm interpreter's (abstract) socket name
 
 
@@ -147,8 +146,6 @@ def _launcher() -> Path:
     folder: a shell script (Spark runs it as a program) that runs ``warm_launcher.py``
     with the real interpreter and no ``site``, so that it imports nothing beyond the
     standard library."""
-    from sparkcdc.pipeline.class_cache import cache_dir
-
     python = sys.executable
     text = (f"#!/bin/sh\nexec {shlex.quote(python)} -I -S {shlex.quote(str(LAUNCHER))} "
             f"{shlex.quote(python)} \"$@\"\n")
@@ -170,15 +167,11 @@ def _launcher() -> Path:
 
 
 def _prune(folder: Path, keep: Path) -> None:
-    """Remove the stand-ins of other interpreters or installs that no run used for
-    ``UNUSED_DAYS`` (class_cache's rule for its archives)."""
-    from sparkcdc.pipeline.class_cache import UNUSED_DAYS
-
-    too_old = time.time() - UNUSED_DAYS * 86400
-    for f in folder.glob("python-*"):
+    """Remove the stand-ins of other interpreters or installs that no run used for a
+    month (``class_cache.unused``, the rule for the class archives too)."""
+    for f in unused(folder.glob("python-*"), keep):
         with contextlib.suppress(OSError):
-            if f != keep and f.stat().st_mtime < too_old:
-                f.unlink()
+            f.unlink()
 
 
 def usable(master: str | None, conf: dict[str, str]) -> bool:
@@ -208,7 +201,7 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-# ---- the warm interpreter itself (``python -m sparkcdc.pipeline.warm_python <socket>``)
+# ---- the warm interpreter itself (``python -m sparkcdc.pipeline.warm_python <fd>``)
 
 
 def _preload() -> None:
