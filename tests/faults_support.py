@@ -291,6 +291,15 @@ def spark_child(args: dict, log_path) -> Child:
     return Child([sys.executable, str(CHILD)], log_path, stdin=json.dumps(args))
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def wait_until(check, timeout: float, what: str, every: float = 0.3):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

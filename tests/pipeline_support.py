@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 import deltalake
+
+from sparkcdc.pipeline import class_cache
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tree_env(cache: Path) -> dict[str, str]:
+    """The environment of a child Python process that runs this source tree, with its own
+    sparkcdc cache folder ``cache`` (the class archive, the warm workers' stand-in)."""
+    return {**os.environ, class_cache.CACHE_ENV: str(cache),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def source_yaml(sb, tables: str, server_ids: int) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import deltalake
 import pytest
+from faults_support import alive
 
 from sparkcdc.testing.mariadb import free_port, set_pdeathsig
 
@@ -55,14 +56,6 @@ def _children(pid: int) -> list[int]:
             out.append(c)
             todo.append(c)
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 class StandaloneCluster:
@@ -134,15 +127,15 @@ class StandaloneCluster:
                 p.kill()
                 p.wait(10)
         for pid in family:
-            if _alive(pid):
+            if alive(pid):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
         deadline = time.monotonic() + 20
-        while any(_alive(pid) for pid in family) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in family) and time.monotonic() < deadline:
             time.sleep(0.2)
-        self.leftover = [pid for pid in family if _alive(pid)]
+        self.leftover = [pid for pid in family if alive(pid)]
 
 
 @pytest.fixture

@@ -11,13 +11,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pipeline_support import tree_env
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline import class_cache
 from sparkcdc.pipeline.class_cache import ClassCache
 from sparkcdc.pipeline.definition import parse_pipeline
-
-ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent("""
     import json, logging, sys
@@ -41,8 +40,7 @@ def _session(tmp: Path, spark_conf: dict | None = None) -> dict:
 
     cwd = tmp / "cwd"
     cwd.mkdir(exist_ok=True)
-    env = {**os.environ, class_cache.CACHE_ENV: str(tmp / "cache"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = tree_env(tmp / "cache")
     r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spark_conf or {}),
                         str(tmp / "spark.log")], check=False, env=env, cwd=cwd,
                        capture_output=True, text=True, timeout=600)

@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from faults_support import alive, wait_until
+from pipeline_support import tree_env
 
 from sparkcdc.pipeline import class_cache, warm_python
 from sparkcdc.pipeline.warm_python import SOCKET_ENV, WarmPython
 
-ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = textwrap.dedent("""
     import json, os, sys
@@ -57,22 +58,8 @@ def modules(tmp_path) -> Path:
     return cwd
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie has ended
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _gone_within(pid: int, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+def _gone_within(pid: int, seconds: float) -> None:
+    wait_until(lambda: not alive(pid), seconds, f"process {pid} to end", every=0.05)
 
 
 def test_a_forked_process_is_the_process_asked_for(warm, modules):
@@ -103,17 +90,17 @@ def test_signals_reach_the_forked_process_and_it_ends_as_the_stand_in_does(warm,
     p = subprocess.Popen([str(warm.launcher), "-m", "sleeper"], cwd=modules,
                          stdout=subprocess.PIPE, text=True)
     pid = int(p.stdout.readline())
-    assert pid != p.pid and _alive(pid)
+    assert pid != p.pid and alive(pid)
     p.send_signal(signal.SIGTERM)  # how Spark stops a worker it started
     assert p.wait(30) == -signal.SIGTERM
-    assert _gone_within(pid, 10)
+    _gone_within(pid, 10)
 
     p = subprocess.Popen([str(warm.launcher), "-m", "sleeper"], cwd=modules,
                          stdout=subprocess.PIPE, text=True)
     pid = int(p.stdout.readline())
     p.kill()  # a stand-in killed outright takes its process with it
     p.wait(30)
-    assert _gone_within(pid, 10)
+    _gone_within(pid, 10)
 
 
 def test_without_a_warm_interpreter_the_stand_in_runs_the_real_one(warm, modules):
@@ -175,8 +162,7 @@ CHILD = textwrap.dedent("""
 
 @pytest.mark.parametrize("mode", ["on", "off"])
 def test_a_sessions_python_workers_are_forked_warm(tmp_path, mode):
-    env = {**os.environ, class_cache.CACHE_ENV: str(tmp_path / "cache"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = tree_env(tmp_path / "cache")
     env.pop("PYSPARK_PYTHON", None)
     r = subprocess.run([sys.executable, "-c", CHILD, mode], check=False, env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=600)
@@ -221,15 +207,14 @@ def test_a_run_killed_outright_leaves_no_warm_interpreter(tmp_path):
             "w = WarmPython.start()\n"
             "print(w.process.pid, flush=True)\n"
             "time.sleep(120)\n")
-    env = {**os.environ, class_cache.CACHE_ENV: str(tmp_path / "cache"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = tree_env(tmp_path / "cache")
     run = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                            text=True)
     warm = int(run.stdout.readline())
-    assert _alive(warm)
+    assert alive(warm)
     run.kill()  # SIGKILL: no stop(), no atexit
     run.wait(30)
-    assert _gone_within(warm, 30)  # its stdin, a pipe from the run, ended
+    _gone_within(warm, 30)  # its stdin, a pipe from the run, ended
 
 
 def test_stand_ins_no_run_used_for_a_month_are_removed(tmp_path, monkeypatch):
