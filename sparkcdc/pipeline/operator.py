@@ -1,14 +1,19 @@
 """What the loop does when an operator asks (``sparkcdc snapshot|pause|resume``, the
 requests of ``pipeline/control.py``), while every other table streams on:
 
-* **snapshot**: the table is snapshotted again inside the pipeline's stream under a new
-  generation, as a newly added table is, and streams on from there. Its target is not
-  emptied: the snapshot's rows are merged over it, so a row that differs or is missing
-  there is made right, and the stream is never without the table's rows. (A row that
-  exists only in the target stays; empty the target first for a clean reload.)
+* **snapshot**: the table is *read again* while it streams on (``SplitAssigner``'s
+  rereads, docs/algorithm.md "Reading a table again"): its chunks are read again, each
+  rolled back to its batch's position and merged over the target, while the stream keeps
+  passing every change of the table, deletes included. So a row that differs or is missing
+  in the target is made right, and a row the source deletes during the re-read, before or
+  after its chunk is read, is deleted from the target as well: afterwards the target
+  equals the source. ``--where`` reads only the rows a condition names. A table still in
+  its snapshot is read again once that snapshot ends. (A key that exists only in the
+  target, written there by hand, is not removed: ``sparkcdc verify`` finds it.)
 * **pause**: the table leaves the pipeline's stream; its place is where its target's last
-  batch ended (a table paused in its snapshot is snapshotted again on resume). Nothing is
-  read for it until it is resumed.
+  batch ended. Nothing is read for it until it is resumed. A table paused in its snapshot
+  has no such place: on resume its target (a part of a snapshot) is emptied and the table
+  snapshotted again, since a key deleted while it was paused would otherwise stay there.
 * **resume**: it joins the pipeline's stream again from that place (the members file's
   ``since``), so none of its changes made while it was paused is lost, as long as the
   server keeps the binlog (else ``binlog.purged.behavior`` applies).
@@ -22,6 +27,7 @@ from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.pipeline import control
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState
+from sparkcdc.sinks import sink_class
 from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -57,42 +63,46 @@ class OperatorRequests:
             return f"it is {st.status}"
         if st.table not in found:
             return "it is gone from the source"
-        if req.where:
-            return self._reread(st, req.where)
         if sc.diff(TableSchema.from_dict(st.schema), found[st.table]):
             return "its schema changed and the stream has not brought the change yet; ask again"
-        sink, last, _offset, _done = self._halt(st)
-        sink.close()
-        self._next_generation(st, last, Start(), "snapshot requested")
-        self._start(st, found[st.table])
-        return None
+        return self._reread(st, req.where or "")
 
     def _reread(self, st: TableState, where: str) -> str | None:
-        """Read the rows of the table where ``where`` holds again, while it streams on:
-        no new generation, its target merged over (``SplitAssigner``'s rereads)."""
-        b = self.ckpt.last_committed(st)
-        off = self.ckpt.offset(st, b) if b is not None else None
-        if off is None or ov.table_phase(off, st.table) != "done":
-            return "it is in its snapshot, which reads every row (ask again once it streams)"
-        table = TableId.parse(st.table)
-        try:
-            with self._source_config().connection.connect() as c, c.cursor() as cur:
-                cur.execute(f"SELECT 1 FROM {table.quoted()} WHERE ({where}) LIMIT 0")
-        except Exception as e:  # the server's own words, as the answer
-            return f"the condition does not run on the source: {str(e)[:300]}"
+        """Read the table again (only the rows where ``where`` holds, when given) while it
+        streams on: no new generation, nothing emptied, the table's changes passed on
+        throughout and the chunks, as of their batch's position, merged over the target
+        (``SplitAssigner``'s rereads). A table still in its snapshot takes the reread once
+        its snapshot is done: the assigner waits for that."""
+        if where:
+            table = TableId.parse(st.table)
+            try:
+                with self._source_config().connection.connect() as c, c.cursor() as cur:
+                    cur.execute(f"SELECT 1 FROM {table.quoted()} WHERE ({where}) LIMIT 0")
+            except Exception as e:  # the server's own words, as the answer
+                return f"the condition does not run on the source: {str(e)[:300]}"
         st.reread = {"id": int((st.reread or {}).get("id", 0)) + 1, "where": where}
-        st.note = f"snapshot where {where}"
+        st.note = f"snapshot where {where}" if where else "snapshot requested (read again)"
         self._group_dirty = True  # the members file carries it to the running stream
         self._save()
         return None
 
+    def _streams(self, st: TableState) -> bool:
+        """Whether the table's snapshot was done as of its last committed batch."""
+        b = self.ckpt.last_committed(st)
+        off = self.ckpt.offset(st, b) if b is not None else None
+        return off is not None and ov.table_phase(off, st.table) == "done"
+
     def _pause_request(self, st: TableState, _found, _req=None) -> str | None:
         if st.status != CaptureStatus.ACTIVE:
             return f"it is {st.status}"
+        if not self._streams(st) and sink_class(self.defn.sink.type).kind == "changelog":
+            # its resume would have to take it again from an empty target, and a changelog
+            # cannot be emptied: the keys deleted meanwhile would stay in it
+            return ("it is in its snapshot, and a changelog target cannot be emptied to take "
+                    "it again on resume; pause it once it streams")
         sink, _last, offset, snapshot_done = self._halt(st)
         sink.close()
-        # a table paused in its snapshot is snapshotted again on resume, merged over its
-        # target
+        # a table paused in its snapshot is emptied and snapshotted again on resume
         at = self._target_position(st, offset, snapshot_done)
         st.group = None
         st.status = CaptureStatus.PAUSED
@@ -107,6 +117,15 @@ class OperatorRequests:
         sink = self._sink_for(st)
         try:
             last = sink.last_batch_id()
+            if st.paused_at is None and last is not None:
+                # paused in its snapshot: its target holds part of one, where a key deleted
+                # while it was paused would stay; emptied, and the table snapshotted again
+                if self._shared(st):
+                    return (f"it was paused in its snapshot, so its target {st.target} must "
+                            "be emptied and the table snapshotted again, but the target is "
+                            "shared with other tables; empty it yourself and start over with "
+                            "a new checkpoint location")
+                sink.empty()
         finally:
             sink.close()
         at, st.paused_at = st.paused_at, None

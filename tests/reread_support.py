@@ -1,0 +1,207 @@
+"""Helpers of the tests that read a table again under writes (tests/pipeline/test_reread.py,
+tests/faults/test_reread_kill.py): a writer that deletes, re-inserts and re-keys rows all
+over two tables, each sink kind's targets read back with a reader of its own, and where the
+stream's checkpoint says a table's re-read stands."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+
+from sparkcdc import sinks
+from sparkcdc.spark.offset_view import read_offset, table_entry
+
+ROWS = 1500  # per table; chunks of 50: 30 chunks read again
+COLUMNS = ("v", "s")  # compared besides the key
+
+
+def pipeline_yaml(source: str, target: Target, ckpt: Path) -> str:
+    """A pipeline over ``source`` (a ``source:`` block) into ``target``'s sink, chunks of
+    50 rows, a batch a second."""
+    return (source + "  scan.incremental.snapshot.chunk.size: 50\n" + "sink:\n" + target.yaml()
+            + f"""route:
+  - source-table: {target.db}.(\\.*)
+    sink-table: {target.out}.$1
+pipeline:
+  name: reread
+  parallelism: 1
+  checkpoint.location: {ckpt}
+  trigger.interval: 1s
+""")
+
+
+class Writer(threading.Thread):
+    """Random inserts, updates, deletes, re-inserts of deleted keys and key changes on
+    tables ``a`` and ``b`` until stopped, each in its own autocommitted statement."""
+
+    def __init__(self, mariadb, db: str, seed: int):
+        super().__init__(daemon=True)
+        self.conn = mariadb.admin_connection(db)
+        self.rng = random.Random(seed)
+        self.stop_now = threading.Event()
+        self.ops: dict[str, int] = {}
+        self.error: BaseException | None = None
+        self.deleted: dict[str, list[int]] = {"a": [], "b": []}
+        self.next_key = ROWS * 2
+
+    def _one(self, cur) -> None:
+        t = self.rng.choice("ab")
+        k = self.rng.randint(1, ROWS)
+        op = self.rng.choice(["update", "update", "delete", "delete", "reinsert", "insert",
+                              "rekey"])
+        if op == "reinsert" and self.deleted[t]:
+            k = self.deleted[t].pop(self.rng.randrange(len(self.deleted[t])))
+            n = cur.execute(f"INSERT IGNORE INTO {t} (id, v, s) VALUES (%s, %s, 'again')",
+                            (k, self.rng.randint(0, 10**6)))
+        elif op == "insert":
+            self.next_key += 1
+            n = cur.execute(f"INSERT INTO {t} (id, v, s) VALUES (%s, %s, 'new')",
+                            (self.next_key, self.rng.randint(0, 10**6)))
+        elif op == "delete":
+            n = cur.execute(f"DELETE FROM {t} WHERE id = %s", (k,))
+            if n:
+                self.deleted[t].append(k)
+        elif op == "rekey":  # the key changes: a delete and an insert to the stream
+            self.next_key += 1
+            n = cur.execute(f"UPDATE {t} SET id = %s WHERE id = %s", (self.next_key, k))
+            if n:
+                self.deleted[t].append(k)
+        else:
+            n = cur.execute(f"UPDATE {t} SET v = %s, s = 'upd' WHERE id = %s",
+                            (self.rng.randint(0, 10**6), k))
+        if n:
+            self.ops[op] = self.ops.get(op, 0) + 1
+
+    def run(self) -> None:
+        try:
+            with self.conn.cursor() as cur:
+                while not self.stop_now.is_set():
+                    self._one(cur)
+                    time.sleep(0.02)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    def total(self) -> int:
+        return sum(self.ops.values())
+
+    def stop(self) -> None:
+        """Stopped and its connection closed (a test's cleanup: whatever happened)."""
+        self.stop_now.set()
+        if self.is_alive():
+            self.join(30)
+        if self.conn.open:
+            self.conn.close()
+
+    def finish(self) -> None:
+        self.stop()
+        assert self.error is None, f"the writer failed: {self.error!r}"
+
+
+def source_rows(mariadb, db, table, columns=COLUMNS) -> dict:
+    return {r[0]: tuple(r[1:]) for r in mariadb.query(
+        f"SELECT id, {', '.join(columns)} FROM `{db}`.`{table}`")}
+
+
+class Target:
+    """One sink kind's targets, read back with a reader of their own (deltalake, SQL, a
+    ``read_committed`` Kafka consumer whose changelog is replayed per key)."""
+
+    def __init__(self, kind: str, request, tmp_path: Path, db: str):
+        self.kind, self.db, self.tmp_path = kind, db, tmp_path
+        self.out = f"{db}_t"
+        if kind == "postgres":
+            self.pg = request.getfixturevalue("pg_server")
+        if kind == "kafka":
+            self.broker = request.getfixturevalue("kafka_broker")
+
+    def yaml(self) -> str:
+        if self.kind == "delta":
+            return f"  type: delta\n  path: {self.tmp_path}/lake\n"
+        if self.kind == "postgres":
+            pg = self.pg.info
+            return (f"  type: postgres\n  host: {pg.host}\n  port: {pg.port}\n"
+                    f"  user: {pg.user}\n  password: {pg.password}\n  database: {pg.database}\n")
+        return (f"  type: kafka\n  properties.bootstrap.servers: "
+                f"{self.broker.bootstrap_servers}\n  value.format: debezium-json\n")
+
+    def rows(self, table: str, columns=COLUMNS) -> dict:
+        if self.kind == "delta":
+            path = str(self.tmp_path / "lake" / self.out / table)
+            if not deltalake.DeltaTable.is_deltatable(path):
+                return {}
+            got = deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+            assert len(got) == len({r["id"] for r in got}), "a key is held twice"
+            return {r["id"]: tuple(r.get(c) for c in columns) for r in got}
+        if self.kind == "postgres":
+            try:
+                got = self.pg.execute(f'SELECT id, {", ".join(columns)} FROM '
+                                      f'"{self.out}"."{table}"')
+            except Exception:  # noqa: BLE001 - not created yet, or the column not yet
+                return {}
+            assert len(got) == len({r[0] for r in got}), "a key is held twice"
+            return {r[0]: tuple(r[1:]) for r in got}
+        sink = sinks.create("kafka", self.broker.info.sink_options(topic=f"{self.out}.{table}"))
+        try:
+            msgs = sink.read().to_pylist()
+        finally:
+            sink.close()
+        state: dict = {}
+        for m in msgs:  # a key's messages share a partition: its order is the changelog's
+            e = json.loads(m["value"])
+            if e is None:  # a tombstone after a delete
+                continue
+            key = json.loads(m["key"])["id"]
+            if e["op"] == "d":
+                state.pop(key, None)
+            else:
+                state[key] = tuple(e["after"].get(c) for c in columns)
+        return state
+
+    def damage(self, table: str) -> None:
+        """Rows deleted and changed in the target by hand (a merge target's)."""
+        if self.kind == "delta":
+            path = str(self.tmp_path / "lake" / self.out / table)
+            deltalake.DeltaTable(path).delete("id <= 5")
+            deltalake.DeltaTable(path).update({"v": "-1"}, predicate="id > 5 AND id <= 10")
+        elif self.kind == "postgres":
+            self.pg.execute(f'DELETE FROM "{self.out}"."{table}" WHERE id <= 5')
+            self.pg.execute(f'UPDATE "{self.out}"."{table}" SET v = -1 WHERE id > 5 AND id <= 10')
+
+    def add_stray(self, table: str, key: int) -> None:
+        """A key the source never had, written into the target behind the pipeline."""
+        if self.kind == "delta":
+            path = str(self.tmp_path / "lake" / self.out / table)
+            dt = deltalake.DeltaTable(path)
+            one = dt.to_pyarrow_table().slice(0, 1)
+            one = one.set_column(one.schema.get_field_index("id"), "id",
+                                 pa.array([key], one.schema.field("id").type))
+            deltalake.write_deltalake(dt, one, mode="append")
+        else:
+            self.pg.execute(f'INSERT INTO "{self.out}"."{table}" (id, v, s) '
+                            f"VALUES ({key}, 1, 'stray')")
+
+
+def mark(ckpt: Path, table: str) -> tuple[int, int, bool]:
+    """The table in the stream's last committed batch: (generation, rereads taken, whether
+    it streams with no reread under way)."""
+    for g in sorted((ckpt / "streams" / "_tables").glob("g*"), reverse=True):
+        commits = [int(p.name) for p in (g / "commits").glob("[0-9]*")]
+        off = read_offset(g, max(commits)) if commits else None
+        if off is None:
+            continue
+        e = table_entry(off, table)
+        return (int(e.get("generation", 0)), int(e.get("reread_id", 0)),
+                e.get("phase") == "done" and e.get("reread") is None)
+    return (0, 0, False)
+
+
+def read_again(ckpt: Path, table: str, since: tuple[int, int, bool]) -> bool:
+    """Whether the table was read again since ``since`` (a ``mark``) and streams again."""
+    now = mark(ckpt, table)
+    return now[:2] > since[:2] and now[2]
