@@ -675,8 +675,6 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 fix="start the query with a new checkpoint location (scan.startup.mode "
                     "'initial' takes a new snapshot), and keep binlogs longer than the "
                     "longest pause of the query (binlog_expire_logs_seconds)")
-        if self._target is not None:  # availableNow: not past the position at query start
-            pos = max(prev.pos, min(pos, self._target))
         assigner = prev.assigner
         chunks: list[SnapshotSplit] = []
         snapshotting = cfg.startup_mode in ("initial", "snapshot")
@@ -700,6 +698,14 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._sizer.admitted(len(chunks), now)
         if cfg.startup_mode == "snapshot" and not chunks:
             return start  # snapshot only: nothing after the last chunk
+        if self._target is not None and not chunks:
+            # availableNow: the binlog is read up to the position at the query's start, and
+            # no further. A batch with chunks goes to the server's position of now instead:
+            # its chunks are rolled back to it with the binlog from there to their own read,
+            # so a batch held at the start's position would have every chunk replay all
+            # that was written since the query began (quadratic in a long snapshot under
+            # writes). The snapshot has finitely many chunks, so the query still ends.
+            pos = max(prev.pos, min(pos, self._target))
         if not chunks and prev.pos < pos:
             # a backlog is read in batches of bounded size (the driver collects each); a
             # batch with chunks keeps its position, to which they are rolled back

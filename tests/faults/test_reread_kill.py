@@ -1,0 +1,70 @@
+"""A table read again under writes (``sparkcdc snapshot``), its pipeline SIGKILLed (the whole
+process group: CLI, JVM, Python workers) at seeded random moments of the re-read, then run
+again: the target ends equal to the source, row by row, on a merge sink (Delta) and on a
+changelog sink (Kafka, read ``read_committed`` and replayed). The kill lands in a chunk's
+task, a sink's write or between the write and Spark's commit, wherever the moment falls;
+the request waits in the checkpoint, so the next run goes on with the re-read."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from cli_support import cli, wait_for
+from faults_support import SEED
+from pipeline_support import source_yaml
+from reread_support import ROWS, Target, Writer, mark, pipeline_yaml, read_again, source_rows
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("kind", ["delta", "kafka"])
+def test_reread_killed_at_random_points_ends_equal_to_source(kind, mariadb, db, tmp_path,
+                                                             request):
+    rnd = random.Random(SEED + (kind == "kafka"))
+    for t in "ab":
+        mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",
+                        database=db)
+    target = Target(kind, request, tmp_path, db)
+    ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
+    yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt))
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path), "--no-progress",
+           "--master", "local[2]"]
+    a = f"{db}.a"
+
+    def start(k: int) -> subprocess.Popen:
+        log = open(tmp_path / f"run-{k}.log", "w")  # noqa: SIM115 - the child's, till killed
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    p = start(0)
+    writer = Writer(mariadb, db, seed=rnd.randint(0, 10**6))
+    try:
+        wait_for(lambda: all(target.rows(t) == source_rows(mariadb, db, t) for t in "ab"), 240,
+                 "the first snapshot")
+        writer.start()
+        m = mark(ckpt, a)
+        r = cli("snapshot", str(yaml_path), "--tables", f"{db}\\.a", env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        for k in range(1, 4):  # three kills, each somewhere in the re-read
+            time.sleep(rnd.uniform(0.5, 4.0))
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            p = start(k)
+        wait_for(lambda: read_again(ckpt, a, m), 600, "the table read again after the kills")
+        writer.finish()
+        for t in "ab":
+            wait_for(lambda t=t: target.rows(t) == source_rows(mariadb, db, t), 180,
+                     f"{t} equal to its source")
+    finally:
+        writer.stop()
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

@@ -1,0 +1,139 @@
+"""A long snapshot under steady writes reads the binlog about once, not once per chunk since
+the run began (docs/spark-source.md, availableNow).
+
+A table of 40 chunks is read two chunks a batch while a writer updates 50 random rows
+every ~10 ms. The server's own count of the bytes it sent (``Bytes_sent``), less one read of
+the table, is compared with how much its binlog grew: a bound checked by a count, not a
+timer. Held at the query's starting position (before), each batch's chunks were rolled back
+to it and so replayed everything written since the query began: 13 times the binlog's
+growth in the issue's run. Through the Spark source with ``availableNow`` and through
+``sparkcdc run --until-caught-up``."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+from pipeline_support import source_yaml
+
+import sparkcdc
+from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.pipeline.runner import Runner
+
+ROWS, CHUNK = 20_000, 500  # 40 chunks
+BOUND = 2.0  # the stream's windows once, plus each reader's rollback windows (docs/spark-source.md)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _register(spark):
+    sparkcdc.register(spark)
+
+
+class Updater(threading.Thread):
+    """50 random rows updated every ~10 ms, one statement each, until stopped."""
+
+    def __init__(self, mariadb, db):
+        super().__init__(daemon=True)
+        self.conn = mariadb.admin_connection(db)
+        self.halt, self.statements, self.error = threading.Event(), 0, None
+        self.rnd = random.Random(7)
+
+    def run(self):
+        try:
+            with self.conn.cursor() as cur:
+                while not self.halt.wait(0.01):
+                    keys = ",".join(str(self.rnd.randint(1, ROWS)) for _ in range(50))
+                    cur.execute(f"UPDATE t SET v = v + 1, s = 'upd' WHERE id IN ({keys})")
+                    self.statements += 1
+        except Exception as e:  # noqa: BLE001 - surfaced by the test
+            self.error = e
+
+    def stop(self):
+        self.halt.set()
+        self.join(30)
+        self.conn.close()
+        assert self.error is None, self.error
+
+
+def bytes_sent(mariadb) -> int:
+    return int(mariadb.query("SHOW GLOBAL STATUS LIKE 'Bytes_sent'")[0][1])
+
+
+def binlog_bytes(mariadb) -> int:
+    return sum(int(r[1]) for r in mariadb.query("SHOW BINARY LOGS"))
+
+
+def table_read_bytes(mariadb, db) -> int:
+    """What one plain read of the whole table costs the server to send."""
+    before = bytes_sent(mariadb)
+    mariadb.query(f"SELECT * FROM `{db}`.t")
+    return bytes_sent(mariadb) - before
+
+
+def measured(mariadb, db, run) -> tuple[float, int, int]:
+    """(times the binlog went over the wire, bytes sent less one table read, binlog growth)
+    for ``run()``, made while the updater writes."""
+    table = table_read_bytes(mariadb, db)
+    sent0, log0 = bytes_sent(mariadb), binlog_bytes(mariadb)
+    w = Updater(mariadb, db)
+    w.start()
+    try:
+        run()
+    finally:
+        w.stop()
+    sent = bytes_sent(mariadb) - sent0 - table
+    grown = binlog_bytes(mariadb) - log0
+    assert w.statements > 100 and grown > 2_000_000, (w.statements, grown)
+    return sent / grown, sent, grown
+
+
+def make_table(mariadb, db):
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(40))",
+                    f"INSERT INTO t SELECT seq, seq % 13, CONCAT('r', seq) FROM seq_1_to_{ROWS}",
+                    database=db)
+
+
+def test_available_now_snapshot_under_writes_reads_the_binlog_once(spark, mariadb, db,
+                                                                    tmp_path):
+    make_table(mariadb, db)
+    base = random.randint(100_000, 4_000_000_000)
+    opts = mariadb.source_options(**{
+        "database-name": db, "table-name": f"{db}\\.t", "server-id": f"{base}-{base + 2}",
+        "scan.incremental.snapshot.chunk.size": str(CHUNK), "maxRowsPerBatch": str(2 * CHUNK),
+        "changelog-mode": "upsert"})
+    progress = []
+
+    def run():
+        q = (spark.readStream.format("mysql-cdc").options(**opts).load()
+             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+        q.awaitTermination(900)
+        assert q.exception() is None, q.exception()
+        progress.extend(q.recentProgress)
+
+    times, sent, grown = measured(mariadb, db, run)
+    assert len(progress) >= 15, len(progress)  # a long snapshot: many batches
+    assert times <= BOUND, (f"the server sent {sent:,} bytes beyond one read of the table "
+                            f"while its binlog grew {grown:,}: {times:.2f} times")
+
+
+def test_until_caught_up_snapshot_under_writes_reads_the_binlog_once(spark, mariadb, db,
+                                                                     tmp_path):
+    make_table(mariadb, db)
+    defn = parse_pipeline(f"""
+{source_yaml(mariadb, db + ".t", 3)}  scan.incremental.snapshot.chunk.size: {CHUNK}
+sink:
+  type: delta
+  path: {tmp_path}/lake
+pipeline:
+  name: once
+  parallelism: 1
+  max-rows-per-batch: {2 * CHUNK}
+  checkpoint.location: {tmp_path}/ckpt
+""", "once.yaml", env={"TEST_PW": mariadb.info.cdc_password})
+
+    times, sent, grown = measured(
+        mariadb, db, lambda: Runner(defn, spark, until_caught_up=True).run())
+    assert times <= BOUND, (f"the server sent {sent:,} bytes beyond one read of the table "
+                            f"while its binlog grew {grown:,}: {times:.2f} times")
