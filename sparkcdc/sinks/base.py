@@ -173,6 +173,27 @@ class Sink(ABC):
     def last_batch_id(self) -> int | None:
         """The last batch id applied to the target, or None."""
 
+    # -- rows written by the tasks that hold them, committed once by the driver ----------
+
+    def takes_files(self) -> bool:
+        """Whether Spark tasks can write this target's new rows as files of their own
+        (``write_files``), which the driver then commits once (``commit_files``): no row
+        goes through the driver. Where not, the driver writes them (``write``)."""
+        return False
+
+    def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
+        """In a Spark task: ``rows``, new to the target and shaped as it stores them,
+        written as files nothing has committed yet; what the driver's commit needs about
+        each (a few hundred bytes a file, whatever its rows)."""
+        raise NotImplementedError(f"the {self.type} sink does not take files from tasks")
+
+    def commit_files(self, files: list[dict[str, Any]], schema: pa.Schema,
+                     batch_id: int) -> WriteResult:
+        """On the driver: every task's files of a batch in one commit, with the batch id
+        (a target that has the batch already commits nothing); the files of attempts that
+        died are removed."""
+        raise NotImplementedError(f"the {self.type} sink does not take files from tasks")
+
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         raise NotImplementedError(f"the {self.type} sink takes change rows, not a ChangeSet")
 

@@ -39,6 +39,7 @@ from sparkcdc.sinks.base import (
 from sparkcdc.sinks.base import (
     backtick as _q,
 )
+from sparkcdc.sinks.delta import files
 from sparkcdc.sinks.delta.catalog import publish
 from sparkcdc.sinks.delta.config import DeltaConfig
 
@@ -78,6 +79,49 @@ class DeltaSink(Sink):
         t = self._table()
         return None if t is None else t.transaction_version(self.config.app_id)
 
+    # -- files written by tasks (sinks/delta/files.py) -----------------------------------
+
+    def takes_files(self) -> bool:
+        """A table in a local folder without column mapping (its files name columns by
+        their physical names, which the tasks' writer would not)."""
+        if not files.supported(self.config.path):
+            return False
+        props = self.config.table_properties
+        t = self._table()
+        if t is not None:
+            props = t.metadata().configuration or {}
+        return props.get("delta.columnMapping.mode", "none") == "none"
+
+    def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
+        written = files.write_data_files(self.config.path, storage_table(rows), batch_id,
+                                         self.config.partition_by)
+        return [f.to_dict() for f in written]
+
+    def commit_files(self, written: list[dict[str, Any]], schema: pa.Schema,
+                     batch_id: int) -> WriteResult:
+        stored = storage_table(schema.empty_table()).schema
+        table = self._table() or self._create(stored)
+        data = [files.DataFile.from_dict(d) for d in written]
+        done = files.commit_data_files(table, data, stored, self.config.app_id, batch_id,
+                                       self.config.partition_by)
+        table = self._table()
+        gone = files.remove_leftovers(table, self.config.path, batch_id)
+        if gone:
+            log.info("%s: %d folder(s) of batch %d no commit names removed",
+                     self.config.path, gone, batch_id)
+        if not done:
+            return WriteResult(batch_id, skipped=True)
+        n = sum(f.rows for f in data)
+        self._maybe_compact(table, batch_id)
+        return WriteResult(batch_id, counts={"upsert": n, "appended": n} if n else {})
+
+    def _maybe_compact(self, table, batch_id: int) -> None:
+        # by batch id, not by batches this process wrote: short runs (--until-caught-up)
+        # write a few batches each and must compact as a long stream does
+        if self.config.compact_every and (batch_id + 1) % self.config.compact_every == 0:
+            metrics = table.optimize.compact(target_size=self.config.target_file_size)
+            log.info("compacted %s: %s", self.config.path, metrics)
+
     def _create(self, schema: pa.Schema):
         bad = [c for c in self.config.partition_by if c not in schema.names]
         if bad:
@@ -112,11 +156,7 @@ class DeltaSink(Sink):
             self._merge(table, storage_table(changes.table), target_schema.names, changes,
                         rest, props)
         counts = changes.counts(appended=append.num_rows if rest.num_rows == 0 else 0)
-        # by batch id, not by batches this process wrote: short runs (--until-caught-up)
-        # write a few batches each and must compact as a long stream does
-        if self.config.compact_every and (batch_id + 1) % self.config.compact_every == 0:
-            metrics = table.optimize.compact(target_size=self.config.target_file_size)
-            log.info("compacted %s: %s", self.config.path, metrics)
+        self._maybe_compact(table, batch_id)
         return WriteResult(batch_id, counts=counts)
 
     def _merge(self, table, source: pa.Table, names: list[str], changes: ChangeSet,

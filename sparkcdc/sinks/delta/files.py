@@ -1,0 +1,145 @@
+"""Delta data files written where the rows are, committed once by the driver.
+
+The rows of a micro-batch are written by the Spark tasks that hold them: each task writes
+Parquet data files into the table's folder and hands the driver only what a commit needs
+about them (``DataFile``: a path, sizes, partition values, statistics), a few hundred bytes
+per file whatever its rows. The driver then commits every task's files of a batch in one
+Delta commit carrying the batch id as the app transaction (``txn``), which is how Spark's
+own Delta writer makes ``foreachBatch`` idempotent: a batch Spark runs again finds its id
+there and commits nothing.
+
+How a task writes files that nothing has committed yet: delta-rs writes them, as for the
+driver's own appends (the same Parquet writer, statistics and partition folders), into a
+*staging* table of its own inside the target's folder, ``sc-b<batch>-<uuid>/``; the task
+reads the ``add`` actions from the staging table's first commit and removes its
+``_delta_log``. The files stay where they were written, and the target's commit names them
+by their path under its root (Delta paths are relative to the table's root and may lie in
+any folder). A folder no commit names is the leftover of an attempt that died, or of one
+whose batch was committed by another attempt: ``remove_leftovers`` deletes those of a batch
+once it is committed, and Delta's ``VACUUM`` deletes any other.
+
+Only folders in the local file system are written so (``supported``); any other table is
+written from the driver, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+STAGING_PREFIX = "sc-b"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One Parquet data file a task wrote, as the driver's commit names it."""
+
+    path: str  # relative to the table's root
+    size: int
+    rows: int
+    partition_values: dict[str, str | None]
+    modification_time: int  # ms since the epoch
+    stats: str  # Delta's statistics JSON, as delta-rs wrote it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DataFile:
+        return cls(str(d["path"]), int(d["size"]), int(d["rows"]),
+                   dict(d.get("partition_values") or {}), int(d["modification_time"]),
+                   str(d.get("stats") or ""))
+
+
+def supported(path: str) -> bool:
+    """Whether tasks can write the table's files themselves: a folder of the local file
+    system (also ``file://``), which every task of a local run, and of a cluster whose
+    executors share it, reaches."""
+    return "://" not in path or path.startswith("file://")
+
+
+def _local(path: str) -> Path:
+    return Path(path[len("file://"):] if path.startswith("file://") else path)
+
+
+def staging_name(batch_id: int) -> str:
+    return f"{STAGING_PREFIX}{batch_id:010d}-{uuid.uuid4().hex}"
+
+
+def write_data_files(root: str, rows: pa.Table, batch_id: int,
+                     partition_by: tuple[str, ...] = ()) -> list[DataFile]:
+    """In a task: ``rows`` (shaped as the target stores them) written as data files of the
+    table at ``root``, uncommitted. An empty ``rows`` writes nothing."""
+    import deltalake
+
+    if rows.num_rows == 0:
+        return []
+    name = staging_name(batch_id)
+    staging = _local(root) / name
+    deltalake.write_deltalake(str(staging), rows, mode="error",
+                              partition_by=list(partition_by) or None)
+    out = []
+    log0 = staging / "_delta_log" / f"{0:020d}.json"
+    for line in log0.read_text().splitlines():
+        add = json.loads(line).get("add")
+        if add is None:
+            continue
+        stats = add.get("stats") or ""
+        n = json.loads(stats).get("numRecords", 0) if stats else 0
+        out.append(DataFile(f"{name}/{add['path']}", int(add["size"]), int(n),
+                            dict(add.get("partitionValues") or {}),
+                            int(add.get("modificationTime") or time.time() * 1000), stats))
+    shutil.rmtree(staging / "_delta_log")
+    return out
+
+
+def commit_data_files(table, files: list[DataFile], schema: pa.Schema, app_id: str,
+                      batch_id: int, partition_by: tuple[str, ...] = ()) -> bool:
+    """On the driver: one commit adding ``files`` to ``table`` (a ``DeltaTable``), with the
+    batch id as the app transaction of ``app_id``. False when the table has the batch
+    already: nothing is committed (the files are then leftovers)."""
+    import deltalake
+    from deltalake.transaction import AddAction
+
+    last = table.transaction_version(app_id)
+    if last is not None and batch_id <= last:
+        return False
+    actions = [AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
+               for f in files]
+    props = deltalake.CommitProperties(
+        app_transactions=[deltalake.Transaction(app_id, batch_id)],
+        custom_metadata={"sparkcdc.batch": str(batch_id), "sparkcdc.written-by": "tasks"})
+    table.create_write_transaction(actions, mode="append", schema=schema,
+                                   partition_by=list(partition_by) or None,
+                                   commit_properties=props)
+    return True
+
+
+def remove_leftovers(table, root: str, batch_id: int) -> int:
+    """Delete the staging folders of ``batch_id`` that no file of ``table`` (a
+    ``DeltaTable`` as of after the batch's commit) lies in: those of task attempts that
+    died, or of a run of the batch that found it committed already. Returns how many
+    went."""
+    prefix = f"{STAGING_PREFIX}{batch_id:010d}-"
+    base = _local(root)
+    if not base.is_dir():
+        return 0
+    here = [e for e in os.scandir(base) if e.is_dir() and e.name.startswith(prefix)]
+    if not here:
+        return 0
+    paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+    keep = {p.split("/", 1)[0] for p in paths if p.startswith(prefix)}
+    gone = 0
+    for entry in here:
+        if entry.name not in keep:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            gone += 1
+    return gone
