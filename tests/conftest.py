@@ -81,6 +81,22 @@ def mysql_db(mysql_server):
     mysql_server.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
+@pytest.fixture(params=["mariadb", "mysql"])
+def server(request):
+    """The source server, once per server: a test taking it runs on MariaDB 10.11 and on
+    MySQL 9.7 (both sandboxes have one interface)."""
+    return request.getfixturevalue("mariadb" if request.param == "mariadb" else "mysql_server")
+
+
+@pytest.fixture
+def server_db(server):
+    """A fresh database on ``server`` per test; returns its name."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    server.execute(f"CREATE DATABASE `{name}`")
+    yield name
+    server.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
 @pytest.fixture
 def db(mariadb):
     """A fresh database per test; returns its name."""
