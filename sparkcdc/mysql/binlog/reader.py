@@ -240,8 +240,16 @@ class _State:
         if self.flavor == "mariadb" and self.gtid:
             for g in self.gtid.split(","):
                 g = g.strip()
-                if g:
+                if not g:
+                    continue
+                try:
                     self._mariadb_domains[int(g.split("-")[0])] = g
+                except ValueError:
+                    raise OffsetError(
+                        f"the offset's GTID state {self.gtid!r} is not MariaDB's "
+                        "(domain-server-sequence): it reads like a MySQL GTID set",
+                        fix="read a MySQL server with BinlogReader(..., flavor='mysql') "
+                            "(the mysql-cdc source and pipelines detect the server)") from None
 
     def set_file(self, name: str, pos: int) -> None:
         self.file, self.fidx, self.boundary_pos = name, file_index(name), pos
