@@ -165,6 +165,9 @@ class MySQLSandbox(MariaDBSandbox):
             "--skip-name-resolve", "--mysqlx=OFF", "--secure-file-priv=",
             "--innodb-buffer-pool-size=256M", "--innodb-flush-log-at-trx-commit=2",
             "--max-connections=500", "--max-allowed-packet=64M",
+            # a recursive CTE may count to millions (the tests' stand-in for MariaDB's
+            # seq_1_to_N tables; the default stops at 1000)
+            "--cte-max-recursion-depth=4294967295",
         ]
         if s.log_bin:
             args += [
