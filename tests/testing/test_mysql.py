@@ -103,6 +103,16 @@ def test_misconfigured_variants_really_are_misconfigured(variant, var, expected)
         assert _vars(sb, var)[var] == expected
 
 
+def test_each_sandbox_has_a_server_uuid_of_its_own(mysql_server):
+    """Datadirs are copies of one template: its auto.cnf is left out, so each server makes
+    its own UUID (GTIDs name their server by it; a replica refuses a source with its own)."""
+    with MySQLSandbox(name="uuid") as other:
+        mine = mysql_server.query("SELECT @@server_uuid")[0][0]
+        assert other.query("SELECT @@server_uuid")[0][0] != mine
+        assert other.query("SELECT @@gtid_executed")[0][0].startswith(
+            other.query("SELECT @@server_uuid")[0][0])
+
+
 def test_unknown_misconfiguration_names_the_choices():
     with pytest.raises(SandboxError) as e:
         MySQLSettings.misconfigured("bogus")
