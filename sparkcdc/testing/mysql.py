@@ -147,8 +147,8 @@ class MySQLSandbox(MariaDBSandbox):
 
     def _template(self) -> Path:
         """A datadir ``mysqld --initialize-insecure`` made once for this mysqld binary, under
-        the root's ``/var/lib/sparkcdc``: copying it takes a third of a second where
-        initializing takes 2 to 4. Made under a lock (pytest-xdist workers start servers at
+        the root's ``/var/lib/sparkcdc``: copying it takes 0.1 to 0.3 s where initializing
+        takes 2 to 4. Made under a lock (pytest-xdist workers start servers at
         once); those of another binary (an older MySQL) are removed."""
         binary = os.stat(self._chroot / MYSQLD.lstrip("/"))
         name = f"datadir-{binary.st_size}-{binary.st_mtime_ns}"
