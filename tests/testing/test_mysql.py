@@ -5,6 +5,7 @@ error when MySQL is not installed."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -144,12 +145,14 @@ def test_server_dies_with_a_killed_parent(tmp_path):
         "import sys, time\n"
         "from sparkcdc.testing.mysql import MySQLSandbox\n"
         "sb = MySQLSandbox(name='orphan'); info = sb.start()\n"
-        "print(info.pid, info.port, flush=True)\n"
+        "print(info.pid, info.port, info.datadir, flush=True)\n"
         "time.sleep(600)\n"
     )
     child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    pid, port = map(int, child.stdout.readline().split())
-    assert open(f"/proc/{pid}/comm").read().strip() == "mysqld"
+    pid, port, datadir = child.stdout.readline().split()
+    pid, port = int(pid), int(port)
+    with open(f"/proc/{pid}/comm") as comm:
+        assert comm.read().strip() == "mysqld"
     assert port_in_use(port)
     child.kill()
     child.wait()
@@ -158,6 +161,8 @@ def test_server_dies_with_a_killed_parent(tmp_path):
         time.sleep(0.1)
     assert not port_in_use(port)
     assert _is_zombie_or_gone(pid)
+    # a killed parent cleans up nothing: its folder (~200 MB) is this test's to remove
+    shutil.rmtree(os.path.dirname(datadir))
 
 
 def test_cli_start_status_stop(tmp_path):
