@@ -10,7 +10,7 @@ setup: $(STAMP)
 
 # Re-runs only when the dependency list changes; a second `make setup` is a no-op.
 $(STAMP): pyproject.toml setup.py sparkcdc/mysql/binlog/_fastdecode.c scripts/setup.sh \
-		scripts/fetch_jars.sh
+		scripts/setup_mysql.sh scripts/fetch_jars.sh
 	bash scripts/setup.sh
 	touch $(STAMP)
 

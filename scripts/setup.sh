@@ -31,6 +31,10 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     $SUDO systemctl disable --now postgresql >/dev/null 2>&1 || true
 fi
 
+# MySQL 9.7 for the MySQL sandbox (sparkcdc/testing/mysql.py): a Debian unstable root with
+# Debian's mysql-server-core, made once under /opt/sparkcdc-mysql (SPARKCDC_MYSQL_ROOT)
+bash scripts/setup_mysql.sh
+
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv with $PYTHON"
     "$PYTHON" -m venv .venv

@@ -1,5 +1,5 @@
 """The ``sparkcdc`` command line: run, validate, status and verify a pipeline YAML
-(docs/pipelines.md), and throwaway sandboxes: MariaDB, and a Kafka broker."""
+(docs/pipelines.md), and throwaway sandboxes: MariaDB, MySQL, and a Kafka broker."""
 
 from __future__ import annotations
 
@@ -12,34 +12,41 @@ from sparkcdc.errors import SparkCDCError
 def _cmd_sandbox(args: argparse.Namespace) -> int:
     if args.server == "kafka":
         return _kafka_sandbox(args)
-    from sparkcdc.testing import mariadb as sandbox
+    if args.server == "mysql":
+        from sparkcdc.testing import mysql as sandbox
+        settings_class = sandbox.MySQLSettings
+        binary, server, label = "mysqld", " mysql", "MySQL sandbox"
+    else:
+        from sparkcdc.testing import mariadb as sandbox  # type: ignore[no-redef]
+        settings_class = sandbox.ServerSettings
+        binary, server, label = "mariadbd", "", "sandbox"
 
     if args.action == "start":
-        settings = (sandbox.ServerSettings.misconfigured(args.misconfigured)
-                    if args.misconfigured else sandbox.ServerSettings())
+        settings = (settings_class.misconfigured(args.misconfigured)
+                    if args.misconfigured else settings_class())
         info = sandbox.start_detached(args.name, settings)
-        print(f"sandbox {info.name!r} running: mariadbd pid {info.pid}, "
+        print(f"{label} {info.name!r} running: {binary} pid {info.pid}, "
               f"127.0.0.1:{info.port}, server-id {info.server_id}")
         print("source options (CDC user: SELECT, REPLICATION SLAVE, REPLICATION CLIENT):")
         for k, v in info.connection_options().items():
             print(f"  {k}: {v}")
         print(f"admin user (all privileges): {info.admin_user} / {info.admin_password}")
         print(f"socket: {info.socket}")
-        print(f"stop it with: sparkcdc sandbox stop --name {info.name}")
+        print(f"stop it with: sparkcdc sandbox stop{server} --name {info.name}")
         return 0
     if args.action == "status":
         info, alive = sandbox.status_detached(args.name)
         if info is None:
-            print(f"sandbox {args.name!r}: not started")
+            print(f"{label} {args.name!r}: not started")
             return 1
         state = "running" if alive else "not running (stale state)"
-        print(f"sandbox {info.name!r}: {state}, pid {info.pid}, 127.0.0.1:{info.port}")
+        print(f"{label} {info.name!r}: {state}, pid {info.pid}, 127.0.0.1:{info.port}")
         for k, v in info.connection_options(password=args.show_password).items():
             print(f"  {k}: {v}")
         return 0 if alive else 1
     if args.action == "stop":
         was = sandbox.stop_detached(args.name)
-        print(f"sandbox {args.name!r}: " + ("stopped" if was else "was not running"))
+        print(f"{label} {args.name!r}: " + ("stopped" if was else "was not running"))
         return 0
     raise AssertionError(args.action)
 
@@ -49,7 +56,7 @@ def _kafka_sandbox(args: argparse.Namespace) -> int:
     from sparkcdc.testing import kafka
 
     if args.misconfigured:
-        raise SparkCDCError("--misconfigured is for the MariaDB sandbox",
+        raise SparkCDCError("--misconfigured is for the MariaDB and MySQL sandboxes",
                             fix="leave it out for `sparkcdc sandbox start kafka`")
     if args.action == "start":
         info = kafka.start_detached(args.name)
@@ -235,16 +242,19 @@ def _cmd_request(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkcdc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sb = sub.add_parser("sandbox", help="a throwaway local MariaDB configured for CDC, or a "
-                                        "Kafka broker")
+    sb = sub.add_parser("sandbox", help="a throwaway local MariaDB or MySQL configured for CDC, "
+                                        "or a Kafka broker")
     sb.add_argument("action", choices=["start", "stop", "status"])
-    sb.add_argument("server", nargs="?", choices=["mariadb", "kafka"], default="mariadb",
-                    help="mariadb (the default), or kafka: Apache Kafka 4 in KRaft mode, one "
-                         "node on loopback, from the jars `make setup` fetched")
+    sb.add_argument("server", nargs="?", choices=["mariadb", "mysql", "kafka"],
+                    default="mariadb",
+                    help="mariadb (the default); mysql: MySQL 9.7 with GTIDs on, from the root "
+                         "`make setup` made (scripts/setup_mysql.sh); or kafka: Apache Kafka 4 "
+                         "in KRaft mode, one node on loopback, from the jars `make setup` "
+                         "fetched")
     sb.add_argument("--name", default="default", help="several sandboxes can run side by side")
     sb.add_argument("--misconfigured", default=None,
                     help="start broken on purpose: statement, mixed, no-binlog, "
-                         "minimal-image, noblob-image, minimal-metadata")
+                         "minimal-image, noblob-image, minimal-metadata (mysql also: no-gtid)")
     sb.add_argument("--show-password", action="store_true", help="status: print the password")
     sb.set_defaults(func=_cmd_sandbox)
 

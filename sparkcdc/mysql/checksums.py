@@ -1,9 +1,11 @@
 """Chunked checksums of MySQL tables, and the same row hash on Arrow values: what
 ``sparkcdc verify`` (pipeline/verify.py) compares a target with its source by.
 
-A row's hash is the first 16 hex digits of ``MD5`` of its columns, each rendered as text
-with its length (``sql_render`` in MySQL's SQL, ``arrow_render`` its twin on the values a
-target stores), as an unsigned 64-bit integer. A range of a table sums up as ``COUNT(*)``
+A row's hash is the first 16 hex digits of ``SHA2(..., 256)`` of its columns, each rendered
+as text with its length (``sql_render`` in MySQL's SQL, ``arrow_render`` its twin on the
+values a target stores), as an unsigned 64-bit integer. SHA2 because both servers have it:
+MySQL 9 removed ``MD5()`` and ``SHA1()`` (MariaDB still has them), and SHA-256 of the same
+text is the same on MySQL, MariaDB and in Python, so both servers give the same answer. A range of a table sums up as ``COUNT(*)``
 and the ``BIT_XOR`` of its rows' hashes, computed by the server. FLOAT, DOUBLE and spatial
 columns are left out (their text forms differ between the server and Python).
 """
@@ -20,6 +22,7 @@ import pyarrow.compute as pc
 
 from sparkcdc.core.schema import Column, TableSchema, quote_ident
 from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.snapshot import time_microseconds
 
 _INTS = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint")
 _TEXT = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json")
@@ -72,7 +75,7 @@ def sql_render(c: Column, zero_epoch: bool = False) -> str:
     if t in ("datetime", "timestamp"):
         return f"IF({_ZERO.format(c=q)}, {zero}, DATE_FORMAT({q}, '%Y-%m-%d %H:%i:%s.%f'))"
     if t == "time":
-        return f"CAST(ROUND(TIME_TO_SEC({q}) * 1000000) AS SIGNED)"
+        return f"CAST({time_microseconds(q)} AS SIGNED)"
     return f"CONVERT({q} USING utf8mb4)"
 
 
@@ -87,7 +90,7 @@ def sql_row_hash(cols: list[Column], zero_epoch: bool = False) -> str:
     parts = [f"IFNULL(CONCAT(CHAR_LENGTH({r}), ':', {r}), '~')"
              for r in (sql_render(c, zero_epoch) for c in cols)]
     row = f"CONCAT_WS('|', {', '.join(parts)})" if parts else "''"
-    return f"CAST(CONV(LEFT(MD5({row}), 16), 16, 10) AS UNSIGNED)"
+    return f"CAST(CONV(LEFT(SHA2({row}, 256), 16), 16, 10) AS UNSIGNED)"
 
 
 def arrow_render(arr: pa.ChunkedArray, c: Column) -> pa.ChunkedArray | pa.Array:
@@ -126,7 +129,7 @@ def arrow_row_hashes(table: pa.Table, cols: list[Column]) -> np.ndarray:
     row = pc.binary_join_element_wise(*parts, "|") if parts else pa.array([""] * n)
     out = np.empty(n, dtype=np.uint64)
     for i, s in enumerate(row.to_pylist()):
-        out[i] = int(hashlib.md5(s.encode("utf-8")).hexdigest()[:16], 16)
+        out[i] = int(hashlib.sha256(s.encode("utf-8")).hexdigest()[:16], 16)
     return out
 
 

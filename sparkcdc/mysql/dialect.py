@@ -23,17 +23,22 @@ from sparkcdc.mysql.binlog.reader import BinlogReader, file_start_timestamps
 from sparkcdc.mysql import types
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.locate import Locator
-from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.mysql.offsets import current_offset, detect_flavor
 from sparkcdc.mysql.snapshot import read_chunk
 from sparkcdc.mysql.window_split import bound_window, split_window
 
 
 class MySQLDialect:
-    def __init__(self, conn: ConnectionOptions, *, flavor: str = "mariadb",
+    """``flavor``: ``"mariadb"`` or ``"mysql"``; None (the default) asks the server on first
+    use (the Spark source passes what its validation found)."""
+
+    def __init__(self, conn: ConnectionOptions, *, flavor: str | None = None,
                  server_id: int = 5400, tables: dict[TableId, TableSchema] | None = None,
                  chunking: ChunkingOptions | None = None, zero_dates_epoch: bool = False):
+        if flavor not in ("mariadb", "mysql", None):
+            raise ConfigError(f"flavor must be 'mariadb' or 'mysql', not {flavor!r}")
         self.conn = conn
-        self.flavor = flavor
+        self._flavor = flavor
         self.server_id = server_id
         self.tables = dict(tables or {})
         self.chunking = chunking or ChunkingOptions()
@@ -42,6 +47,17 @@ class MySQLDialect:
         self.zero_dates_epoch = zero_dates_epoch
         self._sql = None
         self._locator = Locator(conn)
+
+    @property
+    def flavor(self) -> str:
+        if self._flavor is None:
+            with self._cursor() as cur:
+                self._flavor = detect_flavor(cur)
+        return self._flavor
+
+    @flavor.setter
+    def flavor(self, value: str) -> None:
+        self._flavor = value
 
     # -- connections -----------------------------------------------------------------------
 

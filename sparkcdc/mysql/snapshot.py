@@ -125,13 +125,25 @@ def _select_expr(column: Column) -> str:
         # is "YEAR = 0 OR MONTH = 0 OR DAYOFMONTH = 0" at about half the server's CPU
         return f"IF(TO_DAYS({q}) >= 366, {q}, NULL)"
     if k == T.TIME:
-        return f"CAST(TIME_TO_SEC({q}) * 1000000 AS SIGNED)"
+        return f"CAST({time_microseconds(q)} AS SIGNED)"
     if k == T.TIMESTAMP:
         # the stored UTC instant, whatever the session time zone; 0 is the zero timestamp
         return f"NULLIF(CAST(UNIX_TIMESTAMP({q}) * 1000000 AS SIGNED), 0)"
     if k == T.GEOMETRY:
         return f"CAST({q} AS BINARY)"  # as stored: the SRID, then WKB (types.ewkb)
+    if k == T.JSON:
+        # MySQL's own text of the document: connectorx reads a bare JSON column by parsing
+        # and printing it again (keys re-ordered, DECIMAL scales dropped, doubles changed).
+        # MariaDB's JSON is a LONGTEXT, never of this kind (and the CAST is its text as is).
+        return f"CAST({q} AS CHAR CHARACTER SET utf8mb4)"
     return q
+
+
+def time_microseconds(q: str) -> str:
+    """A TIME column ``q`` as signed microseconds, exact on both servers: MySQL's
+    TIME_TO_SEC drops the fraction (``-00:00:01.5`` gives -1), MariaDB's keeps it."""
+    return (f"IF({q} < TIME'00:00:00', -1, 1) * ((HOUR({q}) * 3600 + MINUTE({q}) * 60 + "
+            f"SECOND({q})) * 1000000 + MICROSECOND({q}))")
 
 
 def _cast(arr: pa.ChunkedArray, t: T.MySQLType) -> pa.ChunkedArray:

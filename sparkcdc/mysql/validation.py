@@ -302,7 +302,9 @@ def _upper(v: Any) -> str | None:
 
 
 def _replica_ids(cur) -> tuple[int, ...] | None:
-    for stmt in ("SHOW REPLICA HOSTS", "SHOW SLAVE HOSTS"):
+    # MariaDB 10.5+: SHOW REPLICA HOSTS; MySQL 8.0.22+: SHOW REPLICAS (8.4 removed SHOW SLAVE
+    # HOSTS); older servers: SHOW SLAVE HOSTS
+    for stmt in ("SHOW REPLICA HOSTS", "SHOW REPLICAS", "SHOW SLAVE HOSTS"):
         try:
             cur.execute(stmt)
         except pymysql.err.MySQLError:

@@ -2,7 +2,7 @@
 
 Per target, the key space is cut into ranges (even ranges of a single integral key; one
 range otherwise). For each range the source computes, in SQL, ``COUNT(*)`` and the
-``BIT_XOR`` of a 64-bit hash of every row (the first 16 hex digits of ``MD5`` of the row's
+``BIT_XOR`` of a 64-bit hash of every row (the first 16 hex digits of ``SHA2`` of the row's
 columns, each rendered as text with its length: ``mysql/checksums.py``); the target is read
 back through its sink and the same hash is computed per row in Python (Arrow compute renders
 the values). Shards

@@ -136,6 +136,7 @@ class SandboxInfo:
     admin_user: str
     admin_password: str
     detached: bool = False
+    server: str = "mariadb"  # or "mysql" (sparkcdc/testing/mysql.py)
 
     def connection_options(self, *, password: bool = True) -> dict[str, str]:
         """Flink CDC-style source options for the CDC user."""
@@ -214,52 +215,38 @@ class MariaDBSandbox:
     def start(self, timeout: float = 60.0) -> SandboxInfo:
         if self.info is not None:
             return self.info
-        mariadbd = _find_binary("mariadbd", "mysqld")
-        install_db = _find_binary("mariadb-install-db", "mysql_install_db")
-        root = Path(tempfile.mkdtemp(prefix=f"sparkcdc-{self.name}-", dir=self._base_dir))
+        server = self._server_binary()
+        root = Path(tempfile.mkdtemp(prefix=f"sparkcdc-{self.name}-", dir=self._temp_parent()))
         datadir = root / "data"
         sock = root / "mysqld.sock"
-        for _attempt in range(3):  # a bootstrap racing another one on /tmp can fail: again
-            proc = subprocess.run(
-                [install_db, "--no-defaults", f"--datadir={datadir}", "--user=root",
-                 "--auth-root-authentication-method=normal", "--skip-test-db"],
-                capture_output=True, text=True,
-            )
-            if proc.returncode == 0:
-                break
-            shutil.rmtree(datadir, ignore_errors=True)
-        if proc.returncode != 0:
+        try:
+            self._initialize(datadir)
+        except BaseException:
             shutil.rmtree(root, ignore_errors=True)
-            raise SandboxError(f"mariadb-install-db failed: {proc.stderr.strip()[-2000:]}")
+            raise
         server_id = self.settings.server_id or (1000 + secrets.randbelow(1_000_000))
         last_error = ""
         for _attempt in range(5):  # a free port can be taken between probe and bind
             port = free_port()
-            args = self._server_args(mariadbd, datadir, sock, port, server_id)
-            log = open(root / "error.log", "ab")
-            self._proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=None if self.detached else set_pdeathsig,
-                start_new_session=self.detached,
-            )
-            log.close()
+            args = self._server_args(server, datadir, sock, port, server_id)
+            self._proc = self._spawn(args, root / "error.log")
             if self._wait_ready(sock, timeout):
                 break
             last_error = (root / "error.log").read_text(errors="replace")[-3000:]
             self._kill()
             if "Address already in use" not in last_error:
                 shutil.rmtree(root, ignore_errors=True)
-                raise SandboxError(f"mariadbd did not become ready:\n{last_error}")
+                raise SandboxError(f"{self.SERVER_NAME} did not become ready:\n{last_error}")
         else:
             shutil.rmtree(root, ignore_errors=True)
-            raise SandboxError(f"mariadbd could not bind a port:\n{last_error}")
+            raise SandboxError(f"{self.SERVER_NAME} could not bind a port:\n{last_error}")
 
         info = SandboxInfo(
             name=self.name, pid=self._proc.pid, host="127.0.0.1", port=port, socket=str(sock),
             datadir=str(datadir), server_id=server_id,
             cdc_user="cdc", cdc_password=secrets.token_urlsafe(12),
             admin_user="admin", admin_password=secrets.token_urlsafe(12),
-            detached=self.detached,
+            detached=self.detached, server=self.SERVER_KIND,
         )
         self.info = info
         self._root = root
@@ -271,6 +258,41 @@ class MariaDBSandbox:
         if not self.detached:
             processes.live.add(self)
         return info
+
+    # -- what differs between servers (MySQLSandbox overrides these) -------------------------
+
+    SERVER_NAME = "mariadbd"
+    SERVER_KIND = "mariadb"
+
+    def _server_binary(self) -> str:
+        return _find_binary("mariadbd", "mysqld")
+
+    def _temp_parent(self) -> Path | None:
+        """Where the sandbox's folder (datadir, socket, log) is made."""
+        return self._base_dir
+
+    def _initialize(self, datadir: Path) -> None:
+        """A new datadir with the system tables and a password-less root on the socket."""
+        install_db = _find_binary("mariadb-install-db", "mysql_install_db")
+        for _attempt in range(3):  # a bootstrap racing another one on /tmp can fail: again
+            proc = subprocess.run(
+                [install_db, "--no-defaults", f"--datadir={datadir}", "--user=root",
+                 "--auth-root-authentication-method=normal", "--skip-test-db"],
+                capture_output=True, text=True,
+            )
+            if proc.returncode == 0:
+                return
+            shutil.rmtree(datadir, ignore_errors=True)
+        raise SandboxError(f"mariadb-install-db failed: {proc.stderr.strip()[-2000:]}")
+
+    def _spawn(self, args: list[str], log_path: Path) -> subprocess.Popen:
+        """Start the server process, its output appended to ``log_path``."""
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=None if self.detached else set_pdeathsig,
+                start_new_session=self.detached,
+            )
 
     def _server_args(self, mariadbd: str, datadir: Path, sock: Path, port: int,
                      server_id: int) -> list[str]:
@@ -345,18 +367,11 @@ class MariaDBSandbox:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             self._proc.wait(timeout)
-        mariadbd = _find_binary("mariadbd", "mysqld")
-        args = self._server_args(mariadbd, Path(info.datadir), Path(info.socket), info.port,
-                                 info.server_id)
-        log = open(self._root / "error.log", "ab")
-        self._proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=None if self.detached else set_pdeathsig,
-            start_new_session=self.detached,
-        )
-        log.close()
+        args = self._server_args(self._server_binary(), Path(info.datadir), Path(info.socket),
+                                 info.port, info.server_id)
+        self._proc = self._spawn(args, self._root / "error.log")
         if not self._wait_ready(Path(info.socket), timeout):
-            raise SandboxError("mariadbd did not come back after restart")
+            raise SandboxError(f"{self.SERVER_NAME} did not come back after restart")
         info.pid = self._proc.pid
 
     @property
@@ -387,6 +402,12 @@ class MariaDBSandbox:
         with self.admin_connection(database) as conn, conn.cursor() as cur:
             cur.execute(sql, args)
             return list(cur.fetchall())
+
+    @property
+    def server_version(self) -> str:
+        """What the server says it is (``SELECT VERSION()``), e.g. ``10.11.11-MariaDB-0+deb12u1``
+        or MySQL's ``9.7.4-2``."""
+        return str(self.query("SELECT VERSION()")[0][0])
 
     def source_options(self, **extra: str) -> dict[str, str]:
         """Options for the ``mysql-cdc`` source with the CDC user."""
@@ -434,27 +455,33 @@ def state_dir() -> Path:
     return Path(os.environ.get("SPARKCDC_HOME", Path.home() / ".sparkcdc")) / "sandbox"
 
 
-def _state_file(name: str) -> Path:
-    return state_dir() / f"{name}.json"
+def _state_file(name: str, kind: str = "mariadb") -> Path:
+    # MariaDB's state files keep their names of before MySQL came (``<name>.json``)
+    return state_dir() / (f"{name}.json" if kind == "mariadb" else f"{kind}-{name}.json")
 
 
-def start_detached(name: str = "default", settings: ServerSettings | None = None) -> SandboxInfo:
-    existing = read_state(name)
+def start_detached(name: str = "default", settings: ServerSettings | None = None, *,
+                   sandbox_class: "type[MariaDBSandbox] | None" = None) -> SandboxInfo:
+    cls = sandbox_class or MariaDBSandbox
+    kind = cls.SERVER_KIND
+    existing = read_state(name, kind)
     if existing is not None and _pid_alive(existing.pid):
+        server = "" if kind == "mariadb" else f" {kind}"
         raise SandboxError(f"sandbox {name!r} is already running (pid {existing.pid})",
-                           fix=f"`sparkcdc sandbox stop --name {name}` first, or pick another --name")
+                           fix=f"`sparkcdc sandbox stop{server} --name {name}` first, "
+                               "or pick another --name")
     state_dir().mkdir(parents=True, exist_ok=True)
-    sb = MariaDBSandbox(settings, name=name, detached=True)
+    sb = cls(settings, name=name, detached=True)
     info = sb.start()
-    path = _state_file(name)
+    path = _state_file(name, kind)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({**dataclasses.asdict(info), "root": str(sb._root)}, f, indent=2)
     return info
 
 
-def read_state(name: str = "default") -> SandboxInfo | None:
-    path = _state_file(name)
+def read_state(name: str = "default", kind: str = "mariadb") -> SandboxInfo | None:
+    path = _state_file(name, kind)
     if not path.exists():
         return None
     data = json.loads(path.read_text())
@@ -477,14 +504,15 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def status_detached(name: str = "default") -> tuple[SandboxInfo | None, bool]:
-    info = read_state(name)
+def status_detached(name: str = "default",
+                    kind: str = "mariadb") -> tuple[SandboxInfo | None, bool]:
+    info = read_state(name, kind)
     return info, bool(info and _pid_alive(info.pid))
 
 
-def stop_detached(name: str = "default", timeout: float = 30.0) -> bool:
+def stop_detached(name: str = "default", timeout: float = 30.0, kind: str = "mariadb") -> bool:
     """Stop a detached sandbox and remove its data. False when none was running."""
-    path = _state_file(name)
+    path = _state_file(name, kind)
     if not path.exists():
         return False
     data = json.loads(path.read_text())

@@ -3,7 +3,7 @@
 Writers insert, update (also moving rows across chunk boundaries), delete and change primary
 keys during the whole snapshot, on the real server. The reference engine (Flink CDC 2.x's
 flow: every chunk normalized to its own high watermark, then the filtered stream from the
-smallest high watermark) must reproduce the table exactly.
+smallest high watermark) must reproduce the table exactly. On MariaDB 10.11 and MySQL 9.7.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import random
 import threading
 
 import pytest
+from server_support import is_mysql, seq
 
 from sparkcdc.core.chunking import ChunkingOptions
 from sparkcdc.core.engine import ReferenceEngine
@@ -25,17 +26,17 @@ ROWS = 200_000
 
 TABLES = {
     "int_pk": ("CREATE TABLE {t} (id BIGINT PRIMARY KEY, v INT, s VARCHAR(40))",
-               "INSERT INTO {t} SELECT seq, seq % 97, CONCAT('r', seq) FROM seq_1_to_{n}"),
+               "INSERT INTO {t} SELECT seq, seq % 97, CONCAT('r', seq) FROM {seq}"),
     "str_pk": ("CREATE TABLE {t} (k VARCHAR(40) PRIMARY KEY, v INT, s VARCHAR(40)) "
                "COLLATE utf8mb4_general_ci",
                "INSERT INTO {t} SELECT CONCAT(IF(seq % 2, 'K', 'k'), LPAD(seq, 7, '0')), "
-               "seq % 97, CONCAT('r', seq) FROM seq_1_to_{n}"),
+               "seq % 97, CONCAT('r', seq) FROM {seq}"),
     "composite": ("CREATE TABLE {t} (a INT, b VARCHAR(20), v INT, s VARCHAR(40), "
                   "PRIMARY KEY (a, b))",
                   "INSERT INTO {t} SELECT seq DIV 4, CONCAT('b', seq % 4), seq % 97, "
-                  "CONCAT('r', seq) FROM seq_1_to_{n}"),
+                  "CONCAT('r', seq) FROM {seq}"),
     "no_pk": ("CREATE TABLE {t} (id INT NOT NULL, v INT, s VARCHAR(40), UNIQUE KEY (id))",
-              "INSERT INTO {t} SELECT seq, seq % 97, CONCAT('r', seq) FROM seq_1_to_{n}"),
+              "INSERT INTO {t} SELECT seq, seq % 97, CONCAT('r', seq) FROM {seq}"),
 }
 
 
@@ -95,10 +96,11 @@ def _writer(mariadb, db, kind, stop: threading.Event, errors: list, seed: int):
 
 
 @pytest.mark.parametrize("kind", list(TABLES))
-def test_snapshot_plus_stream_equals_final_table(mariadb, db, kind):
+def test_snapshot_plus_stream_equals_final_table(server, server_db, kind):
+    mariadb, db = server, server_db
     create, fill = TABLES[kind]
     t = f"`{db}`.`{kind}`"
-    mariadb.execute(create.format(t=t), fill.format(t=t, n=ROWS), database=db)
+    mariadb.execute(create.format(t=t), fill.format(t=t, seq=seq(mariadb, ROWS)), database=db)
     info = mariadb.info
     conn = ConnectionOptions(info.host, info.port, info.cdc_user, info.cdc_password)
     chunk_key = {f"{db}\\.{kind}": "id"} if kind == "no_pk" else None
@@ -114,7 +116,8 @@ def test_snapshot_plus_stream_equals_final_table(mariadb, db, kind):
     state: dict = {}
     try:
         dialect = MySQLDialect(conn, server_id=9101, tables=tables,
-                               chunking=ChunkingOptions(chunk_size=4000))
+                               chunking=ChunkingOptions(chunk_size=4000),
+                               flavor="mysql" if is_mysql(mariadb) else "mariadb")
         engine = ReferenceEngine(dialect, tables)
         for out in engine.snapshot():
             for row in out.rows.to_pylist():
@@ -140,18 +143,20 @@ def test_snapshot_plus_stream_equals_final_table(mariadb, db, kind):
     assert state == expected
 
 
-def test_backfill_applies_changes_made_between_the_watermarks(mariadb, db):
+def test_backfill_applies_changes_made_between_the_watermarks(server, server_db):
     """Hooks run statements on the real server between LW and the select, and between the
     select and HW; the chunk must come out as of HW."""
+    mariadb, db = server, server_db
     t = f"`{db}`.`t`"
     mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(10))",
-                    f"INSERT INTO {t} SELECT seq, 'a' FROM seq_1_to_100", database=db)
+                    f"INSERT INTO {t} SELECT seq, 'a' FROM {seq(mariadb, 100)}", database=db)
     info = mariadb.info
     conn = ConnectionOptions(info.host, info.port, info.cdc_user, info.cdc_password)
     tables = discover(conn, db, f"{db}\\.t")
     schema = tables[next(iter(tables))]
     dialect = MySQLDialect(conn, server_id=9102, tables=tables,
-                           chunking=ChunkingOptions(chunk_size=1000))
+                           chunking=ChunkingOptions(chunk_size=1000),
+                           flavor="mysql" if is_mysql(mariadb) else "mariadb")
     hooks = WatermarkHooks(
         after_low_watermark=lambda: mariadb.execute(
             f"UPDATE {t} SET v = 'lw' WHERE id = 5", f"DELETE FROM {t} WHERE id = 6",

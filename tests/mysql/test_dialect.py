@@ -1,4 +1,7 @@
-"""The dialect object the engine and the Spark driver hold for the whole run."""
+"""The dialect object the engine and the Spark driver hold for the whole run, on MariaDB 10.11
+and MySQL 9.7 (the ``server`` fixture); told no flavor, it asks the server."""
+
+from server_support import is_mysql
 
 from sparkcdc.core.schema import TableId
 from sparkcdc.mysql.binlog.reader import load_table_schema
@@ -7,7 +10,8 @@ from sparkcdc.mysql.dialect import MySQLDialect
 from sparkcdc.mysql.options import StartupOffset
 
 
-def test_dialect_survives_a_killed_connection(mariadb):
+def test_dialect_survives_a_killed_connection(server):
+    mariadb = server
     i = mariadb.info
     d = MySQLDialect(ConnectionOptions(i.host, i.port, i.cdc_user, i.cdc_password))
     first = d.current_offset()
@@ -20,22 +24,24 @@ def test_dialect_survives_a_killed_connection(mariadb):
     d.close()
 
 
-def test_startup_positions(mariadb):
-    i = mariadb.info
+def test_startup_positions(server):
+    i = server.info
     with MySQLDialect(ConnectionOptions(i.host, i.port, i.cdc_user, i.cdc_password)) as d:
+        assert d.flavor == ("mysql" if is_mysql(server) else "mariadb")
         files = d.binlog_files()
         assert d.earliest_offset().file == files[0] and d.earliest_offset().pos == 4
         assert d.current_offset().file == files[-1]
 
 
-def test_a_gtid_set_alone_starts_after_the_transactions_it_holds(mariadb, db):
-
+def test_a_gtid_set_alone_starts_after_the_transactions_it_holds(server, server_db):
+    mariadb, db = server, server_db
     i = mariadb.info
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)",
                     database=db)
     mariadb.execute("FLUSH BINARY LOGS")  # the set's point is in an older file
     mariadb.execute("INSERT INTO t VALUES (2)", database=db)
-    held = mariadb.query("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+    held = mariadb.query("SELECT @@GLOBAL.gtid_executed" if is_mysql(mariadb)
+                         else "SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
     mariadb.execute("INSERT INTO t VALUES (3)", "INSERT INTO t VALUES (4)", database=db)
     conn = ConnectionOptions(i.host, i.port, i.cdc_user, i.cdc_password)
     with MySQLDialect(conn, server_id=7410) as d:

@@ -1,5 +1,6 @@
 """Canonical types: the snapshot path and the binlog path agree, value by value, with the
-values written here by hand, for every MySQL/MariaDB column type sparkcdc maps."""
+values written here by hand, for every MySQL/MariaDB column type sparkcdc maps; the tests on
+a source run on MariaDB 10.11 and on MySQL 9.7 (the ``server`` fixture)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
 
 @pytest.fixture
-def all_types(mariadb, db):
+def all_types(server, server_db):
     """The all-types table, its schema, and the binlog window holding its inserts."""
+    mariadb, db = server, server_db
     conn = cdc(mariadb)
     mariadb.execute("CREATE TABLE noise (id INT PRIMARY KEY)", database=db)
     start = current_offset(conn)
@@ -160,7 +162,8 @@ def test_unsupported_column_type_says_so():
         parse_column_type("inet6")
 
 
-def test_server_enum_members_with_quotes_read_alike(mariadb, db):
+def test_server_enum_members_with_quotes_read_alike(server, server_db):
+    mariadb, db = server, server_db
     mariadb.execute("CREATE TABLE e (id INT PRIMARY KEY, "
                     "e ENUM('it''s', 'back\\\\slash', 'ünï'), x SET('q', 'r'))",
                     database=db)
@@ -198,9 +201,10 @@ def test_select_literal_forms():
         select_literal(None, Column("k", "int(11)"))
 
 
-def test_string_bounds_follow_the_column_collation(mariadb, db):
+def test_string_bounds_follow_the_column_collation(server, server_db):
     """Membership is decided by the server under the column's collation: 'B' lies in
     ['b', 'c') under utf8mb4_general_ci though Python would put it before 'b'."""
+    mariadb, db = server, server_db
     mariadb.execute("CREATE TABLE s (k VARCHAR(10) COLLATE utf8mb4_general_ci PRIMARY KEY, "
                     "v INT)", "INSERT INTO s VALUES ('a', 1), ('B', 2), ('c', 3), ('äb', 4)",
                     database=db)
@@ -214,8 +218,9 @@ def test_string_bounds_follow_the_column_collation(mariadb, db):
     assert got == {"c"}
 
 
-def test_odd_identifiers_and_numeric_bounds(mariadb, db):
+def test_odd_identifiers_and_numeric_bounds(server, server_db):
     """Backticks, spaces and unicode in names (MariaDB identifiers are BMP-only)."""
+    mariadb, db = server, server_db
     tbl = "we`ird tä ble ☃"
     q = "`" + tbl.replace("`", "``") + "`"
     mariadb.execute(f"CREATE TABLE {q} (`k``ey` DECIMAL(65,0) PRIMARY KEY, "
@@ -241,7 +246,8 @@ def test_empty_chunk_keeps_the_schema(all_types):
     assert t.num_rows == 0 and t.schema == arrow_schema(schema)
 
 
-def test_time_date_and_datetime_bounds(mariadb, db):
+def test_time_date_and_datetime_bounds(server, server_db):
+    mariadb, db = server, server_db
     mariadb.execute("CREATE TABLE tt (k TIME(6) PRIMARY KEY, d DATE, t DATETIME(6))",
                     "INSERT INTO tt VALUES ('-838:59:59', '2024-01-01', '2024-01-01 00:00:00'), "
                     "('-00:00:00.5', '2024-01-02', '2024-01-01 00:00:00.5'), "
@@ -263,10 +269,11 @@ def test_time_date_and_datetime_bounds(mariadb, db):
                                      dt.datetime(2024, 1, 1, 0, 0, 1)]
 
 
-def test_geometry_keeps_its_srid_as_ewkb_on_every_path(mariadb, db):
+def test_geometry_keeps_its_srid_as_ewkb_on_every_path(server, server_db):
     """A geometry with an SRID is EWKB (the SRID flag in its type word, then the SRID), as
     Debezium keeps it; one without (SRID 0) stays plain WKB. The snapshot, the compiled
     and the Python decoders, and the library's values agree byte for byte."""
+    mariadb, db = server, server_db
     import struct
 
     from sparkcdc.mysql.binlog.fastdecode import CRowDecoder
@@ -279,8 +286,11 @@ def test_geometry_keeps_its_srid_as_ewkb_on_every_path(mariadb, db):
                     "ST_GeomFromText('POINT(3 4)')), (2, ST_GeomFromText("
                     "'LINESTRING(0 0, 1 1)', 3857), NULL)", database=db)
     end = current_offset(conn)
+    # MySQL reads SRID 4326's WKT as latitude, longitude (the EPSG axis order) and stores
+    # x = longitude: POINT(1 2) is stored as (2, 1); MariaDB stores it as written
+    x, y = (2, 1) if mariadb.info.server == "mysql" else (1, 2)
     ewkb_point = (b"\x01" + struct.pack("<I", 1 | 0x20000000) + struct.pack("<I", 4326)
-                  + struct.pack("<dd", 1, 2))
+                  + struct.pack("<dd", x, y))
     ewkb_line = (b"\x01" + struct.pack("<I", 2 | 0x20000000) + struct.pack("<I", 3857)
                  + struct.pack("<I", 2) + struct.pack("<dddd", 0, 0, 1, 1))
     want = {1: {"g": ewkb_point, "p": wkb_point(3, 4)}, 2: {"g": ewkb_line, "p": None}}

@@ -1,4 +1,5 @@
-"""Server validation against real servers, healthy and misconfigured on purpose."""
+"""Server validation against real servers, healthy and misconfigured on purpose: the tests
+that need only a source run on MariaDB 10.11 and on MySQL 9.7 (the ``server`` fixture)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from sparkcdc.mysql.validation import (
     validate_server,
 )
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
+from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings
 
 
 def _cdc(sb: MariaDBSandbox, user: str | None = None, password: str | None = None):
@@ -43,36 +45,49 @@ def _single_problem(sb: MariaDBSandbox, check: str, **kw) -> ServerConfigError:
     return err
 
 
+def _client_privilege(sb: MariaDBSandbox) -> str:
+    """What the server calls the privilege to read binlog positions."""
+    return "REPLICATION CLIENT" if sb.info.server == "mysql" else "BINLOG MONITOR"
+
+
 @pytest.fixture
-def user(mariadb):
+def user(server):
     """A throwaway user on the session server with the privileges a test grants it."""
     name, password = f"u_{secrets.token_hex(4)}", secrets.token_urlsafe(10)
-    mariadb.execute(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'")
+    server.execute(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'")
 
     def grant(*statements: str) -> ConnectionOptions:
-        mariadb.execute(*(s.format(user=f"'{name}'@'%'") for s in statements))
-        return _cdc(mariadb, name, password)
+        server.execute(*(s.format(user=f"'{name}'@'%'") for s in statements))
+        return _cdc(server, name, password)
 
     yield grant
-    mariadb.execute(f"DROP USER '{name}'@'%'")
+    server.execute(f"DROP USER '{name}'@'%'")
 
 
 # -- healthy -----------------------------------------------------------------------------------
 
 
-def test_healthy_server_passes(mariadb, db):
-    info = validate_server(_cdc(mariadb), server_ids=[5400, 5401], databases=[db])
-    assert info.flavor == "mariadb" and info.version >= (10, 4, 0)
-    assert info.server_id == mariadb.info.server_id
+def test_healthy_server_passes(server, server_db):
+    db = server_db
+    info = validate_server(_cdc(server), server_ids=[5400, 5401], databases=[db])
+    if server.info.server == "mysql":
+        assert info.flavor == "mysql" and info.version >= (9, 0, 0)
+    else:
+        assert info.flavor == "mariadb" and info.version >= (10, 4, 0)
+    assert info.server_id == server.info.server_id
     assert (info.log_bin, info.binlog_format, info.binlog_row_image,
             info.binlog_row_metadata) == (True, "ROW", "FULL", "FULL")
     assert info.gtid_mode == "ON" and info.gtid_position
     assert info.user == "'cdc'@'%'"
-    assert info.replication_client_name == "BINLOG MONITOR"
-    # the least-privileged CDC user cannot list replicas: said, not failed
-    assert info.replica_server_ids is None
-    assert any("replica" in w for w in info.warnings)
-    assert validate_all(_cdc(mariadb), server_ids=[5400], databases=[db]) == []
+    assert info.replication_client_name == _client_privilege(server)
+    if server.info.server == "mysql":
+        # MySQL lets REPLICATION SLAVE list the replicas (SHOW REPLICAS): none here
+        assert info.replica_server_ids == ()
+    else:
+        # MariaDB's least-privileged CDC user cannot list replicas: said, not failed
+        assert info.replica_server_ids is None
+        assert any("replica" in w for w in info.warnings)
+    assert validate_all(_cdc(server), server_ids=[5400], databases=[db]) == []
 
 
 def test_a_server_compressing_its_binlog_passes(mariadb_compressed):
@@ -126,6 +141,20 @@ def test_binlog_row_metadata_minimal():
         assert "SET GLOBAL binlog_row_metadata = 'FULL'" in err.fix
 
 
+@pytest.mark.parametrize("variant,check,said", [
+    ("no-binlog", "log_bin", "log_bin=OFF"),
+    ("minimal-image", "binlog_row_image", "binlog_row_image is MINIMAL"),
+    ("noblob-image", "binlog_row_image", "NOBLOB"),
+    ("minimal-metadata", "binlog_row_metadata", "binlog_row_metadata is MINIMAL"),
+])
+def test_a_misconfigured_mysql_is_named_with_its_fix(variant, check, said):
+    with MySQLSandbox(MySQLSettings.misconfigured(variant), name=f"v-my-{variant}") as sb:
+        problems = validate_all(_cdc(sb))
+        assert problems and problems[0].check == check, [str(p) for p in problems]
+        assert said in problems[0].message and problems[0].fix
+        assert sb.info.cdc_password not in " ".join(str(p) for p in problems)
+
+
 # -- versions ----------------------------------------------------------------------------------
 
 
@@ -170,7 +199,8 @@ def test_parse_version_flavor_hint_from_server_variables():
 # -- privileges --------------------------------------------------------------------------------
 
 
-def test_user_lacking_replication_slave(mariadb, db, user):
+def test_user_lacking_replication_slave(server, server_db, user):
+    db = server_db
     conn = user("GRANT SELECT, REPLICATION CLIENT ON *.* TO {user}")
     with pytest.raises(ServerConfigError) as e:
         validate_server(conn, databases=[db])
@@ -182,8 +212,9 @@ def test_user_lacking_replication_slave(mariadb, db, user):
     assert conn.password not in str(err)
 
 
-def test_user_lacking_select(mariadb, db, user):
-    conn = user("GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO {user}")
+def test_user_lacking_select(server, server_db, user):
+    db = server_db
+    conn = user(f"GRANT REPLICATION SLAVE, {_client_privilege(server)} ON *.* TO {{user}}")
     with pytest.raises(ServerConfigError) as e:
         validate_server(conn, databases=[db])
     assert e.value.check == "privileges"
@@ -194,7 +225,8 @@ def test_user_lacking_select(mariadb, db, user):
         validate_server(conn)
 
 
-def test_database_level_select_is_enough_for_that_database(mariadb, db, user):
+def test_database_level_select_is_enough_for_that_database(server, server_db, user):
+    db = server_db
     conn = user("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO {user}",
                 f"GRANT SELECT ON `{db}`.* TO {{user}}")
     validate_server(conn, databases=[db])
@@ -204,17 +236,18 @@ def test_database_level_select_is_enough_for_that_database(mariadb, db, user):
     assert f"SELECT on {other}" in problems[0].message and db not in problems[0].message
 
 
-def test_user_lacking_everything_gets_one_grant_statement_per_scope(mariadb, db, user):
+def test_user_lacking_everything_gets_one_grant_statement_per_scope(server, server_db, user):
+    db = server_db
     conn = user()
     (problem,) = validate_all(conn, databases=[db])
     assert problem.check == "privileges"
     assert f"GRANT SELECT ON `{db}`.*" in problem.fix
-    assert "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.*" in problem.fix
+    assert f"GRANT REPLICATION SLAVE, {_client_privilege(server)} ON *.*" in problem.fix
 
 
-def test_all_privileges_cover_everything(mariadb, db, user):
+def test_all_privileges_cover_everything(server, server_db, user):
     conn = user("GRANT ALL PRIVILEGES ON *.* TO {user}")
-    assert validate_all(conn, databases=[db]) == []
+    assert validate_all(conn, databases=[server_db]) == []
 
 
 def test_parse_grants_spellings():
@@ -238,9 +271,9 @@ def test_parse_grants_spellings():
 # -- server ids --------------------------------------------------------------------------------
 
 
-def test_server_id_equal_to_the_servers_own_id(mariadb):
-    own = mariadb.info.server_id
-    err = _single_problem(mariadb, "server_id", server_ids=[own - 1, own])
+def test_server_id_equal_to_the_servers_own_id(server):
+    own = server.info.server_id
+    err = _single_problem(server, "server_id", server_ids=[own - 1, own])
     assert f"server-id {own} is the source server's own @@server_id" in err.message
     assert "server-id option" in err.fix
     suggested = err.fix.split("'")[1]
@@ -248,25 +281,27 @@ def test_server_id_equal_to_the_servers_own_id(mariadb):
     assert own not in range(int(lo), int(hi or lo) + 1)
 
 
-def test_server_id_out_of_range(mariadb):
-    assert _single_problem(mariadb, "server_id", server_ids=[0]).message.startswith(
+def test_server_id_out_of_range(server):
+    assert _single_problem(server, "server_id", server_ids=[0]).message.startswith(
         "server-id 0 is out of range")
 
 
-def test_server_id_clash_with_a_connected_replica(mariadb, db):
-    """A registered binlog reader shows in SHOW REPLICA HOSTS, visible to a privileged user."""
+def test_server_id_clash_with_a_connected_replica(server, server_db):
+    """A registered binlog reader shows in SHOW REPLICA HOSTS (MariaDB) or SHOW REPLICAS
+    (MySQL), visible to a privileged user."""
     from pymysqlreplication import BinLogStreamReader
 
-    mariadb.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)",
-                    f"INSERT INTO `{db}`.t VALUES (1)")
-    i = mariadb.info
+    db = server_db
+    server.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)",
+                   f"INSERT INTO `{db}`.t VALUES (1)")
+    i = server.info
     reader = BinLogStreamReader(
         connection_settings={"host": i.host, "port": i.port, "user": i.admin_user,
                              "password": i.admin_password},
         server_id=7777, report_slave="clash-test", blocking=True)
     try:
         next(iter(reader), None)  # connect, register, read an event
-        info = inspect_server(_admin(mariadb))
+        info = inspect_server(_admin(server))
         assert 7777 in info.replica_server_ids
         problems = check_server(info, server_ids=[7776, 7777])
         assert [p.check for p in problems] == ["server_id"]
@@ -305,16 +340,18 @@ def test_older_server_without_row_metadata_only_warns():
     assert check_server(mysql_super) == []  # SUPER allows SHOW MASTER STATUS on MySQL
 
 
-def test_privileges_held_through_a_role(mariadb, db, user):
+def test_privileges_held_through_a_role(server, server_db, user):
     role = f"r_{secrets.token_hex(4)}"
-    mariadb.execute(f"CREATE ROLE {role}",
-                    f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO {role}")
+    server.execute(f"CREATE ROLE {role}", f"GRANT SELECT, REPLICATION SLAVE, "
+                   f"{_client_privilege(server)} ON *.* TO {role}")
+    # the default role: MariaDB says FOR the user, MySQL says TO
+    default = "TO" if server.info.server == "mysql" else "FOR"
     try:
-        conn = user(f"GRANT {role} TO {{user}}", f"SET DEFAULT ROLE {role} FOR {{user}}")
-        info = validate_server(conn, databases=[db])
+        conn = user(f"GRANT {role} TO {{user}}", f"SET DEFAULT ROLE {role} {default} {{user}}")
+        info = validate_server(conn, databases=[server_db])
         assert info.grants.roles and not info.roles_unreadable
     finally:
-        mariadb.execute(f"DROP ROLE {role}")
+        server.execute(f"DROP ROLE {role}")
 
 
 # -- binlog settings sparkcdc reads, and the ones it cannot -----------------------------------

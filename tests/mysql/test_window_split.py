@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
+from server_support import seq
 
 import sparkcdc
 from sparkcdc.core.offsets import BinlogOffset
@@ -34,9 +35,10 @@ def cdc(sb) -> ConnectionOptions:
 
 
 @pytest.fixture
-def backlog(mariadb, db):
+def backlog(server, server_db):
     """Single-row transactions over three binlog files (one of them empty of rows), one big
     transaction, then updates; the window holding all of it and its records."""
+    mariadb, db = server, server_db
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(100))",
                     "CREATE TABLE u (id INT PRIMARY KEY)", database=db)
     conn = cdc(mariadb)
@@ -51,7 +53,7 @@ def backlog(mariadb, db):
                 if k == 1000:
                     cur.execute("FLUSH BINARY LOGS")
         cur.execute("BEGIN")
-        cur.execute("INSERT INTO t SELECT seq + 10000, 'big' FROM seq_1_to_8000")
+        cur.execute(f"INSERT INTO t SELECT seq + 10000, 'big' FROM {seq(mariadb, 8000)}")
         cur.execute("INSERT INTO u VALUES (-1)")
         cur.execute("UPDATE t SET v = 'big2' WHERE id > 10000 AND id < 10100")
         cur.execute("COMMIT")
@@ -117,8 +119,8 @@ def test_a_backlog_is_read_in_batches_of_bounded_size(backlog):
         assert bound_window(cur, start, end, 10**9) == end
         sizes = [window_bytes(files, a, b) for a, b in batches]
     # at most about max_bytes each, but for the one big transaction (hundreds of kB),
-    # which cannot be cut
-    assert len(batches) >= sum(sizes) // 40_000
+    # which cannot be cut (MySQL's is bigger than MariaDB's: leave it out of the count)
+    assert len(batches) >= (sum(sizes) - max(sizes)) // 40_000
     assert sum(1 for x in sizes if x > 2 * 40_000) <= 1, sizes
     assert read_pieces(conn, schema, batches) == whole
 
@@ -171,7 +173,9 @@ def collect(reader, parts) -> pa.Table:
     return pa.Table.from_batches(batches).sort_by("_seq")
 
 
-def test_a_backlog_is_read_by_several_partitions_with_the_same_rows(mariadb, db, backlog):
+def test_a_backlog_is_read_by_several_partitions_with_the_same_rows(server, server_db,
+                                                                    backlog):
+    mariadb, db = server, server_db
     _, _, start, _, whole = backlog
     opts = source_options(mariadb, db, **{
         "scan.startup.mode": "specific-offset", "scan.startup.specific-offset.file": start.file,
@@ -215,13 +219,14 @@ def apply_in_order(rows):
 
 
 def test_a_stream_with_split_windows_during_and_after_the_snapshot_is_exactly_once(
-        spark, mariadb, db, tmp_path):
+        spark, server, server_db, tmp_path):
     """Writers keep changing the table while it is snapshotted over several micro-batches
     and afterwards; every window is cut into many sub-windows. Applied in _seq order the
     output equals the table, and no change appears twice."""
+    mariadb, db = server, server_db
     sparkcdc.register(spark)
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40))",
-                    "INSERT INTO t SELECT seq, CONCAT('r', seq) FROM seq_1_to_20000",
+                    f"INSERT INTO t SELECT seq, CONCAT('r', seq) FROM {seq(mariadb, 20000)}",
                     database=db)
     stop = threading.Event()
 

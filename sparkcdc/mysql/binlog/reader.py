@@ -240,8 +240,16 @@ class _State:
         if self.flavor == "mariadb" and self.gtid:
             for g in self.gtid.split(","):
                 g = g.strip()
-                if g:
+                if not g:
+                    continue
+                try:
                     self._mariadb_domains[int(g.split("-")[0])] = g
+                except ValueError:
+                    raise OffsetError(
+                        f"the offset's GTID state {self.gtid!r} is not MariaDB's "
+                        "(domain-server-sequence): it reads like a MySQL GTID set",
+                        fix="read a MySQL server with BinlogReader(..., flavor='mysql') "
+                            "(the mysql-cdc source and pipelines detect the server)") from None
 
     def set_file(self, name: str, pos: int) -> None:
         self.file, self.fidx, self.boundary_pos = name, file_index(name), pos
@@ -309,18 +317,21 @@ class BinlogReader:
 
     ``tables`` maps captured tables to their schemas; a plain set of ``TableId`` makes the
     reader load each schema from information_schema when its first event arrives.
+    ``flavor`` is ``"mariadb"`` or ``"mysql"``; None (the default) takes each read's start
+    offset's (``current_offset`` asks the server; an offset made by hand says ``mariadb``).
     """
 
     def __init__(self, conn: ConnectionOptions, server_id: int,
                  tables: dict[TableId, TableSchema] | Iterable[TableId],
-                 flavor: str = "mariadb", decoder: RowDecoder | None = None, *,
+                 flavor: str | None = None, decoder: RowDecoder | None = None, *,
                  read_timeout: float = 60.0, max_retries: int | None = None,
                  table_events: bool = False):
-        if flavor not in ("mariadb", "mysql"):
+        if flavor not in ("mariadb", "mysql", None):
             raise ValueError(f"flavor must be 'mariadb' or 'mysql', not {flavor!r}")
         self.conn = conn
         self.server_id = int(server_id)
-        self.flavor = flavor
+        self._flavor_of_offsets = flavor is None
+        self.flavor = flavor or "mariadb"
         self.decoder = decoder or default_decoder()
         # TableEvents among the records: schema changes, DDL and TRUNCATE of captured tables
         # (records.TableEvent); each row event is then decoded by the schema its table map
@@ -357,6 +368,8 @@ class BinlogReader:
 
     def _run(self, start: BinlogOffset, end: BinlogOffset | None,
              heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat]:
+        if self._flavor_of_offsets:
+            self.flavor = start.flavor
         state = _State(self.flavor, start, end=end)
         failures = 0
         beat = [time.monotonic()]  # when the last heartbeat went out
