@@ -51,7 +51,7 @@ SOURCE_ENV = "SPARKCDC_TEST_SOURCE"
 def mariadb():
     """One CDC-ready MariaDB server for the whole test session. With
     ``SPARKCDC_TEST_SOURCE=mysql`` it is a MySQL 9.7 instead: the tests written for MariaDB
-    then run against MySQL as they are (how MYSQL_FINDINGS.md was made: a failure is either
+    then run against MySQL as they are (how docs/mysql-findings.md was made: a failure is either
     sparkcdc's on MySQL or MariaDB-only SQL in the test)."""
     source = os.environ.get(SOURCE_ENV, "mariadb")
     if source not in ("mariadb", "mysql"):
