@@ -181,6 +181,12 @@ class Sink(ABC):
         goes through the driver. Where not, the driver writes them (``write``)."""
         return False
 
+    def new_rows(self, changes: ChangeSet) -> pa.Table | None:
+        """In a Spark task: the rows to write as files when every change of ``changes`` is
+        a row new to the target (none of its stored rows can have their key); None when
+        any may not be, and the changes go to the driver's ``write``."""
+        return None
+
     def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
         """In a Spark task: ``rows``, new to the target and shaped as it stores them,
         written as files nothing has committed yet; what the driver's commit needs about
@@ -188,10 +194,11 @@ class Sink(ABC):
         raise NotImplementedError(f"the {self.type} sink does not take files from tasks")
 
     def commit_files(self, files: list[dict[str, Any]], schema: pa.Schema,
-                     batch_id: int) -> WriteResult:
+                     batch_id: int, final: bool = True) -> WriteResult:
         """On the driver: every task's files of a batch in one commit, with the batch id
-        (a target that has the batch already commits nothing); the files of attempts that
-        died are removed."""
+        (a target that has the files of the batch already commits nothing); the files of
+        attempts that died are removed. Not ``final``: the batch's other changes of the
+        table follow in the driver's ``write``, which records the batch id as applied."""
         raise NotImplementedError(f"the {self.type} sink does not take files from tasks")
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:

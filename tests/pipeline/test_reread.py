@@ -103,3 +103,47 @@ def test_reading_a_table_again_under_writes_leaves_target_equal_to_source(
     target.add_stray("a", 10**6)  # a row the source does not have, as the bug left them
     v = cli("verify", str(yaml_path), env=env)
     assert v.returncode != 0 and "1000000" in v.stdout, v.stdout + v.stderr
+
+
+def test_a_table_paused_in_its_snapshot_is_emptied_and_taken_again_on_resume(
+        mariadb, db, tmp_path, request):
+    """Paused half way through its snapshot, while the writer deletes rows the target
+    already has: on resume the target is emptied and the table snapshotted again, so no
+    deleted row stays (before, the new snapshot was merged over the part-snapshot)."""
+    rows = 3_000  # 30 batches of 100 rows: paused after a few
+    for t in "ab":
+        mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{rows}",
+                        database=db)
+    target = Target("delta", request, tmp_path, db)
+    ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
+    yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt)
+                         + "  max-rows-per-batch: 100\n")
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
+    log = open(tmp_path / "run.log", "w+")  # noqa: SIM115 - the child's, till it stops
+    proc = subprocess.Popen([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
+                             "--no-progress", "--master", "local[2]"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    a = f"{db}.a"
+    try:
+        wait_for(lambda: len(target.rows("a")) >= 300, 240,
+                 f"part of a's snapshot\n{run_tail(log, ckpt)}")
+        p = cli("pause", str(yaml_path), "--tables", f"{db}\\.a", env=env)
+        assert p.returncode == 0 and f"{a}: paused" in p.stdout, p.stdout + p.stderr
+        held = set(target.rows("a"))
+        assert 0 < len(held) < rows  # paused in its snapshot
+        gone = sorted(held)[:50]  # rows the target has, deleted from the source meanwhile
+        mariadb.execute(f"DELETE FROM a WHERE id IN ({','.join(map(str, gone))})",
+                        "UPDATE a SET v = -v WHERE id % 7 = 0", database=db)
+        p = cli("resume", str(yaml_path), "--tables", f"{db}\\.a", env=env)
+        assert p.returncode == 0 and f"{a}: resumed" in p.stdout, p.stdout + p.stderr
+        wait_for(lambda: target.rows("a") == source_rows(mariadb, db, "a"), 600,
+                 f"a snapshotted again\n{run_tail(log, ckpt)}")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            assert waited(proc, 120) is not None, run_tail(log, ckpt)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert not set(gone) & set(target.rows("a"))

@@ -101,21 +101,36 @@ def write_data_files(root: str, rows: pa.Table, batch_id: int,
     return out
 
 
+def files_app_id(app_id: str) -> str:
+    """The app transaction a batch's files are committed under, beside the table's own."""
+    return f"{app_id}#files"
+
+
+def committed(table, app_id: str, batch_id: int) -> bool:
+    """Whether ``table`` has the files of ``batch_id``: their own commit, or the batch."""
+    return any((v := table.transaction_version(a)) is not None and batch_id <= v
+               for a in (app_id, files_app_id(app_id)))
+
+
 def commit_data_files(table, files: list[DataFile], schema: pa.Schema, app_id: str,
-                      batch_id: int, partition_by: tuple[str, ...] = ()) -> bool:
+                      batch_id: int, partition_by: tuple[str, ...] = (),
+                      final: bool = True) -> bool:
     """On the driver: one commit adding ``files`` to ``table`` (a ``DeltaTable``), with the
-    batch id as the app transaction of ``app_id``. False when the table has the batch
+    batch id as app transaction ``<app_id>#files`` and, when ``final`` (nothing else of the
+    batch goes to the table after them), ``app_id``'s too. False when the table has them
     already: nothing is committed (the files are then leftovers)."""
     import deltalake
     from deltalake.transaction import AddAction
 
-    last = table.transaction_version(app_id)
-    if last is not None and batch_id <= last:
+    if committed(table, app_id, batch_id):
         return False
     actions = [AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
                for f in files]
+    txns = [deltalake.Transaction(files_app_id(app_id), batch_id)]
+    if final:
+        txns.append(deltalake.Transaction(app_id, batch_id))
     props = deltalake.CommitProperties(
-        app_transactions=[deltalake.Transaction(app_id, batch_id)],
+        app_transactions=txns,
         custom_metadata={"sparkcdc.batch": str(batch_id), "sparkcdc.written-by": "tasks"})
     table.create_write_transaction(actions, mode="append", schema=schema,
                                    partition_by=list(partition_by) or None,

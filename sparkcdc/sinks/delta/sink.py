@@ -92,18 +92,24 @@ class DeltaSink(Sink):
             props = t.metadata().configuration or {}
         return props.get("delta.columnMapping.mode", "none") == "none"
 
+    def new_rows(self, changes: ChangeSet) -> pa.Table | None:
+        table = self._table()
+        append, rest = changes.split_new(
+            lambda lo, hi: table is not None and _may_hold(table, changes.keys[0], lo, hi))
+        return append if rest.num_rows == 0 else None
+
     def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
         written = files.write_data_files(self.config.path, storage_table(rows), batch_id,
                                          self.config.partition_by)
         return [f.to_dict() for f in written]
 
     def commit_files(self, written: list[dict[str, Any]], schema: pa.Schema,
-                     batch_id: int) -> WriteResult:
+                     batch_id: int, final: bool = True) -> WriteResult:
         stored = storage_table(schema.empty_table()).schema
         table = self._table() or self._create(stored)
         data = [files.DataFile.from_dict(d) for d in written]
         done = files.commit_data_files(table, data, stored, self.config.app_id, batch_id,
-                                       self.config.partition_by)
+                                       self.config.partition_by, final)
         table = self._table()
         gone = files.remove_leftovers(table, self.config.path, batch_id)
         if gone:

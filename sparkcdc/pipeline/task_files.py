@@ -1,0 +1,175 @@
+"""Snapshot rows written by the tasks that read them: no row through the driver.
+
+A micro-batch of the pipeline's stream is a DataFrame of Arrow record batches (one per row,
+``_batch``), each of one table: the chunks the batch reads and its binlog window. Instead of
+collecting them all to the driver, the batch runs ``write_snapshot_files`` over them in the
+tasks that hold them (``mapInArrow``: no shuffle). A record batch of snapshot rows (every
+row read by a chunk, ``_op_ts`` null) of a table with a ``FilePlan`` is planned there as the
+driver would plan it (``reduce_changes``), and when every row is new to each of the table's
+targets (``Sink.new_rows``: the target's file statistics show no stored row in the rows'
+key range) the task writes them as files of each target (``Sink.write_files``) and sends
+the driver one small row per file. Everything else (the window's changes, schema events,
+rows a target may hold already) comes back as it was, for the driver's own path.
+
+Why this is exact. A batch's chunk rows and its window's changes name different keys: the
+window passes a change only for keys of chunks finished before it, and the chunks of this
+batch are finished at its end (docs/algorithm.md). A chunk read again (a re-read, the keys
+already in the target) is never new and takes the driver's path. So the files and the
+driver's merge of the same table never hold one key twice, and their order does not
+matter; the driver commits the files first (``commit_files``), then writes the rest.
+
+The batch id stays exactly-once over two commits: the files' commit records the batch as
+app transaction ``<app id>#files`` (a run of the batch after it commits no file again) and,
+when the table has nothing else in the batch, the table's own app id too; otherwise the
+driver's write of the rest records that, as always.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc.apply import DEFAULT_DELETES, ApplySpec, reduce_changes
+from sparkcdc.core.schema import TableSchema
+from sparkcdc.pipeline import targets
+from sparkcdc.pipeline.conversions import convert_rows
+from sparkcdc.pipeline.flink_keys import SourceExtras
+from sparkcdc.pipeline.stream_schema import conform
+from sparkcdc.spark.arrow_batches import from_ipc
+
+OUT_SCHEMA = "kind string, tbl string, target string, payload binary"
+FILES, ROWS = "files", "rows"
+
+
+@dataclass(frozen=True)
+class TargetWrite:
+    """One target of a table in this batch: where, under which app id, its batch id."""
+
+    target: str
+    app_id: str
+    batch_id: int
+    creation: tuple[tuple[str, str], ...] = ()  # options a new target is created with
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """A table whose snapshot rows the tasks of this batch may write as files."""
+
+    table: str
+    schema: TableSchema  # as the source reads it (for the conversions)
+    rows_schema: pa.Schema  # the target's rows (stream_schema.conform)
+    spec: ApplySpec
+    writes: tuple[TargetWrite, ...]
+
+
+def plannable(spec: ApplySpec) -> bool:
+    """Whether ``spec`` plans snapshot rows as plain upserts (what files can hold)."""
+    return (spec.stored_as_scd_type == 1 and spec.apply_as_deletes == DEFAULT_DELETES
+            and spec.apply_as_truncates is None and not spec.ignore_null_updates)
+
+
+def files_row(table: str, target: str, files: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"kind": FILES, "tbl": table, "target": target,
+            "payload": json.dumps(files).encode()}
+
+
+def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, FilePlan],
+                         sink_type: str, options: dict[str, str],
+                         extras: SourceExtras | None) -> Iterator[pa.RecordBatch]:
+    """In a task: each of the task's record batches either written as files (a ``files``
+    row per target) or handed back as it came (a ``rows`` row)."""
+    sinks: dict[tuple[str, str], Any] = {}
+
+    def sink_of(w: TargetWrite):
+        key = (w.target, w.app_id)
+        if key not in sinks:
+            sinks[key] = targets.create_sink(sink_type, {**options, **dict(w.creation)},
+                                             w.target, w.app_id)
+        return sinks[key]
+
+    try:
+        for b in batches:
+            out: list[dict[str, Any]] = []
+            for ipc in b.column("_batch").to_pylist():
+                t = from_ipc(ipc)
+                plan = plans.get(_table_of(t)) if _snapshot_rows(t) else None
+                written = _as_files(t, plan, sink_of, extras) if plan is not None else None
+                if written is None:
+                    out.append({"kind": ROWS, "tbl": None, "target": None, "payload": ipc})
+                else:
+                    out.extend(written)
+            if out:
+                yield pa.RecordBatch.from_pylist(out, schema=_OUT)
+    finally:
+        for s in sinks.values():
+            s.close()
+
+
+_OUT = pa.schema([("kind", pa.string()), ("tbl", pa.string()), ("target", pa.string()),
+                  ("payload", pa.binary())])
+
+
+def _table_of(t: pa.Table) -> str | None:
+    """The one table a record batch holds, or None (several, or none)."""
+    if not t.num_rows or "_database" not in t.column_names:
+        return None
+    names = pc.unique(pc.binary_join_element_wise(t["_database"], t["_table"], "."))
+    return names[0].as_py() if len(names) == 1 else None
+
+
+def _snapshot_rows(t: pa.Table) -> bool:
+    """Rows a chunk read: no commit time (``_op_ts`` is a change's)."""
+    return (t.num_rows > 0 and "_op_ts" in t.column_names
+            and t.column("_op_ts").null_count == t.num_rows)
+
+
+def _as_files(t: pa.Table, plan: FilePlan, sink_of,
+              extras: SourceExtras | None) -> list[dict[str, Any]] | None:
+    """The table's rows written as files of each of its targets, when every row is new to
+    every one of them; None (nothing written) otherwise."""
+    rows = conform(convert_rows(t.replace_schema_metadata(None), plan.schema, extras),
+                   plan.rows_schema)
+    changes = reduce_changes(rows, plan.spec)
+    todo = []
+    for w in plan.writes:
+        sink = sink_of(w)
+        last = sink.last_batch_id()
+        if last is not None and w.batch_id <= last:
+            todo.append((w, sink, None))  # the target has the batch: nothing to write
+            continue
+        new = sink.new_rows(changes)
+        if new is None:
+            return None
+        todo.append((w, sink, new))
+    return [files_row(plan.table, w.target,
+                      [] if new is None else sink.write_files(new, w.batch_id))
+            for w, sink, new in todo]
+
+
+@dataclass
+class TaskOutput:
+    """What the tasks of a batch sent the driver: per (table, target) the files written,
+    and the record batches handed back (IPC), for the driver's own path."""
+
+    files: dict[tuple[str, str], list[dict[str, Any]]]
+    rows: list[bytes]
+
+    @classmethod
+    def of(cls, collected: Iterable[Any]) -> TaskOutput:
+        files: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        rows: list[bytes] = []
+        for r in collected:
+            if r["kind"] == FILES:
+                files.setdefault((r["tbl"], r["target"]), []).extend(json.loads(r["payload"]))
+            else:
+                rows.append(bytes(r["payload"]))
+        return cls(files, rows)
+
+    def handed_back(self) -> pa.Table:
+        """The handed-back record batches as a collected micro-batch (``_batch``)."""
+        return pa.table({"_batch": pa.array(self.rows, pa.binary())})
