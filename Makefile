@@ -26,7 +26,7 @@ test: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy sparkcdc/core sparkcdc/spark sparkcdc/formats sparkcdc/apply.py sparkcdc/errors.py \
 		sparkcdc/options.py sparkcdc/pipeline/class_cache.py sparkcdc/pipeline/session.py \
-		sparkcdc/pipeline/signals.py sparkcdc/pipeline/warm_python.py
+		sparkcdc/pipeline/signals.py sparkcdc/pipeline/warm_python.py sparkcdc/pipeline/run
 	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.

@@ -127,7 +127,7 @@ def main() -> int:
     from sparkcdc.pipeline import validate as validate_mod
     from sparkcdc.pipeline import verify as verify_mod
     from sparkcdc.pipeline.progress import make_display
-    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.testing.mariadb import MariaDBSandbox
 
     work = Path(tempfile.mkdtemp(prefix="sparkcdc-demo-"))

@@ -95,7 +95,7 @@ def _logging(verbose: int) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline import load_pipeline
     from sparkcdc.pipeline.progress import make_display
-    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.pipeline.signals import stacks_on_sigusr1
 
     _logging(args.verbose)

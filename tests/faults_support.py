@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from sparkcdc.pipeline.checkpoint import Checkpoint
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 
 CHILD = Path(__file__).with_name("spark_child.py")
 SEED = int(os.environ.get("SPARKCDC_FAULT_SEED", "8"))  # the kill points; printed on failure

@@ -199,7 +199,7 @@ def test_a_run_that_fails_while_spark_starts_ends_its_jvm(mariadb, tmp_path):
         from pyspark import SparkContext
         from sparkcdc.errors import SparkCDCError
         from sparkcdc.pipeline.definition import load_pipeline
-        from sparkcdc.pipeline.runner import Runner
+        from sparkcdc.pipeline.run.loop import Runner
         runner = Runner(load_pipeline(sys.argv[1]), master="local[1]")
         try:
             runner.run()

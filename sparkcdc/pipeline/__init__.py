@@ -14,7 +14,7 @@ __all__ = ["PipelineDef", "Runner", "load_pipeline", "parse_pipeline"]
 
 def __getattr__(name):
     if name == "Runner":
-        from sparkcdc.pipeline.runner import Runner
+        from sparkcdc.pipeline.run.loop import Runner
 
         return Runner
     raise AttributeError(name)

@@ -151,7 +151,7 @@ class TableState:
     #                              is the first); fixed when the table is first captured
     # the schema fields (schema, columns, pending_ddl) as they were when the last
     # micro-batch that changed them began, with that batch's target batch id: a replay of
-    # that batch starts from them, as its first attempt did (``PipelineStream._from_start``)
+    # that batch starts from them, as its first attempt did (``SchemaInStream._from_start``)
     batch_start: dict | None = None
 
     def to_dict(self) -> dict:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +67,7 @@ from sparkcdc.pipeline.checkpoint import Checkpoint, read_json, write_json
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.kafka_source import KafkaReader, KafkaSourceConfig, Message, tp_name
 from sparkcdc.pipeline.routing import shaper_for, targets_of, transform_of
+from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.signals import stop_on_signals
 from sparkcdc.sinks.evolution import Change as ColumnChange
 from sparkcdc.sinks.kafka.config import matches
@@ -135,29 +135,33 @@ class KafkaRunner:
         self.defn = defn
         self.settings = defn.pipeline
         self.config = KafkaSourceConfig.parse(defn.source.options)
-        self._spark = spark
-        self._session: Any = None  # an OwnSession, when this runner started the session
         self.master = master
         self.until_caught_up = until_caught_up or defn.pipeline.batch
         self.on_batch = on_batch
-        self.spark_log_to_console = spark_log_to_console
         self.ckpt = Checkpoint(defn.checkpoint_dir)
+        self.life = RunLife(self.ckpt, self.settings, spark, master=master,
+                            spark_log_to_console=spark_log_to_console, probe=False)
         self.dir = self.ckpt.root / "kafka"
         self.tables: dict[str, TableInfo] = {}
         self.sinks: dict[str, Any] = {}
-        self._stop = threading.Event()
         self.batches = 0  # applied by this run
         self.nothing_to_do = False
 
     @property
     def spark(self):
-        if self._spark is None:
-            from sparkcdc.pipeline.session import build_session
+        return self.life.spark
 
-            self._session = build_session(self.settings, self.master,
-                                          str(self.ckpt.spark_log), self.spark_log_to_console)
-            self._spark = self._session.spark
-        return self._spark
+    def stop(self) -> None:
+        self.life.stop()
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the run was asked to stop (Ctrl-C, SIGTERM, ``stop``): a run
+        ``--until-caught-up`` that was may have stopped before it caught up."""
+        return self.life.interrupted
+
+    def close(self) -> None:
+        self.life.close()
 
     # -- the checkpoint ------------------------------------------------------------------------
 
@@ -182,9 +186,8 @@ class KafkaRunner:
     # -- the loop --------------------------------------------------------------------------------
 
     def run(self) -> int:
-        from sparkcdc.pipeline.runner import Runner
-
-        lock = Runner._lock_checkpoint(self)  # one run per checkpoint (the same lock file)
+        stopping = self.life.stopping
+        lock = self.life.lock_checkpoint()  # one run per checkpoint
         with stop_on_signals(self.stop):  # Ctrl-C, SIGTERM: the loop ends after its batch
             reader = KafkaReader(self.config)
             try:
@@ -192,7 +195,7 @@ class KafkaRunner:
                 planned = self._last("offsets")
                 start = self._load(committed)
                 n = -1 if committed is None else committed
-                while not self._stop.is_set():
+                while not stopping.is_set():
                     n += 1
                     bases: dict[str, int] = {}
                     if planned is not None and planned >= n:  # logged, never committed: again
@@ -208,7 +211,7 @@ class KafkaRunner:
                             if self.until_caught_up:
                                 self.nothing_to_do = self.batches == 0
                                 break
-                            self._stop.wait(self.settings.trigger_interval or 1.0)
+                            stopping.wait(self.settings.trigger_interval or 1.0)
                             continue
                         write_json(self.dir / "offsets" / f"{n}.json",
                                    {"start": start, "end": end})
@@ -224,20 +227,6 @@ class KafkaRunner:
                 self.sinks = {}
                 lock.close()
         return 0
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    @property
-    def interrupted(self) -> bool:
-        """Whether the run was asked to stop (Ctrl-C, SIGTERM, ``stop``): a run
-        ``--until-caught-up`` that was may have stopped before it caught up."""
-        return self._stop.is_set()
-
-    def close(self) -> None:
-        if self._session is not None:
-            self._session.stop()
-            self._session = self._spark = None
 
     # -- one micro-batch -------------------------------------------------------------------------
 

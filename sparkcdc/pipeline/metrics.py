@@ -22,7 +22,7 @@ def _label(v: str) -> str:
 
 
 def render(runner: Any) -> str:
-    """The metrics page for ``runner`` (a ``pipeline.runner.Runner``)."""
+    """The metrics page for ``runner`` (a ``pipeline.run.loop.Runner``)."""
     name = _label(runner.settings.name)
     out: list[str] = []
 

@@ -1,7 +1,7 @@
 """What changed between two schemas of a table: columns added, dropped, retyped, renamed
 (renames read from the DDL statements the stream carried, never guessed) and whether the
 primary key changed. The pipeline's stream finds the schemas and the statements in binlog
-order (``pipeline_stream.py``); the target's changes follow from the diff
+order (``run/schema.py``); the target's changes follow from the diff
 (``column_evolution.py``).
 """
 

@@ -1,6 +1,6 @@
 """Fault injection: connections cut, refused, delayed and throttled; MariaDB restarted.
 
-A pipeline (``sparkcdc.pipeline.runner.Runner``, the engine of ``sparkcdc run``) runs in this
+A pipeline (``sparkcdc.pipeline.run.loop.Runner``, the engine of ``sparkcdc run``) runs in this
 process on the shared SparkSession, into Delta, under concurrent writers, with its source
 pointed at ``sparkcdc.testing.proxy.FaultProxy`` in front of the real MariaDB. While it runs,
 the test breaks things -- in the snapshot and in the stream. The pipeline must ride the fault
@@ -27,7 +27,7 @@ from faults_support import (
 )
 
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.verify import Verifier
 from sparkcdc.testing.mariadb import MariaDBSandbox
 from sparkcdc.testing.proxy import FaultProxy
@@ -219,7 +219,7 @@ def test_periodic_discovery_rides_out_a_server_away(spark, mariadb, db, tmp_path
     (Before, the first such failure stopped the whole pipeline.)"""
     import sparkcdc
     from sparkcdc.errors import ConnectionFailed
-    from sparkcdc.pipeline import runner as runner_mod
+    from sparkcdc.pipeline.run import loop as runner_mod
 
     sparkcdc.register(spark)  # as Runner.run() does
     make_table(mariadb, db, 10)

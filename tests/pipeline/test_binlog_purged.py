@@ -22,7 +22,7 @@ from pipeline_support import source_yaml
 from sparkcdc.errors import BinlogUnavailable
 from sparkcdc.pipeline.checkpoint import Checkpoint
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.verify import Verifier, render
 from sparkcdc.testing.mariadb import MariaDBSandbox
 

@@ -20,8 +20,9 @@ import deltalake
 import pytest
 from pipeline_support import source_yaml
 
+from sparkcdc.errors import SchemaChangeStop
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner, SchemaChangeStop
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.status import table_statuses
 from sparkcdc.pipeline.verify import Verifier, render
 

@@ -24,7 +24,7 @@ from faults_support import (
 )
 
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.verify import Verifier
 from sparkcdc.testing.mariadb import caught_up, promote
 

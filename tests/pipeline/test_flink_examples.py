@@ -13,7 +13,7 @@ import deltalake
 import pytest
 
 from sparkcdc.pipeline.definition import load_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 
 EXAMPLES = Path(__file__).parent / "flink_examples"
 

@@ -13,7 +13,7 @@ from pipeline_support import delta_rows_by_key, source_rows_by_key, source_yaml
 from sparkcdc.errors import DecodeError
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.kafka_runner import KafkaRunner
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 
 
 def _to_kafka(mariadb, db, tmp_path, broker, fmt):

@@ -12,7 +12,7 @@ from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.metrics import MetricsServer
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 
 
 def _scrape(port: int) -> dict[str, float]:

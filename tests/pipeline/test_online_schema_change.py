@@ -19,7 +19,7 @@ from pipeline_support import source_rows_by_key as _source
 from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 
 
 def _defn(mariadb, db, tmp_path, online: bool = True):

@@ -11,10 +11,10 @@ import pytest
 from pipeline_support import source_yaml
 from rich.console import Console
 
-from sparkcdc.errors import ConfigError
+from sparkcdc.errors import ConfigError, SchemaChangeStop
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.progress import LiveDisplay
-from sparkcdc.pipeline.runner import Runner, SchemaChangeStop
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.status import server_position, table_statuses
 from sparkcdc.pipeline.validate import validate_pipeline
 from sparkcdc.pipeline.verify import Verifier, render

@@ -24,7 +24,7 @@ from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.checkpoint import GROUP_KEY, Checkpoint
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.status import table_statuses
 
 

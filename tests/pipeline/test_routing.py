@@ -10,7 +10,7 @@ import deltalake
 from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.sinks.base import END_AT, START_AT
 
 

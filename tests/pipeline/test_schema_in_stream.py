@@ -254,7 +254,7 @@ def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb
     it, in one batch, and the table stays in the pipeline's stream. Written from the
     driver, and from Spark tasks (``write.on: executors``, as on a cluster), with a
     TRUNCATE in the same batch."""
-    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.pipeline.status import table_statuses
     from sparkcdc.pipeline.verify import Verifier, render
 
@@ -288,7 +288,7 @@ def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb
 
 @pytest.mark.slow
 def test_an_alter_no_row_follows_reaches_the_target(spark, mariadb, db, tmp_path):
-    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.run.loop import Runner
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
                     "INSERT INTO t VALUES (1, 1)", database=db)
@@ -307,7 +307,7 @@ def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
     carries the ALTER also upserts the table's current rows, after its own rows. A row
     changed in the same batch before and after the ALTER, one deleted, one inserted after
     it, and a column added without a default (left null) around it."""
-    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.pipeline.verify import Verifier, render
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
@@ -340,7 +340,7 @@ def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, 
     the loop changes the target's columns, and the table goes on from the change (under its
     next generation, joining from that offset), its changes applied by the new key. The
     target is not emptied and nothing is read again."""
-    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.pipeline.status import table_statuses
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(3) NOT NULL, v INT)",
@@ -371,7 +371,7 @@ def test_a_batch_that_evolved_its_target_is_replayed_alike(spark, mariadb, db, t
     the first attempt's rows are skipped by batch id). Before, the replay compared the
     batch's first rows with the schema the first attempt ended with, dropped the column,
     added it again empty, and skipped the rows that filled it."""
-    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.run.loop import Runner
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
                     "INSERT INTO t SELECT seq, seq FROM seq_1_to_40", database=db)

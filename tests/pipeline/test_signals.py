@@ -64,7 +64,7 @@ def test_a_run_asked_to_stop_before_its_stream_starts_none_and_says_so(spark, ma
 
     from sparkcdc.cli import _ended
     from sparkcdc.pipeline.definition import parse_pipeline
-    from sparkcdc.pipeline.runner import Runner
+    from sparkcdc.pipeline.run.loop import Runner
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)",
                     database=db)

@@ -19,7 +19,7 @@ from pipeline_support import source_yaml
 
 import sparkcdc
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 
 ROWS, CHUNK = 20_000, 500  # 40 chunks
 BOUND = 2.0  # the stream's windows once, plus each reader's rollback windows (docs/spark-source.md)

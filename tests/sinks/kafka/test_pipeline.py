@@ -13,7 +13,7 @@ from pipeline_support import source_yaml
 
 from sparkcdc import sinks
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.verify import Verifier
 
 

@@ -22,32 +22,46 @@ requests of ``pipeline/control.py``), while every other table streams on:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.pipeline import control
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState
-from sparkcdc.sinks import sink_class
-from sparkcdc.spark import offset_view as ov
+from sparkcdc.pipeline.run.discovery import Discovery
+from sparkcdc.pipeline.run.state import RunState, schema_of
+from sparkcdc.pipeline.run.stream import PipelineStream
+from sparkcdc.pipeline.run.tables import TableLifecycle
 
 log = logging.getLogger("sparkcdc.pipeline")
 
+Found = dict[str, TableSchema]
+
 
 class OperatorRequests:
-    """Mixed into ``Runner``: uses its states, ``_halt``, ``_next_generation``, ``_start``,
-    ``discover`` and ``_save``."""
+    """Answers the operator's requests waiting in the checkpoint."""
 
-    def _take_requests(self) -> None:
+    def __init__(self, state: RunState, discovery: Discovery, tables: TableLifecycle,
+                 stream: PipelineStream):
+        self.state = state
+        self.discovery = discovery
+        self.tables = tables
+        self.stream = stream
+        self._answers: dict[str, Callable[[TableState, Found, control.Request], str | None]] = {
+            "snapshot": self._snapshot, "pause": self._pause, "resume": self._resume}
+
+    def take(self) -> None:
         """Answer the requests waiting in the checkpoint, oldest first."""
-        for req in control.pending(self.ckpt.root):
+        state = self.state
+        for req in control.pending(state.ckpt.root):
             ans = control.Answer()
-            tables = sorted(t for t in self.states if req.matches(t))
+            tables = sorted(t for t in state.states if req.matches(t))
             if not tables:
                 ans.skipped[req.tables] = "no captured table matches"
-            found = self.discover(fresh=True) if req.kind == "snapshot" and tables else {}
+            found = (self.discovery.discover(fresh=True) if req.kind == "snapshot" and tables
+                     else {})
             for table in tables:
-                st = self.states[table]
-                why = getattr(self, f"_{req.kind}_request")(st, found, req)
+                why = self._answers[req.kind](state.states[table], found, req)
                 if why:
                     ans.skipped[table] = why
                 else:
@@ -57,13 +71,12 @@ class OperatorRequests:
                         "".join(f"; {t} skipped ({w})" for t, w in ans.skipped.items()))
             control.answer(req, ans)
 
-    def _snapshot_request(self, st: TableState, found: dict[str, TableSchema],
-                          req: control.Request) -> str | None:
+    def _snapshot(self, st: TableState, found: Found, req: control.Request) -> str | None:
         if st.status != CaptureStatus.ACTIVE:
             return f"it is {st.status}"
         if st.table not in found:
             return "it is gone from the source"
-        if sc.diff(TableSchema.from_dict(st.schema), found[st.table]):
+        if sc.diff(schema_of(st), found[st.table]):
             return "its schema changed and the stream has not brought the change yet; ask again"
         return self._reread(st, req.where or "")
 
@@ -76,51 +89,45 @@ class OperatorRequests:
         if where:
             table = TableId.parse(st.table)
             try:
-                with self._source_config().connection.connect() as c, c.cursor() as cur:
+                with self.state.source_config().connection.connect() as c, c.cursor() as cur:
                     cur.execute(f"SELECT 1 FROM {table.quoted()} WHERE ({where}) LIMIT 0")
             except Exception as e:  # the server's own words, as the answer
                 return f"the condition does not run on the source: {str(e)[:300]}"
         st.reread = {"id": int((st.reread or {}).get("id", 0)) + 1, "where": where}
         st.note = f"snapshot where {where}" if where else "snapshot requested (read again)"
-        self._group_dirty = True  # the members file carries it to the running stream
-        self._save()
+        self.stream.dirty = True  # the members file carries it to the running stream
+        self.state.save()
         return None
 
-    def _streams(self, st: TableState) -> bool:
-        """Whether the table's snapshot was done as of its last committed batch."""
-        b = self.ckpt.last_committed(st)
-        off = self.ckpt.offset(st, b) if b is not None else None
-        return off is not None and ov.table_phase(off, st.table) == "done"
-
-    def _pause_request(self, st: TableState, _found, _req=None) -> str | None:
+    def _pause(self, st: TableState, _found: Found, _req: control.Request) -> str | None:
         if st.status != CaptureStatus.ACTIVE:
             return f"it is {st.status}"
-        if not self._streams(st) and sink_class(self.defn.sink.type).kind == "changelog":
+        if not self.state.streams(st) and self.state.sink_kind() == "changelog":
             # its resume would have to take it again from an empty target, and a changelog
             # cannot be emptied: the keys deleted meanwhile would stay in it
             return ("it is in its snapshot, and a changelog target cannot be emptied to take "
                     "it again on resume; pause it once it streams")
-        sink, _last, offset, snapshot_done = self._halt(st)
+        sink, _last, offset, snapshot_done = self.tables.halt(st)
         sink.close()
         # a table paused in its snapshot is emptied and snapshotted again on resume
-        at = self._target_position(st, offset, snapshot_done)
+        at = self.tables.target_position(st, offset, snapshot_done)
         st.group = None
         st.status = CaptureStatus.PAUSED
         st.paused_at = at
         st.note = "paused" if at else "paused in its snapshot (taken again on resume)"
-        self._save()
+        self.state.save()
         return None
 
-    def _resume_request(self, st: TableState, _found, _req=None) -> str | None:
+    def _resume(self, st: TableState, _found: Found, _req: control.Request) -> str | None:
         if st.status != CaptureStatus.PAUSED:
             return f"it is {st.status}, not paused"
-        sink = self._sink_for(st)
+        sink = self.state.sink_for(st)
         try:
             last = sink.last_batch_id()
             if st.paused_at is None and last is not None:
                 # paused in its snapshot: its target holds part of one, where a key deleted
                 # while it was paused would stay; emptied, and the table snapshotted again
-                if self._shared(st):
+                if self.state.shared(st):
                     return (f"it was paused in its snapshot, so its target {st.target} must "
                             "be emptied and the table snapshotted again, but the target is "
                             "shared with other tables; empty it yourself and start over with "
@@ -130,8 +137,8 @@ class OperatorRequests:
             sink.close()
         at, st.paused_at = st.paused_at, None
         st.status = CaptureStatus.ACTIVE
-        self._next_generation(st, last, Start(at, joins=True) if at else Start(),
-                              "resumed" if at else "resumed (taken again: paused in its "
-                                                   "snapshot)")
-        self._start(st, TableSchema.from_dict(st.schema))
+        self.tables.next_generation(st, last, Start(at, joins=True) if at else Start(),
+                                    "resumed" if at else "resumed (taken again: paused in its "
+                                                         "snapshot)")
+        self.tables.start(st, schema_of(st))
         return None

@@ -1,0 +1,177 @@
+"""Watching the pipeline's stream: each table's progress from the query's reports, the
+``live/`` files ``status`` reads, and a verdict on a failed query (``Failure``: what failed
+and whether it is transient). The monitor says; the loop decides (``Runner._failed``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcdc.pipeline.checkpoint import write_json
+from sparkcdc.pipeline.run.state import RunState
+from sparkcdc.pipeline.run.stream import PipelineStream
+from sparkcdc.pipeline.run.table_run import TableRun
+from sparkcdc.spark import offset_view as ov
+
+log = logging.getLogger("sparkcdc.pipeline")
+
+# A query whose execution thread died while Spark handled a failure (seen: a
+# StackOverflowError in java.util.regex on a long error text after a torn connection) stays
+# "active" with no exception, and would hang the pipeline: it is restarted like a transient
+# failure (the checkpoint makes the restart exactly once).
+THREAD_DIED = ("the stream's execution thread died without reporting an error "
+               "(see the Spark log above)")
+
+_TRANSIENT = ("Python worker failed to connect back", "ConnectionFailed",
+              "Lost connection to MySQL server", "Connection refused", THREAD_DIED)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed query, as the monitor saw it: a table it wrote (``run``), the query's
+    error and whether a restart may help (``transient``)."""
+
+    run: TableRun
+    message: str
+
+    @property
+    def transient(self) -> bool:
+        return any(t in self.message for t in _TRANSIENT)
+
+    @property
+    def first_error(self) -> str:
+        for line in self.message.splitlines():
+            if "sparkcdc.errors." in line or "Error:" in line:
+                return line.strip()[:600]
+        return self.message.splitlines()[0][:600] if self.message else "unknown error"
+
+
+class Monitor:
+    """Looks at the query once a second (``look``)."""
+
+    def __init__(self, state: RunState, stream: PipelineStream):
+        self.state = state
+        self.stream = stream
+        self.last_batch_seconds: float | None = None  # the last micro-batch's duration
+        self._seen_batch: dict[Any, int] = {}  # per query: the last progress report looked at
+
+    def look(self) -> list[Failure]:
+        """One look at every query (the pipeline's stream once, however many tables it
+        reads): progress for each table, ``live/``; the failures found."""
+        failed: dict[int, TableRun] = {}
+        looks: dict[int, tuple] = {}  # per query: (progress, active, failed)
+        # per (query, batch): the offsets, parsed once
+        parsed: dict[tuple, tuple[dict | None, dict | None]] = {}
+        for run in list(self.state.runs.values()):
+            q = run.query
+            if q is None:
+                continue
+            look = looks.get(id(q))
+            if look is None:
+                active = q.isActive
+                look = looks[id(q)] = (self._new_progress(q), active,
+                                       (not active and q.exception() is not None)
+                                       or _thread_died(q))
+            progress, run.active, broken = look
+            for p in progress:
+                if p["batchId"] > run.seen_batch:
+                    run.seen_batch = p["batchId"]
+                    n = int(p.get("numInputRows") or 0)
+                    rate = float(p.get("processedRowsPerSecond") or 0.0)
+                    ms = (p.get("durationMs") or {}).get("triggerExecution")
+                    if ms is not None:
+                        self.last_batch_seconds = ms / 1000
+                    if run.arrow:  # Spark counted record batches; the fn counted rows
+                        n = run.change_rows.pop(p["batchId"], 0)
+                        rate = n * 1000 / ms if ms else 0.0
+                    run.rows += n
+                    if n:
+                        run.batches += 1
+                    key = (id(q), p["batchId"])
+                    if key not in parsed:
+                        parsed[key] = _offsets(p)
+                    self._progress(run, p, *parsed[key], rate)
+                    run.restarts = 0  # a completed batch: only failures in a row count
+                    self.stream.restarts = 0
+            if run.error is None and broken:
+                failed.setdefault(id(q), run)
+            self.write_live(run, running=run.active)
+        return [Failure(run, _message(run.query)) for run in failed.values()]
+
+    def write_live(self, run: TableRun, running: bool) -> None:
+        """``live/<table>.json`` for ``status``: written when it changed (at most every 5 s
+        while it runs), and every 30 s (``status`` calls a run alive for 120 s after the
+        last write)."""
+        st = run.state
+        data = {"table": st.table, "target": st.target, "generation": st.generation,
+                "running": running, "pid": os.getpid(), "rows": run.rows,
+                "batches": run.batches, "rate": run.rate, "lag_bytes": run.lag_bytes,
+                "error": run.error}
+        now = time.time()
+        if run.live and running and run.live[0]["running"] and (
+                now - run.live[1] < 5 or run.live[0] == data and now - run.live[1] < 30):
+            return
+        write_json(self.state.ckpt.live_path(st.table), {**data, "updated": now})
+        run.live = (data, now)
+
+    def _new_progress(self, q: Any) -> list[dict]:
+        """The query's progress reports of batches not seen yet. Each report holds the
+        source's offsets, which list every table of the pipeline's stream: the whole recent
+        list (up to 100 reports) is fetched only when the last one is new."""
+        last = q.lastProgress
+        if last is None:
+            return []
+        seen = self._seen_batch.get(q, -1)  # (keyed by the object: an id() may be reused)
+        if last["batchId"] <= seen:
+            return []
+        self._seen_batch[q] = last["batchId"]
+        return [p for p in (q.recentProgress or []) if p["batchId"] > seen] or [last]
+
+    def _progress(self, run: TableRun, p: dict, off: dict | None, latest: dict | None,
+                  rate: float) -> None:
+        log.debug("batch %s of %s: %s rows, durations %s", p.get("batchId"), run.state.table,
+                  p.get("numInputRows"), p.get("durationMs"))
+        if not off:
+            return
+        table = run.state.table
+        run.pos = off.get("pos")
+        phase = ov.table_phase(off, table) or off.get("phase", "")
+        if phase in ("planning", "snapshotting") and run.snapshot_started is None:
+            run.snapshot_started = time.monotonic()
+        run.phase = ("streaming" if off.get("phase") == "streaming" or phase == "done"
+                     else "snapshot")
+        run.chunks_done = ov.table_chunks_done(off, table)
+        run.chunks_total = ov.chunks_total(off, table, run.chunks_done)
+        run.rate = rate
+        if latest:
+            run.lag_bytes = ov.lag_bytes(run.pos, latest.get("pos"))
+
+
+def _message(q: Any) -> str:
+    exc = q.exception()
+    return str(exc) if exc is not None else THREAD_DIED
+
+
+def _offsets(p: dict) -> tuple[dict | None, dict | None]:
+    """A progress report's end offset of our source and the server's latest position."""
+    src = (p.get("sources") or [{}])[0]
+
+    def load(v):
+        return json.loads(v) if isinstance(v, str) else v
+
+    end, latest = src.get("endOffset"), src.get("latestOffset")
+    return (load(end) if end else None), (load(latest) if latest else None)
+
+
+def _thread_died(q: Any) -> bool:
+    """True when Spark says the query is active but its execution thread is gone."""
+    if not q.isActive:
+        return False
+    try:
+        return not q._jsq.streamingQuery().queryExecutionThread().isAlive()
+    except Exception:  # another Spark version or a gateway hiccup: no verdict
+        return False

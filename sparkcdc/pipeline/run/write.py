@@ -1,0 +1,135 @@
+"""A table's prepared rows of one micro-batch into its target(s): where the micro-batch's
+writes happen (``TargetWriter``), from the driver or from Spark tasks (``write_target``).
+Each target records its batch id (the table's ``batch_base`` + the stream's batch id) in
+the same commit as its rows, so a batch replayed after a crash is skipped by the targets
+that have it."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow
+from sparkcdc.pipeline import targets
+from sparkcdc.pipeline.run.life import RunLife
+from sparkcdc.pipeline.run.shapes import Shapes
+from sparkcdc.pipeline.run.state import RunState
+from sparkcdc.pipeline.run.table_run import TableRun, note_emit_lag
+from sparkcdc.pipeline.stream_schema import conform
+from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
+
+log = logging.getLogger("sparkcdc.pipeline")
+
+
+@dataclass
+class Prepared:
+    """A table's rows of a micro-batch, shaped like its target (events applied, transform
+    run); ``empty_first``: a TRUNCATE came before them, the target is emptied first."""
+
+    run: TableRun
+    rows: pa.Table
+    empty_first: bool = False
+
+
+class TargetWriter:
+    """Writes prepared rows to their targets. ``on_batch(table, rows as a Spark DataFrame,
+    the target's batch id)`` is told of every batch written (tests and callers watch with
+    it)."""
+
+    def __init__(self, state: RunState, life: RunLife, shapes: Shapes,
+                 on_batch: Callable[[str, Any, int], None] | None):
+        self.state = state
+        self.life = life
+        self.shapes = shapes
+        self.on_batch = on_batch
+
+    def write(self, p: Prepared, batch_id: int) -> None:
+        """One table's rows, from the driver: planned and written to its target(s) under
+        the targets' lock with the target's batch id; what the loop and the metrics show
+        of it noted."""
+        run = p.run
+        rows = conform(p.rows, run.rows_schema)
+        target_batch = run.state.batch_base + batch_id
+        df = None
+        with self.state.locks(run.state):
+            if not self.state.running(run):
+                return  # stopped meanwhile (dropped, taken again, left the stream)
+            if run.sink.kind == "changelog":  # every change row, appended by Spark's writer
+                if p.empty_first:
+                    run.sink.empty()  # a changelog cannot be: this fails with the fix
+                marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
+                changes = rows.drop_columns(marks)
+                if run.sink.takes_arrow:  # written from the driver's Arrow rows
+                    run.sink.write_changelog(changes, target_batch, run.keys)
+                else:
+                    df = self.shapes.local_frame(changes)
+                    run.sink.write_changelog(df, target_batch, run.keys)
+            else:
+                spec = run.shaper.spec(run.keys)
+                for sink in targets.each_sink(run.sink):  # each target skips what it has
+                    apply_arrow(sink, rows, target_batch, spec, p.empty_first)
+        self._written(run, rows, batch_id, df)
+
+    def write_on_executors(self, ready: list[Prepared], batch_id: int) -> None:
+        """Spark tasks write the batch's targets (up to ``2 x parallelism`` tasks, each a
+        share of the targets), each table's rows with its batch id in the same commit
+        (``write_target``): the driver only planned them (events, transforms, the target's
+        shape). A target's tables go to one task, one after another, so nothing writes a
+        target twice at once."""
+        state = self.state
+        by_target: dict[str, list] = {}
+        runs: dict[str, list] = {}
+        for p in ready:
+            run = p.run
+            if not state.running(run):
+                continue
+            rows = conform(p.rows, run.rows_schema)
+            ipc = to_ipc(rows).to_pybytes()
+            for target in state.targets(run.state):  # each target of a fanned-out table
+                by_target.setdefault(target, []).append(
+                    (run.state.app_id, ipc, run.state.batch_base + batch_id,
+                     run.shaper.spec(run.keys), p.empty_first,
+                     state.creation(run.state.table)))
+            runs.setdefault(run.state.target, []).append((run, rows))
+        if not by_target:
+            return
+        sink_type, options = state.defn.sink.type, dict(state.defn.sink.options)
+        jobs = sorted(by_target.items())
+        tasks = max(1, min(len(jobs), 2 * state.settings.parallelism))  # a task: some targets
+        done = (self.life.spark.sparkContext.parallelize(jobs, tasks)
+                .map(lambda job: write_target(sink_type, options, *job)).collect())
+        where = sorted({w for _t, w in done})
+        log.info("batch %d: %d target(s) written on the executors (%s)", batch_id, len(done),
+                 ", ".join(where))
+        for target, _where in done:
+            for run, rows in runs.get(target, ()):
+                self._written(run, rows, batch_id)
+
+    def _written(self, run: TableRun, rows: pa.Table, batch_id: int, df: Any = None) -> None:
+        """What the loop and the metrics show of a table's batch; ``on_batch``. A target
+        created by this batch is named in its catalog now (``Sink.publish``)."""
+        run.change_rows[batch_id] = rows.num_rows
+        note_emit_lag(run, rows)
+        if not run.published:
+            run.published = run.sink.publish(self.life.spark)
+        if self.on_batch is not None:
+            self.on_batch(run.state.table,
+                          df if df is not None else self.shapes.local_frame(rows),
+                          run.state.batch_base + batch_id)
+
+
+def write_target(sink_type: str, options: dict, target: str, items: list) -> tuple[str, str]:
+    """In a Spark task: write one target's tables of a batch, each item ``(app id, rows as
+    Arrow IPC, batch id, apply spec, empty first, creation options)`` with its batch id in
+    the same commit (a target that has the batch already skips it, as on the driver).
+    Returns the target and where it ran (the task's working directory: the executor's)."""
+
+    for app_id, ipc, batch, spec, empty_first, creation in items:
+        with targets.create_sink(sink_type, {**options, **creation}, target, app_id) as sink:
+            apply_arrow(sink, from_ipc(ipc), batch, spec, empty_first)
+    return target, os.getcwd()
