@@ -50,6 +50,9 @@ PIPELINE_KEYS = {
     "max-rows-per-batch": "a positive integer: snapshot rows admitted per micro-batch",
     "write.on": "auto, driver or executors: where the pipeline's stream writes its targets "
                 "(auto: the executors when --master is a cluster, else the driver)",
+    "write.snapshot-from-tasks": "true or false: a snapshot's rows written as files by the "
+                                 "tasks that read them, where the target takes them (false: "
+                                 "every row through the driver)",
     "spark": "a mapping of Spark configuration keys to values",
     "route-mode": "ALL_MATCH (a table goes to every route that matches it) or FIRST_MATCH "
                   "(to the first one)",
@@ -212,6 +215,7 @@ class PipelineSettings:
     local_time_zone: str | None = None
     max_rows_per_batch: int | None = None
     write_on: str = "auto"  # auto | driver | executors
+    snapshot_from_tasks: bool = True  # chunk rows written as files by their tasks (run/task_files.py)
     spark: dict[str, str] = field(default_factory=dict)
     route_mode: str = "all_match"  # Flink's route-mode: all_match | first_match
     batch: bool = False  # Flink's execution.runtime-mode BATCH: stop once caught up
@@ -729,6 +733,10 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
             if text.lower() not in ("true", "false"):
                 raise bad
             vals["warm_workers"] = text.lower() == "true"
+        elif name == "write.snapshot-from-tasks":
+            if text.lower() not in ("true", "false"):
+                raise bad
+            vals["snapshot_from_tasks"] = text.lower() == "true"
     vals.setdefault("checkpoint_location", _resolve(base, "checkpoints"))
     return PipelineSettings(**vals)
 

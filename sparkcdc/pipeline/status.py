@@ -14,11 +14,15 @@ import time
 from dataclasses import dataclass
 
 from sparkcdc.core.offsets import file_index
+from sparkcdc.errors import SparkCDCError
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.pipeline.checkpoint import Checkpoint, read_json
 from sparkcdc.pipeline.console import human_bytes, make_console
+from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.definition import PipelineDef
+from sparkcdc.pipeline.routing import targets_of, transform_of
+from sparkcdc.sinks import sink_class
 from sparkcdc.spark.offset_view import chunks_total, table_chunks_done, table_phase
 
 
@@ -38,6 +42,7 @@ class TableStatus:
     lag_files: int | None = None
     running: bool = False
     note: str = ""
+    writer: str = ""  # who writes the target's rows (docs/sinks.md)
 
     def lag_text(self) -> str:
         if self.position is None:
@@ -82,7 +87,7 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
                          str(st.status), phase, done, total,
                          live.get("rows") if live.get("generation") == st.generation else None,
                          (committed + 1) if committed is not None else 0, pos,
-                         running=running, note=st.note)
+                         running=running, note=st.note, writer=writer_of(defn, table))
         if pos and current and (pos.get("server") is None or current.get("server") is None
                                 or pos["server"] == current["server"]):
             if pos.get("file") == current.get("file"):
@@ -91,6 +96,22 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
                 ts.lag_files = file_index(current["file"]) - file_index(pos["file"])
         out.append(ts)
     return out
+
+
+def writer_of(defn: PipelineDef, table: str) -> str:
+    """Who writes the table's targets: the snapshot's rows by the tasks that read them,
+    where every target takes files (docs/sinks.md), and the rest by the driver's writer."""
+    try:
+        cls = sink_class(defn.sink.type)
+    except SparkCDCError:
+        return "?"
+    tasks = (defn.pipeline.snapshot_from_tasks and cls.kind == "merge"
+             and transform_of(defn, table) is None
+             and all(cls.may_take_files(targets.target_options(defn.sink.type,
+                                                              defn.sink.options, t))
+                     for t in targets_of(defn, table)))
+    return (f"snapshot: tasks; changes: driver ({cls.writer})" if tasks
+            else f"driver ({cls.writer})")
 
 
 def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
@@ -111,14 +132,15 @@ def render(statuses: list[TableStatus], console=None, note: str | None = None) -
     console = console or make_console()
     t = Table(title="pipeline status", title_justify="left")
     for col in ("table", "target", "state", "phase", "chunks", "rows", "batches", "position",
-                "lag"):
+                "lag", "writer"):
         t.add_column(col, justify="right" if col in ("chunks", "rows", "batches") else "left")
     for s in statuses:
         chunks = f"{s.chunks_done}/{s.chunks_total}" if s.chunks_total else f"{s.chunks_done}/?"
         state = ("running" if s.running else "stopped") if s.status == "active" else s.status
         pos = f"{s.position['file']}:{s.position['pos']}" if s.position else "-"
         t.add_row(s.table, s.target, f"{state} g{s.generation}", s.phase, chunks,
-                  "-" if s.rows is None else f"{s.rows:,}", str(s.batches), pos, s.lag_text())
+                  "-" if s.rows is None else f"{s.rows:,}", str(s.batches), pos, s.lag_text(),
+                  s.writer)
     console.print(t)
     if note:
         console.print(note)

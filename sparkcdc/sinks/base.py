@@ -165,6 +165,7 @@ class Sink(ABC):
 
     type: ClassVar[str]
     kind: ClassVar[str] = "merge"
+    writer: ClassVar[str] = ""  # the library that writes the target (``sparkcdc status``)
     # a changelog sink that also takes the batch's change rows as an Arrow table (the
     # pipeline holds them so on the driver): it is spared the trip through Spark
     takes_arrow: ClassVar[bool] = False
@@ -174,6 +175,12 @@ class Sink(ABC):
         """The last batch id applied to the target, or None."""
 
     # -- rows written by the tasks that hold them, committed once by the driver ----------
+
+    @classmethod
+    def may_take_files(cls, options: Mapping[str, Any]) -> bool:
+        """Whether a target of these options can take files from tasks (``takes_files``),
+        told without opening it (``sparkcdc status``)."""
+        return False
 
     def takes_files(self) -> bool:
         """Whether Spark tasks can write this target's new rows as files of their own

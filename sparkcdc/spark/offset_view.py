@@ -50,6 +50,11 @@ def table_entry(offset: dict, table: str) -> dict:
     return index.get(table) or {}
 
 
+def tables_read(offset: dict) -> set[str]:
+    """The tables (``db.table``) whose chunks the batch reads."""
+    return {f"{c['database']}.{c['table']}" for c in offset.get("batch_chunks") or ()}
+
+
 def table_phase(offset: dict, table: str) -> str:
     """``planning``/``snapshotting``/``done`` of one table ("" when absent)."""
     return table_entry(offset, table).get("phase", "")

@@ -11,7 +11,7 @@ import deltalake
 from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.runner import Runner
+from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.verify import Verifier, render
 
 

@@ -8,6 +8,9 @@
    (an older generation in the batch's offset); its schema changes, TRUNCATEs, drops and
    renames applied between its rows (``SchemaInStream``), or its rows through its
    transform; shaped like its target (``Prepared``);
+   Before that, the snapshot rows of tables whose targets take files are written by the
+   tasks that read them (``task_files``: the batch is not collected; only the files'
+   descriptions and the other rows come back), and their files committed first;
 3. write: ``TargetWriter`` writes each table's rows to its target(s), from the driver (the
    targets at once, one thread each) or from Spark tasks (``write.on``);
 4. a drop, rename or new key the batch carried goes into the table's state, for the loop.
@@ -19,11 +22,20 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.schema import SchemaInStream
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
+from sparkcdc.pipeline.run.task_files import (
+    OUT_SCHEMA,
+    FilePlan,
+    TargetWrite,
+    TaskOutput,
+    plannable,
+    write_snapshot_files,
+)
 from sparkcdc.pipeline.run.write import Prepared, TargetWriter
 from sparkcdc.spark import offset_view as ov
 from sparkcdc.spark.arrow_batches import decode_tables
@@ -51,7 +63,12 @@ class MicroBatch:
         batch_id = int(batch_id)
         state = self.state
         members = state.members
-        work = [(members[t], ch) for t, ch in decode_tables(df.toArrow()).items()
+        plans = self._file_plans(batch_id)
+        out = self._files_in_tasks(df, plans) if plans else None
+        decoded = decode_tables(out.handed_back() if out is not None else df.toArrow())
+        if out is not None:  # first: the rest of a table's batch records its batch id
+            self.writer.commit_files(out, batch_id, set(decoded))
+        work = [(members[t], ch) for t, ch in decoded.items()
                 if t in members and t not in state.handed
                 and members[t].state.gone is None]  # (its rows after that: not its own)
         if self._on_executors():
@@ -68,6 +85,57 @@ class MicroBatch:
         with ThreadPoolExecutor(min(self._workers, len(work))) as pool:
             for f in [pool.submit(self._write, run, ch, batch_id) for run, ch in work]:
                 f.result()  # the first failure fails the batch (Spark replays it)
+
+    def _file_plans(self, batch_id: int) -> dict[str, FilePlan]:
+        """The tables whose snapshot rows in this batch the tasks that read them may write
+        as files of their targets (``task_files``): a merge sink whose every target takes
+        files, no transform, no rule but the default delete, no schema change waiting, of
+        the batch's generation and with chunks in the batch (in its snapshot, or read
+        again).
+        None with an ``on_batch`` hook, which watches every row on the driver."""
+        state = self.state
+        if (self.writer.on_batch is not None or state.sink_kind() != "merge"
+                or not state.settings.snapshot_from_tasks):
+            return {}
+        plans: dict[str, FilePlan] = {}
+        read: set[str] | None = None
+        for t, run in state.members.items():
+            st = run.state
+            if (t in state.handed or st.gone is not None or st.pending_ddl
+                    or run.shaper.active or not self._takes_files(run)):
+                continue
+            spec = run.shaper.spec(run.keys)
+            off = state.ckpt.offset(st, batch_id)
+            if not plannable(spec) or off is None:
+                continue
+            if read is None:
+                read = ov.tables_read(off)
+            if t not in read or int(ov.table_entry(off, t).get("generation", 0)) != st.generation:
+                continue
+            creation = tuple(sorted(state.creation(t).items()))
+            plans[t] = FilePlan(t, run.schema, run.rows_schema, spec, tuple(
+                TargetWrite(target, st.app_id, st.batch_base + batch_id, creation)
+                for target in state.targets(st)))
+        return plans
+
+    @staticmethod
+    def _takes_files(run: TableRun) -> bool:
+        if run.takes_files is None:
+            run.takes_files = all(s.takes_files() for s in targets.each_sink(run.sink))
+        return run.takes_files
+
+    def _files_in_tasks(self, df: Any, plans: dict[str, FilePlan]) -> TaskOutput:
+        """The batch's record batches run through ``write_snapshot_files`` in the tasks
+        that hold them: the snapshot rows of ``plans``' tables written as files there, the
+        rest handed back."""
+        defn = self.state.defn
+        sink_type, options = defn.sink.type, dict(defn.sink.options)
+        extras = defn.source.extras
+
+        def write(batches):
+            return write_snapshot_files(batches, plans, sink_type, options, extras)
+
+        return TaskOutput.of(df.mapInArrow(write, OUT_SCHEMA).toArrow().to_pylist())
 
     def _prepare(self, run: TableRun, changes: Any, batch_id: int) -> Prepared | None:
         """The table's rows of the batch shaped like its target (events applied, transform

@@ -39,6 +39,7 @@ class TableRun:
     change_rows: dict = field(default_factory=dict)  # batch id -> change rows (arrow runs)
     rows_schema: Any = None  # the Arrow schema of its change rows (arrow runs)
     published: bool = False  # its target is named where readers look (Sink.publish)
+    takes_files: bool | None = None  # every target takes files from tasks (Sink.takes_files)
     gone: Any = None  # a Gone: a drop, rename or new key met in the batch being written (its state's
     #                           ``gone`` once the rows before it are)
     emit_lag: float | None = None  # seconds from its newest change's commit to its write

@@ -14,12 +14,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow
+from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow, reduce_changes
 from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun, note_emit_lag
+from sparkcdc.pipeline.run.task_files import TaskOutput
 from sparkcdc.pipeline.stream_schema import conform
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 
@@ -110,10 +111,43 @@ class TargetWriter:
             for run, rows in runs.get(target, ()):
                 self._written(run, rows, batch_id)
 
+    def commit_files(self, out: TaskOutput, batch_id: int, rest: set[str]) -> None:
+        """The files the tasks wrote, one commit per target, before anything else of the
+        batch is written; with the batch id as applied when nothing else of the table is in
+        the batch (``rest``: the tables with rows or events handed back)."""
+        state = self.state
+        written: dict[str, int] = {}
+        for (table, target), files in sorted(out.files.items()):
+            run = state.members.get(table)
+            if run is None:
+                continue
+            with state.locks(run.state):
+                if not state.running(run):
+                    continue
+                sinks = dict(zip(state.targets(run.state), targets.each_sink(run.sink)))
+                sinks[target].commit_files(files, self._stored_schema(run),
+                                           run.state.batch_base + batch_id,
+                                           final=table not in rest)
+            written[table] = max(written.get(table, 0), sum(int(f["rows"]) for f in files))
+        for table, n in written.items():
+            run = state.members[table]
+            run.change_rows[batch_id] = run.change_rows.get(batch_id, 0) + n
+            if not run.published:
+                run.published = run.sink.publish(self.life.spark)
+        log.info("batch %d: %d row(s) written by the tasks as %d file(s), %d bytes to the "
+                 "driver", batch_id, sum(written.values()),
+                 sum(len(f) for f in out.files.values()), out.file_bytes)
+
+    @staticmethod
+    def _stored_schema(run: TableRun) -> pa.Schema:
+        """The target's columns as the driver's write would create the table with."""
+        rows = conform(run.rows_schema.empty_table(), run.rows_schema)
+        return reduce_changes(rows, run.shaper.spec(run.keys)).rows().schema
+
     def _written(self, run: TableRun, rows: pa.Table, batch_id: int, df: Any = None) -> None:
         """What the loop and the metrics show of a table's batch; ``on_batch``. A target
         created by this batch is named in its catalog now (``Sink.publish``)."""
-        run.change_rows[batch_id] = rows.num_rows
+        run.change_rows[batch_id] = run.change_rows.get(batch_id, 0) + rows.num_rows
         note_emit_lag(run, rows)
         if not run.published:
             run.published = run.sink.publish(self.life.spark)

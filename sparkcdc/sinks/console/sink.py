@@ -31,6 +31,7 @@ from sparkcdc.sinks.evolution import Change
 
 class ConsoleSink(Sink):
     type = "console"
+    writer = "the console"
 
     def __init__(self, config: ConsoleConfig | None = None, out: TextIO | None = None):
         self.config = config or ConsoleConfig()

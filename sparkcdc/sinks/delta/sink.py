@@ -54,6 +54,7 @@ def storage_table(t: pa.Table) -> pa.Table:
 
 class DeltaSink(Sink):
     type = "delta"
+    writer = "delta-rs"
 
     def __init__(self, config: DeltaConfig):
         self.config = config
@@ -80,6 +81,10 @@ class DeltaSink(Sink):
         return None if t is None else t.transaction_version(self.config.app_id)
 
     # -- files written by tasks (sinks/delta/files.py) -----------------------------------
+
+    @classmethod
+    def may_take_files(cls, options: Mapping[str, Any]) -> bool:
+        return files.supported(str(options.get("path", "")))
 
     def takes_files(self) -> bool:
         """A table in a local folder without column mapping (its files name columns by

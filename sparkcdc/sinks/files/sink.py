@@ -36,6 +36,7 @@ def _spark():
 
 class FilesSink(Sink):
     type = "files"
+    writer = "Spark's writer"
     kind = "changelog"
 
     def __init__(self, config: FilesConfig):

@@ -73,6 +73,7 @@ _CATALOG_LOCK = threading.Lock()
 
 class IcebergSink(Sink):
     type = "iceberg"
+    writer = "pyiceberg"
 
     def __init__(self, config: IcebergConfig):
         self.config = config

@@ -89,6 +89,7 @@ LIBRDKAFKA_LOG = _librdkafka_log(log)
 
 class KafkaSink(Sink):
     type = "kafka"
+    writer = "librdkafka"
     kind = "changelog"
     takes_arrow = True
 

@@ -108,6 +108,7 @@ def chunks(tuples: pa.Array, max_bytes: int) -> Iterator[str]:
 
 class MySQLSink(Sink):
     type = "mysql"
+    writer = "pymysql"
 
     def __init__(self, config: MySQLConfig):
         self.config = config

@@ -91,6 +91,7 @@ def copy_text(table: pa.Table) -> bytes:
 
 class PostgresSink(Sink):
     type = "postgres"
+    writer = "psycopg"
 
     def __init__(self, config: PostgresConfig):
         self.config = config

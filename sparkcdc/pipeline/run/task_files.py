@@ -97,7 +97,8 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
             out: list[dict[str, Any]] = []
             for ipc in b.column("_batch").to_pylist():
                 t = from_ipc(ipc)
-                plan = plans.get(_table_of(t)) if _snapshot_rows(t) else None
+                name = _table_of(t) if _snapshot_rows(t) else None
+                plan = plans.get(name) if name is not None else None
                 written = _as_files(t, plan, sink_of, extras) if plan is not None else None
                 if written is None:
                     out.append({"kind": ROWS, "tbl": None, "target": None, "payload": ipc})
@@ -158,17 +159,20 @@ class TaskOutput:
 
     files: dict[tuple[str, str], list[dict[str, Any]]]
     rows: list[bytes]
+    file_bytes: int = 0  # what the files' descriptions cost to send
 
     @classmethod
     def of(cls, collected: Iterable[Any]) -> TaskOutput:
         files: dict[tuple[str, str], list[dict[str, Any]]] = {}
         rows: list[bytes] = []
+        size = 0
         for r in collected:
             if r["kind"] == FILES:
+                size += len(r["payload"])
                 files.setdefault((r["tbl"], r["target"]), []).extend(json.loads(r["payload"]))
             else:
                 rows.append(bytes(r["payload"]))
-        return cls(files, rows)
+        return cls(files, rows, size)
 
     def handed_back(self) -> pa.Table:
         """The handed-back record batches as a collected micro-batch (``_batch``)."""
