@@ -194,6 +194,11 @@ class Sink(ABC):
         any may not be, and the changes go to the driver's ``write``."""
         return None
 
+    def ready_for_files(self, schema: pa.Schema) -> None:
+        """On the driver, before tasks write files into the target: the target made, with
+        the columns of ``schema`` (the rows as the driver's ``write`` would store them), if
+        it is not there yet; a reader then never finds its folder without a table."""
+
     def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
         """In a Spark task: ``rows``, new to the target and shaped as it stores them,
         written as files nothing has committed yet; what the driver's commit needs about

@@ -64,6 +64,8 @@ class MicroBatch:
         state = self.state
         members = state.members
         plans = self._file_plans(batch_id)
+        if plans:
+            self.writer.ready_for_files(sorted(plans))
         out = self._files_in_tasks(df, plans) if plans else None
         decoded = decode_tables(out.handed_back() if out is not None else df.toArrow())
         if out is not None:  # first: the rest of a table's batch records its batch id

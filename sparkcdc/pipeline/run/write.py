@@ -111,6 +111,18 @@ class TargetWriter:
             for run, rows in runs.get(target, ()):
                 self._written(run, rows, batch_id)
 
+    def ready_for_files(self, tables: list[str]) -> None:
+        """Each target of ``tables`` made, if not there yet, before tasks write files into
+        it (``Sink.ready_for_files``), once per running table."""
+        for table in tables:
+            run = self.state.members[table]
+            if run.ready_for_files:
+                continue
+            with self.state.locks(run.state):
+                for sink in targets.each_sink(run.sink):
+                    sink.ready_for_files(self._stored_schema(run))
+            run.ready_for_files = True
+
     def commit_files(self, out: TaskOutput, batch_id: int, rest: set[str]) -> None:
         """The files the tasks wrote, one commit per target, before anything else of the
         batch is written; with the batch id as applied when nothing else of the table is in

@@ -103,6 +103,10 @@ class DeltaSink(Sink):
             lambda lo, hi: table is not None and _may_hold(table, changes.keys[0], lo, hi))
         return append if rest.num_rows == 0 else None
 
+    def ready_for_files(self, schema: pa.Schema) -> None:
+        if self._table() is None:
+            self._create(storage_table(schema.empty_table()).schema)
+
     def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
         written = files.write_data_files(self.config.path, storage_table(rows), batch_id,
                                          self.config.partition_by)
