@@ -147,7 +147,7 @@ class MicroBatch:
                 "generation", 0)) != run.state.generation:
             return None
         if changes.events or run.state.pending_ddl:
-            return Prepared(run, *self.schema.apply(run, changes, batch_id))
+            return Prepared(run, *self.schema.apply_events(run, changes, batch_id))
         return Prepared(run, self.shapes.transformed(run, changes.rows()))
 
     def _write(self, run: TableRun, changes: Any, batch_id: int) -> None:

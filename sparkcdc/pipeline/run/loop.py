@@ -260,7 +260,7 @@ class Runner:
     def _make(self, request: LoopRequest) -> None:
         if isinstance(request, StopRun):
             raise request.error
-        st = self.state.states[request.table]
+        st = request.st
         found = self.discovery.discover(fresh=True)
         if st.table not in found:
             self._reconcile(found)

@@ -44,7 +44,8 @@ class SchemaInStream:
         self.state = state
         self.shapes = shapes
 
-    def apply(self, run: TableRun, changes: Any, batch_id: int) -> tuple[pa.Table, bool]:
+    def apply_events(self, run: TableRun, changes: Any,
+                     batch_id: int) -> tuple[pa.Table, bool]:
         """A table's events in a micro-batch of the pipeline's stream, applied in binlog
         order: its rows shaped like the target afterwards and whether a TRUNCATE empties
         the target first. A change the loop must make (a new key no row followed, a change
@@ -73,7 +74,7 @@ class SchemaInStream:
                 what = f"table {st.table} was truncated ({ev['statement'].strip()[:120]})"
                 stop = self._truncate_stop(st, what)
                 if stop is not None:
-                    self.state.handed.hand(StopRun(st.table, what, stop))
+                    self.state.handed.hand(StopRun(st, what, stop))
                 if behavior in ("lenient", "ignore"):
                     log.warning("%s: the target keeps its rows (%s)", what, behavior)
                     continue
@@ -82,7 +83,7 @@ class SchemaInStream:
                                 "has t)", what)
                     continue
                 if not self.state.streaming_at(st, batch_id):  # its chunks are of before it
-                    self.state.handed.hand(TakeAgain(st.table, what))
+                    self.state.handed.hand(TakeAgain(st, what))
                 log.warning("%s: emptying %s; the rows after it follow", what, st.target)
                 cut, st.note = int(ev["seq"]), f"{behavior}: truncated"
             else:
@@ -94,14 +95,14 @@ class SchemaInStream:
                     statements = []
                     break
                 if how == LOOP:
-                    self.state.handed.hand(TakeAgain(st.table, f"table {st.table} changed"))
+                    self.state.handed.hand(TakeAgain(st, f"table {st.table} changed"))
                 statements = []
         if statements and run.gone is None:
             now = self._settled_schema(st, batch_id)
             if now is not None:
                 how = self._evolve(run, now, statements, formerly, batch_id, fill)
                 if how != DONE:  # (a new key with no row after it: taken again)
-                    self.state.handed.hand(TakeAgain(st.table, f"table {st.table} changed"))
+                    self.state.handed.hand(TakeAgain(st, f"table {st.table} changed"))
                 statements = []
         if (statements or None) != st.pending_ddl:
             st.pending_ddl = statements or None
@@ -159,7 +160,7 @@ class SchemaInStream:
         what = (f"table {st.table} was renamed to {new_name}" if kind == "renamed"
                 else f"table {st.table} was dropped")
         if self.state.settings.schema_change_behavior == "exception":
-            self.state.handed.hand(StopRun(st.table, what, SchemaChangeStop(
+            self.state.handed.hand(StopRun(st, what, SchemaChangeStop(
                 f"{what} on the source",
                 fix="schema.change.behavior is 'exception': restore the table, or choose "
                     "another behavior (the target is then kept as it is)")))

@@ -46,7 +46,7 @@ class TakeAgain:
     """The table is taken again with its schema of now (``TableLifecycle.retake``): a
     change or a TRUNCATE during its snapshot, a new key no row followed. ``what``: why."""
 
-    table: str
+    st: TableState
     what: str
 
 
@@ -54,7 +54,7 @@ class TakeAgain:
 class StopRun:
     """The run stops with ``error`` (the behavior ``exception``)."""
 
-    table: str
+    st: TableState
     what: str
     error: Exception
 
@@ -74,7 +74,7 @@ class LoopRequests:
         the loop makes the change, then restarts the stream, which replays the batch.
         Targets that wrote the batch already skip it then, by its batch id."""
         log.info("%s: the pipeline hands the change to its loop", request.what)
-        self._by_table[request.table] = request
+        self._by_table[request.st.table] = request
         raise HandedToLoop(request.what)
 
     def __contains__(self, table: object) -> bool:

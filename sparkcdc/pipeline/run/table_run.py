@@ -35,7 +35,7 @@ class TableRun:
     snapshot_started: float | None = None
     error: str | None = None
     restarts: int = 0
-    arrow: bool = False  # micro-batches carry Arrow record batches (Runner._arrow_path)
+    arrow: bool = False  # micro-batches carry Arrow record batches (``Shapes.arrow_path``)
     change_rows: dict = field(default_factory=dict)  # batch id -> change rows (arrow runs)
     rows_schema: Any = None  # the Arrow schema of its change rows (arrow runs)
     published: bool = False  # its target is named where readers look (Sink.publish)
@@ -44,7 +44,7 @@ class TableRun:
     gone: Any = None  # a Gone: a drop, rename or new key met in the batch being written (its state's
     #                           ``gone`` once the rows before it are)
     emit_lag: float | None = None  # seconds from its newest change's commit to its write
-    active: bool = False  # its query was active at the last look (``_poll``)
+    active: bool = False  # its query was active at the last look (``Monitor.look``)
     live: tuple = ()  # what ``live/`` last got, and when
 
 
