@@ -63,3 +63,25 @@ def run_tail(log, ckpt) -> str:
     spark_log = ckpt / "logs" / "spark.log"
     return (log.read()[-20000:] + "\n--- Spark's log:\n"
             + (spark_log.read_text()[-4000:] if spark_log.exists() else "(none)"))
+
+
+@contextlib.contextmanager
+def running(yaml_path, env, log_path, ckpt):
+    """``sparkcdc run`` of ``yaml_path`` as a user runs it, in its own process (its output
+    in ``log_path``, open as the yielded file), stopped on exit with Ctrl-C, which it must
+    obey within 120 s (its stacks and the log's tail in the assertion if not)."""
+    log = open(log_path, "w+")  # noqa: SIM115 - the child's, till it stops
+    proc = subprocess.Popen([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
+                             "--no-progress", "--master", "local[2]"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        yield log
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            assert waited(proc, 120) is not None, run_tail(log, ckpt)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            log.close()
+

@@ -19,13 +19,11 @@ whose chunk was not read yet was dropped by the stream filter, and the target ke
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 
 import pytest
-from cli_support import cli, run_tail, wait_for, waited
+from cli_support import cli, run_tail, running, wait_for
 from pipeline_support import source_yaml
 from reread_support import ROWS, Target, Writer, mark, pipeline_yaml, read_again, source_rows
 
@@ -43,55 +41,46 @@ def test_reading_a_table_again_under_writes_leaves_target_equal_to_source(
     ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
     yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt))
     env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
-    log = open(tmp_path / "run.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
-                             "--no-progress", "--master", "local[2]"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
     writer = Writer(mariadb, db, seed=SINK_KINDS.index(kind))
     a = f"{db}.a"
-    try:
-        for t in "ab":
-            wait_for(lambda t=t: target.rows(t) == source_rows(mariadb, db, t), 240,
-                     f"the snapshot of {t}\n{run_tail(log, ckpt)}")
-        writer.start()
-        target.damage("a")
-
-        # the whole table read again while the writer goes on
-        before, m = writer.total(), mark(ckpt, a)
-        p = cli("snapshot", str(yaml_path), "--tables", f"{db}\\.a", env=env)
-        assert p.returncode == 0 and f"{a}: snapshotted again" in p.stdout, p.stdout + p.stderr
-        wait_for(lambda: read_again(ckpt, a, m), 180, "the table read again")
-        during_full = writer.total() - before
-
-        # part of it read again (--where), the writer still going on
-        before, m = writer.total(), mark(ckpt, a)
-        p = cli("snapshot", str(yaml_path), "--tables", f"{db}\\.a", "--where", "id % 3 = 0",
-                env=env)
-        assert p.returncode == 0 and "read again" in p.stdout, p.stdout + p.stderr
-        wait_for(lambda: read_again(ckpt, a, m), 180, "the rows where id % 3 = 0")
-        during_part = writer.total() - before
-
-        # a column added with a default: the rows it held are back-filled from the source's
-        # current rows, the writer still going on
-        mariadb.execute("ALTER TABLE a ADD COLUMN d INT NOT NULL DEFAULT 7", database=db)
-        wait_for(lambda: 7 in {r[0] for r in target.rows("a", ("d",)).values()}, 120,
-                 "the back-fill of a.d")
-        time.sleep(3)  # a few batches more under writes
-        writer.finish()
-        assert during_full > 20 and during_part > 20, (during_full, during_part)
-        assert writer.ops.get("delete", 0) > 10 and writer.ops.get("rekey", 0) > 5, writer.ops
-
-        for t, cols in (("a", ("v", "s", "d")), ("b", ("v", "s"))):
-            wait_for(lambda t=t, cols=cols: target.rows(t, cols) == source_rows(
-                mariadb, db, t, cols), 120, f"{t} equal to its source")
-    finally:
-        writer.stop()
-        proc.send_signal(signal.SIGINT)
+    with running(yaml_path, env, tmp_path / "run.log", ckpt) as log:
         try:
-            assert waited(proc, 120) is not None, run_tail(log, ckpt)
+            for t in "ab":
+                wait_for(lambda t=t: target.rows(t) == source_rows(mariadb, db, t), 240,
+                         f"the snapshot of {t}\n{run_tail(log, ckpt)}")
+            writer.start()
+            target.damage("a")
+
+            # the whole table read again while the writer goes on
+            before, m = writer.total(), mark(ckpt, a)
+            p = cli("snapshot", str(yaml_path), "--tables", f"{db}\\.a", env=env)
+            assert p.returncode == 0 and f"{a}: snapshotted again" in p.stdout, p.stdout + p.stderr
+            wait_for(lambda: read_again(ckpt, a, m), 180, "the table read again")
+            during_full = writer.total() - before
+
+            # part of it read again (--where), the writer still going on
+            before, m = writer.total(), mark(ckpt, a)
+            p = cli("snapshot", str(yaml_path), "--tables", f"{db}\\.a", "--where", "id % 3 = 0",
+                    env=env)
+            assert p.returncode == 0 and "read again" in p.stdout, p.stdout + p.stderr
+            wait_for(lambda: read_again(ckpt, a, m), 180, "the rows where id % 3 = 0")
+            during_part = writer.total() - before
+
+            # a column added with a default: the rows it held are back-filled from the source's
+            # current rows, the writer still going on
+            mariadb.execute("ALTER TABLE a ADD COLUMN d INT NOT NULL DEFAULT 7", database=db)
+            wait_for(lambda: 7 in {r[0] for r in target.rows("a", ("d",)).values()}, 120,
+                     "the back-fill of a.d")
+            time.sleep(3)  # a few batches more under writes
+            writer.finish()
+            assert during_full > 20 and during_part > 20, (during_full, during_part)
+            assert writer.ops.get("delete", 0) > 10 and writer.ops.get("rekey", 0) > 5, writer.ops
+
+            for t, cols in (("a", ("v", "s", "d")), ("b", ("v", "s"))):
+                wait_for(lambda t=t, cols=cols: target.rows(t, cols) == source_rows(
+                    mariadb, db, t, cols), 120, f"{t} equal to its source")
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            writer.stop()
     for t, cols in (("a", ("v", "s", "d")), ("b", ("v", "s"))):  # once more, the run stopped
         got, want = target.rows(t, cols), source_rows(mariadb, db, t, cols)
         assert got == want, (t, sorted(set(got.items()) ^ set(want.items()))[:20])
@@ -120,12 +109,8 @@ def test_a_table_paused_in_its_snapshot_is_emptied_and_taken_again_on_resume(
     yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt)
                          + "  max-rows-per-batch: 100\n")
     env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
-    log = open(tmp_path / "run.log", "w+")  # noqa: SIM115 - the child's, till it stops
-    proc = subprocess.Popen([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
-                             "--no-progress", "--master", "local[2]"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
     a = f"{db}.a"
-    try:
+    with running(yaml_path, env, tmp_path / "run.log", ckpt) as log:
         wait_for(lambda: len(target.rows("a")) >= 300, 240,
                  f"part of a's snapshot\n{run_tail(log, ckpt)}")
         p = cli("pause", str(yaml_path), "--tables", f"{db}\\.a", env=env)
@@ -139,11 +124,4 @@ def test_a_table_paused_in_its_snapshot_is_emptied_and_taken_again_on_resume(
         assert p.returncode == 0 and f"{a}: resumed" in p.stdout, p.stdout + p.stderr
         wait_for(lambda: target.rows("a") == source_rows(mariadb, db, "a"), 600,
                  f"a snapshotted again\n{run_tail(log, ckpt)}")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            assert waited(proc, 120) is not None, run_tail(log, ckpt)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
     assert not set(gone) & set(target.rows("a"))

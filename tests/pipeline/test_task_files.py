@@ -9,7 +9,6 @@ row written."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -18,9 +17,10 @@ from pathlib import Path
 
 import deltalake
 from pipeline_support import source_yaml
-from sparkcdc.pipeline.run.loop import Runner
+from sink_support import delta_log_files
 
 from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.pipeline.run.loop import Runner
 
 ROWS = 30_000
 
@@ -33,17 +33,9 @@ def log_rows(root: Path) -> dict:
     """The target as its log says (adds less removes), the files read by pyarrow."""
     import pyarrow.parquet as pq
 
-    live: dict[str, dict] = {}
-    for f in sorted((root / "_delta_log").glob("*.json")):
-        for line in f.read_text().splitlines():
-            a = json.loads(line)
-            if "add" in a:
-                live[a["add"]["path"]] = a["add"]
-            elif "remove" in a:
-                live.pop(a["remove"]["path"], None)
     out: dict = {}
-    for path in live:
-        for r in pq.read_table(root / path, columns=["id", "v", "s"]).to_pylist():
+    for path, _parts in delta_log_files(root):
+        for r in pq.read_table(path, columns=["id", "v", "s"]).to_pylist():
             assert r["id"] not in out, f"key {r['id']} held twice"
             out[r["id"]] = (r["v"], r["s"])
     return out

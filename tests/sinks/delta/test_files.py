@@ -13,6 +13,7 @@ from pathlib import Path
 import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
+from sink_support import delta_log_files
 
 from sparkcdc import sinks
 
@@ -20,20 +21,12 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("p", pa.int32())])
 
 
 def by_log(root: Path) -> pa.Table:
-    """The table as its log says, without delta-rs: every commit in order, the files it
-    adds less those it removes, read with pyarrow (partition values from the log)."""
-    live: dict[str, dict] = {}
-    for f in sorted((root / "_delta_log").glob("*.json")):
-        for line in f.read_text().splitlines():
-            a = json.loads(line)
-            if "add" in a:
-                live[a["add"]["path"]] = a["add"]
-            elif "remove" in a:
-                live.pop(a["remove"]["path"], None)
+    """The table as its log says, without delta-rs: the live files read with pyarrow,
+    partition values from the log."""
     parts = []
-    for path, add in sorted(live.items()):
-        t = pq.read_table(root / path)
-        for k, v in (add.get("partitionValues") or {}).items():
+    for path, values in delta_log_files(root):
+        t = pq.read_table(path)
+        for k, v in values.items():
             if k not in t.column_names:
                 t = t.append_column(k, pa.array([None if v is None else int(v)] * t.num_rows,
                                                 SCHEMA.field(k).type))
