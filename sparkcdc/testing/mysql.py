@@ -59,13 +59,24 @@ class MySQLSettings(ServerSettings):
 
     @classmethod
     def misconfigured(cls, what: str) -> "MySQLSettings":
-        """MariaDB's misconfigurations, plus ``no-gtid`` (``gtid_mode=OFF``)."""
-        if what == "no-gtid":
-            return cls(gtid_mode="OFF", enforce_gtid_consistency="OFF")
+        """MariaDB's misconfigurations, plus MySQL's own: ``no-gtid`` (``gtid_mode=OFF``),
+        ``gtid-permissive`` (``gtid_mode=ON_PERMISSIVE`` with
+        ``enforce_gtid_consistency=WARN``, halfway through turning GTIDs on),
+        ``short-expiry`` (binlogs kept an hour) and ``partial-json-minimal``
+        (``binlog_row_value_options=PARTIAL_JSON`` with a MINIMAL row image)."""
+        own = {
+            "no-gtid": cls(gtid_mode="OFF", enforce_gtid_consistency="OFF"),
+            "gtid-permissive": cls(gtid_mode="ON_PERMISSIVE", enforce_gtid_consistency="WARN"),
+            "short-expiry": cls(extra_args=("--binlog-expire-logs-seconds=3600",)),
+            "partial-json-minimal": cls(binlog_row_image="MINIMAL", extra_args=(
+                "--binlog-row-value-options=PARTIAL_JSON",)),
+        }
+        if what in own:
+            return own[what]
         try:
             return super().misconfigured(what)  # type: ignore[return-value]
         except SandboxError as e:
-            raise SandboxError(e.message, fix=f"{e.fix}, no-gtid") from None
+            raise SandboxError(e.message, fix=f"{e.fix}, {', '.join(own)}") from None
 
 
 def mysql_root() -> Path:
