@@ -540,7 +540,7 @@ def test_warnings_are_mysql_only_and_pure():
     assert "binlog_row_value_options = ''" in problem.fix
 
 
-def _validate_cli(sb, tmp_path) -> "subprocess.CompletedProcess":
+def _validate_cli(sb, tmp_path):
     import os
 
     from cli_support import cli

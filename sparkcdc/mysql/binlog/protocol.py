@@ -152,7 +152,14 @@ class DumpStream:
         if self._closed:
             raise _lost("the stream is closed")
         kwargs, server_id, file, pos, blocking, heartbeat, read_timeout = self._args
-        self.connection = pymysql.connect(**kwargs)
+        try:
+            self.connection = pymysql.connect(**kwargs)
+        except RuntimeError as e:  # caching_sha2_password without TLS nor cryptography
+            from sparkcdc.mysql.connection import rsa_unavailable
+
+            raise rsa_unavailable(e, f"{kwargs.get('user')}@{kwargs.get('host')}:"
+                                     f"{kwargs.get('port')}", str(kwargs.get("user"))) or e
+
         try:
             with self.connection.cursor() as cur:
                 cur.execute("SELECT @@global.binlog_checksum, @@global.server_id")
