@@ -28,9 +28,11 @@ What the reader owns, and why:
   event's size and position: a record's offset keeps its transaction's start (the GTID
   event before the payload, else the payload) and counts its row events, so offsets stay
   unique and resume between two rows inside a payload; the XID inside commits at the
-  payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``)
-  goes to the decoder's ``decode_partial_rows``, which applies its JSON diffs to the
-  before image (``json_diff``). docs/operations.md has both for users.
+  payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``;
+  MySQL then logs every UPDATE so) whose rows hold no JSON diff is an update decoded in C
+  (``CRowDecoder.decode_partial_event``); one with diffs goes to the decoder's
+  ``decode_partial_rows``, which applies them to the before image (``json_diff``).
+  docs/operations.md has both for users.
 * **MariaDB's compressed events** (``log_bin_compress=ON``) are inflated only where they are
   used (a captured table's row images, a statement), then read exactly as their plain twins:
   the same decoders, positions and event counts, so an offset means the same thing with
@@ -473,6 +475,10 @@ class BinlogReader:
         decode_rows = decoder.decode_rows
         # a decoder that takes whole rows events (header, bitmaps, images) in one C call
         decode_event = decoder.decode_event if getattr(decoder, "event_in_c", False) else None
+        # PARTIAL_UPDATE_ROWS events without JSON diffs, the same way (with PARTIAL_JSON on,
+        # MySQL logs every UPDATE as one, JSON column or not)
+        decode_partial = (decoder.decode_partial_event
+                          if getattr(decoder, "partial_in_c", False) else None)
         row_events = E.ROW_EVENTS
         mgtid = E.MARIADB_GTID_BODY.unpack_from
         ignored = E.IGNORED_EVENTS
@@ -544,7 +550,11 @@ class BinlogReader:
                                 flavor, state.server), state.txn_ts * 1000, schema=schema)
                         fitted[skey] = tm
                     if etype == T_PARTIAL:
-                        decoded = self._decode_partial(tm, schema, data, s, e - csum, tid_len)
+                        decoded = (None if decode_partial is None else
+                                   decode_partial(tm, schema, data, s + 19, e - csum, tid_len))
+                        if decoded is None:  # JSON diffs to apply (or a column missing)
+                            decoded = self._decode_partial(tm, schema, data, s, e - csum,
+                                                           tid_len)
                     elif etype in zrows:  # MariaDB log_bin_compress: inflated, then as any
                         decoded = self._decode_compressed(tm, schema, data, s, e - csum,
                                                           tid_len, version, mode,

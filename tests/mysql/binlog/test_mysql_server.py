@@ -439,3 +439,62 @@ def test_invisible_and_generated_columns_on_both_paths(server, server_db):
             rows[r.after["id"]] = r.after
     assert [rows[k] for k in sorted(rows)] == snapshot
     assert recs[0].after == {"id": 1, "a": 10, "hidden": "h1", "v": 20, "s": "s10", "z": 5}
+
+
+def test_partial_update_events_without_diffs_are_decoded_in_c(mysql_compressed, monkeypatch):
+    """A PARTIAL_UPDATE_ROWS event whose rows hold no JSON diff (every UPDATE of a table
+    without JSON columns; an UPDATE of a JSON table that leaves its JSON alone, logged as
+    empty diffs, or sets a whole new document) is decoded by the compiled decoder in one
+    call; one with diffs is handed to the Python decoder, which applies them. Both equal
+    the Python decoder's."""
+    from sparkcdc.mysql.binlog import fastdecode
+    from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
+
+    if not fastdecode.CRowDecoder.partial_in_c:
+        pytest.fail("the compiled decoder is not built (pip install -e .)")
+    sb = mysql_compressed
+    db = fresh_db(sb)
+    conn = cdc(sb)
+    sb.execute("CREATE TABLE p (id INT PRIMARY KEY, v VARCHAR(10), d DECIMAL(10,2))",
+               "CREATE TABLE q (id INT PRIMARY KEY, n INT, j JSON, k JSON)",
+               "INSERT INTO p VALUES (1, 'a', 1.5), (2, NULL, -2)",
+               "INSERT INTO q VALUES (1, 0, '{\"a\": [1, 2], \"s\": \"" + "x" * 200 + "\"}', "
+               "NULL), (2, 0, '[1]', '{}')", database=db)
+    start = current_offset(conn)
+    sb.execute("UPDATE p SET v = CONCAT(IFNULL(v, ''), 'z'), d = d * 2",  # no JSON column
+               "UPDATE q SET n = n + 1",  # JSON left alone
+               "UPDATE q SET k = JSON_OBJECT('whole', id) WHERE id = 1",  # a whole document
+               "UPDATE q SET j = JSON_SET(j, '$.a[1]', 5) WHERE id = 1",  # a diff
+               "UPDATE q SET n = 7, j = JSON_REMOVE(j, '$[0]') WHERE id = 2",  # a diff
+               database=db)
+    end = current_offset(conn)
+    assert binlog_events(sb, start).count("Update_rows_partial") == 5
+    to_python = []
+    real = BinlogReader._decode_partial
+
+    def spy(self, tm, schema, *args):
+        to_python.append(schema.table_id.table)
+        return real(self, tm, schema, *args)
+
+    diffs = []
+    real_apply = json_diff.apply
+
+    def apply(before, d, column):
+        diffs.append((column, len(d)))
+        return real_apply(before, d, column)
+
+    monkeypatch.setattr(BinlogReader, "_decode_partial", spy)
+    monkeypatch.setattr(json_diff, "apply", apply)
+    in_c = changes(reader(conn, db, "p", "q").read_window(start, end))
+    # MySQL flags a JSON column the UPDATE left alone as an empty diff: read in C as the
+    # before value; only the JSON_SET's event holds a real diff (the small document
+    # JSON_REMOVE changed is logged whole)
+    assert ("j", 12) in diffs and to_python == ["q"]
+    schemas = {TableId(db, t): load_table_schema(conn, TableId(db, t)) for t in ("p", "q")}
+    in_py = changes(BinlogReader(conn, 7406, schemas, flavor="mysql",
+                                 decoder=PyRowDecoder()).read_window(start, end))
+    assert in_c == in_py and len(in_c) == 2 + 2 + 1 + 1 + 1
+    assert in_c[3][3] == {"id": 2, "n": 1, "j": "[1]", "k": "{}"}
+    assert in_c[4][3]["k"] == '{"whole": 1}'
+    assert in_c[5][3]["j"] == '{"a": [1, 5], "s": "' + "x" * 200 + '"}'
+    assert in_c[6][3] == {"id": 2, "n": 7, "j": "[]", "k": "{}"}
