@@ -498,3 +498,80 @@ def test_partial_update_events_without_diffs_are_decoded_in_c(mysql_compressed, 
     assert in_c[4][3]["k"] == '{"whole": 1}'
     assert in_c[5][3]["j"] == '{"a": [1, 5], "s": "' + "x" * 200 + '"}'
     assert in_c[6][3] == {"id": 2, "n": 7, "j": "[]", "k": "{}"}
+
+
+# -- failover between MySQL servers -------------------------------------------------------------
+
+
+@pytest.fixture
+def mysql_pair():
+    """A MySQL 9.7 primary and its GTID replica behind one address (a proxy, as a virtual IP
+    gives it), both with the CDC user ``pipe`` (made on the primary, replicated)."""
+    from sparkcdc.testing.mysql import replicate
+    from sparkcdc.testing.proxy import FaultProxy
+
+    with MySQLSandbox(name="my-primary") as primary, MySQLSandbox(name="my-replica") as replica:
+        replicate(primary, replica)
+        primary.execute("CREATE USER 'pipe'@'%' IDENTIFIED BY 'failover-pw'",
+                        f"GRANT {CDC_PRIVILEGES} ON *.* TO 'pipe'@'%'",
+                        "CREATE DATABASE shop",
+                        "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(20))")
+        with FaultProxy(primary.info.host, primary.info.port) as proxy:
+            yield primary, replica, proxy
+
+
+def test_a_mysql_failover_under_writes_reads_each_change_once(mysql_pair):
+    """A tail through the address, under a writer; the primary stops, its replica is
+    promoted and the address moved to it while the tail runs: the reader finds its point
+    in the replica's binlog by its MySQL GTID set and reads every change once; a window of
+    the old primary's offsets is read again on the new one."""
+    import threading
+
+    from sparkcdc.testing.mysql import caught_up, promote
+
+    primary, replica, proxy = mysql_pair
+    conn = ConnectionOptions(hostname="127.0.0.1", port=proxy.port, username="pipe",
+                             password="failover-pw", max_retries=8)
+    schemas = {TableId("shop", "t"): load_table_schema(conn, TableId("shop", "t"))}
+    start = current_offset(conn)
+    assert start.server == str(primary.info.server_id)
+    written, stop = [], threading.Event()
+
+    def writer(sb, first):
+        i = first
+        with sb.admin_connection("shop") as c, c.cursor() as cur:
+            while not stop.is_set() and i < first + 300:
+                cur.execute("INSERT INTO t VALUES (%s, 'w')", (i,))
+                written.append(i)
+                i += 1
+
+    w = threading.Thread(target=writer, args=(primary, 0))
+    w.start()
+    seen, failed_over = [], False
+    reader_ = BinlogReader(conn, 7410, schemas, flavor="mysql")
+    for rec in reader_.tail(start, heartbeat_interval=0.5):
+        if not hasattr(rec, "op"):
+            continue
+        seen.append(rec.after["id"])
+        if len(seen) == 100 and not failed_over:
+            stop.set()
+            w.join()
+            caught_up(primary, replica)
+            primary.stop()
+            promote(replica)
+            proxy.upstream = (replica.info.host, replica.info.port)
+            proxy.cut_all()
+            failed_over = True
+            stop.clear()
+            w = threading.Thread(target=writer, args=(replica, 10_000))
+            w.start()
+        if len(seen) == len(written) and failed_over and not w.is_alive():
+            break
+    w.join()
+    assert seen == written  # each once, in order, across the failover
+    assert reader_.reconnects >= 1
+    end = current_offset(conn)
+    assert end.server == str(replica.info.server_id)
+    again = list(BinlogReader(conn, 7411, schemas, flavor="mysql").read_window(start, end))
+    assert [r.after["id"] for r in again] == written
+    assert all(r.offset.server == end.server for r in again)
