@@ -124,6 +124,22 @@ def _lost(why: str) -> Exception:
                                         f"({why})")
 
 
+def checksum_mismatch(data: Any, start: int, end: int) -> bool:
+    """Whether the event at ``data[start:end]`` (its CRC32 in its last 4 bytes) was damaged
+    on its way here."""
+    body = data[start:end - 4] if end - start < 1 << 20 else memoryview(data)[start:end - 4]
+    return zlib.crc32(body) != int.from_bytes(data[end - 4:end], "little")
+
+
+def corrupt_event(where: str) -> Exception:
+    """A damaged event (its checksum does not match): read as a lost connection, so the
+    reader reads again from its last transaction boundary (a binlog file that is itself
+    damaged fails after the reader's retries, with this message)."""
+    return _lost(f"the event at {where} does not match its checksum: its bytes were damaged "
+                 "on the way (a binlog damaged on the server fails again: check it with "
+                 "mysqlbinlog --verify-binlog-checksum)")
+
+
 # -- the dump stream ---------------------------------------------------------------------------
 
 class DumpStream:

@@ -37,6 +37,10 @@ What the reader owns, and why:
   used (a captured table's row images, a statement), then read exactly as their plain twins:
   the same decoders, positions and event counts, so an offset means the same thing with
   compression on or off.
+* **Checksums.** The events whose bytes are decoded (captured row events, table maps
+  not seen before, compressed transactions) are checked against their CRC32 when the binlog
+  has checksums (``binlog_checksum=CRC32``, both servers' default): a damaged one is read
+  again from the last transaction boundary, as after a lost connection.
 * **Errors.** A file the server no longer has raises ``BinlogUnavailable`` naming it;
   a corrupt MariaDB compressed event (named by its file and position) raises
   ``DecodeError`` instead of being skipped.
@@ -488,6 +492,11 @@ class BinlogReader:
         T_MGTID, T_XID, T_QUERY = E.MARIADB_GTID, E.XID, E.QUERY
         T_PARTIAL, T_PAYLOAD = E.PARTIAL_UPDATE_ROWS, P.TRANSACTION_PAYLOAD
         T_QUERY_Z, zrows = E.QUERY_COMPRESSED, E.COMPRESSED_ROW_EVENTS  # log_bin_compress
+        # the events whose bytes are decoded (captured row events, new table maps, compressed
+        # transactions) are checked against their CRC32 when the binlog has one: damaged
+        # bytes are read again from the last boundary rather than decoded (a payload's
+        # events have none of their own: the payload's covers them)
+        crc_bad, in_payload = E.checksum_mismatch, P.IN_PAYLOAD
         table_events = self.table_events
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
         pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
@@ -541,6 +550,8 @@ class BinlogReader:
                     skey = tm.key
                     if skey not in schemas or key[:3] < low_key[:3]:
                         continue  # uncaptured, or wholly before the start: never decoded
+                    if csum and not flags & in_payload and crc_bad(data, s, e):
+                        raise E.corrupt_event(f"{state.file}:{log_pos - size}")
                     schema = schemas[skey] or self._schema(*skey)
                     if table_events and fitted.get(skey) is not tm:
                         if not schema_at.fits(tm.columns, schema):
@@ -582,6 +593,8 @@ class BinlogReader:
                     body = data[s + 19:e - csum]
                     tm = cache.get(body)
                     if tm is None:
+                        if csum and not flags & in_payload and crc_bad(data, s, e):
+                            raise E.corrupt_event(f"{state.file}:{log_pos - size}")
                         tm = E.parse_table_map(body, flavor, tid_len)
                         if len(cache) >= 512:
                             cache.clear()
@@ -631,6 +644,8 @@ class BinlogReader:
                     state.set_gtid_list(E.previous_gtids(data, s))
                     state.boundary_pos = ev_end
                 elif etype == T_PAYLOAD:  # a compressed transaction: its events, then on
+                    if csum and crc_bad(data, s, e):
+                        raise E.corrupt_event(f"{state.file}:{ev_start}")
                     pending.append((data, evs))  # evs: the rest of this batch (an iterator)
                     pending.append(P.inner_events(data[s + 19:e - csum], size, log_pos, csum))
                     break
