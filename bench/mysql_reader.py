@@ -29,12 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sparkcdc.core.schema import TableId  # noqa: E402
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema  # noqa: E402
-from sparkcdc.mysql.connection import ConnectionOptions  # noqa: E402
-from sparkcdc.mysql.offsets import current_offset  # noqa: E402
-from sparkcdc.testing.mariadb import MariaDBSandbox  # noqa: E402
-from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings  # noqa: E402
+from sparkcdc.core.schema import TableId
+from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.testing.mariadb import MariaDBSandbox
+from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings
 
 PROCEDURE = """
 CREATE PROCEDURE load_changes(n_inserts INT, n_updates INT)

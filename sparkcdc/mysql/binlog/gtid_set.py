@@ -19,7 +19,7 @@ __all__ = ["GtidSet"]
 class GtidSet:
     """A mutable MySQL GTID set; ``add`` one GTID, ``str`` for its text."""
 
-    __slots__ = ("_intervals", "_parts", "_order", "_text")
+    __slots__ = ("_intervals", "_order", "_parts", "_text")
 
     def __init__(self, text: str | None = None) -> None:
         # source key ("uuid" or "uuid:tag") -> sorted closed intervals [lo, hi]

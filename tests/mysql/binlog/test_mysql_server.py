@@ -367,8 +367,8 @@ def test_caching_sha2_password_users_capture(tls_mysql, tls, monkeypatch):
     db = fresh_db(sb)
     sb.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))",
                "INSERT INTO t VALUES (1, 'a')", database=db)
-    kw = (dict(ssl_mode="verify_identity", ssl_ca=files.ca) if tls
-          else dict(ssl_mode="disabled"))
+    kw = ({"ssl_mode": "verify_identity", "ssl_ca": files.ca} if tls
+          else {"ssl_mode": "disabled"})
     conn = ConnectionOptions(hostname="127.0.0.1", port=sb.info.port, username=user,
                              password=pw, max_retries=0, **kw)
     if not tls:
