@@ -19,7 +19,7 @@ __all__ = ["GtidSet"]
 class GtidSet:
     """A mutable MySQL GTID set; ``add`` one GTID, ``str`` for its text."""
 
-    __slots__ = ("_intervals", "_order", "_parts", "_text")
+    __slots__ = ("_fast", "_intervals", "_order", "_parts", "_stale", "_text")
 
     def __init__(self, text: str | None = None) -> None:
         # source key ("uuid" or "uuid:tag") -> sorted closed intervals [lo, hi]
@@ -27,6 +27,10 @@ class GtidSet:
         self._parts: dict[str, str] = {}  # uuid -> its member's text
         self._order: list[str] = []  # uuids in the order first seen
         self._text: str | None = None
+        # the next GTID of the source last added to, without a tag: ("uuid:", its last
+        # interval, the text before that interval's end, the text after it)
+        self._fast: tuple[str, list[int], str, str] | None = None
+        self._stale = False  # the fast path moved _fast's interval: its part is not redone
         if text:
             for member in text.split(","):
                 member = member.strip(" \n\t")
@@ -84,10 +88,12 @@ class GtidSet:
                 if a <= lo and hi <= b:
                     changed = False
                 lo, hi = min(a, lo), max(b, hi)
+        if not changed:
+            return False  # (the lists stay: _fast may hold the last one)
         if not placed:
             out.append([lo, hi])
         self._intervals[key] = out
-        return changed
+        return True
 
     def _render(self, sid: str) -> None:
         legs = [sid]
@@ -105,6 +111,24 @@ class GtidSet:
 
     def add(self, gtid: str) -> bool:
         """Add one GTID (``uuid:N`` or ``uuid:tag:N``); whether the set changed."""
+        fast = self._fast
+        if fast is not None and gtid.startswith(fast[0]):
+            number = gtid[len(fast[0]):]
+            if number.isdigit():
+                n, last = int(number), fast[1]
+                if n == last[1] + 1:  # the usual case: two concatenations
+                    last[1] = n
+                    self._text = f"{fast[2]}{n}{fast[3]}"
+                    self._stale = True
+                    return True
+        return self._add(gtid)
+
+    def _add(self, gtid: str) -> bool:
+        if self._stale and self._fast is not None:
+            self._stale = False
+            text = self._text
+            self._render(self._fast[0][:-1])
+            self._text = text
         sid, _, rest = gtid.partition(":")
         tag, _, number = rest.rpartition(":")
         n = int(number)
@@ -115,8 +139,27 @@ class GtidSet:
             self._parts[sid] = sid
         if self._insert(key, n, n):
             self._render(sid)
+            self._fast = self._fast_path(sid) if not tag else None
             return True
         return False
+
+    def _fast_path(self, sid: str) -> tuple[str, list[int], str, str] | None:
+        """``_fast`` for ``sid``: its set's text cut around its last untagged interval's end."""
+        ivs = self._intervals.get(sid)
+        if not ivs:
+            return None
+        last = ivs[-1]
+        legs = [sid, *(f"{a}-{b}" if a != b else str(a) for a, b in ivs[:-1]), f"{last[0]}-"]
+        head = ":".join(legs)
+        tagged = self._parts[sid][len(sid):]  # ":1-5:7-9:tag:1-3" -> after the untagged ones
+        untagged = ":".join(f"{a}-{b}" if a != b else str(a) for a, b in ivs)
+        tail = tagged[len(untagged) + 1:]
+        parts = [self._parts[x] for x in self._order if ":" in self._parts[x]]
+        at = [x for x in self._order if ":" in self._parts[x]].index(sid)
+        before = ",".join(parts[:at])
+        after = ",".join(parts[at + 1:])
+        return (sid + ":", last, (before + "," if before else "") + head,
+                tail + ("," + after if after else ""))
 
     def __contains__(self, gtid: str) -> bool:
         sid, _, rest = gtid.partition(":")

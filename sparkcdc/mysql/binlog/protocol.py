@@ -360,10 +360,19 @@ def _uuid(sid: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+_SIDS: dict[bytes, str] = {}  # a source's 16 bytes -> "uuid:" (one or a few per binlog)
+
+
 def mysql_gtid(data: bytes, start: int) -> str:
     """``uuid:gno`` of a MySQL GTID event."""
     b = start + 19
-    return f"{_uuid(bytes(data[b + 1:b + 17]))}:{int.from_bytes(data[b + 17:b + 25], 'little')}"
+    raw = bytes(data[b + 1:b + 17])
+    sid = _SIDS.get(raw)
+    if sid is None:
+        if len(_SIDS) >= 1024:
+            _SIDS.clear()
+        sid = _SIDS[raw] = _uuid(raw) + ":"
+    return f"{sid}{int.from_bytes(data[b + 17:b + 25], 'little')}"
 
 
 def previous_gtids(data: bytes, start: int) -> list[str]:

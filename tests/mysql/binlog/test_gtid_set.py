@@ -70,8 +70,16 @@ def test_random_sets_and_gtids_read_as_the_library_writes_them():
             members.append(f"{sid}:{':'.join(legs)}")
         text = ",".join(members)
         mine, theirs = GtidSet(text), text
-        for _ in range(30):
-            g = f"{rng.choice(sids)}:{rng.randint(1, 40)}"
+        nxt = {sid: 1 for sid in sids}
+        for _ in range(60):
+            sid = rng.choice(sids)
+            if rng.random() < 0.5:  # the next GTID of a source, mostly (the fast path)
+                got = [int(x) for m in str(mine).split(",") if m.startswith(sid)
+                       for leg in m.split(":")[1:] for x in leg.split("-")]
+                nxt[sid] = max(got, default=0) + 1
+                g = f"{sid}:{nxt[sid]}"
+            else:
+                g = f"{sid}:{rng.randint(1, 40)}"
             added = mine.add(g)
             try:
                 theirs = str(LibGtidSet(theirs) + LibGtid(g))
