@@ -29,9 +29,11 @@ test: setup
 		sparkcdc/pipeline/signals.py sparkcdc/pipeline/warm_python.py sparkcdc/pipeline/run
 	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
-# A sandbox MariaDB, a pipeline into local Delta tables under writes, verify; stops it all.
+# A sandbox MariaDB (or MySQL 9.7: make demo SERVER=mysql), a pipeline into local Delta
+# tables under writes, verify; stops it all.
+SERVER ?= mariadb
 demo: setup
-	$(PY) demo/demo.py
+	$(PY) demo/demo.py --server $(SERVER)
 
 test-fast: setup
 	$(PY) -m pytest tests $(XDIST) -m "not slow and not faults and not cluster and not huge and not spark_delta and not wheel"

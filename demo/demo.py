@@ -1,6 +1,8 @@
 """`make demo`: the whole job on a laptop, start to finish, leaving nothing running.
 
-1. a throwaway MariaDB (the sandbox) with `demo_orders` and `demo_events` (a million rows);
+1. a throwaway MariaDB 10.11 (the sandbox), or MySQL 9.7 with `--server mysql`
+   (`make demo SERVER=mysql`; `make setup` installs it), with `demo_orders` and
+   `demo_events` (a million rows);
 2. `demo/pipeline.yaml` checked (`sparkcdc validate`), then run: a lock-free parallel snapshot
    of both tables into local Delta tables, then the binlog, while a writer inserts, updates
    and deletes, with the live progress display;
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import random
@@ -31,7 +34,16 @@ def say(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
-def create_tables(sb) -> None:
+def seq(server: str, hi: int) -> str:
+    """The integers 1..``hi`` in column ``seq``: MariaDB's Sequence engine, or on MySQL
+    (which has none) a recursive CTE (the MySQL sandbox allows deep recursion)."""
+    if server == "mariadb":
+        return f"seq_1_to_{hi}"
+    return (f"(WITH RECURSIVE s (seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM s "
+            f"WHERE seq < {hi}) SELECT seq FROM s) AS seq_1_to_{hi}")
+
+
+def create_tables(sb, server: str = "mariadb") -> None:
     sb.execute("CREATE DATABASE demo")
     sb.execute(
         "CREATE TABLE demo_orders (order_id INT AUTO_INCREMENT PRIMARY KEY, order_date DATE "
@@ -40,12 +52,13 @@ def create_tables(sb) -> None:
         "INSERT INTO demo_orders (order_date, order_time, quantity, product_id, purchaser) "
         "SELECT DATE '2024-01-01' + INTERVAL seq % 365 DAY, SEC_TO_TIME(seq * 37 % 86400), "
         "1 + seq % 5, 100 + seq % 9, ELT(1 + seq % 4, 'sally@example.com', "
-        "'george@example.com', 'edward@example.com', 'anne@example.com') FROM seq_1_to_1000",
+        "'george@example.com', 'edward@example.com', 'anne@example.com') "
+        f"FROM {seq(server, 1000)}",
         "CREATE TABLE demo_events (event_id BIGINT PRIMARY KEY, kind VARCHAR(16) NOT NULL, "
         "amount DECIMAL(10,2), created DATETIME(3) NOT NULL)",
         f"INSERT INTO demo_events SELECT seq, ELT(1 + seq % 3, 'view', 'cart', 'buy'), "
         f"(seq % 10000) / 100, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND "
-        f"FROM seq_1_to_{BIG_ROWS}",
+        f"FROM {seq(server, BIG_ROWS)}",
         database="demo")
 
 
@@ -118,7 +131,12 @@ def caught_up(defn) -> bool:
     return bool(sts) and all(s.phase == "streaming" and s.lag_bytes == 0 for s in sts)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="the sparkcdc demo (`make demo`)")
+    ap.add_argument("--server", choices=("mariadb", "mysql"),
+                    default=os.environ.get("SPARKCDC_DEMO_SERVER") or "mariadb",
+                    help="the source: a sandbox MariaDB 10.11 (default) or MySQL 9.7")
+    server = ap.parse_args(argv).server
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.ERROR)
@@ -129,17 +147,21 @@ def main() -> int:
     from sparkcdc.pipeline.progress import make_display
     from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.testing.mariadb import MariaDBSandbox
+    from sparkcdc.testing.mysql import MySQLSandbox
 
+    sandbox, label = ((MySQLSandbox, "MySQL") if server == "mysql"
+                      else (MariaDBSandbox, "MariaDB"))
     work = Path(tempfile.mkdtemp(prefix="sparkcdc-demo-"))
     runner = None
     ok = False
     t0 = time.monotonic()
     try:
-        with MariaDBSandbox(name="demo") as sb:
+        with sandbox(name="demo") as sb:
             info = sb.info
-            say(f"sandbox MariaDB on 127.0.0.1:{info.port}: creating demo.demo_orders "
-                f"(1,000 rows) and demo.demo_events ({BIG_ROWS:,} rows)")
-            create_tables(sb)
+            version = sb.query("SELECT VERSION()")[0][0]
+            say(f"sandbox {label} {version} on 127.0.0.1:{info.port}: creating "
+                f"demo.demo_orders (1,000 rows) and demo.demo_events ({BIG_ROWS:,} rows)")
+            create_tables(sb, server)
             os.environ.update({"SPARKCDC_DEMO_HOST": info.host,
                                "SPARKCDC_DEMO_PORT": str(info.port),
                                "SPARKCDC_DEMO_USER": info.cdc_user,

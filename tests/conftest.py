@@ -17,7 +17,7 @@ from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, FAILOVER_USER
 from sparkcdc.errors import SandboxError
 from sparkcdc.testing import mysql as mysql_sandbox
 from sparkcdc.testing.mariadb import MariaDBSandbox, _find_binary
-from sparkcdc.testing.mysql import MySQLSandbox
+from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings
 
 
 def _binary_version(args: list[str], **kwargs) -> str:
@@ -79,6 +79,19 @@ def mysql_server():
     """One CDC-ready MySQL 9.7 server (GTIDs on) for the whole test session, started by the
     first test that asks for it (sparkcdc/testing/mysql.py; `make setup` installs it)."""
     with MySQLSandbox(name="tests-mysql") as sb:
+        yield sb
+
+
+@pytest.fixture(scope="session")
+def mysql_compressed():
+    """A second CDC-ready MySQL 9.7 with MySQL's space-saving binlog settings on:
+    ``binlog_transaction_compression=ON`` (each transaction one zstd TRANSACTION_PAYLOAD
+    event) and ``binlog_row_value_options=PARTIAL_JSON`` (JSON_SET, JSON_REPLACE and
+    JSON_REMOVE logged as diffs, every UPDATE as a PARTIAL_UPDATE_ROWS event). Started by
+    the first test that asks for it."""
+    settings = MySQLSettings(extra_args=("--binlog-transaction-compression=ON",
+                                         "--binlog-row-value-options=PARTIAL_JSON"))
+    with MySQLSandbox(name="tests-mysql-compressed", settings=settings) as sb:
         yield sb
 
 

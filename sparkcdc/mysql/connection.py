@@ -166,6 +166,8 @@ class ConnectionOptions:
                                                                             read_timeout)
             try:
                 conn = pymysql.connect(**kw)
+            except RuntimeError as e:
+                raise rsa_unavailable(e, str(self), self.username) or e
             except pymysql.err.OperationalError as e:
                 self._raise_terminal(e)
                 last = e
@@ -339,6 +341,23 @@ def build_ssl_context(mode: str, ca: str | None, cert: str | None,
     if cert:
         ctx.load_cert_chain(cert, keyfile=key)
     return ctx
+
+
+def rsa_unavailable(e: BaseException, where: str, user: str) -> AuthenticationFailed | None:
+    """pymysql's bare RuntimeError when a ``caching_sha2_password`` (or ``sha256_password``)
+    login needs the full exchange without TLS (the account's first login since the server
+    started: nothing cached yet) and ``cryptography`` is missing to encrypt the password with
+    the server's RSA key, as one clear error; None for any other RuntimeError."""
+    if "cryptography" not in str(e):
+        return None
+    return AuthenticationFailed(
+        f"the server {where} wants the full caching_sha2_password exchange for user "
+        f"{user!r} on a connection without TLS (MySQL 8's default "
+        "password plugin, on the account's first login since the server started), which "
+        "encrypts the password with the server's RSA key and needs the 'cryptography' package",
+        fix="pip install cryptography (pymysql[rsa]; on every Spark executor too), or connect "
+            "with TLS (ssl.mode 'preferred', the default, or 'required'/'verify_*' with a server "
+            "offering TLS)")
 
 
 def _describe(e: BaseException | None) -> str:

@@ -196,6 +196,7 @@ class MySQLDialect:
 
         if not startup.file:  # a GTID set alone: found in this server's binlog, as after a
             # failover (the first transaction the set does not hold)
+            self._require_gtids(startup.gtid_set)
             here = self.current_offset()
             return self.rebase(BinlogOffset(here.file, 4, startup.skip_events,
                                             startup.skip_rows, gtid=startup.gtid_set,
@@ -211,6 +212,19 @@ class MySQLDialect:
         return BinlogOffset(startup.file, startup.pos or 4, startup.skip_events,
                             startup.skip_rows, gtid=startup.gtid_set, flavor=self.flavor,
                             server=str(self.current_offset().server))
+
+    def _require_gtids(self, gtid_set: str) -> None:
+        """A GTID start on a MySQL without GTIDs is one clear error, not a search of a
+        binlog that has none (MariaDB always logs GTIDs)."""
+        if self.flavor != "mysql":
+            return
+        with self._cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.gtid_mode, @@version")
+            mode, version = cur.fetchone()
+        mode = str(mode).upper()
+        if not mode.startswith("ON"):
+            from sparkcdc.mysql.validation import gtid_start_problem
+            raise gtid_start_problem(f"MySQL {version}", mode, gtid_set)
 
     def offset_for_timestamp(self, ts_ms: int) -> BinlogOffset:
         """Where to start for ``scan.startup.timestamp-millis``: the oldest file whose

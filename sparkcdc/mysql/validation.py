@@ -8,8 +8,16 @@ starting up); ``validate_all`` returns them all (for ``sparkcdc validate``).
 Each problem is a ``ServerConfigError`` whose ``fix`` is the statement or setting to change,
 and whose ``check`` attribute names the check (``version``, ``log_bin``, ``binlog_format``,
 ``binlog_row_image``, ``binlog_row_metadata``, ``binlog_checksum``,
-``binlog_transaction_compression``, ``privileges``, ``server_id``).
-Grants can carry password hashes: they are parsed, never echoed.
+``binlog_transaction_compression``, ``binlog_row_value_options``, ``gtid_mode``,
+``privileges``, ``server_id``). Grants can carry password hashes: they are parsed, never
+echoed.
+
+Warnings (``check_warnings``, MySQL only; logged by ``validate_all``, kept in
+``ServerInfo.warnings`` by ``inspect_server``) name settings that CDC works with but that
+cost something an operator should decide on: ``gtid_mode`` not ON (no failover, no GTID
+start; an error instead when the start asks for a GTID set),
+``enforce_gtid_consistency`` not ON while GTIDs are being turned on, and a
+``binlog_expire_logs_seconds`` shorter than a day. Each has its ``check`` and its fix.
 
 Settings sparkcdc reads, so never reported: MySQL 8's compressed transactions
 (``binlog_transaction_compression=ON``, zstd; a problem only when the ``zstandard`` package
@@ -22,6 +30,7 @@ replica), and MariaDB's compressed binlog (``log_bin_compress=ON``, zlib).
 from __future__ import annotations
 
 import importlib.util
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +41,8 @@ import pymysql
 from sparkcdc.errors import ServerConfigError
 from sparkcdc.mysql.connection import ConnectionOptions
 
+log = logging.getLogger("sparkcdc.validate")
+
 MIN_MYSQL = (5, 7, 0)
 MIN_MARIADB = (10, 4, 0)
 MAX_SERVER_ID = 2**32 - 1
@@ -40,8 +51,16 @@ _VARIABLES = ("version", "version_comment", "server_id", "log_bin", "binlog_form
               "binlog_row_image", "binlog_row_metadata", "gtid_mode", "gtid_executed",
               "gtid_binlog_pos", "aria_block_size", "gtid_domain_id", "binlog_checksum",
               "binlog_transaction_compression", "binlog_row_value_options", "encrypt_binlog",
-              "binlog_encryption")
+              "binlog_encryption", "enforce_gtid_consistency", "binlog_expire_logs_seconds",
+              "binlog_expire_logs_auto_purge", "expire_logs_days")
 _CHECKSUMS = ("NONE", "CRC32")  # the binlog checksums the event layer reads
+_ROW_VALUE_OPTIONS = ("", "PARTIAL_JSON")  # binlog_row_value_options the reader applies
+MIN_EXPIRE_SECONDS = 24 * 3600  # a binlog kept less than this is warned about
+_GTID_FIX = ("in my.cnf under [mysqld]: gtid_mode=ON and enforce_gtid_consistency=ON, then "
+             "restart; or online, without a restart: SET GLOBAL enforce_gtid_consistency = ON; "
+             "then SET GLOBAL gtid_mode = OFF_PERMISSIVE; then ON_PERMISSIVE; wait until "
+             "SHOW STATUS LIKE 'Ongoing_anonymous_transaction_count' says 0; then "
+             "SET GLOBAL gtid_mode = ON (and SET PERSIST both, or my.cnf, to keep them)")
 
 
 # -- versions ----------------------------------------------------------------------------------
@@ -212,6 +231,11 @@ class ServerInfo:
     binlog_transaction_compression: str | None = None  # MySQL 8.0.20+
     binlog_row_value_options: str | None = None  # MySQL 8.0.3+: "" or "PARTIAL_JSON"
     binlog_encryption: str | None = None  # MySQL encryption, MariaDB encrypt_binlog
+    enforce_gtid_consistency: str | None = None  # MySQL: ON, OFF or WARN
+    # MySQL: how long binlogs are kept (binlog_expire_logs_seconds, or expire_logs_days on
+    # MySQL 8.0 when the former is 0); 0: forever; None: unknown
+    binlog_expire_seconds: int | None = None
+    binlog_auto_purge: bool = True  # MySQL 8.0.29+ binlog_expire_logs_auto_purge
 
     @property
     def is_mariadb(self) -> bool:
@@ -279,7 +303,7 @@ def inspect_server(conn: ConnectionOptions) -> ServerInfo:
             "could not list the server's replicas (SHOW REPLICA HOSTS needs REPLICATION "
             "MASTER ADMIN on MariaDB 10.5.9+, REPLICATION SLAVE on MySQL), so a server-id "
             "clash with a replica was not checked")
-    return ServerInfo(
+    info = ServerInfo(
         flavor=flavor, version=version, version_string=str(v.get("version", "")),
         server_id=int(v.get("server_id") or 0),
         log_bin=str(v.get("log_bin", "OFF")).upper() in ("ON", "1"),
@@ -294,7 +318,34 @@ def inspect_server(conn: ConnectionOptions) -> ServerInfo:
         binlog_checksum=_upper(v.get("binlog_checksum")),
         binlog_transaction_compression=_upper(v.get("binlog_transaction_compression")),
         binlog_row_value_options=_upper(v.get("binlog_row_value_options")),
-        binlog_encryption=_upper(v.get("binlog_encryption", v.get("encrypt_binlog"))))
+        binlog_encryption=_upper(v.get("binlog_encryption", v.get("encrypt_binlog"))),
+        enforce_gtid_consistency=_upper(v.get("enforce_gtid_consistency")),
+        binlog_expire_seconds=_expire_seconds(v),
+        binlog_auto_purge=str(v.get("binlog_expire_logs_auto_purge", "ON")).upper()
+        in ("ON", "1"))
+    if info.flavor == "mysql":
+        from dataclasses import replace
+        info = replace(info, warnings=info.warnings + tuple(
+            f"{w.message} (fix: {w.fix})" for w in check_warnings(info)))
+    return info
+
+
+def _expire_seconds(v: dict) -> int | None:
+    """How long the server keeps binlogs, in seconds (0: forever); None if it does not say.
+    MySQL 8.0 uses ``expire_logs_days`` when ``binlog_expire_logs_seconds`` is 0."""
+    try:
+        seconds = int(v["binlog_expire_logs_seconds"])
+    except (KeyError, TypeError, ValueError):
+        seconds = None
+    try:
+        days = int(float(v["expire_logs_days"]))
+    except (KeyError, TypeError, ValueError):
+        days = None
+    if seconds:
+        return seconds
+    if days:
+        return days * 86400
+    return seconds if seconds is not None else (0 if days == 0 else None)
 
 
 def _upper(v: Any) -> str | None:
@@ -325,8 +376,11 @@ def _problem(check: str, message: str, fix: str) -> ServerConfigError:
 
 
 def check_server(info: ServerInfo, server_ids: Sequence[int] | None = None,
-                 databases: Sequence[str] | None = None) -> list[ServerConfigError]:
-    """Every problem with ``info`` for CDC, in the order a DBA would fix them."""
+                 databases: Sequence[str] | None = None, *,
+                 gtid_start: str | None = None) -> list[ServerConfigError]:
+    """Every problem with ``info`` for CDC, in the order a DBA would fix them.
+    ``gtid_start``: the GTID set the capture is to start from
+    (``scan.startup.specific-offset.gtid-set``), which needs a server logging GTIDs."""
     problems: list[ServerConfigError] = []
     minimum = MIN_MARIADB if info.is_mariadb else MIN_MYSQL
     if info.version < minimum:
@@ -364,6 +418,8 @@ def check_server(info: ServerInfo, server_ids: Sequence[int] | None = None,
             "even after a schema change",
             "SET GLOBAL binlog_row_metadata = 'FULL'; and binlog_row_metadata=FULL in my.cnf"))
     problems.extend(_event_problems(info))
+    if gtid_start and not _logs_gtids(info):
+        problems.append(gtid_start_problem(info.describe(), info.gtid_mode, gtid_start))
     problems.extend(_privilege_problems(info, databases))
     problems.extend(_server_id_problems(info, server_ids))
     return problems
@@ -385,7 +441,86 @@ def _event_problems(info: ServerInfo) -> list[ServerConfigError]:
             "installed where sparkcdc runs",
             "pip install zstandard (a dependency of sparkcdc; every Spark executor needs "
             "it too), or SET GLOBAL binlog_transaction_compression = OFF"))
+    if info.binlog_row_value_options is not None and \
+            info.binlog_row_value_options not in _ROW_VALUE_OPTIONS:
+        problems.append(_problem(
+            "binlog_row_value_options", f"binlog_row_value_options is "
+            f"{info.binlog_row_value_options}, which sparkcdc cannot read (it applies "
+            "'' and PARTIAL_JSON, JSON columns logged as changes to the before image)",
+            "SET GLOBAL binlog_row_value_options = ''; (or 'PARTIAL_JSON') and "
+            "binlog_row_value_options='' in my.cnf"))
     return problems
+
+
+def _logs_gtids(info: ServerInfo) -> bool:
+    """Whether new transactions get GTIDs (MariaDB always; MySQL with gtid_mode ON or
+    ON_PERMISSIVE)."""
+    return info.is_mariadb or (info.gtid_mode or "").startswith("ON")
+
+
+def gtid_start_problem(server: str, gtid_mode: str | None, gtid_set: str) -> ServerConfigError:
+    """The error for a start at a GTID set on a MySQL that logs no GTIDs (also raised by
+    ``MySQLDialect.specific_offset`` when a stream starts)."""
+    shown = gtid_set if len(gtid_set) <= 80 else gtid_set[:77] + "..."
+    return _problem(
+        "gtid_mode", f"the start position is a GTID set ({shown}, "
+        f"scan.startup.specific-offset.gtid-set) but {server} has gtid_mode={gtid_mode}: its "
+        "binlog holds no GTIDs to find that position by",
+        "start from a binlog file and position instead (scan.startup.specific-offset.file "
+        "and .pos), or turn GTIDs on: " + _GTID_FIX)
+
+
+def check_warnings(info: ServerInfo) -> list[ServerConfigError]:
+    """Settings CDC works with but that an operator should know the cost of, each a
+    ``ServerConfigError`` with its ``check`` and fix (not raised; MySQL only: MariaDB
+    always logs GTIDs, and its retention is left as it was)."""
+    if info.is_mariadb or not info.log_bin:
+        return []
+    warnings = []
+    mode = info.gtid_mode or ""
+    if mode in ("OFF", "OFF_PERMISSIVE"):
+        warnings.append(_problem(
+            "gtid_mode", f"gtid_mode is {mode} on {info.describe()}: transactions carry no "
+            "GTIDs, so sparkcdc reads by binlog file and position only; following a failover "
+            "to a promoted replica (whose file positions differ) and a GTID start position "
+            "(scan.startup.specific-offset.gtid-set) need gtid_mode=ON", _GTID_FIX))
+    elif mode == "ON_PERMISSIVE":
+        warnings.append(_problem(
+            "gtid_mode", f"gtid_mode is ON_PERMISSIVE on {info.describe()}: transactions "
+            "replicated from a server without GTIDs are still logged without one, and a "
+            "failover cannot find its position past such a transaction",
+            "finish turning GTIDs on: once SHOW STATUS LIKE "
+            "'Ongoing_anonymous_transaction_count' says 0 on every server, SET GLOBAL "
+            "enforce_gtid_consistency = ON; SET GLOBAL gtid_mode = ON (and gtid_mode=ON, "
+            "enforce_gtid_consistency=ON in my.cnf)"))
+    consistency = info.enforce_gtid_consistency
+    if mode.endswith("PERMISSIVE") and consistency not in (None, "ON"):
+        warnings.append(_problem(
+            "enforce_gtid_consistency", f"enforce_gtid_consistency is {consistency} while "
+            f"gtid_mode is {mode}: gtid_mode cannot be set to ON (which failover and GTID "
+            "start positions need) until statements that GTIDs cannot log safely are refused",
+            "SET GLOBAL enforce_gtid_consistency = WARN; fix what the error log then reports, "
+            "then SET GLOBAL enforce_gtid_consistency = ON; and "
+            "enforce_gtid_consistency=ON in my.cnf"))
+    expire = info.binlog_expire_seconds
+    if expire and expire < MIN_EXPIRE_SECONDS and info.binlog_auto_purge:
+        warnings.append(_problem(
+            "binlog_expire_logs_seconds", f"binlog_expire_logs_seconds is {expire} "
+            f"({_duration(expire)}): a pipeline stopped longer than that (or slower than "
+            "the server by that much) finds its position purged and must snapshot again",
+            "keep binlogs longer than the pipeline is ever stopped plus its catch-up, at "
+            "least a day: SET PERSIST binlog_expire_logs_seconds = 604800; (7 days) or "
+            "binlog_expire_logs_seconds=604800 in my.cnf (on RDS: CALL "
+            "mysql.rds_set_configuration('binlog retention hours', 168))"))
+    return warnings
+
+
+def _duration(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds / 3600:.3g} h"
 
 
 def _privilege_problems(info: ServerInfo, databases: Sequence[str] | None
@@ -461,17 +596,24 @@ def _suggest(info: ServerInfo, n: int) -> str:
 
 
 def validate_all(conn: ConnectionOptions, server_ids: Sequence[int] | None = None,
-                 databases: Sequence[str] | None = None) -> list[ServerConfigError]:
+                 databases: Sequence[str] | None = None, *,
+                 gtid_start: str | None = None) -> list[ServerConfigError]:
     """Every problem at once, for ``sparkcdc validate``; an empty list means ready.
-    Connection and authentication failures raise: nothing else could be checked."""
-    return check_server(inspect_server(conn), server_ids, databases)
+    Connection and authentication failures raise: nothing else could be checked.
+    The warnings (``check_warnings``) are logged, each with its fix, as WARNING of
+    ``sparkcdc.validate`` (``sparkcdc validate`` prints them above its report)."""
+    info = inspect_server(conn)
+    for w in check_warnings(info):
+        log.warning("%s: %s\n    fix: %s", w.check, w.message, w.fix)  # type: ignore[attr-defined]
+    return check_server(info, server_ids, databases, gtid_start=gtid_start)
 
 
 def validate_server(conn: ConnectionOptions, server_ids: Sequence[int] | None = None,
-                    databases: Sequence[str] | None = None) -> ServerInfo:
+                    databases: Sequence[str] | None = None, *,
+                    gtid_start: str | None = None) -> ServerInfo:
     """The server's ``ServerInfo`` if it is ready for CDC; else raise the first problem."""
     info = inspect_server(conn)
-    problems = check_server(info, server_ids, databases)
+    problems = check_server(info, server_ids, databases, gtid_start=gtid_start)
     if problems:
         raise problems[0]
     return info

@@ -59,13 +59,24 @@ class MySQLSettings(ServerSettings):
 
     @classmethod
     def misconfigured(cls, what: str) -> "MySQLSettings":
-        """MariaDB's misconfigurations, plus ``no-gtid`` (``gtid_mode=OFF``)."""
-        if what == "no-gtid":
-            return cls(gtid_mode="OFF", enforce_gtid_consistency="OFF")
+        """MariaDB's misconfigurations, plus MySQL's own: ``no-gtid`` (``gtid_mode=OFF``),
+        ``gtid-permissive`` (``gtid_mode=ON_PERMISSIVE`` with
+        ``enforce_gtid_consistency=WARN``, halfway through turning GTIDs on),
+        ``short-expiry`` (binlogs kept an hour) and ``partial-json-minimal``
+        (``binlog_row_value_options=PARTIAL_JSON`` with a MINIMAL row image)."""
+        own = {
+            "no-gtid": cls(gtid_mode="OFF", enforce_gtid_consistency="OFF"),
+            "gtid-permissive": cls(gtid_mode="ON_PERMISSIVE", enforce_gtid_consistency="WARN"),
+            "short-expiry": cls(extra_args=("--binlog-expire-logs-seconds=3600",)),
+            "partial-json-minimal": cls(binlog_row_image="MINIMAL", extra_args=(
+                "--binlog-row-value-options=PARTIAL_JSON",)),
+        }
+        if what in own:
+            return own[what]
         try:
             return super().misconfigured(what)  # type: ignore[return-value]
         except SandboxError as e:
-            raise SandboxError(e.message, fix=f"{e.fix}, no-gtid") from None
+            raise SandboxError(e.message, fix=f"{e.fix}, {', '.join(own)}") from None
 
 
 def mysql_root() -> Path:
@@ -228,6 +239,47 @@ class MySQLSandbox(MariaDBSandbox):
         return args
 
 
+# -- replication, for failover tests ------------------------------------------------------
+
+def replicate(primary: MySQLSandbox, replica: MySQLSandbox, timeout: float = 30.0) -> None:
+    """Make ``replica`` a GTID replica of ``primary`` (``SOURCE_AUTO_POSITION``) from the
+    primary's state now: the replica's own GTIDs (its start-up users) are reset and the
+    primary's executed set declared purged on it, so it asks only for what comes next.
+    MySQL 8+ replicas log what they apply (``log_replica_updates`` is ON by default), as a
+    server that can be promoted does."""
+    import secrets
+
+    p = primary._require()
+    password = secrets.token_urlsafe(12)
+    primary.execute("SET SESSION sql_log_bin = 0",
+                    f"CREATE USER 'repl'@'%' IDENTIFIED BY '{password}'",
+                    "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'")
+    executed = primary.query("SELECT @@GLOBAL.gtid_executed")[0][0].replace("\n", "")
+    replica.execute("RESET BINARY LOGS AND GTIDS",
+                    f"SET GLOBAL gtid_purged = '{executed}'",
+                    f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='{p.host}', "
+                    f"SOURCE_PORT={p.port}, SOURCE_USER='repl', SOURCE_PASSWORD='{password}', "
+                    "SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=1, GET_SOURCE_PUBLIC_KEY=1",
+                    "START REPLICA")
+    caught_up(primary, replica, timeout)
+
+
+def caught_up(primary: MySQLSandbox, replica: MySQLSandbox, timeout: float = 30.0) -> str:
+    """Wait until ``replica`` has applied everything ``primary`` has written; that set."""
+    executed = primary.query("SELECT @@GLOBAL.gtid_executed")[0][0].replace("\n", "")
+    (timed_out,), = replica.query("SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)",
+                                  (executed, timeout))
+    if timed_out:
+        status = replica.query("SHOW REPLICA STATUS")
+        raise SandboxError(f"the replica did not reach {executed} in {timeout:g}s: {status}")
+    return str(executed)
+
+
+def promote(replica: MySQLSandbox) -> None:
+    """The replica stops replicating and takes writes of its own (a failover)."""
+    replica.execute("STOP REPLICA", "RESET REPLICA ALL")
+
+
 # -- detached sandboxes for the CLI (state files ``mysql-<name>.json`` beside MariaDB's) -------
 
 def start_detached(name: str = "default", settings: ServerSettings | None = None) -> SandboxInfo:
@@ -250,5 +302,5 @@ __all__ = [
     "MySQLSandbox", "MySQLSettings", "SandboxInfo", "ServerSettings", "TLSFiles",
     "CDC_PRIVILEGES", "DEFAULT_ROOT", "ROOT_ENV", "free_port", "installed", "make_tls_files",
     "mysql_root", "port_in_use", "read_state", "start_detached", "status_detached",
-    "stop_detached",
+    "stop_detached", "replicate", "caught_up", "promote",
 ]

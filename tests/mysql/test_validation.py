@@ -13,6 +13,7 @@ from sparkcdc.errors import ServerConfigError
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.validation import (
     check_server,
+    check_warnings,
     inspect_server,
     parse_grants,
     parse_version,
@@ -419,3 +420,171 @@ def test_an_encrypted_mariadb_binlog_is_valid_and_read(encrypted):
                                                 ("u", {"id": 1, "v": '{"a": [3, 2]}'})]
     on_disk = (Path(encrypted.info.datadir) / end.file).read_bytes()
     assert b'{"a": [3, 2]}' not in on_disk  # encrypted at rest; the dump sent it decrypted
+
+
+# -- MySQL's GTID and retention settings (warnings with their fix; errors where they block) ----
+
+GTID_START = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+
+
+@pytest.fixture(scope="module")
+def mysql_no_gtid():
+    with MySQLSandbox(MySQLSettings.misconfigured("no-gtid"), name="v-my-nogtid") as sb:
+        yield sb
+
+
+def test_mysql_without_gtids_is_warned_with_the_fix(mysql_no_gtid, caplog):
+    sb = mysql_no_gtid
+    with caplog.at_level("WARNING", logger="sparkcdc.validate"):
+        assert validate_all(_cdc(sb)) == []  # file/position capture works: not a problem
+    [logged] = [r for r in caplog.records if r.name == "sparkcdc.validate"]
+    assert logged.getMessage().startswith("gtid_mode: gtid_mode is OFF on MySQL 9.")
+    info = inspect_server(_cdc(sb))
+    [warning] = check_warnings(info)
+    assert warning.check == "gtid_mode"
+    assert "failover" in warning.message and "scan.startup.specific-offset.gtid-set" in \
+        warning.message
+    assert "gtid_mode=ON" in warning.fix and "enforce_gtid_consistency=ON" in warning.fix
+    assert any(w.startswith("gtid_mode is OFF") for w in info.warnings)
+    assert validate_server(_cdc(sb)).gtid_mode == "OFF"
+
+
+def test_a_gtid_start_on_mysql_without_gtids_is_an_error(mysql_no_gtid):
+    from sparkcdc.mysql.dialect import MySQLDialect
+    from sparkcdc.mysql.options import StartupOffset
+
+    sb = mysql_no_gtid
+    [problem] = validate_all(_cdc(sb), gtid_start=GTID_START)
+    assert problem.check == "gtid_mode"
+    assert GTID_START in problem.message and "gtid_mode=OFF" in problem.message
+    assert "scan.startup.specific-offset.file" in problem.fix and "gtid_mode=ON" in problem.fix
+    with pytest.raises(ServerConfigError) as e:
+        validate_server(_cdc(sb), gtid_start=GTID_START)
+    assert e.value.check == "gtid_mode"
+    # where a stream starts: the same error, not a search of a binlog without GTIDs
+    with MySQLDialect(_cdc(sb)) as d, pytest.raises(ServerConfigError) as e:
+        d.specific_offset(StartupOffset(gtid_set=GTID_START))
+    assert e.value.check == "gtid_mode" and "gtid_mode=OFF" in e.value.message
+    # a file and position need no GTIDs
+    with MySQLDialect(_cdc(sb)) as d:
+        here = d.current_offset()
+        got = d.specific_offset(StartupOffset(file=here.file, pos=4))
+        assert (got.file, got.pos) == (here.file, 4)
+
+
+def test_a_gtid_start_on_servers_with_gtids_is_no_problem(server):
+    assert validate_all(_cdc(server), gtid_start=GTID_START) == []
+
+
+def test_mysql_halfway_to_gtids_is_warned_twice():
+    settings = MySQLSettings.misconfigured("gtid-permissive")
+    with MySQLSandbox(settings, name="v-my-permissive") as sb:
+        assert validate_all(_cdc(sb)) == []
+        warnings = check_warnings(inspect_server(_cdc(sb)))
+        assert [w.check for w in warnings] == ["gtid_mode", "enforce_gtid_consistency"]
+        mode, consistency = warnings
+        assert "ON_PERMISSIVE" in mode.message and "SET GLOBAL gtid_mode = ON" in mode.fix
+        assert "enforce_gtid_consistency is WARN" in consistency.message
+        assert "SET GLOBAL enforce_gtid_consistency = ON" in consistency.fix
+        # ON_PERMISSIVE logs GTIDs for new transactions: a GTID start can be found
+        assert validate_all(_cdc(sb), gtid_start=GTID_START) == []
+
+
+def test_mysql_keeping_binlogs_an_hour_is_warned():
+    with MySQLSandbox(MySQLSettings.misconfigured("short-expiry"), name="v-my-expiry") as sb:
+        assert validate_all(_cdc(sb)) == []
+        [warning] = check_warnings(inspect_server(_cdc(sb)))
+        assert warning.check == "binlog_expire_logs_seconds"
+        assert "binlog_expire_logs_seconds is 3600 (60 min)" in warning.message
+        assert "SET PERSIST binlog_expire_logs_seconds = 604800" in warning.fix
+
+
+def test_mysql_partial_json_with_a_minimal_image_is_one_problem():
+    settings = MySQLSettings.misconfigured("partial-json-minimal")
+    with MySQLSandbox(settings, name="v-my-pjson") as sb:
+        [problem] = validate_all(_cdc(sb))
+        assert problem.check == "binlog_row_image"
+        assert "binlog_row_image is MINIMAL" in problem.message
+        assert "PARTIAL_JSON" in problem.message
+        assert "SET GLOBAL binlog_row_image = 'FULL'" in problem.fix
+
+
+def test_healthy_servers_have_no_warnings(server, caplog):
+    """The sandboxes are configured for CDC; on MariaDB nothing of this applies at all."""
+    with caplog.at_level("WARNING", logger="sparkcdc.validate"):
+        assert validate_all(_cdc(server)) == []
+    assert not [r for r in caplog.records if r.name == "sparkcdc.validate"]
+    assert check_warnings(inspect_server(_cdc(server))) == []
+
+
+def test_warnings_are_mysql_only_and_pure():
+    from dataclasses import replace
+
+    mysql = replace(_fake_info(), enforce_gtid_consistency="ON", binlog_expire_seconds=2592000)
+    assert check_warnings(mysql) == []
+    assert [w.check for w in check_warnings(replace(mysql, gtid_mode="OFF"))] == ["gtid_mode"]
+    assert [w.check for w in check_warnings(replace(mysql, binlog_expire_seconds=600))] == [
+        "binlog_expire_logs_seconds"]
+    # auto purge off, or kept forever: nothing is purged behind the pipeline's back
+    assert check_warnings(replace(mysql, binlog_expire_seconds=600,
+                                  binlog_auto_purge=False)) == []
+    assert check_warnings(replace(mysql, binlog_expire_seconds=0)) == []
+    # MariaDB: always GTIDs; its settings are not judged here
+    maria = replace(mysql, flavor="mariadb", version=(10, 11, 9), gtid_mode="ON",
+                    binlog_expire_seconds=600)
+    assert check_warnings(maria) == []
+    assert check_server(maria, gtid_start="0-1-5") == []
+    # a value of binlog_row_value_options sparkcdc does not know is named
+    [problem] = check_server(replace(mysql, binlog_row_value_options="PARTIAL_GEOMETRY"))
+    assert problem.check == "binlog_row_value_options" and "PARTIAL_GEOMETRY" in problem.message
+    assert "binlog_row_value_options = ''" in problem.fix
+
+
+def _validate_cli(sb, tmp_path):
+    import os
+
+    from cli_support import cli
+
+    sb.execute("CREATE DATABASE IF NOT EXISTS shop",
+               "CREATE TABLE IF NOT EXISTS shop.ok (id INT PRIMARY KEY)")
+    o = sb.source_options()
+    path = tmp_path / f"{sb.info.name}.yaml"
+    path.write_text(f"""\
+source:
+  type: mysql
+  hostname: {o['hostname']}
+  port: {o['port']}
+  username: {o['username']}
+  password: ${{CLI_TEST_PW}}
+  tables: shop.\\.*
+sink:
+  type: delta
+  path: {tmp_path / 'lake'}
+pipeline:
+  name: validate
+  checkpoint.location: {tmp_path / 'ckpt'}
+""")
+    return cli("validate", str(path), env={**os.environ, "CLI_TEST_PW": sb.info.cdc_password},
+               timeout=120)
+
+
+@pytest.mark.parametrize("kind", ["mariadb", "mysql"])
+def test_cli_validate_on_a_server_without_binlog_is_one_message(kind, tmp_path):
+    sandbox, settings = ((MySQLSandbox, MySQLSettings) if kind == "mysql"
+                         else (MariaDBSandbox, ServerSettings))
+    with sandbox(settings.misconfigured("no-binlog"), name=f"v-cli-{kind}") as sb:
+        r = _validate_cli(sb, tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr
+    assert "PROBLEM server (log_bin): binary logging is off" in r.stdout
+    assert "fix: start the server with --log-bin" in r.stdout
+
+
+def test_cli_validate_on_mysql_without_gtids_warns_and_passes(mysql_no_gtid, tmp_path):
+    r = _validate_cli(mysql_no_gtid, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr
+    assert "WARNING sparkcdc.validate: gtid_mode: gtid_mode is OFF" in r.stderr
+    assert "fix: in my.cnf under [mysqld]: gtid_mode=ON and enforce_gtid_consistency=ON" in \
+        r.stderr
+    assert "OK: 1 table(s) ready to capture" in r.stdout

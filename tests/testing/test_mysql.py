@@ -98,6 +98,9 @@ def test_load_data_and_into_outfile_work_inside_the_root(mysql_server, mysql_db)
     ("minimal-image", "binlog_row_image", "MINIMAL"),
     ("minimal-metadata", "binlog_row_metadata", "MINIMAL"),
     ("no-gtid", "gtid_mode", "OFF"),
+    ("gtid-permissive", "gtid_mode", "ON_PERMISSIVE"),
+    ("short-expiry", "binlog_expire_logs_seconds", "3600"),
+    ("partial-json-minimal", "binlog_row_value_options", "PARTIAL_JSON"),
 ])
 def test_misconfigured_variants_really_are_misconfigured(variant, var, expected):
     with MySQLSandbox(MySQLSettings.misconfigured(variant), name=variant) as sb:

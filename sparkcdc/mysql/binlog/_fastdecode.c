@@ -531,20 +531,115 @@ static PyObject *decode_image(PlanObject *plan, Cursor *c) {
     return row;
 }
 
-/* decode(plan, data, mode) -> [(before, after), ...]; mode 0 insert, 1 delete, 2 update */
+/* The after image of a PARTIAL_UPDATE_ROWS row whose JSON columns flagged in ``bits`` (one
+ * bit per JSON column, in column order) hold diffs: an empty diff (what MySQL logs for a
+ * JSON column the UPDATE left alone) is the before image's value; any other diff makes this
+ * return Py_None without a reference (the caller applies diffs in Python). JSON columns
+ * are the plan's OP_CALL columns (fastdecode.column_spec gives OP_CALL to JSON only). */
+static PyObject *decode_partial_after(PlanObject *plan, Cursor *c, PyObject *before,
+                                      const unsigned char *bits) {
+    Py_ssize_t ncols = plan->ncols, nbits = (ncols + 7) / 8, k = 0;
+    if (need(c, nbits) < 0) return NULL;
+    const unsigned char *nulls = c->d + c->pos;
+    c->pos += nbits;
+    PyObject *row = _PyDict_NewPresized(ncols);
+    if (row == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        ColSpec *s = &plan->cols[i];
+        PyObject *v, *name = PyTuple_GET_ITEM(plan->names, i);
+        int diff = 0;
+        if (s->op == OP_CALL) {
+            diff = bits != NULL && bits[k >> 3] >> (k & 7) & 1;
+            k++;
+        }
+        if (nulls[i >> 3] >> (i & 7) & 1)
+            v = Py_NewRef(Py_None);
+        else if (diff) {
+            if (need(c, s->a) < 0) { Py_DECREF(row); return NULL; }
+            uint64_t n = le(c->d + c->pos, s->a);
+            if (n != 0) { Py_DECREF(row); return Py_None; }
+            c->pos += s->a;
+            v = PyDict_GetItemWithError(before, name);
+            if (v == NULL) {
+                Py_DECREF(row);
+                if (!PyErr_Occurred()) return Py_None;
+                return NULL;
+            }
+            Py_INCREF(v);
+        } else if ((v = decode_value(plan, s, c)) == NULL) {
+            Py_DECREF(row);
+            return NULL;
+        }
+        int rc = PyDict_SetItem(row, name, v);
+        Py_DECREF(v);
+        if (rc < 0) {
+            Py_DECREF(row);
+            return NULL;
+        }
+    }
+    return row;
+}
+
+/* The shared image of a PARTIAL_UPDATE_ROWS row, between its before and after images: a
+ * packed value_options integer and, when its PARTIAL_JSON_UPDATES bit is set, one bit per
+ * JSON column of the table (``njson``) saying that column's after value is a diff. Sets
+ * ``*bits`` to those bits (NULL when none is set). Returns 0, or -1 on a malformed event. */
+static int value_options(Cursor *c, Py_ssize_t njson, const unsigned char **bits) {
+    *bits = NULL;
+    if (need(c, 1) < 0) return -1;
+    unsigned first = c->d[c->pos];
+    uint64_t options;
+    int n = first < 251 ? 0 : first == 252 ? 2 : first == 253 ? 3 : first == 254 ? 8 : -1;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "bad length-encoded integer 0x%02x", first);
+        return -1;
+    }
+    if (need(c, 1 + n) < 0) return -1;
+    options = n == 0 ? first : le(c->d + c->pos + 1, n);
+    c->pos += 1 + n;
+    if (!(options & 1)) return 0;
+    Py_ssize_t nb = (njson + 7) / 8;
+    if (need(c, nb) < 0) return -1;
+    for (Py_ssize_t i = 0; i < nb; i++)
+        if (c->d[c->pos + i]) *bits = c->d + c->pos;
+    c->pos += nb;
+    return 0;
+}
+
+/* decode(plan, data, mode[, njson]) -> [(before, after), ...]; mode 0 insert, 1 delete,
+ * 2 update, 3 a PARTIAL_UPDATE_ROWS event (updates whose after images follow their shared
+ * image, see value_options; empty JSON diffs are the before value): None as soon as a row
+ * holds a non-empty JSON diff (the caller applies those in Python, json_diff). */
 static PyObject *fd_decode(PyObject *self, PyObject *args) {
     PlanObject *plan;
     Py_buffer buf;
     int mode;
+    Py_ssize_t njson = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!y*i", &PlanType, &plan, &buf, &mode)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!y*i|n", &PlanType, &plan, &buf, &mode, &njson)) return NULL;
     Cursor c = {(const unsigned char *)buf.buf, 0, buf.len};
     PyObject *out = PyList_New(0);
     if (out == NULL) goto fail;
     while (c.pos < c.end) {
         PyObject *img = decode_image(plan, &c), *pair;
         if (img == NULL) goto fail;
-        if (mode == 2) {
+        if (mode == 3) {
+            const unsigned char *bits;
+            if (value_options(&c, njson, &bits) < 0) {
+                Py_DECREF(img);
+                goto fail;
+            }
+            PyObject *after = decode_partial_after(plan, &c, img, bits);
+            if (after == NULL || after == Py_None) {
+                Py_DECREF(img);
+                if (after == NULL) goto fail;
+                Py_DECREF(out);  /* a JSON diff: the caller applies it */
+                PyBuffer_Release(&buf);
+                Py_RETURN_NONE;
+            }
+            pair = PyTuple_Pack(2, img, after);
+            Py_DECREF(after);
+        } else if (mode == 2) {
             PyObject *after = decode_image(plan, &c);
             if (after == NULL) {
                 Py_DECREF(img);
@@ -578,21 +673,22 @@ fail:
     return NULL;
 }
 
-/* decode_event(plan, data, start, end, table_id_len, version, mode) -> list | None
+/* decode_event(plan, data, start, end, table_id_len, version, mode[, njson]) -> list | None
  *
  * A whole rows event in one call: its body is data[start:end] (after the 19-byte header,
  * without the checksum). Reads the post-header (table id, flags, v2 extra data), the column
  * count and the columns-present bitmap(s), then decodes the row images with the plan.
  * Returns None when the event does not carry every column of the plan in every image (the
- * caller then names the missing column). */
+ * caller then names the missing column), and for mode 3 (PARTIAL_UPDATE_ROWS, ``njson``
+ * JSON columns) when a row holds a JSON diff (the caller applies it). */
 static PyObject *fd_decode_event(PyObject *self, PyObject *args) {
     PlanObject *plan;
     Py_buffer buf;
-    Py_ssize_t start, end;
+    Py_ssize_t start, end, njson = 0;
     int tid_len, version, mode;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!y*nniii", &PlanType, &plan, &buf, &start, &end, &tid_len,
-                          &version, &mode))
+    if (!PyArg_ParseTuple(args, "O!y*nniii|n", &PlanType, &plan, &buf, &start, &end, &tid_len,
+                          &version, &mode, &njson))
         return NULL;
     if (start < 0 || end > buf.len || start > end || tid_len < 1 || tid_len > 8) {
         PyBuffer_Release(&buf);
@@ -616,7 +712,7 @@ static PyObject *fd_decode_event(PyObject *self, PyObject *args) {
         ok = 0;
     Py_ssize_t nb = (ncols + 7) / 8;
     if (ok && ncols != plan->ncols) ok = 0;
-    for (int img = 0; ok && img < (mode == 2 ? 2 : 1); img++) {
+    for (int img = 0; ok && img < (mode >= 2 ? 2 : 1); img++) {
         if (end - p < nb) { ok = 0; break; }
         for (Py_ssize_t i = 0; i < ncols; i++)
             if (!(d[p + (i >> 3)] >> (i & 7) & 1)) { ok = 0; break; }
@@ -629,7 +725,7 @@ static PyObject *fd_decode_event(PyObject *self, PyObject *args) {
     PyObject *rest = PyMemoryView_FromMemory((char *)d + p, end - p, PyBUF_READ);
     PyObject *out = NULL;
     if (rest != NULL) {
-        PyObject *a = Py_BuildValue("(OOi)", (PyObject *)plan, rest, mode);
+        PyObject *a = Py_BuildValue("(OOin)", (PyObject *)plan, rest, mode, njson);
         if (a != NULL) {
             out = fd_decode(NULL, a);
             Py_DECREF(a);
@@ -812,7 +908,9 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     if (!empty_str || !empty_bytes || !comma) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0) {
+    if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0 ||
+        /* decode/decode_event take mode 3 (PARTIAL_UPDATE_ROWS) */
+        PyModule_AddIntConstant(m, "PARTIAL_UPDATES", 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -64,6 +64,8 @@ class CRowDecoder:
     takes_buffers = True  # decode_rows accepts a memoryview (big events are not copied)
     # decode_event: a whole rows event in one C call (an extension built before it lacks it)
     event_in_c = _C is not None and hasattr(_C, "decode_event")
+    # decode_partial_event: PARTIAL_UPDATE_ROWS events whose rows hold no JSON diff in C
+    partial_in_c = event_in_c and hasattr(_C, "PARTIAL_UPDATES")
 
     def __init__(self) -> None:
         if _C is None:
@@ -76,6 +78,7 @@ class CRowDecoder:
         self._last: dict[Any, tuple[Any, TableSchema, Any, int]] = {}
         self._by_map: dict[Any, tuple[TableSchema, Any]] = {}  # events.TableMap -> plan
         self._py: R.PyRowDecoder | None = None  # partial JSON updates (decode_partial_rows)
+        self._njson: dict[Any, int] = {}  # events.TableMap -> its number of JSON columns
 
     def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
         from pymysqlreplication.row_event import (
@@ -146,11 +149,31 @@ class CRowDecoder:
         except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
             raise _malformed(schema, e) from None
 
+    def decode_partial_event(self, table_map: Any, schema: TableSchema, data: bytes,
+                             start: int, end: int, table_id_len: int
+                             ) -> list[tuple[dict | None, dict | None]] | None:
+        """A whole PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``) in
+        one C call, as ``decode_event`` an update: with PARTIAL_JSON on, MySQL logs *every*
+        UPDATE so, JSON column or not, and a row's after image is a plain full image unless
+        a JSON column holds a diff. None when one does (or a column is missing): the caller
+        then takes ``decode_partial_rows``, which applies the diffs."""
+        plan = self._plan_for(table_map, schema)
+        njson = self._njson.get(table_map)
+        if njson is None:
+            njson = sum(1 for c in table_map.columns if c.type == ColumnType.JSON)
+            if len(self._njson) > 1024:
+                self._njson.clear()
+            self._njson[table_map] = njson
+        try:
+            return _C.decode_event(plan, data, start, end, table_id_len, 2, 3, njson)
+        except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
+            raise _malformed(schema, e) from None
+
     def decode_partial_rows(self, table_map: Any, schema: TableSchema,
                             data: bytes) -> list[tuple[dict | None, dict | None]]:
-        """A PARTIAL_UPDATE_ROWS event's images, through ``PyRowDecoder``: such events
-        come only from JSON_SET/JSON_REPLACE/JSON_REMOVE updates, and applying their JSON
-        diffs is Python's work anyway (``json_diff``), so they are not compiled."""
+        """A PARTIAL_UPDATE_ROWS event's images, through ``PyRowDecoder``: the events whose
+        rows hold JSON diffs (JSON_SET/JSON_REPLACE/JSON_REMOVE updates; applying the diffs
+        is Python's work anyway, ``json_diff``); the others go to ``decode_partial_event``."""
         if self._py is None:
             self._py = R.PyRowDecoder()
         return self._py.decode_partial_rows(table_map, schema, data)

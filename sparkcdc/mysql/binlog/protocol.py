@@ -124,6 +124,22 @@ def _lost(why: str) -> Exception:
                                         f"({why})")
 
 
+def checksum_mismatch(data: Any, start: int, end: int) -> bool:
+    """Whether the event at ``data[start:end]`` (its CRC32 in its last 4 bytes) was damaged
+    on its way here."""
+    body = data[start:end - 4] if end - start < 1 << 20 else memoryview(data)[start:end - 4]
+    return zlib.crc32(body) != int.from_bytes(data[end - 4:end], "little")
+
+
+def corrupt_event(where: str) -> Exception:
+    """A damaged event (its checksum does not match): read as a lost connection, so the
+    reader reads again from its last transaction boundary (a binlog file that is itself
+    damaged fails after the reader's retries, with this message)."""
+    return _lost(f"the event at {where} does not match its checksum: its bytes were damaged "
+                 "on the way (a binlog damaged on the server fails again: check it with "
+                 "mysqlbinlog --verify-binlog-checksum)")
+
+
 # -- the dump stream ---------------------------------------------------------------------------
 
 class DumpStream:
@@ -152,7 +168,14 @@ class DumpStream:
         if self._closed:
             raise _lost("the stream is closed")
         kwargs, server_id, file, pos, blocking, heartbeat, read_timeout = self._args
-        self.connection = pymysql.connect(**kwargs)
+        try:
+            self.connection = pymysql.connect(**kwargs)
+        except RuntimeError as e:  # caching_sha2_password without TLS nor cryptography
+            from sparkcdc.mysql.connection import rsa_unavailable
+
+            raise rsa_unavailable(e, f"{kwargs.get('user')}@{kwargs.get('host')}:"
+                                     f"{kwargs.get('port')}", str(kwargs.get("user"))) or e
+
         try:
             with self.connection.cursor() as cur:
                 cur.execute("SELECT @@global.binlog_checksum, @@global.server_id")
@@ -337,10 +360,19 @@ def _uuid(sid: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+_SIDS: dict[bytes, str] = {}  # a source's 16 bytes -> "uuid:" (one or a few per binlog)
+
+
 def mysql_gtid(data: bytes, start: int) -> str:
     """``uuid:gno`` of a MySQL GTID event."""
     b = start + 19
-    return f"{_uuid(bytes(data[b + 1:b + 17]))}:{int.from_bytes(data[b + 17:b + 25], 'little')}"
+    raw = bytes(data[b + 1:b + 17])
+    sid = _SIDS.get(raw)
+    if sid is None:
+        if len(_SIDS) >= 1024:
+            _SIDS.clear()
+        sid = _SIDS[raw] = _uuid(raw) + ":"
+    return f"{sid}{int.from_bytes(data[b + 17:b + 25], 'little')}"
 
 
 def previous_gtids(data: bytes, start: int) -> list[str]:

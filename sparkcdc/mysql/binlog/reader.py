@@ -28,13 +28,19 @@ What the reader owns, and why:
   event's size and position: a record's offset keeps its transaction's start (the GTID
   event before the payload, else the payload) and counts its row events, so offsets stay
   unique and resume between two rows inside a payload; the XID inside commits at the
-  payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``)
-  goes to the decoder's ``decode_partial_rows``, which applies its JSON diffs to the
-  before image (``json_diff``). docs/operations.md has both for users.
+  payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``;
+  MySQL then logs every UPDATE so) whose rows hold no JSON diff is an update decoded in C
+  (``CRowDecoder.decode_partial_event``); one with diffs goes to the decoder's
+  ``decode_partial_rows``, which applies them to the before image (``json_diff``).
+  docs/operations.md has both for users.
 * **MariaDB's compressed events** (``log_bin_compress=ON``) are inflated only where they are
   used (a captured table's row images, a statement), then read exactly as their plain twins:
   the same decoders, positions and event counts, so an offset means the same thing with
   compression on or off.
+* **Checksums.** The events whose bytes are decoded (captured row events, table maps
+  not seen before, compressed transactions) are checked against their CRC32 when the binlog
+  has checksums (``binlog_checksum=CRC32``, both servers' default): a damaged one is read
+  again from the last transaction boundary, as after a lost connection.
 * **Errors.** A file the server no longer has raises ``BinlogUnavailable`` naming it;
   a corrupt MariaDB compressed event (named by its file and position) raises
   ``DecodeError`` instead of being skipped.
@@ -78,6 +84,7 @@ from sparkcdc.mysql.binlog import failover, schema_at
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import transaction_payload as P
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
+from sparkcdc.mysql.binlog.gtid_set import GtidSet
 from sparkcdc.mysql.binlog.protocol import DumpStream
 from sparkcdc.mysql.binlog.row_decoding import (
     RowDecoder,
@@ -231,6 +238,9 @@ class _State:
     server: str | None = None  # the @@server_id whose binlog file and pos name
     end: BinlogOffset | None = None  # where a window ends, in this server's binlog
     _mariadb_domains: dict[int, str] = field(default_factory=dict)
+    # MySQL: ``gtid`` as a set the next GTID is added to in place (``gtid_set``); None
+    # until the first commit needs it, and again whenever ``gtid`` is set from outside
+    _mysql_set: GtidSet | None = None
 
     def __post_init__(self):
         self.set_file(self.low.file, self.low.pos)
@@ -267,6 +277,7 @@ class _State:
     def restart(self) -> None:
         if self.in_txn:
             self.boundary_pos, self.gtid = self.txn_pos, self.txn_gtid_before
+            self._mysql_set = None
         self.in_txn = False
 
     def begin(self, pos: int, gtid: str | None, ts: int, explicit: bool) -> None:
@@ -293,11 +304,17 @@ class _State:
             return ",".join(domains[d] for d in sorted(domains))
         if self.gtid is None:
             return None  # an unknown executed set stays unknown
+        # MySQL: the set grows in place by one GTID, its text rewritten only for that
+        # source (a parse and a deep copy per transaction took a third of the reader's time)
+        gset = self._mysql_set
         try:
-            from pymysqlreplication.gtid import Gtid, GtidSet
-
-            return str(GtidSet(self.gtid) + Gtid(txn_gtid))
-        except Exception:  # noqa: BLE001 - the library raises bare Exception on bad sets
+            if gset is None:
+                gset = self._mysql_set = GtidSet(self.gtid)
+            if not gset.add(txn_gtid):
+                return self.gtid
+            return str(gset)
+        except ValueError:  # not a set (or a GTID) this reader can read: kept as it was
+            self._mysql_set = None
             return self.gtid
 
     def set_gtid_list(self, gtids: list[str]) -> None:
@@ -307,6 +324,7 @@ class _State:
             self.gtid = ",".join(self._mariadb_domains[d] for d in sorted(self._mariadb_domains))
         else:
             self.gtid = ",".join(gtids) or None
+            self._mysql_set = None
 
     def key(self, pos: int, events: int = 0, rows: int = 0) -> tuple[int, int, int, int]:
         return (self.fidx, pos, events, rows)
@@ -461,6 +479,10 @@ class BinlogReader:
         decode_rows = decoder.decode_rows
         # a decoder that takes whole rows events (header, bitmaps, images) in one C call
         decode_event = decoder.decode_event if getattr(decoder, "event_in_c", False) else None
+        # PARTIAL_UPDATE_ROWS events without JSON diffs, the same way (with PARTIAL_JSON on,
+        # MySQL logs every UPDATE as one, JSON column or not)
+        decode_partial = (decoder.decode_partial_event
+                          if getattr(decoder, "partial_in_c", False) else None)
         row_events = E.ROW_EVENTS
         mgtid = E.MARIADB_GTID_BODY.unpack_from
         ignored = E.IGNORED_EVENTS
@@ -470,6 +492,11 @@ class BinlogReader:
         T_MGTID, T_XID, T_QUERY = E.MARIADB_GTID, E.XID, E.QUERY
         T_PARTIAL, T_PAYLOAD = E.PARTIAL_UPDATE_ROWS, P.TRANSACTION_PAYLOAD
         T_QUERY_Z, zrows = E.QUERY_COMPRESSED, E.COMPRESSED_ROW_EVENTS  # log_bin_compress
+        # the events whose bytes are decoded (captured row events, new table maps, compressed
+        # transactions) are checked against their CRC32 when the binlog has one: damaged
+        # bytes are read again from the last boundary rather than decoded (a payload's
+        # events have none of their own: the payload's covers them)
+        crc_bad, in_payload = E.checksum_mismatch, P.IN_PAYLOAD
         table_events = self.table_events
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
         pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
@@ -523,6 +550,8 @@ class BinlogReader:
                     skey = tm.key
                     if skey not in schemas or key[:3] < low_key[:3]:
                         continue  # uncaptured, or wholly before the start: never decoded
+                    if csum and not flags & in_payload and crc_bad(data, s, e):
+                        raise E.corrupt_event(f"{state.file}:{log_pos - size}")
                     schema = schemas[skey] or self._schema(*skey)
                     if table_events and fitted.get(skey) is not tm:
                         if not schema_at.fits(tm.columns, schema):
@@ -532,7 +561,11 @@ class BinlogReader:
                                 flavor, state.server), state.txn_ts * 1000, schema=schema)
                         fitted[skey] = tm
                     if etype == T_PARTIAL:
-                        decoded = self._decode_partial(tm, schema, data, s, e - csum, tid_len)
+                        decoded = (None if decode_partial is None else
+                                   decode_partial(tm, schema, data, s + 19, e - csum, tid_len))
+                        if decoded is None:  # JSON diffs to apply (or a column missing)
+                            decoded = self._decode_partial(tm, schema, data, s, e - csum,
+                                                           tid_len)
                     elif etype in zrows:  # MariaDB log_bin_compress: inflated, then as any
                         decoded = self._decode_compressed(tm, schema, data, s, e - csum,
                                                           tid_len, version, mode,
@@ -560,6 +593,8 @@ class BinlogReader:
                     body = data[s + 19:e - csum]
                     tm = cache.get(body)
                     if tm is None:
+                        if csum and not flags & in_payload and crc_bad(data, s, e):
+                            raise E.corrupt_event(f"{state.file}:{log_pos - size}")
                         tm = E.parse_table_map(body, flavor, tid_len)
                         if len(cache) >= 512:
                             cache.clear()
@@ -609,6 +644,8 @@ class BinlogReader:
                     state.set_gtid_list(E.previous_gtids(data, s))
                     state.boundary_pos = ev_end
                 elif etype == T_PAYLOAD:  # a compressed transaction: its events, then on
+                    if csum and crc_bad(data, s, e):
+                        raise E.corrupt_event(f"{state.file}:{ev_start}")
                     pending.append((data, evs))  # evs: the rest of this batch (an iterator)
                     pending.append(P.inner_events(data[s + 19:e - csum], size, log_pos, csum))
                     break

@@ -127,9 +127,16 @@ class PyRowDecoder:
         bitmaps): each row is a before image, the shared image (``value_options``, then one
         bit per JSON column of the table when PARTIAL_JSON is on) and an after image whose
         JSON columns with their bit set hold diffs, applied here to the before image's
-        value (``json_diff``). Rare (JSON_SET/JSON_REPLACE/JSON_REMOVE updates only), so
-        the compiled decoder hands these events here too."""
-        plan = self._plan_for(table_map.columns, schema)
+        value (``json_diff``). The compiled decoder hands here the events whose rows hold
+        diffs (JSON_SET/JSON_REPLACE/JSON_REMOVE updates)."""
+        hit = self._by_map.get(table_map)
+        if hit is not None and hit[0] is schema:
+            plan = hit[1]
+        else:
+            plan = self._plan_for(table_map.columns, schema)
+            if len(self._by_map) > 1024:
+                self._by_map.clear()
+            self._by_map[table_map] = (schema, plan)
         names = schema.column_names
         nbits = (len(names) + 7) // 8
         json_cols = [i for i, c in enumerate(table_map.columns) if c.type == _JSON]

@@ -27,6 +27,9 @@ from sparkcdc.errors import DecodeError
 from sparkcdc.mysql.binlog.protocol import HEADER, _packed_int
 
 TRANSACTION_PAYLOAD = 40
+# set in the flags of the events inner_events returns (event flags are 16 bits): they carry
+# no checksum of their own (the payload event's covers them), so none is verified
+IN_PAYLOAD = 1 << 16
 _SIZE, _COMPRESSION, _UNCOMPRESSED = 1, 2, 3
 ZSTD, NONE = 0, 255
 _zstd: Any = None
@@ -111,7 +114,7 @@ def inner_events(body: bytes, size: int, log_pos: int, csum: int = 0
         if etype == TRANSACTION_PAYLOAD:
             raise DecodeError("a TRANSACTION_PAYLOAD inside a TRANSACTION_PAYLOAD",
                               fix=_REPORT)
-        events.append((ts, etype, server_id, size, log_pos, flags, p, p + n))
+        events.append((ts, etype, server_id, size, log_pos, flags | IN_PAYLOAD, p, p + n))
         p += n
     if csum:  # the same events, each followed by csum bytes
         pad = bytes(csum)
@@ -153,4 +156,4 @@ def _unzstd(payload: bytes) -> bytes:
 
 _REPORT = "report the server version; the compressed transaction could not be read"
 
-__all__ = ["TRANSACTION_PAYLOAD", "decompress", "inner_events", "read_header"]
+__all__ = ["IN_PAYLOAD", "TRANSACTION_PAYLOAD", "decompress", "inner_events", "read_header"]

@@ -50,16 +50,22 @@ def t(mariadb, db):
 
 def test_current_offset_is_a_boundary_with_the_gtid_position(mariadb, t):
     conn = cdc(mariadb)
+    flavor = mariadb.info.server if mariadb.info.server == "mysql" else "mariadb"
     mariadb.execute("INSERT INTO t VALUES (1, 'a')", database=t)
-    off = current_offset(conn, "mariadb")
-    file, pos = mariadb.query("SHOW MASTER STATUS")[0][:2]
+    off = current_offset(conn, flavor)
+    if flavor == "mysql":  # (SPARKCDC_TEST_SOURCE=mysql) MySQL 8.4+ has only the new names
+        file, pos = mariadb.query("SHOW BINARY LOG STATUS")[0][:2]
+        gtid = mariadb.query("SELECT @@gtid_executed")[0][0].replace("\n", "")
+    else:
+        file, pos = mariadb.query("SHOW MASTER STATUS")[0][:2]
+        gtid = mariadb.query("SELECT @@gtid_binlog_pos")[0][0]
     assert (off.file, off.pos) == (file, pos) and off.is_boundary
-    assert off.gtid == mariadb.query("SELECT @@gtid_binlog_pos")[0][0] and off.gtid
-    assert off.flavor == "mariadb"
+    assert off.gtid == gtid and off.gtid
+    assert off.flavor == flavor
     with pymysql.connect(**conn.pymysql_kwargs()) as c:
         assert current_offset(c) == off  # a connection, flavor detected
         with c.cursor() as cur:
-            assert current_offset(cur, "mariadb") == off
+            assert current_offset(cur, flavor) == off
 
 
 def test_inserts_updates_deletes_with_before_and_after(mariadb, t):
@@ -83,7 +89,10 @@ def test_inserts_updates_deletes_with_before_and_after(mariadb, t):
     assert all(r.table_id == TableId(t, "t") for r in recs)
     assert all(int(before) * 1000 <= r.ts_ms <= after * 1000 + 1000 for r in recs)
     # autocommit: each statement its own transaction, with its own GTID
-    assert len({r.gtid for r in recs}) == 4 and all(r.gtid.startswith("0-") for r in recs)
+    # (MariaDB's domain-server-sequence; MySQL's source uuid:number)
+    source = (mariadb.query("SELECT @@server_uuid")[0][0] + ":"
+              if mariadb.info.server == "mysql" else "0-")
+    assert len({r.gtid for r in recs}) == 4 and all(r.gtid.startswith(source) for r in recs)
     offsets = [r.offset for r in recs]
     assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
     assert (recs[0].offset.events, recs[0].offset.rows) == (0, 0)
