@@ -10,7 +10,7 @@ there and commits nothing.
 
 How a task writes files that nothing has committed yet: delta-rs writes them, as for the
 driver's own appends (the same Parquet writer, statistics and partition folders), into a
-*staging* table of its own inside the target's folder, ``sc-b<batch>-<uuid>/``; the task
+*staging* table of its own inside the target's folder, ``sc-<app id's digest>-b<batch>-<uuid>/``; the task
 reads the ``add`` actions from the staging table's first commit and removes its
 ``_delta_log``. The files stay where they were written, and the target's commit names them
 by their path under its root (Delta paths are relative to the table's root and may lie in
@@ -24,6 +24,7 @@ written from the driver, as before.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -34,9 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-
-STAGING_PREFIX = "sc-b"
-
 
 @dataclass(frozen=True)
 class DataFile:
@@ -70,11 +68,18 @@ def _local(path: str) -> Path:
     return Path(path[len("file://"):] if path.startswith("file://") else path)
 
 
-def staging_name(batch_id: int) -> str:
-    return f"{STAGING_PREFIX}{batch_id:010d}-{uuid.uuid4().hex}"
+def _prefix(app_id: str, batch_id: int) -> str:
+    """Staging folders of one writer's batch: several source tables may write one target
+    (shards), each under its own app id and batch ids, so the app id is in the name."""
+    digest = hashlib.sha256(app_id.encode()).hexdigest()[:10]
+    return f"sc-{digest}-b{batch_id:010d}-"
 
 
-def write_data_files(root: str, rows: pa.Table, batch_id: int,
+def staging_name(app_id: str, batch_id: int) -> str:
+    return _prefix(app_id, batch_id) + uuid.uuid4().hex
+
+
+def write_data_files(root: str, rows: pa.Table, app_id: str, batch_id: int,
                      partition_by: tuple[str, ...] = ()) -> list[DataFile]:
     """In a task: ``rows`` (shaped as the target stores them) written as data files of the
     table at ``root``, uncommitted. An empty ``rows`` writes nothing."""
@@ -82,7 +87,7 @@ def write_data_files(root: str, rows: pa.Table, batch_id: int,
 
     if rows.num_rows == 0:
         return []
-    name = staging_name(batch_id)
+    name = staging_name(app_id, batch_id)
     staging = _local(root) / name
     deltalake.write_deltalake(str(staging), rows, mode="error",
                               partition_by=list(partition_by) or None)
@@ -138,12 +143,12 @@ def commit_data_files(table, files: list[DataFile], schema: pa.Schema, app_id: s
     return True
 
 
-def remove_leftovers(table, root: str, batch_id: int) -> int:
-    """Delete the staging folders of ``batch_id`` that no file of ``table`` (a
+def remove_leftovers(table, root: str, app_id: str, batch_id: int) -> int:
+    """Delete the staging folders of ``app_id``'s ``batch_id`` that no file of ``table`` (a
     ``DeltaTable`` as of after the batch's commit) lies in: those of task attempts that
-    died, or of a run of the batch that found it committed already. Returns how many
-    went."""
-    prefix = f"{STAGING_PREFIX}{batch_id:010d}-"
+    died, or of a run of the batch that found it committed already. Another writer's
+    folders (a shard of the same target) are not touched. Returns how many went."""
+    prefix = _prefix(app_id, batch_id)
     base = _local(root)
     if not base.is_dir():
         return 0

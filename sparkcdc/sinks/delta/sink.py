@@ -108,8 +108,8 @@ class DeltaSink(Sink):
             self._create(storage_table(schema.empty_table()).schema)
 
     def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
-        written = files.write_data_files(self.config.path, storage_table(rows), batch_id,
-                                         self.config.partition_by)
+        written = files.write_data_files(self.config.path, storage_table(rows),
+                                         self.config.app_id, batch_id, self.config.partition_by)
         return [f.to_dict() for f in written]
 
     def commit_files(self, written: list[dict[str, Any]], schema: pa.Schema,
@@ -120,7 +120,7 @@ class DeltaSink(Sink):
         done = files.commit_data_files(table, data, stored, self.config.app_id, batch_id,
                                        self.config.partition_by, final)
         table = self._table()
-        gone = files.remove_leftovers(table, self.config.path, batch_id)
+        gone = files.remove_leftovers(table, self.config.path, self.config.app_id, batch_id)
         if gone:
             log.info("%s: %d folder(s) of batch %d no commit names removed",
                      self.config.path, gone, batch_id)
