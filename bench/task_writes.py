@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from proctree import PeakSampler  # noqa: E402
-from throughput import COLUMNS_DDL, FILL  # noqa: E402
+from proctree import PeakSampler, _children
+from throughput import COLUMNS_DDL, FILL
 
-from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings  # noqa: E402
+from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
 DB, TABLE = "bench", "orders"
 
@@ -50,12 +50,7 @@ def _tree(root: int) -> list[int]:
     while todo:
         p = todo.pop()
         seen.append(p)
-        try:
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    todo += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
+        todo += _children(p)
     return seen
 
 

@@ -21,6 +21,14 @@ ROWS = 1500  # per table; chunks of 50: 30 chunks read again
 COLUMNS = ("v", "s")  # compared besides the key
 
 
+def make_tables(mariadb, db: str, rows: int = ROWS) -> None:
+    """Tables ``a`` and ``b`` of ``rows`` rows each."""
+    for t in "ab":
+        mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{rows}",
+                        database=db)
+
+
 def pipeline_yaml(source: str, target: Target, ckpt: Path) -> str:
     """A pipeline over ``source`` (a ``source:`` block) into ``target``'s sink, chunks of
     50 rows, a batch a second."""

@@ -18,7 +18,15 @@ import pytest
 from cli_support import cli, wait_for
 from faults_support import SEED
 from pipeline_support import source_yaml
-from reread_support import ROWS, Target, Writer, mark, pipeline_yaml, read_again, source_rows
+from reread_support import (
+    Target,
+    Writer,
+    make_tables,
+    mark,
+    pipeline_yaml,
+    read_again,
+    source_rows,
+)
 
 
 @pytest.mark.faults
@@ -27,10 +35,7 @@ from reread_support import ROWS, Target, Writer, mark, pipeline_yaml, read_again
 def test_reread_killed_at_random_points_ends_equal_to_source(kind, mariadb, db, tmp_path,
                                                              request):
     rnd = random.Random(SEED + (kind == "kafka"))
-    for t in "ab":
-        mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",
-                        database=db)
+    make_tables(mariadb, db)
     target = Target(kind, request, tmp_path, db)
     ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
     yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt))

@@ -25,7 +25,15 @@ import time
 import pytest
 from cli_support import cli, run_tail, running, wait_for
 from pipeline_support import source_yaml
-from reread_support import ROWS, Target, Writer, mark, pipeline_yaml, read_again, source_rows
+from reread_support import (
+    Target,
+    Writer,
+    make_tables,
+    mark,
+    pipeline_yaml,
+    read_again,
+    source_rows,
+)
 
 SINK_KINDS = ["delta", "postgres", "kafka"]
 
@@ -33,10 +41,7 @@ SINK_KINDS = ["delta", "postgres", "kafka"]
 @pytest.mark.parametrize("kind", SINK_KINDS)
 def test_reading_a_table_again_under_writes_leaves_target_equal_to_source(
         kind, mariadb, db, tmp_path, request):
-    for t in "ab":
-        mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",
-                        database=db)
+    make_tables(mariadb, db)
     target = Target(kind, request, tmp_path, db)
     ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
     yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt))
@@ -100,10 +105,7 @@ def test_a_table_paused_in_its_snapshot_is_emptied_and_taken_again_on_resume(
     already has: on resume the target is emptied and the table snapshotted again, so no
     deleted row stays (before, the new snapshot was merged over the part-snapshot)."""
     rows = 3_000  # 30 batches of 100 rows: paused after a few
-    for t in "ab":
-        mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{rows}",
-                        database=db)
+    make_tables(mariadb, db, rows)
     target = Target("delta", request, tmp_path, db)
     ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
     yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt)

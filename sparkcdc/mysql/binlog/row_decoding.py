@@ -111,15 +111,20 @@ class PyRowDecoder:
         """The row images of one rows event (``data``: after its header and bitmaps) for
         our own event layer (``sparkcdc.mysql.binlog.protocol``); ``mode`` 0 insert, 1 delete,
         2 update."""
+        plan = self._plan_of(table_map, schema)
+        return self._decode_data(plan, schema, data, mode == 2, mode == 1)
+
+    def _plan_of(self, table_map: Any, schema: TableSchema):
+        """The decoding plan of a table map read with ``schema``, kept per table map (at
+        most 1,024 of them)."""
         hit = self._by_map.get(table_map)
         if hit is not None and hit[0] is schema:
-            plan = hit[1]
-        else:
-            plan = self._plan_for(table_map.columns, schema)
-            if len(self._by_map) > 1024:
-                self._by_map.clear()
-            self._by_map[table_map] = (schema, plan)
-        return self._decode_data(plan, schema, data, mode == 2, mode == 1)
+            return hit[1]
+        plan = self._plan_for(table_map.columns, schema)
+        if len(self._by_map) > 1024:
+            self._by_map.clear()
+        self._by_map[table_map] = (schema, plan)
+        return plan
 
     def decode_partial_rows(self, table_map: Any, schema: TableSchema,
                             data: bytes) -> list[tuple[dict | None, dict | None]]:
@@ -129,14 +134,7 @@ class PyRowDecoder:
         JSON columns with their bit set hold diffs, applied here to the before image's
         value (``json_diff``). The compiled decoder hands here the events whose rows hold
         diffs (JSON_SET/JSON_REPLACE/JSON_REMOVE updates)."""
-        hit = self._by_map.get(table_map)
-        if hit is not None and hit[0] is schema:
-            plan = hit[1]
-        else:
-            plan = self._plan_for(table_map.columns, schema)
-            if len(self._by_map) > 1024:
-                self._by_map.clear()
-            self._by_map[table_map] = (schema, plan)
+        plan = self._plan_of(table_map, schema)
         names = schema.column_names
         nbits = (len(names) + 7) // 8
         json_cols = [i for i, c in enumerate(table_map.columns) if c.type == _JSON]
