@@ -36,6 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
+
 @dataclass(frozen=True)
 class DataFile:
     """One Parquet data file a task wrote, as the driver's commit names it."""
@@ -64,8 +65,13 @@ def supported(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
-def _local(path: str) -> Path:
-    return Path(path[len("file://"):] if path.startswith("file://") else path)
+class CommitConflict(RuntimeError):
+    """Another writer committed to the table between a batch's plan and its commit; the
+    batch fails and Spark runs it again, planned anew."""
+
+
+def local(path: str) -> Path:
+    return Path(path.removeprefix("file://"))
 
 
 def _prefix(app_id: str, batch_id: int) -> str:
@@ -80,15 +86,17 @@ def staging_name(app_id: str, batch_id: int) -> str:
 
 
 def write_data_files(root: str, rows: pa.Table, app_id: str, batch_id: int,
-                     partition_by: tuple[str, ...] = ()) -> list[DataFile]:
+                     partition_by: tuple[str, ...] = (), name: str | None = None
+                     ) -> list[DataFile]:
     """In a task: ``rows`` (shaped as the target stores them) written as data files of the
-    table at ``root``, uncommitted. An empty ``rows`` writes nothing."""
+    table at ``root``, uncommitted, in staging folder ``name`` (a new one by default). An
+    empty ``rows`` writes nothing."""
     import deltalake
 
     if rows.num_rows == 0:
         return []
-    name = staging_name(app_id, batch_id)
-    staging = _local(root) / name
+    name = name or staging_name(app_id, batch_id)
+    staging = local(root) / name
     deltalake.write_deltalake(str(staging), rows, mode="error",
                               partition_by=list(partition_by) or None)
     out = []
@@ -143,20 +151,27 @@ def commit_data_files(table, files: list[DataFile], schema: pa.Schema, app_id: s
     return True
 
 
-def remove_leftovers(table, root: str, app_id: str, batch_id: int) -> int:
-    """Delete the staging folders of ``app_id``'s ``batch_id`` that no file of ``table`` (a
-    ``DeltaTable`` as of after the batch's commit) lies in: those of task attempts that
-    died, or of a run of the batch that found it committed already. Another writer's
-    folders (a shard of the same target) are not touched. Returns how many went."""
+def remove_leftovers(root: str, app_id: str, batch_id: int) -> int:
+    """Delete the staging folders of ``app_id``'s ``batch_id`` that no live file of the
+    table at ``root`` (as of after the batch's commit) lies in, nor any deletion vector of
+    its files: those of task attempts that died, or of a run of the batch that found it
+    committed already. Another writer's folders (a shard of the same target) are not
+    touched. Returns how many went."""
     prefix = _prefix(app_id, batch_id)
-    base = _local(root)
+    base = local(root)
     if not base.is_dir():
         return 0
     here = [e for e in os.scandir(base) if e.is_dir() and e.name.startswith(prefix)]
     if not here:
         return 0
-    paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
-    keep = {p.split("/", 1)[0] for p in paths if p.startswith(prefix)}
+    from sparkcdc.sinks.delta.log import DeltaLog
+
+    keep = set()
+    for add in DeltaLog(base).refresh().files.values():
+        keep.add(add["path"].split("/", 1)[0])
+        vec = add.get("deletionVector") or {}
+        if vec.get("storageType") == "u":
+            keep.add(vec["pathOrInlineDv"][:-20].rstrip("/"))
     gone = 0
     for entry in here:
         if entry.name not in keep:

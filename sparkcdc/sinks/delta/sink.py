@@ -120,7 +120,7 @@ class DeltaSink(Sink):
         done = files.commit_data_files(table, data, stored, self.config.app_id, batch_id,
                                        self.config.partition_by, final)
         table = self._table()
-        gone = files.remove_leftovers(table, self.config.path, self.config.app_id, batch_id)
+        gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id)
         if gone:
             log.info("%s: %d folder(s) of batch %d no commit names removed",
                      self.config.path, gone, batch_id)

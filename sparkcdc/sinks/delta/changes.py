@@ -1,0 +1,265 @@
+"""A micro-batch's changes written into a Delta table by Spark tasks, each owning a slice
+of the keys, with deletion vectors: a batch costs what it changes, not what the table holds.
+
+How it goes (docs/sinks.md, "Delta: changes from the tasks"):
+
+1. **Slices** (driver, ``plan_slices``): the table's live files, from its log
+   (``log.DeltaLog``), grouped by the first key column's range in their statistics. Files
+   whose ranges overlap fall in one group; consecutive groups are packed into at most ``n``
+   slices of about equal rows. Slice ``i`` owns the keys from its first file's minimum up to
+   the next slice's, and the files of its groups: every stored row of one of its keys lies
+   in one of its files, and no other slice touches them. One key has one writer; one file
+   has one deletion vector writer.
+2. **Write** (a task, ``write_slice``): the slice's planned changes (one per key,
+   ``ChangeSet``); the key columns of its files whose range the changes touch are read, the
+   rows a deletion vector already deletes left out, and joined with the changed keys. The
+   matched rows' positions are added to each file's deletion vector (a new vector file in
+   the task's staging folder, ``deletion_vectors``); the upserted rows are written as new
+   data files there (``files.write_data_files``). The driver gets the descriptions only.
+3. **Commit** (driver, ``commit_changes``): one Delta commit for every slice: per touched
+   file a ``remove`` of it with its old vector and an ``add`` with the new one, the new
+   data files' ``add``, and the batch id as app transaction, written as the log's next
+   version exclusively (``O_EXCL``): if anything else committed since the slices were
+   planned, the commit fails and Spark runs the batch again.
+
+Slices need an integer first key (statistics compare exactly); a table keyed otherwise is
+one slice (one task), which is still no row through the driver. A key column that is also a
+partition column is not in the files: such tables take the driver's path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc.sinks.delta import deletion_vectors as dv
+from sparkcdc.sinks.delta import files
+from sparkcdc.sinks.delta.log import DeltaLog
+
+CHECKPOINT_EVERY = 100  # as delta-rs and Spark do
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    """How one target's changes are cut in a batch: by the first key column at ``starts``
+    (slice ``i`` holds keys ``>= starts[i-1]`` and ``< starts[i]``), each slice with the
+    ``add`` actions of the files it owns; planned from the table's log at ``version``."""
+
+    version: int
+    key: str
+    starts: tuple[Any, ...]
+    files: tuple[tuple[dict[str, Any], ...], ...]
+
+    @property
+    def slices(self) -> int:
+        return len(self.files)
+
+    def slice_of(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The slice of each of ``keys`` (the first key column's values)."""
+        out = pa.array([0] * len(keys), pa.int32())
+        for s in self.starts:
+            ge = pc.fill_null(pc.greater_equal(keys, pa.scalar(s, keys.type)), False)
+            out = pc.add(out, pc.cast(ge, pa.int32()))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "key": self.key, "starts": list(self.starts),
+                "files": [list(f) for f in self.files]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SlicePlan:
+        return cls(int(d["version"]), str(d["key"]), tuple(d["starts"]),
+                   tuple(tuple(f) for f in d["files"]))
+
+
+def _range(add: dict[str, Any], key: str) -> tuple[Any, Any] | None:
+    stats = add.get("stats")
+    if not stats:
+        return None
+    s = json.loads(stats)
+    lo, hi = (s.get("minValues") or {}).get(key), (s.get("maxValues") or {}).get(key)
+    if lo is None or hi is None or not isinstance(lo, int) or not isinstance(hi, int):
+        return None
+    return lo, hi
+
+
+def plan_slices(log: DeltaLog, key: str, key_type: pa.DataType, n: int) -> SlicePlan:
+    """The slices of the table's live files for a batch (module docstring, step 1)."""
+    adds = list(log.files.values())
+    ranges = [_range(a, key) for a in adds]
+    if n <= 1 or not pa.types.is_integer(key_type) or any(r is None for r in ranges):
+        return SlicePlan(log.version, key, (), (tuple(adds),))
+    order = sorted(range(len(adds)), key=lambda i: ranges[i])  # type: ignore[arg-type, return-value]
+    groups: list[list[int]] = []
+    hi = None
+    for i in order:
+        lo_i, hi_i = ranges[i]  # type: ignore[misc]
+        if groups and hi is not None and lo_i <= hi:
+            groups[-1].append(i)
+            hi = max(hi, hi_i)
+        else:
+            groups.append([i])
+            hi = hi_i
+    total = sum(_rows(adds[i]) for i in order) or 1
+    per = total / min(n, len(groups) or 1)
+    slices: list[list[int]] = [[]]
+    starts: list[Any] = []
+    acc = 0
+    for g in groups:
+        rows = sum(_rows(adds[i]) for i in g)
+        if slices[-1] and acc + rows / 2 > per * len(slices) and len(slices) < n:
+            slices.append([])
+            starts.append(ranges[g[0]][0])  # type: ignore[index]
+        slices[-1].extend(g)
+        acc += rows
+    return SlicePlan(log.version, key, tuple(starts),
+                     tuple(tuple(adds[i] for i in s) for s in slices))
+
+
+def _rows(add: dict[str, Any]) -> int:
+    stats = add.get("stats")
+    return int(json.loads(stats).get("numRecords", 0)) if stats else 0
+
+
+@dataclass(frozen=True)
+class Touched:
+    """A stored file some of whose rows a slice deleted: its ``add`` as the log had it and
+    its new deletion vector."""
+
+    add: dict[str, Any]
+    vector: dv.Descriptor
+    deleted: int  # rows this batch deleted in it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"add": self.add, "dv": self.vector.to_action(), "deleted": self.deleted}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Touched:
+        vec = dv.Descriptor.from_action(d["dv"])
+        assert vec is not None
+        return cls(d["add"], vec, int(d["deleted"]))
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    """What a slice's task hands the driver: its new data files and touched files."""
+
+    data: tuple[files.DataFile, ...]
+    touched: tuple[Touched, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"data": [f.to_dict() for f in self.data],
+                "touched": [t.to_dict() for t in self.touched]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SliceResult:
+        return cls(tuple(files.DataFile.from_dict(f) for f in d["data"]),
+                   tuple(Touched.from_dict(t) for t in d["touched"]))
+
+
+def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
+                changed_keys: pa.Table, app_id: str, batch_id: int,
+                partition_by: tuple[str, ...] = ()) -> SliceResult:
+    """In a task: one slice's changes (module docstring, step 2). ``upserts``: the rows to
+    write (shaped as the target stores them); ``changed_keys``: the key columns of every
+    changed key (upserted or deleted); ``owned``: the slice's files."""
+    base = files.local(root)
+    keys = changed_keys.column_names
+    staging = files.staging_name(app_id, batch_id)
+    touched_files: list[tuple[dict[str, Any], list[int], int]] = []
+    if changed_keys.num_rows:
+        first = changed_keys.column(keys[0])
+        lo, hi = pc.min(first).as_py(), pc.max(first).as_py()
+        for add in owned:
+            r = _range(add, keys[0])
+            if r is not None and (r[1] < lo or r[0] > hi):
+                continue
+            hit = _positions(base, add, changed_keys)
+            if hit is not None:
+                touched_files.append((add, *hit))
+    vectors = (dv.write_file(base, [p for _a, p, _n in touched_files], prefix=staging + "/")
+               if touched_files else [])
+    data = files.write_data_files(root, upserts, app_id, batch_id, partition_by,
+                                  name=staging)
+    return SliceResult(tuple(data), tuple(
+        Touched(add, vec, n) for (add, _p, n), vec in zip(touched_files, vectors)))
+
+
+def _positions(base: Path, add: dict[str, Any],
+               changed_keys: pa.Table) -> tuple[list[int], int] | None:
+    """The file's deleted positions after this batch (its vector's and the rows of changed
+    keys it holds), and how many this batch adds; None when it holds none of them."""
+    import pyarrow.parquet as pq
+
+    keys = changed_keys.column_names
+    stored = pq.read_table(base / unquote(add["path"]), columns=keys)
+    stored = stored.append_column("__pos", pa.array(range(stored.num_rows), pa.int64()))
+    old = dv.Descriptor.from_action(add.get("deletionVector"))
+    dead = dv.read(base, old) if old is not None else []
+    if dead:
+        stored = stored.filter(pc.invert(pc.is_in(stored["__pos"],
+                                                  value_set=pa.array(dead, pa.int64()))))
+    wanted = changed_keys.cast(stored.select(keys).schema)
+    hit = stored.join(wanted, keys, join_type="inner", use_threads=False)
+    if hit.num_rows == 0:
+        return None
+    new = hit.column("__pos").to_pylist()
+    return sorted(set(dead) | set(new)), len(new)
+
+
+def commit_changes(root: str, log: DeltaLog, plan_version: int, results: list[SliceResult],
+                   app_id: str, batch_id: int, txns: list[tuple[str, int]]) -> int:
+    """On the driver: every slice's files and vectors in one commit (module docstring,
+    step 3) with the app transactions ``txns``, as the log's version after
+    ``plan_version``. Returns the version written."""
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = [{"commitInfo": {
+        "timestamp": now, "operation": "MERGE",
+        "operationParameters": {"predicate": "sparkcdc change slices"},
+        "engineInfo": "sparkcdc", "sparkcdc.batch": str(batch_id),
+        "sparkcdc.written-by": "tasks", "isBlindAppend": False}}]
+    actions += [{"txn": {"appId": a, "version": v, "lastUpdated": now}} for a, v in txns]
+    for r in results:
+        for t in r.touched:
+            old = t.add
+            remove = {"path": old["path"], "deletionTimestamp": now, "dataChange": True,
+                      "extendedFileMetadata": True,
+                      "partitionValues": old.get("partitionValues") or {},
+                      "size": old["size"]}
+            if old.get("deletionVector"):
+                remove["deletionVector"] = old["deletionVector"]
+            add = {k: v for k, v in old.items() if v is not None}
+            add["deletionVector"] = t.vector.to_action()
+            add["dataChange"] = True
+            if add.get("stats"):
+                stats = json.loads(add["stats"])
+                stats["tightBounds"] = False
+                add["stats"] = json.dumps(stats)
+            actions += [{"remove": remove}, {"add": add}]
+        for f in r.data:
+            actions.append({"add": {
+                "path": f.path, "partitionValues": f.partition_values, "size": f.size,
+                "modificationTime": f.modification_time, "dataChange": True,
+                "stats": f.stats}})
+    version = plan_version + 1
+    body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
+    path = log.dir / f"{version:020d}.json"
+    tmp = log.dir / f".{version:020d}.json.{os.getpid()}.tmp"
+    tmp.write_text(body)
+    try:
+        os.link(tmp, path)  # fails if the version exists: someone committed since the plan
+    except FileExistsError:
+        raise files.CommitConflict(
+            f"{root}: version {version} was committed by another writer while batch "
+            f"{batch_id}'s changes were written") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return version

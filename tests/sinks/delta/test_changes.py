@@ -1,0 +1,152 @@
+"""Changes written into a Delta table by key slices with deletion vectors
+(``sparkcdc/sinks/delta/changes.py``, ``deletion_vectors.py``), read back by delta-rs'
+own scan (DataFusion, which applies deletion vectors), and judged against a plain dict of
+what the table must hold.
+
+No Spark here: the slices are written one after another as the tasks would, and committed
+as the driver does; tests/pipeline/test_task_changes.py runs them in Spark tasks."""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+
+import deltalake as dl
+import pyarrow as pa
+import pytest
+
+from sparkcdc.sinks.delta import changes as ch
+from sparkcdc.sinks.delta import deletion_vectors as dv
+from sparkcdc.sinks.delta import files
+from sparkcdc.sinks.delta.log import DeltaLog
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string())])
+
+
+def read(path) -> dict:
+    """The table as delta-rs' DataFusion scan reads it (deletion vectors applied)."""
+    t = dl.QueryBuilder().register("t", dl.DeltaTable(str(path))).execute(
+        "SELECT * FROM t").read_all()
+    rows = pa.table(t).to_pylist()
+    assert len(rows) == len({r["id"] for r in rows}), "a key is held twice"
+    return {r["id"]: (r["v"], r["s"]) for r in rows}
+
+
+def make(path, n: int, files_of: int) -> dict:
+    dt = dl.DeltaTable.create(str(path), SCHEMA)
+    dt.alter.add_feature(dl.TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+    want = {}
+    for start in range(0, n, files_of):
+        ids = list(range(start, min(n, start + files_of)))
+        dl.write_deltalake(str(path), pa.table({"id": ids, "v": ids, "s": ["init"] * len(ids)},
+                                               schema=SCHEMA), mode="append")
+        want.update({i: (i, "init") for i in ids})
+    return want
+
+
+def apply(path, upserts: list[tuple[int, int, str]], deletes: list[int], batch: int,
+          slices: int) -> ch.SlicePlan:
+    """One batch: planned, each slice written, committed, as the pipeline does."""
+    log = DeltaLog(path).refresh()
+    plan = ch.plan_slices(log, "id", pa.int64(), slices)
+    up = pa.table({"id": [u[0] for u in upserts], "v": [u[1] for u in upserts],
+                   "s": [u[2] for u in upserts]}, schema=SCHEMA)
+    keys = pa.table({"id": pa.array([u[0] for u in upserts] + deletes, pa.int64())})
+    results = []
+    for i in range(plan.slices):
+        mine_up = up.filter(pa.compute.equal(plan.slice_of(up["id"]), i))
+        mine_keys = keys.filter(pa.compute.equal(plan.slice_of(keys["id"]), i))
+        results.append(ch.write_slice(str(path), plan.files[i], mine_up, mine_keys, "app",
+                                      batch))
+    ch.commit_changes(str(path), log, plan.version, results, "app", batch, [("app", batch)])
+    return plan
+
+
+def test_deletion_vector_bytes_round_trip_and_readers_apply_them(tmp_path):
+    positions = [0, 5, 70_000, 2**32 + 3]
+    data = dv.serialize(positions)
+    assert struct.unpack_from("<i", data)[0] == dv.MAGIC
+    assert dv.deserialize(data) == positions
+    assert dv.z85_decode(dv.z85_encode(b"\x86\x4f\xd2\x6f\xb5\x59\xf7\x5b")) == \
+        b"\x86\x4f\xd2\x6f\xb5\x59\xf7\x5b"
+    assert dv.z85_encode(b"\x86\x4f\xd2\x6f\xb5\x59\xf7\x5b") == "HelloWorld"  # the Z85 spec's
+    (d,) = dv.write_file(tmp_path, [positions])
+    assert dv.read(tmp_path, d) == positions
+    raw = bytearray(d.file(tmp_path).read_bytes())
+    raw[-5] ^= 0xFF  # a damaged vector is named, never applied
+    d.file(tmp_path).write_bytes(bytes(raw))
+    with pytest.raises(dv.DeletionVectorError, match="checksum"):
+        dv.read(tmp_path, d)
+
+
+@pytest.mark.parametrize("slices", [1, 3])
+def test_random_batches_through_slices_equal_the_expected_table(tmp_path, slices):
+    path = tmp_path / "t"
+    want = make(path, 3000, 500)  # six files, ranges apart: up to six slices
+    rng = random.Random(slices)
+    next_key = 10_000
+    for batch in range(8):
+        keys = rng.sample(sorted(want), 150)
+        deletes, upserts = keys[:50], [(k, rng.randint(0, 10**6), "upd") for k in keys[50:]]
+        for _ in range(30):  # keys new to the table, some between ranges, some past them
+            next_key += rng.choice([1, 1, 977])
+            upserts.append((next_key, next_key, "new"))
+        plan = apply(path, upserts, deletes, batch, slices)
+        for k in deletes:
+            del want[k]
+        want.update({k: (v, s) for k, v, s in upserts})
+        assert read(path) == want, batch
+        assert plan.slices == (1 if slices == 1 else min(slices, len(plan.files)))
+    # each touched file was kept and marked, not rewritten: the six first files are live
+    live = DeltaLog(path).refresh().files
+    assert sum(1 for p in live if p.startswith("part-")) == 6
+    assert all(live[p].get("deletionVector") for p in live if p.startswith("part-"))
+    assert dl.DeltaTable(str(path)).transaction_version("app") == 7
+    # compaction (delta-rs) applies the vectors: the same rows after it
+    dl.DeltaTable(str(path)).optimize.compact()
+    assert read(path) == want
+
+
+def test_a_small_batch_writes_the_change_not_the_table(tmp_path):
+    path = tmp_path / "t"
+    want = make(path, 200_000, 50_000)
+    before = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    keys = random.Random(7).sample(sorted(want), 200)
+    apply(path, [(k, -k, "upd") for k in keys], [], 0, 2)
+    written = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) - before
+    assert written / len(keys) < 2000, written  # the target of issue 31; a rewrite: ~10x more
+    got = read(path)
+    assert all(got[k] == (-k, "upd") for k in keys) and len(got) == 200_000
+
+
+def test_a_commit_after_another_writers_fails_and_leftovers_go(tmp_path):
+    path = tmp_path / "t"
+    make(path, 1000, 500)
+    log = DeltaLog(path).refresh()
+    plan = ch.plan_slices(log, "id", pa.int64(), 2)
+    res = [ch.write_slice(str(path), plan.files[0], pa.table(
+        {"id": [1], "v": [1], "s": ["x"]}, schema=SCHEMA), pa.table({"id": [1]}), "app", 0)]
+    dl.write_deltalake(str(path), pa.table({"id": [5000], "v": [1], "s": ["other"]},
+                                           schema=SCHEMA), mode="append")
+    with pytest.raises(files.CommitConflict, match="another writer"):
+        ch.commit_changes(str(path), log, plan.version, res, "app", 0, [("app", 0)])
+    assert files.remove_leftovers(str(path), "app", 0) == 1  # its staging folder
+    assert not list(path.glob("sc-*"))
+    assert read(path)[1] == (1, "init")
+
+
+def test_log_replay_reads_checkpoints_and_the_commits_after(tmp_path):
+    path = tmp_path / "t"
+    make(path, 1000, 250)
+    apply(path, [(3, 33, "u")], [600], 0, 2)
+    dl.DeltaTable(str(path)).create_checkpoint()
+    apply(path, [(4, 44, "u")], [601], 1, 2)
+    log = DeltaLog(path).refresh()
+    assert log.has_feature("deletionVectors")
+    vecs = {p: a.get("deletionVector") for p, a in log.files.items()}
+    touched = [p for p, v in vecs.items() if v]
+    assert len(touched) == 2  # the files of keys 3/4 and 600/601, each with both marks
+    assert sorted(a["deletionVector"]["cardinality"] for p, a in log.files.items()
+                  if a.get("deletionVector")) == [2, 2]
+    assert json.loads(log.files[touched[0]]["stats"])["tightBounds"] is False
