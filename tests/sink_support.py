@@ -186,6 +186,11 @@ __all__ = [
 def delta_log_files(root) -> list[tuple]:
     """The data files a Delta table's log names now, read without delta-rs: every commit
     in order, the files it adds less those it removes; ``(path, partition values)``."""
+    return [(path, parts) for path, parts, _dv in delta_log_adds(root)]
+
+
+def delta_log_adds(root) -> list[tuple]:
+    """``delta_log_files`` with each file's deletion vector descriptor (or None)."""
     import json
     from pathlib import Path
 
@@ -194,8 +199,71 @@ def delta_log_files(root) -> list[tuple]:
         for line in f.read_text().splitlines():
             a = json.loads(line)
             if "add" in a:
-                live[a["add"]["path"]] = a["add"].get("partitionValues") or {}
+                live[a["add"]["path"]] = a["add"]
             elif "remove" in a:
                 live.pop(a["remove"]["path"], None)
-    return [(Path(root) / path, parts) for path, parts in sorted(live.items())]
+    return [(Path(root) / path, a.get("partitionValues") or {}, a.get("deletionVector"))
+            for path, a in sorted(live.items())]
+
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def _deleted_rows(root, dv: dict) -> set[int]:
+    """The rows a deletion vector deletes, decoded here from the Delta protocol's text
+    alone (not with sparkcdc's writer): Z85 UUID, the file's size prefix, the portable
+    RoaringBitmapArray."""
+    import struct
+    import uuid
+    from pathlib import Path
+
+    from pyroaring import BitMap
+
+    assert dv["storageType"] == "u", dv
+    code = dv["pathOrInlineDv"]
+    n = 0
+    raw = bytearray()
+    for i, c in enumerate(code[-20:]):
+        n = n * 85 + _Z85.index(c)
+        if i % 5 == 4:
+            raw += n.to_bytes(4, "big")
+            n = 0
+    name = f"deletion_vector_{uuid.UUID(bytes=bytes(raw))}.bin"
+    data = (Path(root) / code[:-20] / name).read_bytes()
+    off = dv.get("offset", 1)
+    (size,) = struct.unpack_from(">i", data, off)
+    body = data[off + 4: off + 4 + size]
+    magic, count = struct.unpack_from("<iq", body)
+    assert magic == 1681511377 and count <= 1, (magic, count)
+    out: set[int] = set()
+    if count:
+        out = set(BitMap.deserialize(body[16:]))
+        assert struct.unpack_from("<I", body, 12)[0] == 0
+    assert len(out) == dv["cardinality"]
+    return out
+
+
+def delta_log_rows(root, columns: list[str]) -> list[dict]:
+    """The rows a Delta table's log names now, read without delta-rs: every live file read
+    by pyarrow, less the rows its deletion vector deletes."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for path, _parts, dv in delta_log_adds(root):
+        dead = _deleted_rows(root, dv) if dv else set()
+        for i, r in enumerate(pq.read_table(path, columns=columns).to_pylist()):
+            if i not in dead:
+                out.append(r)
+    return out
+
+
+def delta_rows(path, columns: list[str] | None = None):
+    """A Delta table's rows as delta-rs reads them (its DataFusion scan when the table has
+    deletion vectors, which its pyarrow dataset refuses)."""
+    import deltalake
+
+    from sparkcdc.sinks.delta.sink import read_table
+
+    t = read_table(deltalake.DeltaTable(str(path)))
+    return t.select(columns) if columns else t
 

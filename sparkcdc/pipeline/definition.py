@@ -53,6 +53,9 @@ PIPELINE_KEYS = {
     "write.snapshot-from-tasks": "true or false: a snapshot's rows written as files by the "
                                  "tasks that read them, where the target takes them (false: "
                                  "every row through the driver)",
+    "write.changes-from-tasks": "true or false: a batch's changes written by Spark tasks that "
+                                "each own a slice of the keys, where the target takes them "
+                                "(Delta with deletion vectors; false: through the driver)",
     "spark": "a mapping of Spark configuration keys to values",
     "route-mode": "ALL_MATCH (a table goes to every route that matches it) or FIRST_MATCH "
                   "(to the first one)",
@@ -216,6 +219,7 @@ class PipelineSettings:
     max_rows_per_batch: int | None = None
     write_on: str = "auto"  # auto | driver | executors
     snapshot_from_tasks: bool = True  # chunk rows written as files by their tasks (run/task_files.py)
+    changes_from_tasks: bool = True  # changes written by key-slice tasks (run/task_changes.py)
     spark: dict[str, str] = field(default_factory=dict)
     route_mode: str = "all_match"  # Flink's route-mode: all_match | first_match
     batch: bool = False  # Flink's execution.runtime-mode BATCH: stop once caught up
@@ -737,6 +741,10 @@ def _pipeline(r: _Reader, node: yaml.Node | None, base: Path) -> PipelineSetting
             if text.lower() not in ("true", "false"):
                 raise bad
             vals["snapshot_from_tasks"] = text.lower() == "true"
+        elif name == "write.changes-from-tasks":
+            if text.lower() not in ("true", "false"):
+                raise bad
+            vals["changes_from_tasks"] = text.lower() == "true"
     vals.setdefault("checkpoint_location", _resolve(base, "checkpoints"))
     return PipelineSettings(**vals)
 

@@ -145,6 +145,33 @@ def _orderable(t: pa.DataType, server_compares: bool) -> bool:
 
 
 @dataclass(frozen=True)
+class KeySlices:
+    """A target's keys cut into slices for one batch, so that Spark tasks write its changes
+    with one writer per key (``Sink.plan_changes``): by the first key column at ``starts``
+    (slice ``i`` holds the keys ``>= starts[i-1]`` and ``< starts[i]``). ``parts`` holds per
+    slice what its task needs besides its rows, the sink's own (for Delta, the ``add``
+    actions of the files the slice owns); ``version``: the target's state the cut was made
+    from, which the commit checks."""
+
+    key: str
+    starts: tuple[Any, ...]
+    parts: tuple[Any, ...]
+    version: int
+
+    @property
+    def count(self) -> int:
+        return len(self.parts)
+
+    def slice_of(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The slice of each of ``keys`` (values of the first key column)."""
+        out = pa.array([0] * len(keys), pa.int32())
+        for s in self.starts:
+            ge = pc.fill_null(pc.greater_equal(keys, pa.scalar(s, keys.type)), False)
+            out = pc.add(out, pc.cast(ge, pa.int32()))
+        return out
+
+
+@dataclass(frozen=True)
 class WriteResult:
     """What a sink did with one batch."""
 
@@ -212,6 +239,34 @@ class Sink(ABC):
         attempts that died are removed. Not ``final``: the batch's other changes of the
         table follow in the driver's ``write``, which records the batch id as applied."""
         raise NotImplementedError(f"the {self.type} sink does not take files from tasks")
+
+    def takes_changes(self, keys: tuple[str, ...]) -> bool:
+        """Whether Spark tasks can write this target's changes, each task a slice of the
+        keys (``plan_changes``, ``write_changes``, ``commit_changes``): no row goes through
+        the driver, and an update or delete marks the stored row deleted instead of
+        rewriting what holds it. Where not, the driver writes them (``write``)."""
+        return False
+
+    def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
+                     slices: int) -> KeySlices:
+        """On the driver, before the tasks write a batch's changes: the target's keys cut
+        into at most ``slices`` slices (``KeySlices``); ``schema``: the rows as stored."""
+        raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
+
+    def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
+                      changed_keys: pa.Table, batch_id: int) -> dict[str, Any]:
+        """In a Spark task: slice ``index``'s planned changes, uncommitted: ``upserts``
+        (rows to hold, shaped as the target stores them) and ``changed_keys`` (the key
+        columns of every upserted or deleted key). What the driver's commit needs about
+        them (a few hundred bytes a file, whatever its rows)."""
+        raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
+
+    def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
+                       batch_id: int) -> WriteResult:
+        """On the driver: every slice's changes of a batch in one commit with the batch id
+        (a target that has the batch commits nothing); what attempts that died left is
+        removed."""
+        raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         raise NotImplementedError(f"the {self.type} sink takes change rows, not a ChangeSet")

@@ -10,7 +10,9 @@
    transform; shaped like its target (``Prepared``);
    Before that, the snapshot rows of tables whose targets take files are written by the
    tasks that read them (``task_files``: the batch is not collected; only the files'
-   descriptions and the other rows come back), and their files committed first;
+   descriptions and the other rows come back), and their files committed first; the
+   change rows of tables whose targets take changes stay on the executors and are written
+   by tasks that each own a slice of the keys (``task_changes``), one commit per target;
 3. write: ``TargetWriter`` writes each table's rows to its target(s), from the driver (the
    targets at once, one thread each) or from Spark tasks (``write.on``);
 4. a drop, rename or new key the batch carried goes into the table's state, for the loop.
@@ -28,8 +30,11 @@ from sparkcdc.pipeline.run.schema import SchemaInStream
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
+from sparkcdc.pipeline.run.task_changes import ChangePlan
 from sparkcdc.pipeline.run.task_files import (
+    CHANGES,
     OUT_SCHEMA,
+    ROWS,
     FilePlan,
     TargetWrite,
     TaskOutput,
@@ -64,12 +69,28 @@ class MicroBatch:
         state = self.state
         members = state.members
         plans = self._file_plans(batch_id)
-        if plans:
-            self.writer.ready_for_files(sorted(plans))
-        out = self._files_in_tasks(df, plans) if plans else None
-        decoded = decode_tables(out.handed_back() if out is not None else df.toArrow())
-        if out is not None:  # first: the rest of a table's batch records its batch id
-            self.writer.commit_files(out, batch_id, set(decoded))
+        changing = self._change_plans(batch_id)
+        staged = None
+        try:
+            if plans or changing:
+                self.writer.ready_for_files(sorted(set(plans) | set(changing)))
+                out, staged = self._in_tasks(df, plans, changing)
+                decoded = decode_tables(out.handed_back())
+                # a table with schema events in the batch takes the driver's path whole
+                evented = out.kept & set(decoded)
+                if evented:
+                    self._hand_back(out, staged, evented)
+                    decoded = decode_tables(out.handed_back())
+                in_tasks = {t: changing[t] for t in out.kept - evented}
+                # first: the rest of a table's batch records its batch id
+                self.writer.commit_files(out, batch_id, set(decoded) | set(in_tasks))
+                if in_tasks:
+                    self.writer.write_changes_in_tasks(staged, in_tasks, batch_id)
+            else:
+                decoded = decode_tables(df.toArrow())
+        finally:
+            if staged is not None:
+                staged.unpersist()
         work = [(members[t], ch) for t, ch in decoded.items()
                 if t in members and t not in state.handed
                 and members[t].state.gone is None]  # (its rows after that: not its own)
@@ -120,24 +141,80 @@ class MicroBatch:
                 for target in state.targets(st)))
         return plans
 
+    def _change_plans(self, batch_id: int) -> dict[str, ChangePlan]:
+        """The tables whose changes in this batch the tasks may write, each task a slice of
+        the keys (``task_changes``): as ``_file_plans`` says, and every target takes
+        changes (``Sink.takes_changes``) and is the table's own (a shared target's slices
+        would be cut twice in one batch)."""
+        state = self.state
+        if (self.writer.on_batch is not None or state.sink_kind() != "merge"
+                or not state.settings.changes_from_tasks):
+            return {}
+        plans: dict[str, ChangePlan] = {}
+        for t, run in state.members.items():
+            st = run.state
+            if (t in state.handed or st.gone is not None or st.pending_ddl
+                    or run.shaper.active or state.shared(st) or not self._takes_changes(run)):
+                continue
+            spec = run.shaper.spec(run.keys)
+            off = state.ckpt.offset(st, batch_id)
+            if not plannable(spec) or off is None or int(
+                    ov.table_entry(off, t).get("generation", 0)) != st.generation:
+                continue
+            creation = tuple(sorted(state.creation(t).items()))
+            plans[t] = ChangePlan(t, run.schema, run.rows_schema, spec, run.keys, tuple(
+                TargetWrite(target, st.app_id, st.batch_base + batch_id, creation)
+                for target in state.targets(st)))
+        return plans
+
     @staticmethod
     def _takes_files(run: TableRun) -> bool:
         if run.takes_files is None:
             run.takes_files = all(s.takes_files() for s in targets.each_sink(run.sink))
         return run.takes_files
 
-    def _files_in_tasks(self, df: Any, plans: dict[str, FilePlan]) -> TaskOutput:
+    @staticmethod
+    def _takes_changes(run: TableRun) -> bool:
+        if run.takes_changes is None:
+            run.takes_changes = all(s.takes_changes(run.keys)
+                                    for s in targets.each_sink(run.sink))
+        return run.takes_changes
+
+    def _in_tasks(self, df: Any, plans: dict[str, FilePlan],
+                  changing: dict[str, ChangePlan]) -> tuple[TaskOutput, Any]:
         """The batch's record batches run through ``write_snapshot_files`` in the tasks
         that hold them: the snapshot rows of ``plans``' tables written as files there, the
-        rest handed back."""
+        record batches of ``changing``'s tables kept there, the rest handed back. With
+        tables to keep, the stage is persisted for the jobs after it (returned; else
+        None) and the kept rows' payloads are not collected."""
+        from pyspark.sql import functions as F
+
         defn = self.state.defn
         sink_type, options = defn.sink.type, dict(defn.sink.options)
         extras = defn.source.extras
+        keep = frozenset(changing)
 
         def write(batches):
-            return write_snapshot_files(batches, plans, sink_type, options, extras)
+            return write_snapshot_files(batches, plans, sink_type, options, extras, keep)
 
-        return TaskOutput.of(df.mapInArrow(write, OUT_SCHEMA).toArrow().to_pylist())
+        staged = df.mapInArrow(write, OUT_SCHEMA)
+        if not keep:
+            return TaskOutput.of(staged.toArrow().to_pylist()), None
+        staged = staged.persist()
+        kept = F.col("kind") == CHANGES
+        light = staged.select("kind", "tbl", "target", "ord",
+                              F.when(kept, F.lit(None)).otherwise(F.col("payload"))
+                              .alias("payload"))
+        return TaskOutput.of(light.toArrow().to_pylist()), staged
+
+    @staticmethod
+    def _hand_back(out: TaskOutput, staged: Any, tables: set[str]) -> None:
+        """The kept record batches of ``tables`` collected after all, for the driver's
+        path, each in its place in the batch."""
+        from pyspark.sql import functions as F
+
+        rows = staged.filter((F.col("kind") == CHANGES) & F.col("tbl").isin(sorted(tables)))
+        out.add(r | {"kind": ROWS} for r in rows.toArrow().to_pylist())
 
     def _prepare(self, run: TableRun, changes: Any, batch_id: int) -> Prepared | None:
         """The table's rows of the batch shaped like its target (events applied, transform

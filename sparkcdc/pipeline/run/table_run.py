@@ -40,6 +40,7 @@ class TableRun:
     rows_schema: Any = None  # the Arrow schema of its change rows (arrow runs)
     published: bool = False  # its target is named where readers look (Sink.publish)
     takes_files: bool | None = None  # every target takes files from tasks (Sink.takes_files)
+    takes_changes: bool | None = None  # every target takes changes (Sink.takes_changes)
     ready_for_files: bool = False  # its targets exist for tasks' files (Sink.ready_for_files)
     gone: Any = None  # a Gone: a drop, rename or new key met in the batch being written (its state's
     #                           ``gone`` once the rows before it are)

@@ -42,8 +42,8 @@ from sparkcdc.pipeline.flink_keys import SourceExtras
 from sparkcdc.pipeline.stream_schema import conform
 from sparkcdc.spark.arrow_batches import from_ipc
 
-OUT_SCHEMA = "kind string, tbl string, target string, payload binary"
-FILES, ROWS = "files", "rows"
+OUT_SCHEMA = "kind string, tbl string, target string, ord long, payload binary"
+FILES, ROWS, CHANGES = "files", "rows", "changes"
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,25 @@ def plannable(spec: ApplySpec) -> bool:
 
 
 def files_row(table: str, target: str, files: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"kind": FILES, "tbl": table, "target": target,
+    return {"kind": FILES, "tbl": table, "target": target, "ord": None,
             "payload": json.dumps(files).encode()}
 
 
 def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, FilePlan],
                          sink_type: str, options: dict[str, str],
-                         extras: SourceExtras | None) -> Iterator[pa.RecordBatch]:
+                         extras: SourceExtras | None,
+                         change_tables: frozenset[str] = frozenset()
+                         ) -> Iterator[pa.RecordBatch]:
     """In a task: each of the task's record batches either written as files (a ``files``
-    row per target) or handed back as it came (a ``rows`` row)."""
+    row per target), or kept for the tasks that write changes (a ``changes`` row: rows of
+    one of ``change_tables``, ``task_changes``), or handed back as it came (a ``rows``
+    row). Kept and handed-back rows carry their place in the batch (``ord``: the
+    partition, then the order in it), which the driver's path keeps."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    part = ctx.partitionId() if ctx is not None else 0
+    seen = 0
     sinks: dict[tuple[str, str], Any] = {}
 
     def sink_of(w: TargetWrite):
@@ -97,13 +107,20 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
             out: list[dict[str, Any]] = []
             for ipc in b.column("_batch").to_pylist():
                 t = from_ipc(ipc)
-                name = _table_of(t) if _snapshot_rows(t) else None
-                plan = plans.get(name) if name is not None else None
+                name = _table_of(t)
+                plan = plans.get(name) if name is not None and _snapshot_rows(t) else None
                 written = _as_files(t, plan, sink_of, extras) if plan is not None else None
-                if written is None:
-                    out.append({"kind": ROWS, "tbl": None, "target": None, "payload": ipc})
-                else:
+                if written is not None:
                     out.extend(written)
+                    continue
+                ord_ = (part << 32) | seen
+                seen += 1
+                if name in change_tables:
+                    out.append({"kind": CHANGES, "tbl": name, "target": None, "ord": ord_,
+                                "payload": ipc})
+                else:
+                    out.append({"kind": ROWS, "tbl": None, "target": None, "ord": ord_,
+                                "payload": ipc})
             if out:
                 yield pa.RecordBatch.from_pylist(out, schema=_OUT)
     finally:
@@ -112,7 +129,7 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
 
 
 _OUT = pa.schema([("kind", pa.string()), ("tbl", pa.string()), ("target", pa.string()),
-                  ("payload", pa.binary())])
+                  ("ord", pa.int64()), ("payload", pa.binary())])
 
 
 def _table_of(t: pa.Table) -> str | None:
@@ -155,25 +172,34 @@ def _as_files(t: pa.Table, plan: FilePlan, sink_of,
 @dataclass
 class TaskOutput:
     """What the tasks of a batch sent the driver: per (table, target) the files written,
-    and the record batches handed back (IPC), for the driver's own path."""
+    the record batches handed back (IPC, by their place in the batch), for the driver's
+    own path, and the tables whose change rows the tasks kept (``changes`` rows, whose
+    payloads are not collected)."""
 
     files: dict[tuple[str, str], list[dict[str, Any]]]
-    rows: list[bytes]
+    rows: dict[int, bytes]
+    kept: set[str]
     file_bytes: int = 0  # what the files' descriptions cost to send
 
     @classmethod
     def of(cls, collected: Iterable[Any]) -> TaskOutput:
-        files: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        rows: list[bytes] = []
-        size = 0
+        out = cls({}, {}, set())
+        out.add(collected)
+        return out
+
+    def add(self, collected: Iterable[Any]) -> None:
         for r in collected:
             if r["kind"] == FILES:
-                size += len(r["payload"])
-                files.setdefault((r["tbl"], r["target"]), []).extend(json.loads(r["payload"]))
+                self.file_bytes += len(r["payload"])
+                self.files.setdefault((r["tbl"], r["target"]), []).extend(
+                    json.loads(r["payload"]))
+            elif r["kind"] == CHANGES and r["payload"] is None:
+                self.kept.add(r["tbl"])
             else:
-                rows.append(bytes(r["payload"]))
-        return cls(files, rows, size)
+                self.rows[int(r["ord"])] = bytes(r["payload"])
 
     def handed_back(self) -> pa.Table:
-        """The handed-back record batches as a collected micro-batch (``_batch``)."""
-        return pa.table({"_batch": pa.array(self.rows, pa.binary())})
+        """The handed-back record batches as a collected micro-batch (``_batch``), in the
+        batch's order."""
+        return pa.table({"_batch": pa.array([self.rows[k] for k in sorted(self.rows)],
+                                            pa.binary())})

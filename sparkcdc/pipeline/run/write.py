@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,10 +17,12 @@ import pyarrow as pa
 
 from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow, reduce_changes
 from sparkcdc.pipeline import targets
+from sparkcdc.pipeline.run import task_changes
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun, note_emit_lag
+from sparkcdc.pipeline.run.task_changes import ChangePlan, SliceJob, SliceOutcome
 from sparkcdc.pipeline.run.task_files import TaskOutput
 from sparkcdc.pipeline.stream_schema import conform
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
@@ -149,6 +152,58 @@ class TargetWriter:
         log.info("batch %d: %d row(s) written by the tasks as %d file(s), %d bytes to the "
                  "driver", batch_id, sum(written.values()),
                  sum(len(f) for f in out.files.values()), out.file_bytes)
+
+    def write_changes_in_tasks(self, staged: Any, plans: dict[str, ChangePlan],
+                               batch_id: int) -> None:
+        """The changes of ``plans``' tables, kept on the executors by the batch's first
+        stage (``staged``), written by tasks that each own a slice of a target's keys
+        (``task_changes``), then each target committed once with its batch id."""
+        state = self.state
+        slices = max(1, int(self.life.spark.sparkContext.defaultParallelism))
+        jobs: list[SliceJob] = []
+        first = 0
+        for table, plan in sorted(plans.items()):
+            run = state.members[table]
+            stored = self._stored_schema(run)
+            with state.locks(run.state):
+                for w, sink in zip(plan.writes, targets.each_sink(run.sink)):
+                    cut = sink.plan_changes(run.keys, stored, slices)
+                    jobs.append(SliceJob(table, w, cut, first))
+                    first += cut.count
+        defn = state.defn
+        outcomes = task_changes.write_changes(staged, plans, jobs, defn.sink.type,
+                                              dict(defn.sink.options), defn.source.extras)
+        by_job: dict[int, list[SliceOutcome]] = {}
+        for o in outcomes:
+            by_job.setdefault(o.job, []).append(o)
+        rows: dict[str, int] = {}
+        newest: dict[str, int] = {}
+        for i, job in enumerate(jobs):
+            got = by_job.get(i, [])
+            member = state.members.get(job.table)
+            if member is None:
+                continue
+            with state.locks(member.state):
+                if not state.running(member):
+                    continue
+                sinks = dict(zip(state.targets(member.state), targets.each_sink(member.sink)))
+                result = sinks[job.write.target].commit_changes(
+                    job.slices, [o.written for o in got if o.written is not None],
+                    job.write.batch_id)
+            log.info("batch %d: %s -> %s from %d task(s): %s", batch_id, job.table,
+                     job.write.target, len(got), "skipped (has the batch)"
+                     if result.skipped else result.counts)
+            rows[job.table] = max(rows.get(job.table, 0), sum(o.rows for o in got))
+            ts = [o.newest_op_ts for o in got if o.newest_op_ts is not None]
+            if ts:
+                newest[job.table] = max(ts + [newest.get(job.table, 0)])
+        for table, n in rows.items():
+            run = state.members[table]
+            run.change_rows[batch_id] = run.change_rows.get(batch_id, 0) + n
+            if table in newest:
+                run.emit_lag = max(0.0, time.time() - newest[table] / 1e6)
+            if not run.published:
+                run.published = run.sink.publish(self.life.spark)
 
     @staticmethod
     def _stored_schema(run: TableRun) -> pa.Schema:

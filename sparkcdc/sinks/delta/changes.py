@@ -40,44 +40,12 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcdc.sinks.base import KeySlices
 from sparkcdc.sinks.delta import deletion_vectors as dv
 from sparkcdc.sinks.delta import files
 from sparkcdc.sinks.delta.log import DeltaLog
 
 CHECKPOINT_EVERY = 100  # as delta-rs and Spark do
-
-
-@dataclass(frozen=True)
-class SlicePlan:
-    """How one target's changes are cut in a batch: by the first key column at ``starts``
-    (slice ``i`` holds keys ``>= starts[i-1]`` and ``< starts[i]``), each slice with the
-    ``add`` actions of the files it owns; planned from the table's log at ``version``."""
-
-    version: int
-    key: str
-    starts: tuple[Any, ...]
-    files: tuple[tuple[dict[str, Any], ...], ...]
-
-    @property
-    def slices(self) -> int:
-        return len(self.files)
-
-    def slice_of(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
-        """The slice of each of ``keys`` (the first key column's values)."""
-        out = pa.array([0] * len(keys), pa.int32())
-        for s in self.starts:
-            ge = pc.fill_null(pc.greater_equal(keys, pa.scalar(s, keys.type)), False)
-            out = pc.add(out, pc.cast(ge, pa.int32()))
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"version": self.version, "key": self.key, "starts": list(self.starts),
-                "files": [list(f) for f in self.files]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SlicePlan:
-        return cls(int(d["version"]), str(d["key"]), tuple(d["starts"]),
-                   tuple(tuple(f) for f in d["files"]))
 
 
 def _range(add: dict[str, Any], key: str) -> tuple[Any, Any] | None:
@@ -91,12 +59,12 @@ def _range(add: dict[str, Any], key: str) -> tuple[Any, Any] | None:
     return lo, hi
 
 
-def plan_slices(log: DeltaLog, key: str, key_type: pa.DataType, n: int) -> SlicePlan:
+def plan_slices(log: DeltaLog, key: str, key_type: pa.DataType, n: int) -> KeySlices:
     """The slices of the table's live files for a batch (module docstring, step 1)."""
     adds = list(log.files.values())
     ranges = [_range(a, key) for a in adds]
     if n <= 1 or not pa.types.is_integer(key_type) or any(r is None for r in ranges):
-        return SlicePlan(log.version, key, (), (tuple(adds),))
+        return KeySlices(key, (), (tuple(adds),), log.version)
     order = sorted(range(len(adds)), key=lambda i: ranges[i])  # type: ignore[arg-type, return-value]
     groups: list[list[int]] = []
     hi = None
@@ -120,8 +88,8 @@ def plan_slices(log: DeltaLog, key: str, key_type: pa.DataType, n: int) -> Slice
             starts.append(ranges[g[0]][0])  # type: ignore[index]
         slices[-1].extend(g)
         acc += rows
-    return SlicePlan(log.version, key, tuple(starts),
-                     tuple(tuple(adds[i] for i in s) for s in slices))
+    return KeySlices(key, tuple(starts), tuple(tuple(adds[i] for i in s) for s in slices),
+                     log.version)
 
 
 def _rows(add: dict[str, Any]) -> int:

@@ -18,6 +18,11 @@ OPTIONS = {
     "compact-every": Opt("100", "a non-negative integer: compact small files every N batches "
                                 "(0: never)"),
     "target-file-size": Opt(None, "a positive integer: bytes per file for compaction"),
+    "deletion-vectors": Opt("true", "true or false: a table the sink creates gets Delta's "
+                                    "deletionVectors feature, and the changes of a table that "
+                                    "has it are written by Spark tasks as new rows plus "
+                                    "deletion vectors (docs/sinks.md); false: no new table "
+                                    "gets it"),
     "catalog": Opt(None, "a Spark catalog (such as spark_catalog) that also names the table, "
                          "as 'catalog-table'; needs Delta Lake in the Spark session"),
     "catalog-table": Opt(None, "the table's name 'database.table' in 'catalog' (a pipeline "
@@ -39,6 +44,7 @@ class DeltaConfig:
     catalog: str | None = None  # a Spark catalog naming the table too (sinks/delta/catalog.py)
     catalog_table: tuple[str, str] | None = None  # (database, table) in it
     table_properties: dict[str, str] = field(default_factory=dict)  # set when it is created
+    deletion_vectors: bool = True  # a table created gets the feature (sinks/delta/changes.py)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
@@ -54,6 +60,7 @@ class DeltaConfig:
         return cls(path=o.text("path"), partition_by=o.names("partition-by"),
                    app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),
                    target_file_size=o.integer("target-file-size", lo=1),
+                   deletion_vectors=o.flag("deletion-vectors"),
                    storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
                    table_properties=o.prefixed[PROPERTY_PREFIX],
                    catalog_table=(table_name_parts("delta", "catalog-table", name, 2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sparkcdc.sinks.delta.sink import storage_table
+from sparkcdc.sinks.delta.sink import read_table, storage_table
 from sparkcdc.sinks.evolution import Change, arrow_change
 
 
@@ -34,7 +34,7 @@ def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
         return
     cfg = sink.config
     t = deltalake.DeltaTable(cfg.path, storage_options=cfg.storage_options)
-    data = t.to_pyarrow_table()
+    data = read_table(t)
     for c in changes:
         data = arrow_change(data, c, _stored)
     deltalake.write_deltalake(

@@ -4,6 +4,11 @@ The batch id is recorded as Delta's app transaction (``txn`` action, app id + ve
 same commit as the data, which is how Spark's own Delta writer makes ``foreachBatch``
 idempotent.
 
+When the table has Delta's ``deletionVectors`` feature (a table the sink creates gets it,
+``deletion-vectors``) the pipeline's Spark tasks write its changes by key slices: new rows
+plus deletion vectors marking the rows they replace or delete, committed once by the driver
+(``changes.py``). What follows is the driver's own path, for the other tables and batches.
+
 A batch of rows new to the target (a snapshot's chunks, inserts past the target's keys) is
 *appended*: the files' statistics show that no stored row has a first key in the new rows'
 range, so there is nothing to match. Anything else goes through one MERGE: the planned rows
@@ -30,6 +35,7 @@ from sparkcdc.sinks.base import (
     OP,
     START_AT,
     ChangeSet,
+    KeySlices,
     Sink,
     WriteResult,
     check_key_not_null,
@@ -39,9 +45,13 @@ from sparkcdc.sinks.base import (
 from sparkcdc.sinks.base import (
     backtick as _q,
 )
+from sparkcdc.sinks.delta import changes as task_changes
 from sparkcdc.sinks.delta import files
 from sparkcdc.sinks.delta.catalog import publish
 from sparkcdc.sinks.delta.config import DeltaConfig
+from sparkcdc.sinks.delta.log import DeltaLog
+
+DELETION_VECTORS = "deletionVectors"
 
 
 def storage_table(t: pa.Table) -> pa.Table:
@@ -130,6 +140,58 @@ class DeltaSink(Sink):
         self._maybe_compact(table, batch_id)
         return WriteResult(batch_id, counts={"upsert": n, "appended": n} if n else {})
 
+    # -- changes written by tasks, key slices with deletion vectors (changes.py) ---------
+
+    def takes_changes(self, keys: tuple[str, ...]) -> bool:
+        """A table that takes files (``takes_files``) and has the deletion vectors feature
+        (or will: the sink creates it so), none of whose keys is a partition column (those
+        are not in the files)."""
+        if not keys or set(keys) & set(self.config.partition_by) or not self.takes_files():
+            return False
+        t = self._table()
+        if t is None:
+            return self.config.deletion_vectors
+        return has_deletion_vectors(t)
+
+    def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
+                     slices: int) -> KeySlices:
+        log = DeltaLog(files.local(self.config.path)).refresh()
+        key_type = storage_table(schema.empty_table()).schema.field(keys[0]).type
+        return task_changes.plan_slices(log, keys[0], key_type, slices)
+
+    def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
+                      changed_keys: pa.Table, batch_id: int) -> dict[str, Any]:
+        return task_changes.write_slice(
+            self.config.path, slices.parts[index], storage_table(upserts),
+            storage_table(changed_keys), self.config.app_id, batch_id,
+            self.config.partition_by).to_dict()
+
+    def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
+                       batch_id: int) -> WriteResult:
+        table = self._table()
+        results = [task_changes.SliceResult.from_dict(w) for w in written]
+        done = table is not None and not files.committed(table, self.config.app_id, batch_id)
+        if done:
+            root = files.local(self.config.path)
+            log_ = DeltaLog(root).refresh()
+            version = task_changes.commit_changes(
+                self.config.path, log_, slices.version, results, self.config.app_id, batch_id,
+                [(self.config.app_id, batch_id)])
+            if version % task_changes.CHECKPOINT_EVERY == 0:
+                self._table().create_checkpoint()
+        gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id)
+        if gone:
+            log.info("%s: %d folder(s) of batch %d no commit names removed",
+                     self.config.path, gone, batch_id)
+        if not done:
+            return WriteResult(batch_id, skipped=True)
+        self._maybe_compact(self._table(), batch_id)
+        up = sum(f.rows for r in results for f in r.data)
+        marked = sum(t.deleted for r in results for t in r.touched)
+        return WriteResult(batch_id, counts={"written": up, "marked deleted": marked,
+                                             "files touched": sum(len(r.touched)
+                                                                  for r in results)})
+
     def _maybe_compact(self, table, batch_id: int) -> None:
         # by batch id, not by batches this process wrote: short runs (--until-caught-up)
         # write a few batches each and must compact as a long stream does
@@ -143,12 +205,20 @@ class DeltaSink(Sink):
             raise SchemaError(f"partition columns {bad} are not target columns of {self.config.path}",
                               fix=f"partition-by takes some of: {', '.join(schema.names)}")
         log.info("creating Delta table %s", self.config.path)
-        return self._dl.DeltaTable.create(
+        dl = self._dl
+        t = dl.DeltaTable.create(
             self.config.path, schema, mode="ignore",
             partition_by=list(self.config.partition_by) or None,
             configuration=self.config.table_properties or None,
             raise_if_key_not_exists=False,  # free keys (a pipeline's table-options) too
             storage_options=self.config.storage_options)
+        if self.config.deletion_vectors and not has_deletion_vectors(t) and t.version() == 0:
+            # the feature alone: delta-rs' table property delta.enableDeletionVectors would
+            # add the variantType feature too, which older readers refuse
+            t.alter.add_feature(dl.TableFeatures.DeletionVectors,
+                                allow_protocol_versions_increase=True)
+            t = self._table()
+        return t
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         dl = self._dl
@@ -209,7 +279,26 @@ class DeltaSink(Sink):
 
     def read(self) -> pa.Table:
         t = self._table()
-        return pa.table({}) if t is None else t.to_pyarrow_table()
+        return pa.table({}) if t is None else read_table(t)
+
+
+def has_deletion_vectors(table) -> bool:
+    """Whether the table's protocol has the deletionVectors feature (its readers must
+    apply them)."""
+    p = table.protocol()
+    return DELETION_VECTORS in (p.reader_features or ())
+
+
+def read_table(table) -> pa.Table:
+    """Every live row of a ``DeltaTable``. delta-rs' pyarrow dataset refuses tables with
+    deletion vectors; its DataFusion scan applies them, so those are read through it."""
+    if not has_deletion_vectors(table):
+        return table.to_pyarrow_table()
+    from deltalake import QueryBuilder
+
+    schema = pa.schema(table.schema().to_arrow())
+    got = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+    return got.select(schema.names).cast(schema)
 
 
 def _may_hold(table, key: str, lo: Any, hi: Any) -> bool:

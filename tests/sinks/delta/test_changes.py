@@ -46,7 +46,7 @@ def make(path, n: int, files_of: int) -> dict:
 
 
 def apply(path, upserts: list[tuple[int, int, str]], deletes: list[int], batch: int,
-          slices: int) -> ch.SlicePlan:
+          slices: int):
     """One batch: planned, each slice written, committed, as the pipeline does."""
     log = DeltaLog(path).refresh()
     plan = ch.plan_slices(log, "id", pa.int64(), slices)
@@ -54,10 +54,10 @@ def apply(path, upserts: list[tuple[int, int, str]], deletes: list[int], batch: 
                    "s": [u[2] for u in upserts]}, schema=SCHEMA)
     keys = pa.table({"id": pa.array([u[0] for u in upserts] + deletes, pa.int64())})
     results = []
-    for i in range(plan.slices):
+    for i in range(plan.count):
         mine_up = up.filter(pa.compute.equal(plan.slice_of(up["id"]), i))
         mine_keys = keys.filter(pa.compute.equal(plan.slice_of(keys["id"]), i))
-        results.append(ch.write_slice(str(path), plan.files[i], mine_up, mine_keys, "app",
+        results.append(ch.write_slice(str(path), plan.parts[i], mine_up, mine_keys, "app",
                                       batch))
     ch.commit_changes(str(path), log, plan.version, results, "app", batch, [("app", batch)])
     return plan
@@ -97,7 +97,7 @@ def test_random_batches_through_slices_equal_the_expected_table(tmp_path, slices
             del want[k]
         want.update({k: (v, s) for k, v, s in upserts})
         assert read(path) == want, batch
-        assert plan.slices == (1 if slices == 1 else min(slices, len(plan.files)))
+        assert plan.count == min(slices, 6)
     # each touched file was kept and marked, not rewritten: the six first files are live
     live = DeltaLog(path).refresh().files
     assert sum(1 for p in live if p.startswith("part-")) == 6
@@ -125,7 +125,7 @@ def test_a_commit_after_another_writers_fails_and_leftovers_go(tmp_path):
     make(path, 1000, 500)
     log = DeltaLog(path).refresh()
     plan = ch.plan_slices(log, "id", pa.int64(), 2)
-    res = [ch.write_slice(str(path), plan.files[0], pa.table(
+    res = [ch.write_slice(str(path), plan.parts[0], pa.table(
         {"id": [1], "v": [1], "s": ["x"]}, schema=SCHEMA), pa.table({"id": [1]}), "app", 0)]
     dl.write_deltalake(str(path), pa.table({"id": [5000], "v": [1], "s": ["other"]},
                                            schema=SCHEMA), mode="append")

@@ -1,0 +1,154 @@
+"""A micro-batch's changes written by Spark tasks that each own a slice of a table's keys:
+no row through the driver, and a target that marks rows deleted (Delta's deletion
+vectors) rewrites nothing it already holds.
+
+After the batch's first stage (``task_files``: snapshot rows written as files where they
+were read), the change rows of the tables planned here (``ChangePlan``) stay on the
+executors. For each of their targets the driver cuts the keys into slices
+(``Sink.plan_changes``: ``KeySlices`` by the first key column, each slice owning the
+stored files its keys can lie in). Then one Spark job:
+
+1. **route** (a task per stage-one partition): each record batch of a planned table is
+   converted and shaped like its target (as the driver's path does: ``convert_rows``,
+   ``conform``) and cut by slice, one piece per target and slice;
+2. **shuffle**: each piece goes to the partition of its (target, slice), so every change of
+   a key, whichever binlog reader or chunk read it, meets in one task;
+3. **write** (a task per slice): the slice's changes reduced to one per key in binlog
+   order (``reduce_changes``, the driver's planner) and written by the target
+   (``Sink.write_changes``): new rows as files, the replaced and deleted rows marked in
+   deletion vectors. The task sends back a description of a few hundred bytes a file.
+
+The driver then commits each target once, with the batch id (``Sink.commit_changes``,
+``TargetWriter.commit_changes``).
+
+Why this is exact: a key's changes are all in one task and reduced in ``_seq`` order, as
+on the driver; a key's stored row lies in a file its slice owns, and no other task marks
+that file; the commit is the target's only change of the batch, and a batch replayed after
+it is skipped by its batch id. A table whose batch carries schema events, or a transform,
+or a rule the planner reads on the driver, takes the driver's path for the whole batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc.apply import ApplySpec, reduce_changes
+from sparkcdc.core.schema import TableSchema
+from sparkcdc.pipeline import targets
+from sparkcdc.pipeline.conversions import convert_rows
+from sparkcdc.pipeline.flink_keys import SourceExtras
+from sparkcdc.pipeline.run.task_files import CHANGES, TargetWrite
+from sparkcdc.pipeline.stream_schema import conform
+from sparkcdc.sinks.base import DELETE, UPSERT, KeySlices
+from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """A table whose changes in this batch the tasks write, each task a slice of its keys."""
+
+    table: str
+    schema: TableSchema  # as the source reads it (for the conversions)
+    rows_schema: pa.Schema  # the target's rows (stream_schema.conform)
+    spec: ApplySpec
+    keys: tuple[str, ...]
+    writes: tuple[TargetWrite, ...]
+
+
+@dataclass(frozen=True)
+class SliceJob:
+    """One target of a planned table in this batch, cut into slices; its slices are the
+    shuffle's partitions ``first`` .. ``first + slices.count - 1``."""
+
+    table: str
+    write: TargetWrite
+    slices: KeySlices
+    first: int
+
+
+@dataclass(frozen=True)
+class SliceOutcome:
+    """What one slice's task did: the target's description of what it wrote (None: the
+    target had the batch already), how many change rows it reduced, and the newest commit
+    time among them (the emit lag)."""
+
+    job: int
+    written: dict[str, Any] | None
+    rows: int
+    newest_op_ts: int | None
+
+
+def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob],
+                  sink_type: str, options: dict[str, str],
+                  extras: SourceExtras | None) -> list[SliceOutcome]:
+    """The Spark job (module docstring): ``staged`` is the batch's first stage, whose
+    ``changes`` rows hold the planned tables' record batches."""
+    from pyspark.sql import functions as F
+
+    n = sum(j.slices.count for j in jobs)
+    by_table: dict[str, list[int]] = {}
+    for i, j in enumerate(jobs):
+        by_table.setdefault(j.table, []).append(i)
+
+    def route(row: Any) -> Iterator[tuple[int, tuple[int, int, bytes]]]:
+        yield from route_rows(row[0], bytes(row[1]), plans, jobs, by_table, extras)
+
+    def write(items: Iterable[tuple[int, tuple[int, int, bytes]]]) -> Iterator[str]:
+        for o in write_slices(items, plans, jobs, sink_type, options):
+            yield json.dumps(o.__dict__)
+
+    parts = (staged.filter((F.col("kind") == CHANGES) & F.col("tbl").isin(sorted(plans)))
+             .select("tbl", "payload"))
+    got = parts.rdd.flatMap(route).partitionBy(n, lambda k: k).mapPartitions(write).collect()
+    return [SliceOutcome(**json.loads(g)) for g in got]
+
+
+def route_rows(table: str, ipc: bytes, plans: dict[str, ChangePlan], jobs: list[SliceJob],
+               by_table: dict[str, list[int]], extras: SourceExtras | None
+               ) -> Iterator[tuple[int, tuple[int, int, bytes]]]:
+    """In a task: one record batch of ``table`` shaped like its target and cut into the
+    pieces of each of its targets' slices, keyed by the shuffle partition they go to."""
+    plan = plans[table]
+    rows = conform(convert_rows(from_ipc(ipc).replace_schema_metadata(None), plan.schema,
+                                extras), plan.rows_schema)
+    if not rows.num_rows:
+        return
+    for i in by_table[table]:
+        job = jobs[i]
+        where = job.slices.slice_of(rows.column(job.slices.key))
+        for s in pc.unique(where).to_pylist():
+            piece = rows.filter(pc.equal(where, s))
+            yield job.first + s, (i, s, to_ipc(piece).to_pybytes())
+
+
+def write_slices(items: Iterable[tuple[int, tuple[int, int, bytes]]],
+                 plans: dict[str, ChangePlan], jobs: list[SliceJob], sink_type: str,
+                 options: dict[str, str]) -> Iterator[SliceOutcome]:
+    """In a task: the slices of its shuffle partition, each reduced to one change per key
+    and written by its target."""
+    pieces: dict[tuple[int, int], list[pa.Table]] = {}
+    for _pid, (i, s, ipc) in items:
+        pieces.setdefault((i, s), []).append(from_ipc(ipc))
+    for (i, s), tables in sorted(pieces.items(), key=lambda kv: kv[0]):
+        job = jobs[i]
+        plan = plans[job.table]
+        rows = pa.concat_tables(tables)
+        newest = pc.max(rows["_op_ts"]) if "_op_ts" in rows.column_names else None
+        newest_ts = newest.value if newest is not None and newest.is_valid else None
+        w = job.write
+        with targets.create_sink(sink_type, {**options, **dict(w.creation)}, w.target,
+                                 w.app_id) as sink:
+            last = sink.last_batch_id()
+            if last is not None and w.batch_id <= last:
+                yield SliceOutcome(i, None, rows.num_rows, newest_ts)
+                continue
+            changes = reduce_changes(rows, plan.spec)
+            written = sink.write_changes(job.slices, s, changes.rows(UPSERT),
+                                         changes.key_rows(UPSERT, DELETE), w.batch_id)
+        yield SliceOutcome(i, written, rows.num_rows, newest_ts)

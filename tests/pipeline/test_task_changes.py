@@ -1,0 +1,112 @@
+"""A batch's changes written into Delta by Spark tasks that each own a slice of the keys,
+with deletion vectors (pipeline/run/task_changes.py, sinks/delta/changes.py): no change row
+through the driver, and the files that held changed rows are marked, not rewritten.
+
+Two tables are snapshotted into Delta, then a writer updates, deletes, re-inserts and
+re-keys rows all over them, and a column is added to one of them between its changes (that
+batch takes the driver's path). Each target equals its source, read by delta-rs' scan and
+by the log read here on its own (the deletion vectors decoded from the protocol's text);
+the change commits came from the tasks, mark rows in files the snapshot wrote and wrote a
+small part of the table."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+from pipeline_support import source_yaml
+from reread_support import Writer
+from sink_support import delta_log_rows, delta_rows
+
+from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.pipeline.run.loop import Runner
+
+ROWS = 1500  # per table, as reread_support's writer expects
+
+
+def source_rows(mariadb, db, table, cols=("v", "s")) -> dict:
+    return {r[0]: tuple(r[1:]) for r in mariadb.query(
+        f"SELECT id, {', '.join(cols)} FROM `{db}`.`{table}`")}
+
+
+def target_rows(root: Path, cols=("v", "s")) -> dict:
+    got = delta_rows(root, ["id", *cols]).to_pylist()
+    assert len(got) == len({r["id"] for r in got}), "a key is held twice"
+    out = {r["id"]: tuple(r[c] for c in cols) for r in got}
+    by_log = {r["id"]: tuple(r[c] for c in cols) for r in delta_log_rows(root, ["id", *cols])}
+    assert by_log == out, "the log read on its own disagrees with delta-rs"
+    return out
+
+
+def commits(root: Path) -> list[list[dict]]:
+    return [[json.loads(line) for line in f.read_text().splitlines()]
+            for f in sorted((root / "_delta_log").glob("*.json"))]
+
+
+def test_changes_are_written_by_key_slices_with_deletion_vectors(spark, mariadb, db,
+                                                                 tmp_path, caplog):
+    for t in "ab":
+        mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",
+                        database=db)
+    source = source_yaml(mariadb, db + ".\\.*", 3)
+    defn = parse_pipeline(f"""
+{source}  scan.incremental.snapshot.chunk.size: 300
+sink:
+  type: delta
+  path: {tmp_path}/lake
+pipeline:
+  name: slices
+  parallelism: 2
+  checkpoint.location: {tmp_path}/ckpt
+""", "slices.yaml", env={"TEST_PW": mariadb.info.cdc_password})
+    Runner(defn, spark, until_caught_up=True).run()  # the snapshots, as files of the tasks
+    roots = {t: tmp_path / "lake" / db / t for t in "ab"}
+    for t in "ab":
+        assert target_rows(roots[t]) == source_rows(mariadb, db, t)
+    sizes = {t: sum(f.stat().st_size for f in roots[t].rglob("*.parquet")) for t in "ab"}
+    versions = {t: len(commits(roots[t])) for t in "ab"}
+
+    writer = Writer(mariadb, db, seed=31)
+    writer.start()
+    try:
+        writer.join(4)  # about 200 changes over both tables
+    finally:
+        writer.finish()
+    assert writer.ops.get("delete", 0) > 5 and writer.ops.get("update", 0) > 10, writer.ops
+    caplog.set_level(logging.INFO, logger="sparkcdc.pipeline")
+    Runner(defn, spark, until_caught_up=True).run()
+
+    for t in "ab":
+        assert target_rows(roots[t]) == source_rows(mariadb, db, t)
+        new = commits(roots[t])[versions[t]:]
+        by_tasks = [c for c in new if any(a.get("commitInfo", {}).get("engineInfo") == "sparkcdc"
+                                          for a in c)]
+        assert by_tasks, f"no commit of {t}'s changes came from the tasks"
+        marked = [a["add"] for c in by_tasks for a in c
+                  if "add" in a and a["add"].get("deletionVector")]
+        assert marked, "no stored file was marked"
+        removed_whole = [a["remove"] for c in by_tasks for a in c
+                         if "remove" in a and not any(
+                             "add" in b and b["add"]["path"] == a["remove"]["path"] for b in c)]
+        assert not removed_whole, "a file was removed instead of marked"
+        written = sum(f.stat().st_size for f in roots[t].rglob("*")
+                      if f.is_file() and f.suffix in (".parquet", ".bin")) - sizes[t]
+        assert written < sizes[t], (written, sizes[t])  # the change, not the table again
+    done = [m for m in (re.search(r"-> .* from (\d+) task\(s\)", r.getMessage())
+                        for r in caplog.records) if m]
+    assert done, "no batch's changes were written by the tasks"
+    assert not [r for r in caplog.records if "-> delta sink:" in r.getMessage()], \
+        "changes went through the driver's merge"
+
+    # a column added between changes: that batch of a takes the driver's path whole
+    mariadb.execute("UPDATE a SET v = v + 1 WHERE id % 50 = 0",
+                    "ALTER TABLE a ADD COLUMN d INT NOT NULL DEFAULT 7",
+                    "UPDATE a SET d = 8 WHERE id % 40 = 0", "DELETE FROM a WHERE id % 45 = 0",
+                    "UPDATE b SET v = -v WHERE id % 30 = 0", database=db)
+    Runner(defn, spark, until_caught_up=True).run()
+    assert target_rows(roots["a"], ("v", "s", "d")) == source_rows(mariadb, db, "a",
+                                                                   ("v", "s", "d"))
+    assert target_rows(roots["b"]) == source_rows(mariadb, db, "b")
