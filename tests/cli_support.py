@@ -10,6 +10,7 @@ import sys
 import time
 
 import deltalake
+from sink_support import read_delta
 
 
 def cli(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
@@ -39,7 +40,7 @@ def delta_ids(lake, db, table):
     path = str(lake / db / table)
     if not deltalake.DeltaTable.is_deltatable(path):
         return set()
-    return {r["id"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()}
+    return {r["id"] for r in read_delta(deltalake.DeltaTable(path)).to_pylist()}
 
 
 def waited(proc: subprocess.Popen, seconds: float) -> int | None:

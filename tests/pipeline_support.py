@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import deltalake
+from sink_support import read_delta
 
 from sparkcdc.pipeline import class_cache
 
@@ -39,7 +40,7 @@ def source_yaml(sb, tables: str, server_ids: int) -> str:
 def delta_rows_by_key(tmp_path, db, table) -> dict:
     """A Delta target under ``tmp_path/lake`` by its ``id``: the other columns in name order
     (no key held twice)."""
-    t = deltalake.DeltaTable(str(tmp_path / "lake" / db / table)).to_pyarrow_table()
+    t = read_delta(deltalake.DeltaTable(str(tmp_path / "lake" / db / table)))
     rows = t.to_pylist()
     assert len(rows) == len({r["id"] for r in rows}), f"{table}: a key is held twice"
     return {r["id"]: tuple(v for k, v in sorted(r.items()) if k != "id") for r in rows}

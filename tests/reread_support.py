@@ -13,6 +13,7 @@ from pathlib import Path
 
 import deltalake
 import pyarrow as pa
+from sink_support import read_delta
 
 from sparkcdc import sinks
 from sparkcdc.spark.offset_view import read_offset, table_entry
@@ -143,7 +144,7 @@ class Target:
             path = str(self.tmp_path / "lake" / self.out / table)
             if not deltalake.DeltaTable.is_deltatable(path):
                 return {}
-            got = deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+            got = read_delta(deltalake.DeltaTable(path)).to_pylist()
             assert len(got) == len({r["id"] for r in got}), "a key is held twice"
             return {r["id"]: tuple(r.get(c) for c in columns) for r in got}
         if self.kind == "postgres":
@@ -186,7 +187,7 @@ class Target:
         if self.kind == "delta":
             path = str(self.tmp_path / "lake" / self.out / table)
             dt = deltalake.DeltaTable(path)
-            one = dt.to_pyarrow_table().slice(0, 1)
+            one = read_delta(dt).slice(0, 1)
             one = one.set_column(one.schema.get_field_index("id"), "id",
                                  pa.array([key], one.schema.field("id").type))
             deltalake.write_deltalake(dt, one, mode="append")

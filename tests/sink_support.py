@@ -257,13 +257,16 @@ def delta_log_rows(root, columns: list[str]) -> list[dict]:
     return out
 
 
-def delta_rows(path, columns: list[str] | None = None):
-    """A Delta table's rows as delta-rs reads them (its DataFusion scan when the table has
-    deletion vectors, which its pyarrow dataset refuses)."""
+def read_delta(table, columns: list[str] | None = None):
+    """A Delta table's rows (``table``: its path or a ``DeltaTable``) as delta-rs reads
+    them: its DataFusion scan when the table has deletion vectors, which its pyarrow
+    dataset refuses."""
     import deltalake
 
     from sparkcdc.sinks.delta.sink import read_table
 
-    t = read_table(deltalake.DeltaTable(str(path)))
+    if not isinstance(table, deltalake.DeltaTable):
+        table = deltalake.DeltaTable(str(table))
+    t = read_table(table)
     return t.select(columns) if columns else t
 

@@ -15,8 +15,8 @@ import subprocess
 import sys
 import urllib.request
 
-import deltalake
 from cli_support import cause, cli, delta_ids, run_tail, wait_for, waited
+from sink_support import read_delta
 
 from sparkcdc.pipeline.definition import load_pipeline
 from sparkcdc.pipeline.status import table_statuses
@@ -79,8 +79,7 @@ def test_run_status_verify_and_resume(mariadb, db, tmp_path):
                         "ALTER TABLE t1 ADD COLUMN w INT", "INSERT INTO t1 VALUES (52, 'x', 7)",
                         database=db)
         wait_for(lambda: 52 in delta_ids(lake, db, "t1"), 120, "the altered table")
-        rows = {r["id"]: r for r in deltalake.DeltaTable(str(lake / db / "t1"))
-                .to_pyarrow_table().to_pylist()}
+        rows = {r["id"]: r for r in read_delta(lake / db / "t1").to_pylist()}
         assert (rows[52]["w"], rows[2]["v"], rows[3]["w"]) == (7, "pre", None)
         running = {s.table: s.running for s in table_statuses(defn)}
         assert running == {f"{db}.t1": True, f"{db}.t2": True}

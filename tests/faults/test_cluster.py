@@ -33,6 +33,7 @@ from pathlib import Path
 import deltalake
 import pytest
 from faults_support import alive
+from sink_support import read_delta
 
 from sparkcdc.testing.mariadb import free_port, set_pdeathsig
 
@@ -246,7 +247,7 @@ pipeline:
     assert mariadb.query("SHOW MASTER STATUS")[0][:2] == before  # every window was empty
 
     # the target is the source
-    got = deltalake.DeltaTable(str(lake / db / "items")).to_pyarrow_table().to_pylist()
+    got = read_delta(deltalake.DeltaTable(str(lake / db / "items"))).to_pylist()
     assert sorted(r["id"] for r in got) == list(range(1, ROWS + 1))
     verify = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "verify", str(yaml_path)],
                             check=False, capture_output=True, text=True, env=env, timeout=300)

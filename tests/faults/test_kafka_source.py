@@ -46,6 +46,7 @@ from kafka_source_support import (
     create_topics,
 )
 from kill_support import PipelineRuns, count_files
+from sink_support import read_delta
 
 CHILD = Path(__file__).parents[1] / "kill_point_child.py"
 PARTITIONS = 3
@@ -162,7 +163,7 @@ def _target(sink: str, table: str, tmp_path: Path, pg) -> list[dict]:
     if sink == "delta":
         import deltalake
 
-        return deltalake.DeltaTable(str(tmp_path / "lake" / db / name)).to_pyarrow_table() \
+        return read_delta(deltalake.DeltaTable(str(tmp_path / "lake" / db / name))) \
             .to_pylist()
     import psycopg
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import deltalake
 import pytest
+from sink_support import read_delta
 
 from sparkcdc.pipeline.definition import load_pipeline
 from sparkcdc.pipeline.run.loop import Runner
@@ -47,7 +48,7 @@ def example(name: str, mariadb, tmp_path):
 
 
 def rows(tmp_path, db: str, table: str, key: str) -> dict:
-    t = deltalake.DeltaTable(str(tmp_path / "lake" / db / table)).to_pyarrow_table()
+    t = read_delta(deltalake.DeltaTable(str(tmp_path / "lake" / db / table)))
     out = {r[key]: r for r in t.to_pylist()}
     assert len(out) == t.num_rows, f"{db}.{table}: a key is held twice"
     return out

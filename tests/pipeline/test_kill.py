@@ -18,6 +18,7 @@ import deltalake
 import pytest
 from faults_support import SEED, Writers, make_table, table_state
 from pipeline_support import source_yaml
+from sink_support import read_delta
 
 
 def _yaml(path, mariadb, db, lake, ckpt, tables="t", chunk=2000,
@@ -76,7 +77,7 @@ def _kill_runs(mariadb, db, tmp_path, kills: int, seed: int) -> None:
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
     ops = [h["operation"] for h in deltalake.DeltaTable(str(target)).history()]
     assert "WRITE" in ops, ops  # the snapshot was appended (the writers' changes merged)
-    got = deltalake.DeltaTable(str(target)).to_pyarrow_table().to_pylist()
+    got = read_delta(deltalake.DeltaTable(str(target))).to_pylist()
     ids = [r["id"] for r in got]
     assert len(ids) == len(set(ids)), "a key is held twice"
     assert {r["id"]: (r["v"], r["s"]) for r in got} == table_state(mariadb, db)
@@ -168,7 +169,7 @@ def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
                            text=True, timeout=900)
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
     for t in names:
-        got = deltalake.DeltaTable(str(lake / db / t)).to_pyarrow_table().to_pylist()
+        got = read_delta(deltalake.DeltaTable(str(lake / db / t))).to_pylist()
         ids = [r["id"] for r in got]
         assert len(ids) == len(set(ids)), f"{t}: a key is held twice"
         want = {r[0]: (r[1], r[2]) for r in mariadb.query(f"SELECT id, v, s FROM `{db}`.{t}")}

@@ -19,13 +19,14 @@ import time
 import deltalake
 from cli_support import cli, run_tail, wait_for, waited
 from pipeline_support import source_yaml
+from sink_support import read_delta
 
 
 def rows(lake, db, table) -> dict:
     path = str(lake / db / table)
     if not deltalake.DeltaTable.is_deltatable(path):
         return {}
-    return {r["id"]: r["v"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()}
+    return {r["id"]: r["v"] for r in read_delta(deltalake.DeltaTable(path)).to_pylist()}
 
 
 def source(mariadb, db, table) -> dict:

@@ -10,6 +10,7 @@ import deltalake
 import pytest
 from pipeline_support import source_yaml
 from rich.console import Console
+from sink_support import read_delta
 
 from sparkcdc.errors import ConfigError, SchemaChangeStop
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -48,7 +49,7 @@ def load(mariadb, db, tmp_path, behavior="lenient"):
 
 
 def delta_rows(tmp_path, db, table, key):
-    t = deltalake.DeltaTable(str(tmp_path / "lake" / db / table)).to_pyarrow_table()
+    t = read_delta(deltalake.DeltaTable(str(tmp_path / "lake" / db / table)))
     return {r[key]: r for r in t.to_pylist()}
 
 

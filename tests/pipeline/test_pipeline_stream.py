@@ -21,6 +21,7 @@ import pytest
 from pipeline_support import delta_rows_by_key as _target
 from pipeline_support import source_rows_by_key as _source
 from pipeline_support import source_yaml
+from sink_support import read_delta
 
 from sparkcdc.pipeline.checkpoint import GROUP_KEY, Checkpoint
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -162,8 +163,7 @@ pipeline:
     _run(with_transform, spark)
     for t in "ab":
         assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
-    c = {r["id"]: r for r in deltalake.DeltaTable(str(tmp_path / "lake" / db / "c"))
-         .to_pyarrow_table().to_pylist()}
+    c = {r["id"]: r for r in read_delta(deltalake.DeltaTable(str(tmp_path / "lake" / db / "c"))).to_pylist()}
     assert sorted(c) == [i for i in range(1, 31) if i != 3]  # id 3 left the filter
     assert (c[4]["v"], c[4]["v2"], c[7]["v2"]) == (100, 200, 14)
     assert str(c[7]["at"]) == "2024-01-01 00:00:00"  # a DATETIME keeps its wall time

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import deltalake
 from pipeline_support import source_yaml
+from sink_support import read_delta
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
@@ -51,7 +52,7 @@ pipeline:
   checkpoint.location: {tmp_path}/ckpt
 """, mariadb)
     Runner(defn, spark, until_caught_up=True).run()
-    hist = delta(tmp_path, db, "hist").to_pyarrow_table().to_pylist()
+    hist = read_delta(delta(tmp_path, db, "hist")).to_pylist()
     assert sorted((r["id"], r["name"], r["qty"], r[END_AT]) for r in hist) == [
         (1, "a", 1, None), (2, "b", 2, None)]
     mariadb.execute(
@@ -65,20 +66,20 @@ pipeline:
         "INSERT INTO part VALUES (3, 'eu', 3)", database=db)
     Runner(defn, spark, until_caught_up=True).run()
 
-    hist = sorted(delta(tmp_path, db, "hist").to_pyarrow_table().to_pylist(),
+    hist = sorted(read_delta(delta(tmp_path, db, "hist")).to_pylist(),
                   key=lambda r: (r["id"], r[START_AT]))
     assert [(r["id"], r["name"], r["qty"], r[END_AT] is None) for r in hist] == [
         (1, "a", 5, False), (1, "a9", 5, True), (2, "b", 2, False), (2, "b2", 2, True)]
     for old, new in ((hist[0], hist[1]), (hist[2], hist[3])):
         assert old[END_AT] == new[START_AT] and old[START_AT] < new[START_AT]
 
-    trunc = delta(tmp_path, db, "trunc").to_pyarrow_table().to_pylist()
+    trunc = read_delta(delta(tmp_path, db, "trunc")).to_pylist()
     assert sorted((r["id"], r["op"], r["v"]) for r in trunc) == [(2, "y", 20), (4, "w", 4)]
 
     part = delta(tmp_path, db, "part")
     assert part.metadata().partition_columns == ["region"]
     assert part.metadata().configuration.get("comment") == "parts by region"
-    assert sorted(r["id"] for r in part.to_pyarrow_table().to_pylist()) == [1, 2, 3]
+    assert sorted(r["id"] for r in read_delta(part).to_pylist()) == [1, 2, 3]
 
 
 def test_flinks_source_keys_done_by_the_pipeline(spark, mariadb, db, tmp_path):
@@ -105,7 +106,7 @@ pipeline:
     mariadb.execute("UPDATE flags SET active = 5 WHERE id = 2", "DELETE FROM flags WHERE id = 1",
                     "INSERT INTO flags VALUES (4, 0, 2)", database=db)
     Runner(defn, spark, until_caught_up=True).run()
-    t = delta(tmp_path, db, "flags").to_pyarrow_table()
+    t = read_delta(delta(tmp_path, db, "flags"))
     assert str(t.schema.field("active").type) == "bool" and str(t.schema.field("n").type) == "int8"
     assert sorted((r["id"], r["active"], r["n"]) for r in t.to_pylist()) == [
         (1, True, 1), (2, True, 0), (3, None, 7), (4, False, 2)]  # the delete was skipped

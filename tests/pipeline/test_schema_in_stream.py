@@ -10,6 +10,7 @@ import decimal
 
 import pytest
 from pipeline_support import source_yaml
+from sink_support import read_delta
 
 from sparkcdc.core.records import DDL, SCHEMA, TRUNCATE, ChangeRecord, TableEvent
 from sparkcdc.core.schema import Column, TableId, TableSchema
@@ -241,8 +242,7 @@ pipeline:
 def _target(tmp_path, db, table="t"):
     import deltalake
 
-    return {r["id"]: r for r in deltalake.DeltaTable(f"{tmp_path}/lake/{db}/{table}")
-            .to_pyarrow_table().to_pylist()}
+    return {r["id"]: r for r in read_delta(deltalake.DeltaTable(f"{tmp_path}/lake/{db}/{table}")).to_pylist()}
 
 
 @pytest.mark.slow

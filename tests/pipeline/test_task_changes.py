@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline_support import source_yaml
 from reread_support import Writer
-from sink_support import delta_log_rows, delta_rows
+from sink_support import delta_log_rows, read_delta
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
@@ -32,7 +32,7 @@ def source_rows(mariadb, db, table, cols=("v", "s")) -> dict:
 
 
 def target_rows(root: Path, cols=("v", "s")) -> dict:
-    got = delta_rows(root, ["id", *cols]).to_pylist()
+    got = read_delta(root, ["id", *cols]).to_pylist()
     assert len(got) == len({r["id"] for r in got}), "a key is held twice"
     out = {r["id"]: tuple(r[c] for c in cols) for r in got}
     by_log = {r["id"]: tuple(r[c] for c in cols) for r in delta_log_rows(root, ["id", *cols])}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import deltalake
 from pipeline_support import source_yaml
-from sink_support import delta_log_rows, delta_rows
+from sink_support import delta_log_rows, read_delta
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
@@ -78,7 +78,7 @@ pipeline:
 
     root = tmp_path / "lake" / db / "t"
     want = source_rows(mariadb, db)
-    got = {r["id"]: (r["v"], r["s"]) for r in delta_rows(root, ["id", "v", "s"]).to_pylist()}
+    got = {r["id"]: (r["v"], r["s"]) for r in read_delta(root, ["id", "v", "s"]).to_pylist()}
     assert got == want
     assert log_rows(root) == want
 

@@ -9,6 +9,7 @@ import datetime as dt
 import deltalake
 import pytest
 from pipeline_support import source_yaml
+from sink_support import read_delta
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
@@ -53,8 +54,8 @@ def test_zero_dates_in_not_null_columns(spark, mariadb, db, tmp_path, mode):
         cur.execute("SET SESSION sql_mode = ''")
         cur.execute("UPDATE z SET other = '2025-01-01' WHERE id = 11")  # a zero before image
     Runner(defn, spark, until_caught_up=True).run()
-    rows = {r["id"]: r for r in deltalake.DeltaTable(
-        str(tmp_path / "lake" / db / "z")).to_pyarrow_table().to_pylist()}
+    rows = {r["id"]: r for r in read_delta(deltalake.DeltaTable(
+        str(tmp_path / "lake" / db / "z"))).to_pylist()}
     epoch = mode == "epoch"
     for first in (1, 11):
         zero = rows[first]

@@ -8,7 +8,7 @@ import pickle
 
 import pyarrow as pa
 import pytest
-from sink_support import changes_df
+from sink_support import changes_df, read_delta
 
 from sparkcdc import sinks
 from sparkcdc.apply import ApplySpec, apply_changes
@@ -120,7 +120,7 @@ def test_delta_partitions_and_periodic_compaction(spark, tmp_path):
     assert ops[0] == "OPTIMIZE" and ops.count("WRITE") == 3
     assert len(t.file_uris()) == 2  # one file per partition after compaction
     assert t.transaction_version("sparkcdc") == 2
-    assert t.to_pyarrow_table().num_rows == 12
+    assert read_delta(t).num_rows == 12
     with pytest.raises(SchemaError, match="partition columns \\['day'\\]"):
         bad = sinks.create("delta", {"path": str(tmp_path / "bad"), "partition-by": "day"})
         apply_changes(changes_df(spark, DDL, [(1, "eu", 1, "insert", 1)]), 0, bad, keys=["id"])

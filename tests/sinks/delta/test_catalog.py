@@ -21,6 +21,7 @@ from pathlib import Path
 import deltalake
 import pytest
 from pipeline_support import source_yaml
+from sink_support import read_delta
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.sinks.delta.catalog import same_location
@@ -190,8 +191,8 @@ def test_catalog_target_is_named_evolves_and_refuses_another_entry(mariadb, db, 
 
     # the name now points at another table: the run refuses, and writes nothing
     other = tmp_path / "elsewhere"
-    deltalake.write_deltalake(str(other), deltalake.DeltaTable(
-        str(lake / "lake" / "orders")).to_pyarrow_table())
+    deltalake.write_deltalake(str(other), read_delta(deltalake.DeltaTable(
+        str(lake / "lake" / "orders"))))
     spark_sql(tmp_path, conf, "DROP TABLE lake.orders",
               f"CREATE TABLE lake.orders USING delta LOCATION '{other}'")
     version = deltalake.DeltaTable(str(lake / "lake" / "orders")).version()
@@ -201,4 +202,4 @@ def test_catalog_target_is_named_evolves_and_refuses_another_entry(mariadb, db, 
     assert "is the Delta table at" in p.stderr and str(other) in p.stderr, p.stderr[-3000:]
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
     assert deltalake.DeltaTable(str(lake / "lake" / "orders")).version() == version
-    assert deltalake.DeltaTable(str(other)).to_pyarrow_table().num_rows == 40
+    assert read_delta(deltalake.DeltaTable(str(other))).num_rows == 40
