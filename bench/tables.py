@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from proctree import timed  # noqa: E402
 from throughput import machine, replace_section, run_debezium, say  # noqa: E402
 
+from sparkcdc.sinks.delta.sink import read_table
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings  # noqa: E402
 
 DB = "bench"
@@ -122,8 +123,8 @@ class Bench:
         import deltalake
 
         for t in self.names(self.n):
-            got = deltalake.DeltaTable(str(work / "lake" / DB / t)).to_pyarrow_table(
-                columns=["id", "a"])
+            got = read_table(deltalake.DeltaTable(str(work / "lake" / DB / t))).select(
+                ["id", "a"])
             want = self.sb.query(f"SELECT COUNT(*), COALESCE(SUM(id), 0), COALESCE(SUM(a), 0) "
                                  f"FROM {DB}.{t}")[0]
             ids = got.column("id").to_pylist()

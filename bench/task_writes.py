@@ -114,7 +114,9 @@ def pipeline(sb, work: Path, from_tasks: bool) -> Path:
 def check(work: Path, rows: int) -> None:
     import deltalake
 
-    t = deltalake.DeltaTable(str(work / "lake" / DB / TABLE)).to_pyarrow_table(columns=["id"])
+    from sparkcdc.sinks.delta.sink import read_table
+
+    t = read_table(deltalake.DeltaTable(str(work / "lake" / DB / TABLE))).select(["id"])
     ids = t.column("id")
     if t.num_rows != rows or len(set(ids.to_pylist())) != rows:
         raise SystemExit(f"target has {t.num_rows} rows, the source {rows}")

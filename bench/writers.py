@@ -58,6 +58,7 @@ from throughput import LOG, cpu_and_memory, load, replace_section, say
 from sparkcdc import sinks
 from sparkcdc.apply import ApplySpec, apply_changes, collect_changes, plan_changes
 from sparkcdc.sinks.base import DELETE, OP, UPSERT
+from sparkcdc.sinks.delta.sink import read_table
 from sparkcdc.sinks.mysql.sink import mysql_type
 from sparkcdc.sinks.postgres.sink import pg_type
 
@@ -273,7 +274,7 @@ class SinkWriter(Writer):
         if self.sink_type == "delta":
             from deltalake import DeltaTable
 
-            t = DeltaTable(str(self.b.tmp / "delta-rs" / name)).to_pyarrow_table(columns=["qty"])
+            t = read_table(DeltaTable(str(self.b.tmp / "delta-rs" / name))).select(["qty"])
             return t.num_rows, _sum(t["qty"])
         if self.sink_type == "iceberg":
             t = sink.read()
@@ -350,7 +351,7 @@ class DeltaSparkMerge(SparkWriter):
     def check(self, path):
         from deltalake import DeltaTable
 
-        t = DeltaTable(str(path)).to_pyarrow_table(columns=["qty"])
+        t = read_table(DeltaTable(str(path))).select(["qty"])
         return t.num_rows, _sum(t["qty"])
 
 

@@ -100,18 +100,24 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
 
 def writer_of(defn: PipelineDef, table: str) -> str:
     """Who writes the table's targets: the snapshot's rows by the tasks that read them,
-    where every target takes files (docs/sinks.md), and the rest by the driver's writer."""
+    where every target takes files, its changes by key-slice tasks where every target also
+    takes changes (docs/sinks.md), and the rest by the driver's writer."""
     try:
         cls = sink_class(defn.sink.type)
     except SparkCDCError:
         return "?"
-    tasks = (defn.pipeline.snapshot_from_tasks and cls.kind == "merge"
-             and transform_of(defn, table) is None
-             and all(cls.may_take_files(targets.target_options(defn.sink.type,
-                                                              defn.sink.options, t))
-                     for t in targets_of(defn, table)))
-    return (f"snapshot: tasks; changes: driver ({cls.writer})" if tasks
-            else f"driver ({cls.writer})")
+    options = [targets.target_options(defn.sink.type, defn.sink.options, t)
+               for t in targets_of(defn, table)]
+    local = (cls.kind == "merge" and transform_of(defn, table) is None
+             and all(cls.may_take_files(o) for o in options))
+    files = local and defn.pipeline.snapshot_from_tasks
+    changes = local and defn.pipeline.changes_from_tasks and all(
+        cls.may_take_changes(o) for o in options)
+    if files and changes:
+        return "tasks (changes: key slices, deletion vectors)"
+    if files:
+        return f"snapshot: tasks; changes: driver ({cls.writer})"
+    return f"driver ({cls.writer})"
 
 
 def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:

@@ -240,6 +240,13 @@ class Sink(ABC):
         table follow in the driver's ``write``, which records the batch id as applied."""
         raise NotImplementedError(f"the {self.type} sink does not take files from tasks")
 
+    @classmethod
+    def may_take_changes(cls, options: Mapping[str, Any]) -> bool:
+        """Whether a target of these options can take changes from tasks
+        (``takes_changes``), told without opening it (``sparkcdc status``): a table that
+        exists without the feature it needs may still say no."""
+        return False
+
     def takes_changes(self, keys: tuple[str, ...]) -> bool:
         """Whether Spark tasks can write this target's changes, each task a slice of the
         keys (``plan_changes``, ``write_changes``, ``commit_changes``): no row goes through

@@ -60,16 +60,36 @@ sink:
 pipeline:
   name: slices
   parallelism: 2
+  max-rows-per-batch: 300
   checkpoint.location: {tmp_path}/ckpt
 """, "slices.yaml", env={"TEST_PW": mariadb.info.cdc_password})
-    Runner(defn, spark, until_caught_up=True).run()  # the snapshots, as files of the tasks
+    # the snapshots, as files of the tasks, under writes: a batch carries a chunk's new rows
+    # (files, committed first) and changes to chunks read before (the slices, after)
+    writer = Writer(mariadb, db, seed=30)
+    writer.start()
+    try:
+        Runner(defn, spark, until_caught_up=True).run()
+    finally:
+        writer.finish()
+    Runner(defn, spark, until_caught_up=True).run()
     roots = {t: tmp_path / "lake" / db / t for t in "ab"}
+    split = 0  # batches whose chunk files were committed before the rest of the batch
+    for t in "ab":
+        txns = [[a["txn"] for a in c if "txn" in a] for c in commits(roots[t])]
+        files_only = {x["version"] for c in txns if len(c) == 1
+                      and c[0]["appId"].endswith("#files") for x in c}
+        own = {x["version"] for c in txns for x in c if not x["appId"].endswith("#files")}
+        assert files_only <= own, f"{t}: batches {sorted(files_only - own)} lost their rest"
+        split += len(files_only)
+        assert target_rows(roots[t]) == source_rows(mariadb, db, t)
+    assert split, "no batch carried both a chunk's new rows and changes"
     for t in "ab":
         assert target_rows(roots[t]) == source_rows(mariadb, db, t)
     sizes = {t: sum(f.stat().st_size for f in roots[t].rglob("*.parquet")) for t in "ab"}
     versions = {t: len(commits(roots[t])) for t in "ab"}
 
     writer = Writer(mariadb, db, seed=31)
+    writer.next_key = 100_000  # past the first writer's new keys
     writer.start()
     try:
         writer.join(4)  # about 200 changes over both tables
@@ -88,8 +108,9 @@ pipeline:
         marked = [a["add"] for c in by_tasks for a in c
                   if "add" in a and a["add"].get("deletionVector")]
         assert marked, "no stored file was marked"
+        # (a purge rewrites a mostly deleted file: no data change)
         removed_whole = [a["remove"] for c in by_tasks for a in c
-                         if "remove" in a and not any(
+                         if "remove" in a and a["remove"]["dataChange"] and not any(
                              "add" in b and b["add"]["path"] == a["remove"]["path"] for b in c)]
         assert not removed_whole, "a file was removed instead of marked"
         written = sum(f.stat().st_size for f in roots[t].rglob("*")

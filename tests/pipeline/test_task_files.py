@@ -112,13 +112,17 @@ pipeline:
 {pipeline}""", "w.yaml")
 
     local = f"  type: delta\n  path: {tmp_path}/lake\n"
-    assert writer_of(defn(local), "shop.a") == "snapshot: tasks; changes: driver (delta-rs)"
+    tasks = "tasks (changes: key slices, deletion vectors)"
+    assert writer_of(defn(local), "shop.a") == tasks
+    assert writer_of(defn(local + "  deletion-vectors: false\n"), "shop.a") == \
+        "snapshot: tasks; changes: driver (delta-rs)"
+    assert writer_of(defn(local, pipeline="  write.changes-from-tasks: false\n"),
+                     "shop.a") == "snapshot: tasks; changes: driver (delta-rs)"
     assert writer_of(defn("  type: delta\n  path: s3://b/lake\n"), "shop.a") == \
         "driver (delta-rs)"
     transform = "transform:\n  - source-table: shop.a\n    projection: \\*\n"
     assert writer_of(defn(local, transform), "shop.a") == "driver (delta-rs)"
-    assert writer_of(defn(local, transform), "shop.b") == \
-        "snapshot: tasks; changes: driver (delta-rs)"
+    assert writer_of(defn(local, transform), "shop.b") == tasks
     assert writer_of(defn(local, pipeline="  write.snapshot-from-tasks: false\n"),
                      "shop.a") == "driver (delta-rs)"
     assert writer_of(defn(f"  type: iceberg\n  warehouse: {tmp_path}/wh\n"), "shop.a") == \

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,14 +170,15 @@ def _positions(base: Path, add: dict[str, Any],
 
     keys = changed_keys.column_names
     stored = pq.read_table(base / unquote(add["path"]), columns=keys)
+    # as the rows name them (a file may hold string_view, which joins do not take)
+    stored = stored.cast(changed_keys.schema)
     stored = stored.append_column("__pos", pa.array(range(stored.num_rows), pa.int64()))
     old = dv.Descriptor.from_action(add.get("deletionVector"))
     dead = dv.read(base, old) if old is not None else []
     if dead:
         stored = stored.filter(pc.invert(pc.is_in(stored["__pos"],
                                                   value_set=pa.array(dead, pa.int64()))))
-    wanted = changed_keys.cast(stored.select(keys).schema)
-    hit = stored.join(wanted, keys, join_type="inner", use_threads=False)
+    hit = stored.join(changed_keys, keys, join_type="inner", use_threads=False)
     if hit.num_rows == 0:
         return None
     new = hit.column("__pos").to_pylist()
@@ -217,17 +219,93 @@ def commit_changes(root: str, log: DeltaLog, plan_version: int, results: list[Sl
                 "path": f.path, "partitionValues": f.partition_values, "size": f.size,
                 "modificationTime": f.modification_time, "dataChange": True,
                 "stats": f.stats}})
-    version = plan_version + 1
+    return _commit(log, plan_version + 1, actions,
+                   f"while batch {batch_id}'s changes were written")
+
+
+def _commit(log: DeltaLog, version: int, actions: list[dict[str, Any]], during: str) -> int:
+    """``actions`` written as the log's ``version``, which must not exist yet: the file is
+    written whole under another name, then linked to its own (``link`` fails if the name
+    is taken: a writer that committed since this one read the log)."""
     body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
     path = log.dir / f"{version:020d}.json"
     tmp = log.dir / f".{version:020d}.json.{os.getpid()}.tmp"
     tmp.write_text(body)
     try:
-        os.link(tmp, path)  # fails if the version exists: someone committed since the plan
+        os.link(tmp, path)
     except FileExistsError:
-        raise files.CommitConflict(
-            f"{root}: version {version} was committed by another writer while batch "
-            f"{batch_id}'s changes were written") from None
+        raise files.CommitConflict(f"{log.root}: version {version} was committed by another "
+                                   f"writer {during}") from None
     finally:
         tmp.unlink(missing_ok=True)
     return version
+
+
+def purge(root: str, share: float, app_id: str, partition_by: tuple[str, ...] = ()) -> int:
+    """Rewrite the files whose deletion vectors delete at least ``share`` of their rows,
+    without those rows, in one commit (no data change: the table reads the same). delta-rs'
+    ``optimize.compact`` leaves a file alone when nothing else is in its bin, whatever
+    its vector deletes, so a table updated at random would keep its dead rows forever.
+    Returns how many files were rewritten; a commit that meets another writer's fails and
+    is tried at the next compaction."""
+    import pyarrow.parquet as pq
+
+    base = files.local(root)
+    log = DeltaLog(base).refresh()
+    victims = []
+    for add in log.files.values():
+        vec = dv.Descriptor.from_action(add.get("deletionVector"))
+        rows = _rows(add)
+        if vec is not None and rows and vec.cardinality / rows >= share:
+            victims.append((add, vec))
+    if not victims:
+        return 0
+    now = int(time.time() * 1000)
+    name = files.staging_name(app_id, -1)
+    actions: list[dict[str, Any]] = [{"commitInfo": {
+        "timestamp": now, "operation": "OPTIMIZE",
+        "operationParameters": {"predicate": f"purge deleted rows >= {share}"},
+        "engineInfo": "sparkcdc", "isBlindAppend": False}}]
+    kept = []
+    for add, vec in victims:
+        t = pq.read_table(base / unquote(add["path"]))
+        dead = pa.array(dv.read(base, vec), pa.int64())
+        keep = pc.invert(pc.is_in(pa.array(range(t.num_rows), pa.int64()), value_set=dead))
+        t = t.filter(keep)
+        for p, v in (add.get("partitionValues") or {}).items():  # not in the files
+            t = t.append_column(p, pa.array([v] * t.num_rows, pa.string()))
+        kept.append(t)
+        remove = {"path": add["path"], "deletionTimestamp": now, "dataChange": False,
+                  "extendedFileMetadata": True,
+                  "partitionValues": add.get("partitionValues") or {}, "size": add["size"],
+                  "deletionVector": add["deletionVector"]}
+        actions.append({"remove": remove})
+    table = pa.concat_tables(kept, promote_options="default")
+    schema = _schema_of(log, table.schema)
+    new = files.write_data_files(root, table.cast(schema), app_id, -1, partition_by,
+                                 name=name)
+    actions += [{"add": {"path": f.path, "partitionValues": f.partition_values,
+                         "size": f.size, "modificationTime": f.modification_time,
+                         "dataChange": False, "stats": f.stats}} for f in new]
+    try:
+        _commit(log, log.version + 1, actions, "while deleted rows were purged")
+    except files.CommitConflict:
+        shutil.rmtree(base / name, ignore_errors=True)
+        raise
+    return len(victims)
+
+
+def needs_purge(results: list[SliceResult], share: float) -> bool:
+    """Whether a file a batch marked now has at least ``share`` of its rows deleted."""
+    return any(_rows(t.add) and t.vector.cardinality / _rows(t.add) >= share
+               for r in results for t in r.touched)
+
+
+def _schema_of(log: DeltaLog, got: pa.Schema) -> pa.Schema:
+    """The rows' Arrow schema with each partition column as the table declares it (the log
+    gives partition values as text)."""
+    from deltalake import Schema
+
+    declared = pa.schema(Schema.from_json(log.metadata["schemaString"]).to_arrow())
+    return pa.schema([declared.field(n) if n in declared.names else got.field(n)
+                      for n in got.names])

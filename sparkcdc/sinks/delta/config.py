@@ -18,6 +18,10 @@ OPTIONS = {
     "compact-every": Opt("100", "a non-negative integer: compact small files every N batches "
                                 "(0: never)"),
     "target-file-size": Opt(None, "a positive integer: bytes per file for compaction"),
+    "purge-deleted-share": Opt("0.2", "a number in (0, 1]: a file whose deletion vector "
+                                      "deletes at least this share of its rows is rewritten "
+                                      "without them, right after the batch that got it there "
+                                      "and at each compaction"),
     "deletion-vectors": Opt("true", "true or false: a table the sink creates gets Delta's "
                                     "deletionVectors feature, and the changes of a table that "
                                     "has it are written by Spark tasks as new rows plus "
@@ -45,6 +49,7 @@ class DeltaConfig:
     catalog_table: tuple[str, str] | None = None  # (database, table) in it
     table_properties: dict[str, str] = field(default_factory=dict)  # set when it is created
     deletion_vectors: bool = True  # a table created gets the feature (sinks/delta/changes.py)
+    purge_deleted_share: float = 0.2  # files with this much deleted are rewritten (changes.purge)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
@@ -61,10 +66,18 @@ class DeltaConfig:
                    app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),
                    target_file_size=o.integer("target-file-size", lo=1),
                    deletion_vectors=o.flag("deletion-vectors"),
+                   purge_deleted_share=_share(o, "purge-deleted-share"),
                    storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
                    table_properties=o.prefixed[PROPERTY_PREFIX],
                    catalog_table=(table_name_parts("delta", "catalog-table", name, 2)
                                   if name else None))
+
+
+def _share(o: Options, key: str) -> float:
+    f = o.positive_number(key)
+    if f > 1:
+        raise o.bad(key, f"must be at most 1 (a share of a file's rows), got {f}")
+    return f
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

@@ -142,6 +142,10 @@ class DeltaSink(Sink):
 
     # -- changes written by tasks, key slices with deletion vectors (changes.py) ---------
 
+    @classmethod
+    def may_take_changes(cls, options: Mapping[str, Any]) -> bool:
+        return cls.may_take_files(options) and DeltaConfig.parse(options).deletion_vectors
+
     def takes_changes(self, keys: tuple[str, ...]) -> bool:
         """A table that takes files (``takes_files``) and has the deletion vectors feature
         (or will: the sink creates it so), none of whose keys is a partition column (those
@@ -170,7 +174,10 @@ class DeltaSink(Sink):
                        batch_id: int) -> WriteResult:
         table = self._table()
         results = [task_changes.SliceResult.from_dict(w) for w in written]
-        done = table is not None and not files.committed(table, self.config.app_id, batch_id)
+        # the table's own app id only: the batch's snapshot files may have been committed
+        # before (``<app-id>#files``), and these changes are still to come
+        last = None if table is None else table.transaction_version(self.config.app_id)
+        done = table is not None and (last is None or batch_id > last)
         if done:
             root = files.local(self.config.path)
             log_ = DeltaLog(root).refresh()
@@ -179,6 +186,8 @@ class DeltaSink(Sink):
                 [(self.config.app_id, batch_id)])
             if version % task_changes.CHECKPOINT_EVERY == 0:
                 self._table().create_checkpoint()
+            if task_changes.needs_purge(results, self.config.purge_deleted_share):
+                self._purge()
         gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id)
         if gone:
             log.info("%s: %d folder(s) of batch %d no commit names removed",
@@ -196,8 +205,25 @@ class DeltaSink(Sink):
         # by batch id, not by batches this process wrote: short runs (--until-caught-up)
         # write a few batches each and must compact as a long stream does
         if self.config.compact_every and (batch_id + 1) % self.config.compact_every == 0:
+            if has_deletion_vectors(table) and files.supported(self.config.path):
+                self._purge()  # first: compaction leaves a lone file with its dead rows
+                table = self._table()
             metrics = table.optimize.compact(target_size=self.config.target_file_size)
             log.info("compacted %s: %s", self.config.path, metrics)
+
+    def _purge(self) -> None:
+        """The files mostly deleted rewritten without their dead rows (``changes.purge``);
+        a commit that meets another writer's is left to the next compaction."""
+        try:
+            n = task_changes.purge(self.config.path, self.config.purge_deleted_share,
+                                   self.config.app_id, self.config.partition_by)
+        except files.CommitConflict as e:
+            log.warning("purging deleted rows of %s: %s; tried again at the next "
+                        "compaction", self.config.path, e)
+            return
+        if n:
+            log.info("%s: %d file(s) rewritten without their deleted rows", self.config.path,
+                     n)
 
     def _create(self, schema: pa.Schema):
         bad = [c for c in self.config.partition_by if c not in schema.names]

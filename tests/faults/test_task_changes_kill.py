@@ -1,0 +1,80 @@
+"""Changes written into Delta by key-slice tasks with deletion vectors, the pipeline
+SIGKILLed (the whole process group: CLI, JVM, Python workers) at seeded random moments
+under steady writes, then run again: the target ends equal to the source row by row (read
+by delta-rs and by the log read on its own), every staging folder left is one the log
+names, and the changes were marked in deletion vectors. A kill lands in a task routing or
+writing a slice, between the tasks' writes and the driver's commit, or after the commit
+and before Spark's checkpoint (the batch is then replayed and skipped by its batch id),
+wherever the moment falls."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from cli_support import wait_for
+from faults_support import SEED
+from pipeline_support import source_yaml
+from reread_support import Target, Writer, make_tables, pipeline_yaml, source_rows
+from sink_support import delta_log_adds
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(1800)
+def test_changes_by_slices_killed_at_random_points_end_equal_to_source(mariadb, db, tmp_path,
+                                                                       request):
+    rnd = random.Random(SEED + 31)
+    make_tables(mariadb, db)
+    target = Target("delta", request, tmp_path, db)
+    ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
+    yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt))
+    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path), "--no-progress",
+           "--master", "local[2]"]
+
+    def start(k: int) -> subprocess.Popen:
+        log = open(tmp_path / f"run-{k}.log", "w")  # noqa: SIM115 - the child's, till killed
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    p = start(0)
+    writer = Writer(mariadb, db, seed=rnd.randint(0, 10**6))
+    try:
+        wait_for(lambda: all(target.rows(t) == source_rows(mariadb, db, t) for t in "ab"), 240,
+                 "the first snapshot")
+        writer.start()
+        for k in range(1, 6):  # five kills while the changes stream in
+            time.sleep(rnd.uniform(3.0, 12.0))
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            p = start(k)
+        time.sleep(5)
+        writer.finish()
+        for t in "ab":
+            wait_for(lambda t=t: target.rows(t) == source_rows(mariadb, db, t), 300,
+                     f"{t} equal to its source")
+    finally:
+        writer.stop()
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert writer.ops.get("delete", 0) > 20, writer.ops
+    for t in "ab":
+        root = tmp_path / "lake" / target.out / t
+        adds = delta_log_adds(root)
+        named = {str(path.relative_to(root)).split("/", 1)[0] for path, _p, _dv in adds}
+        named |= {dv["pathOrInlineDv"][:-20].rstrip("/") for _p, _pv, dv in adds if dv}
+        left = {d.name for d in root.iterdir() if d.name.startswith("sc-")} - named
+        # a folder of a batch still to commit may remain only for the last batch's attempt
+        assert len(left) <= 1, left
+        assert any(dv for _p, _pv, dv in adds), "no change was marked in a deletion vector"
+        engines = [json.loads(line).get("commitInfo", {}).get("engineInfo")
+                   for f in (root / "_delta_log").glob("*.json")
+                   for line in f.read_text().splitlines()]
+        assert "sparkcdc" in engines, "no commit of changes came from the tasks"
