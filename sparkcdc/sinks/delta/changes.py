@@ -101,20 +101,22 @@ def _rows(add: dict[str, Any]) -> int:
 @dataclass(frozen=True)
 class Touched:
     """A stored file some of whose rows a slice deleted: its ``add`` as the log had it and
-    its new deletion vector."""
+    its new deletion vector. The task sends the file's path only (the driver has the
+    ``add`` in its ``KeySlices``): a few hundred bytes a file, whatever its stats."""
 
     add: dict[str, Any]
     vector: dv.Descriptor
     deleted: int  # rows this batch deleted in it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"add": self.add, "dv": self.vector.to_action(), "deleted": self.deleted}
+        return {"path": self.add["path"], "dv": self.vector.to_action(),
+                "deleted": self.deleted}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Touched:
+    def from_dict(cls, d: dict[str, Any], adds: dict[str, dict[str, Any]]) -> Touched:
         vec = dv.Descriptor.from_action(d["dv"])
         assert vec is not None
-        return cls(d["add"], vec, int(d["deleted"]))
+        return cls(adds[d["path"]], vec, int(d["deleted"]))
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,11 @@ class SliceResult:
                 "touched": [t.to_dict() for t in self.touched]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SliceResult:
+    def from_dict(cls, d: dict[str, Any], slices: KeySlices) -> SliceResult:
+        """``d`` as a task sent it; ``slices``: the cut it wrote by (the files' actions)."""
+        adds = {a["path"]: a for part in slices.parts for a in part}
         return cls(tuple(files.DataFile.from_dict(f) for f in d["data"]),
-                   tuple(Touched.from_dict(t) for t in d["touched"]))
+                   tuple(Touched.from_dict(t, adds) for t in d["touched"]))
 
 
 def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,

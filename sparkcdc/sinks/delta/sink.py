@@ -173,7 +173,7 @@ class DeltaSink(Sink):
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
                        batch_id: int) -> WriteResult:
         table = self._table()
-        results = [task_changes.SliceResult.from_dict(w) for w in written]
+        results = [task_changes.SliceResult.from_dict(w, slices) for w in written]
         # the table's own app id only: the batch's snapshot files may have been committed
         # before (``<app-id>#files``), and these changes are still to come
         last = None if table is None else table.transaction_version(self.config.app_id)
