@@ -26,8 +26,11 @@ log = logging.getLogger("sparkcdc.pipeline")
 THREAD_DIED = ("the stream's execution thread died without reporting an error "
                "(see the Spark log above)")
 
+# CommitConflict: a Delta commit of changes from the tasks met another writer's commit
+# since its slices were cut (sinks/delta/changes.py); the batch, replayed, is cut anew
 _TRANSIENT = ("Python worker failed to connect back", "ConnectionFailed",
-              "Lost connection to MySQL server", "Connection refused", THREAD_DIED)
+              "Lost connection to MySQL server", "Connection refused", "CommitConflict",
+              THREAD_DIED)
 
 
 @dataclass(frozen=True)

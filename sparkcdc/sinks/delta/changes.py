@@ -272,22 +272,23 @@ def purge(root: str, share: float, app_id: str, partition_by: tuple[str, ...] = 
         "engineInfo": "sparkcdc", "isBlindAppend": False}}]
     kept = []
     for add, vec in victims:
+        # as the table declares its columns (a file may hold string_view, which Arrow's
+        # filter does not take)
         t = pq.read_table(base / unquote(add["path"]))
+        t = t.cast(_schema_of(log, t.schema))
         dead = pa.array(dv.read(base, vec), pa.int64())
         keep = pc.invert(pc.is_in(pa.array(range(t.num_rows), pa.int64()), value_set=dead))
         t = t.filter(keep)
         for p, v in (add.get("partitionValues") or {}).items():  # not in the files
             t = t.append_column(p, pa.array([v] * t.num_rows, pa.string()))
-        kept.append(t)
+        kept.append(t.cast(_schema_of(log, t.schema)))
         remove = {"path": add["path"], "deletionTimestamp": now, "dataChange": False,
                   "extendedFileMetadata": True,
                   "partitionValues": add.get("partitionValues") or {}, "size": add["size"],
                   "deletionVector": add["deletionVector"]}
         actions.append({"remove": remove})
     table = pa.concat_tables(kept, promote_options="default")
-    schema = _schema_of(log, table.schema)
-    new = files.write_data_files(root, table.cast(schema), app_id, -1, partition_by,
-                                 name=name)
+    new = files.write_data_files(root, table, app_id, -1, partition_by, name=name)
     actions += [{"add": {"path": f.path, "partitionValues": f.partition_values,
                          "size": f.size, "modificationTime": f.modification_time,
                          "dataChange": False, "stats": f.stats}} for f in new]

@@ -1,0 +1,133 @@
+"""A full scan of a Delta table after 100 small batches written with deletion vectors,
+before and after the sink's compaction, beside the scan of a fresh table of the same rows
+(docs/benchmarks.md, "A small batch into a large table").
+
+    .venv/bin/python bench/compaction_scan.py [--rows 2000000] [--batches 100] [--changes 2000]
+
+The batches are written as the pipeline's tasks write them (``sinks/delta/changes.py``:
+key slices, new rows plus deletion vectors, one commit each), without Spark, so the
+figure is the table's and not a run's. The scan is delta-rs' DataFusion scan summing two
+columns (every live row read, deletion vectors applied), median of 3. The compaction is
+the sink's own: files mostly deleted rewritten without their dead rows (``purge``), then
+delta-rs' ``optimize.compact``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc import sinks
+from sparkcdc.sinks.delta import changes as ch
+from sparkcdc.sinks.delta.log import DeltaLog
+
+SCHEMA = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.int64()),
+                    ("c", pa.string()), ("d", pa.float64()), ("e", pa.string()),
+                    ("f", pa.timestamp("us")), ("g", pa.date32()), ("h", pa.int8()),
+                    ("i", pa.string()), ("j", pa.timestamp("us", tz="UTC"))])
+
+
+def rows(ids: pa.Array, salt: int) -> pa.Table:
+    n = len(ids)
+    i64 = pc.cast(ids, pa.int64())
+    return pa.table({
+        "id": i64, "a": pc.add(pc.multiply(i64, 7), salt), "b": pc.multiply(i64, 1000003),
+        "c": pc.binary_join_element_wise(pa.array(["name"] * n), pc.cast(i64, pa.string()), "-"),
+        "d": pc.divide(pc.cast(i64, pa.float64()), 3.0),
+        "e": pc.cast(pc.divide(i64, 7), pa.string()),
+        "f": pc.cast(pc.multiply(i64, 1_000_000), pa.timestamp("us")),
+        "g": pc.cast(pc.cast(pc.divide(i64, 86400), pa.int32()), pa.date32()),
+        "h": pc.cast(pc.remainder(i64, 100), pa.int8()),
+        "i": pc.cast(pc.multiply(i64, 31), pa.string()),
+        "j": pc.cast(pc.multiply(i64, 1_000_000), pa.timestamp("us", tz="UTC"))},
+        schema=SCHEMA)
+
+
+def load(path: Path, n: int, per_file: int = 250_000):
+    sink = sinks.create("delta", {"path": str(path), "compact-every": "0"})
+    sink.ready_for_files(SCHEMA)
+    import deltalake
+
+    for lo in range(1, n + 1, per_file):
+        ids = pa.array(range(lo, min(n + 1, lo + per_file)), pa.int64())
+        deltalake.write_deltalake(str(path), rows(ids, 0), mode="append")
+    return sink
+
+
+def scan(path: Path) -> float:
+    import deltalake
+
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path))).execute(
+            "SELECT count(*), sum(a), sum(b) FROM t").read_all()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--changes", type=int, default=2000)
+    ap.add_argument("--slices", type=int, default=2)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-scan-"))
+    rng = random.Random(7)
+    try:
+        fresh = tmp / "fresh"
+        load(fresh, args.rows)
+        t = tmp / "t"
+        sink = load(t, args.rows)
+        t0 = time.perf_counter()
+        for b in range(args.batches):
+            keys = pa.array(sorted(rng.sample(range(1, args.rows + 1), args.changes)),
+                            pa.int64())
+            log = DeltaLog(t).refresh()
+            cut = ch.plan_slices(log, "id", pa.int64(), args.slices)
+            up = rows(keys, b + 1)
+            results = []
+            for s in range(cut.count):
+                mine = pc.equal(cut.slice_of(keys), s)
+                results.append(ch.write_slice(str(t), cut.parts[s], up.filter(mine),
+                                              pa.table({"id": keys.filter(mine)}), "bench", b))
+            ch.commit_changes(str(t), log, cut.version, results, "bench", b, [("bench", b)])
+        write_s = time.perf_counter() - t0
+        files_before = len(DeltaLog(t).refresh().files)
+        before = scan(t)
+        t1 = time.perf_counter()
+        sink._purge()
+        sink._table().optimize.compact()
+        compact_s = time.perf_counter() - t1
+        files_after = len(DeltaLog(t).refresh().files)
+        after = scan(t)
+        base = scan(fresh)
+        total = sum(f.stat().st_size for f in t.rglob("*") if f.is_file())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\n{args.batches} batches of {args.changes:,} random-key updates into "
+          f"{args.rows:,} rows (11 columns): written in {write_s:.1f} s "
+          f"({args.batches * args.changes / write_s:,.0f} changes/s, no Spark); "
+          f"compaction {compact_s:.1f} s; table {total / 1e6:.0f} MB at the end\n")
+    print("| scan | files | seconds (median of 3) | x fresh |")
+    print("|---|---|---|---|")
+    print(f"| fresh table | | {base:.2f} | 1.00 |")
+    print(f"| after {args.batches} batches | {files_before} | {before:.2f} | {before / base:.2f} |")
+    print(f"| after compaction | {files_after} | {after:.2f} | {after / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
