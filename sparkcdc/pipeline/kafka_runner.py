@@ -54,9 +54,9 @@ import pyarrow as pa
 from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow
 from sparkcdc.errors import ConfigError, DecodeError, SchemaError
 from sparkcdc.formats.messages import (
+    TRUNCATE,
     BadMessage,
     Change,
-    TRUNCATE,
     Position,
     convert,
     decode_message,
