@@ -172,16 +172,14 @@ class Target:
                 assert (e["source"]["db"], e["source"]["table"]) == (self.db, table), e
                 state.clear()
                 continue
-            key = json.loads(m["key"])["id"]
+            key = tuple(sorted(json.loads(m["key"]).items()))  # the whole message key
             if e["op"] == "d":
                 state.pop(key, None)
             else:
-                state[key] = tuple(e["after"].get(c) for c in columns)
-        out: dict = {}
-        for state in parts.values():
-            assert not out.keys() & state.keys(), "a key in two partitions"
-            out.update(state)
-        return out
+                state[key] = e["after"]
+        got = [row for state in parts.values() for row in state.values()]
+        assert len(got) == len({r["id"] for r in got}), "a key is held twice"
+        return {r["id"]: tuple(r.get(c) for c in columns) for r in got}
 
     def truncates(self, table: str) -> int:
         """How many truncate events the table's topic holds in its partition 0 (a Kafka
