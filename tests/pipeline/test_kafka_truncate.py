@@ -4,17 +4,22 @@ TRUNCATE under ``evolve`` does in a MySQL pipeline). The topic is written by spa
 kafka sink (three partitions, the truncate in each), read into Delta: first rows, a
 truncate and rows in one batch (a table met for the first time), then a truncate and rows
 in a later batch; a batch read again after a crash empties nothing (its target has it).
+Before, the source decoded a truncate as no row: the target kept every row before it.
 
-Before, the source decoded a truncate as no row: the target kept every row before it."""
+And the other way: a MySQL pipeline's TRUNCATE under ``evolve`` reaches a kafka target as
+its truncate event."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from pipeline_support import delta_rows_by_key
-from sink_support import change_rows, kafka_sink
+from pipeline_support import delta_rows_by_key, source_yaml
+from sink_support import change_rows, kafka_sink, topic_messages
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.kafka_runner import KafkaRunner
+from sparkcdc.pipeline.run.loop import Runner
 
 
 def from_kafka(tmp_path, broker, topic, fmt):
@@ -64,3 +69,45 @@ def test_a_truncate_event_empties_the_target_at_its_place(spark, tmp_path, kafka
     (commits / f"{max(int(p.stem) for p in commits.glob('*.json'))}.json").unlink()
     KafkaRunner(defn, spark, until_caught_up=True).run()
     assert delta_rows_by_key(tmp_path, "shop", "items") == rows([7, 8, 41])
+
+
+def test_a_source_truncate_under_evolve_reaches_a_kafka_target_as_a_truncate_event(
+        spark, mariadb, db, tmp_path, kafka_broker):
+    """A MySQL pipeline into Kafka: a ``TRUNCATE TABLE`` under ``evolve`` empties the target
+    as for a merge sink, here by the table's truncate event between the rows before and the
+    rows after it; replayed, the topic is the source. Before, the run stopped (a changelog
+    cannot be emptied)."""
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_20", database=db)
+    defn = parse_pipeline(f"""
+{source_yaml(mariadb, db + ".t", 10)}sink:
+  type: kafka
+  properties.bootstrap.servers: {kafka_broker.bootstrap_servers}
+  value.format: debezium-json
+pipeline:
+  name: truncev
+  parallelism: 1
+  schema.change.behavior: evolve
+  checkpoint.location: {tmp_path}/ckpt-evolve
+""", "truncev.yaml", env={"TEST_PW": mariadb.info.cdc_password})
+    Runner(defn, spark, until_caught_up=True).run()
+    mariadb.execute("DELETE FROM t WHERE id = 1", "UPDATE t SET v = -2 WHERE id = 2",
+                    "TRUNCATE TABLE t", "INSERT INTO t VALUES (5, 50), (30, 300)",
+                    "UPDATE t SET v = 51 WHERE id = 5", database=db)
+    Runner(defn, spark, until_caught_up=True).run()
+
+    state: dict = {}
+    truncates = 0
+    for m in topic_messages(kafka_broker, f"{db}.t"):  # one partition: the changelog's order
+        e = json.loads(m["value"])
+        if e["op"] == "t":
+            assert (e["source"]["db"], e["source"]["table"], m["key"]) == (db, "t", None)
+            truncates += 1
+            state.clear()
+        elif e["op"] == "d":
+            state.pop(e["before"]["id"], None)
+        else:
+            state[e["after"]["id"]] = e["after"]["v"]
+    assert truncates == 1
+    assert state == {r[0]: r[1] for r in mariadb.query("SELECT id, v FROM t", database=db)} \
+        == {5: 51, 30: 300}
