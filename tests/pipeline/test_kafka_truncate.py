@@ -112,3 +112,49 @@ pipeline:
     assert truncates == 1
     assert state == {r[0]: r[1] for r in mariadb.query("SELECT id, v FROM t", database=db)} \
         == {5: 51, 30: 300}
+
+
+def test_a_truncate_empties_a_shared_kafka_target_for_its_own_table(
+        spark, mariadb, db, tmp_path, kafka_broker):
+    """Two tables routed into one kafka target: a TRUNCATE of one under ``evolve`` is its
+    truncate event, naming it, so a consumer drops that table's rows and keeps the other's.
+    A merge target shared so stops instead (it would lose both); before, so did Kafka."""
+    mariadb.execute("CREATE TABLE a (id INT PRIMARY KEY, v INT)",
+                    "INSERT INTO a SELECT seq, seq FROM seq_1_to_10",
+                    "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
+                    "INSERT INTO b SELECT seq, seq FROM seq_101_to_110", database=db)
+    every = db + ".\\.*"
+    defn = parse_pipeline(f"""
+{source_yaml(mariadb, every, 10)}sink:
+  type: kafka
+  properties.bootstrap.servers: {kafka_broker.bootstrap_servers}
+  value.format: debezium-json
+route:
+  - source-table: {every}
+    sink-table: {db}_all.t
+pipeline:
+  name: truncshared
+  parallelism: 1
+  schema.change.behavior: evolve
+  checkpoint.location: {tmp_path}/ckpt-shared
+""", "truncshared.yaml", env={"TEST_PW": mariadb.info.cdc_password})
+    Runner(defn, spark, until_caught_up=True).run()
+    mariadb.execute("TRUNCATE TABLE a", "INSERT INTO a VALUES (7, 70)",
+                    "UPDATE b SET v = 0 WHERE id = 101", database=db)
+    Runner(defn, spark, until_caught_up=True).run()
+
+    # per source table, as the events name them
+    state: dict[str, dict] = {"a": {}, "b": {}}
+    for m in topic_messages(kafka_broker, f"{db}_all.t"):
+        e = json.loads(m["value"])
+        assert e["source"]["db"] == db
+        rows = state[e["source"]["table"]]
+        if e["op"] == "t":
+            rows.clear()
+        elif e["op"] == "d":
+            rows.pop(e["before"]["id"], None)
+        else:
+            rows[e["after"]["id"]] = e["after"]["v"]
+    for t in "ab":
+        assert state[t] == dict(mariadb.query(f"SELECT id, v FROM {t}", database=db)), t
+    assert state["a"] == {7: 70} and len(state["b"]) == 10
