@@ -42,7 +42,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -343,7 +343,7 @@ class KafkaSink(Sink):
             out += [("schemaName", db.encode()), ("tableName", table.encode())]
         return out
 
-    def _produce(self, messages: list[tuple[bytes | None, bytes | None]], on_delivery=None,
+    def _produce(self, messages: Sequence[tuple[bytes | None, bytes | None]], on_delivery=None,
                  topic: str | None = None, partition: int | None = None) -> None:
         p = self._producer
         headers = self._headers() or None
