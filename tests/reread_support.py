@@ -160,17 +160,38 @@ class Target:
             msgs = sink.read().to_pylist()
         finally:
             sink.close()
-        state: dict = {}
-        for m in msgs:  # a key's messages share a partition: its order is the changelog's
-            e = json.loads(m["value"])
+        # a key's messages share a partition, whose order is the changelog's; a truncate
+        # event of the table (written into every partition) clears what that partition
+        # said before it
+        parts: dict[int, dict] = {}
+        for m in msgs:
+            state = parts.setdefault(m["partition"], {})
+            e = json.loads(m["value"]) if m["value"] is not None else None
             if e is None:  # a tombstone after a delete
                 continue
-            key = json.loads(m["key"])["id"]
+            if e["op"] == "t":
+                assert (e["source"]["db"], e["source"]["table"]) == (self.db, table), e
+                state.clear()
+                continue
+            key = tuple(sorted(json.loads(m["key"]).items()))  # the whole message key
             if e["op"] == "d":
                 state.pop(key, None)
             else:
-                state[key] = tuple(e["after"].get(c) for c in columns)
-        return state
+                state[key] = e["after"]
+        got = [row for state in parts.values() for row in state.values()]
+        assert len(got) == len({r["id"] for r in got}), "a key is held twice"
+        return {r["id"]: tuple(r.get(c) for c in columns) for r in got}
+
+    def truncates(self, table: str) -> int:
+        """How many truncate events the table's topic holds in its partition 0 (a Kafka
+        target's "emptied")."""
+        sink = sinks.create("kafka", self.broker.info.sink_options(topic=f"{self.out}.{table}"))
+        try:
+            msgs = sink.read().to_pylist()
+        finally:
+            sink.close()
+        return sum(1 for m in msgs if m["partition"] == 0 and m["value"] is not None
+                   and json.loads(m["value"]).get("op") == "t")
 
     def damage(self, table: str) -> None:
         """Rows deleted and changed in the target by hand (a merge target's)."""
@@ -194,6 +215,22 @@ class Target:
         else:
             self.pg.execute(f'INSERT INTO "{self.out}"."{table}" (id, v, s) '
                             f"VALUES ({key}, 1, 'stray')")
+
+
+def binlog_files(server) -> list[str]:
+    return [r[0] for r in server.query("SHOW BINARY LOGS")]
+
+
+def purge_to(server, keep: str) -> None:
+    """PURGE BINARY LOGS TO ``keep``; the server refuses files its binlog checkpoint still
+    needs, so again until the files before ``keep`` are gone."""
+    deadline = time.monotonic() + 60
+    while binlog_files(server)[0] != keep:
+        server.execute(f"PURGE BINARY LOGS TO '{keep}'")
+        if binlog_files(server)[0] == keep:
+            break
+        assert time.monotonic() < deadline, binlog_files(server)
+        time.sleep(0.5)
 
 
 def mark(ckpt: Path, table: str) -> tuple[int, int, bool]:

@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from sparkcdc import sinks
 from sparkcdc.apply import materialize
 from sparkcdc.sinks.base import END_AT, START_AT
+from sparkcdc.sinks.kafka.sink import read_topic
 
 UTC = dt.timezone.utc
 D = decimal.Decimal
@@ -270,3 +271,31 @@ def read_delta(table, columns: list[str] | None = None):
     t = read_table(table)
     return t.select(columns) if columns else t
 
+
+# -- the kafka sink, written from Arrow change rows as a pipeline does -------------------------
+
+def kafka_sink(broker, fmt, topic=None, app=None, **options):
+    options = {"value.format": fmt, "table-id": "out.items", "source-table": "shop.items",
+               "app-id": app or f"a{uuid.uuid4().hex[:6]}", **options}
+    return sinks.create("kafka", broker.info.sink_options(
+        topic=topic or f"t_{uuid.uuid4().hex[:8]}", **options))
+
+
+def change_rows(ids, seq: int, kind: str = "insert", table: str = "items") -> pa.Table:
+    """Change rows of ``shop.<table>`` as the pipeline holds them (Arrow, with the metadata
+    columns): ``id``, ``v`` = id * 10."""
+    n = len(ids)
+    return pa.table({
+        "id": pa.array(ids, pa.int32()), "v": pa.array([i * 10 for i in ids], pa.int32()),
+        "_change_type": pa.array([kind] * n), "_database": pa.array(["shop"] * n),
+        "_table": pa.array([table] * n),
+        "_op_ts": pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
+        "_seq": pa.array([seq + i for i in range(n)], pa.decimal128(38, 0))})
+
+
+def topic_messages(broker, topic) -> list[dict]:
+    sink = sinks.create("kafka", broker.info.sink_options(topic=topic))
+    try:
+        return read_topic(sink._ck, sink._client_config(), topic, 30)
+    finally:
+        sink.close()

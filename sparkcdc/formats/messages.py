@@ -13,10 +13,12 @@ What each format gives:
   ``snapshot``, and MySQL's ``file``, ``pos``, ``row``: the position), bare or wrapped in
   Kafka Connect's ``{"schema", "payload"}`` (then the schema types the columns). The keys
   are the fields of the message key (Debezium keys each message by its primary key).
-  Schema change events (``ddl``, ``tableChanges``) carry no rows.
+  Schema change events (``ddl``, ``tableChanges``) carry no rows; a truncate event (``op:
+  t``) is one ``TRUNCATE`` change without a row.
 * ``canal-json``: ``data``/``old``/``type``/``database``/``table``/``pkNames``, the types in
   ``mysqlType`` when present (Canal's own messages have it; values may be strings then);
-  ``isDdl`` messages carry no rows. No position.
+  ``isDdl`` messages carry no rows, but a ``TRUNCATE`` is one ``TRUNCATE`` change without
+  a row. No position.
 * ``changelog-json``: Flink's ``data``/``op``, with sparkcdc's ``db``/``table``/``ts_ms``;
   the keys from the message key's fields. No position.
 """
@@ -37,6 +39,7 @@ import pyarrow as pa
 from sparkcdc.core.offsets import file_index
 
 INSERT, PRE, POST, DELETE = "insert", "update_preimage", "update_postimage", "delete"
+TRUNCATE = "truncate"  # no row: the table's rows before it are gone (its ``row`` is empty)
 _CHANGELOG_OPS = {"+I": INSERT, "-U": PRE, "+U": POST, "-D": DELETE}
 _SNAPSHOT_FLAGS = {"true", "first", "last", "first_in_data_collection",
                    "last_in_data_collection", "incremental"}
@@ -77,7 +80,7 @@ class Position:
 class Change:
     """One change row of a message."""
 
-    kind: str  # insert | update_preimage | update_postimage | delete
+    kind: str  # insert | update_preimage | update_postimage | delete | truncate
     row: dict[str, Any]
     database: str | None
     table: str | None
@@ -194,8 +197,10 @@ def _debezium(body: dict, key: bytes | None) -> list[Change]:
     if op == "d":
         _need(before, "before", op)
         return [Change(DELETE, before, **common)]
-    if op in ("t", "m"):
-        return []  # truncate / message events: no row (Debezium MySQL sends neither by default)
+    if op == "t":  # Debezium's truncate event: the table's rows before it are gone
+        return [Change(TRUNCATE, {}, **common)]
+    if op == "m":
+        return []  # a logical decoding message: no row
     raise BadMessage(f"unknown op {op!r} (c, r, u or d)")
 
 
@@ -215,8 +220,11 @@ def _canal(body: dict) -> list[Change]:
     if "type" not in body or "data" not in body and not body.get("isDdl"):
         raise BadMessage("no 'type' and 'data' fields: not a Canal flat message")
     if body.get("isDdl") or body.get("type") not in ("INSERT", "UPDATE", "DELETE"):
-        if body.get("isDdl") or body.get("type") in ("CREATE", "ALTER", "ERASE", "TRUNCATE",
-                                                      "QUERY", "RENAME", "CINDEX", "DINDEX"):
+        if body.get("type") == "TRUNCATE":  # the table's rows before it are gone
+            return [Change(TRUNCATE, {}, body.get("database"), body.get("table"),
+                           _int(body.get("es")))]
+        if body.get("isDdl") or body.get("type") in ("CREATE", "ALTER", "ERASE", "QUERY",
+                                                      "RENAME", "CINDEX", "DINDEX"):
             return []  # DDL: the rows after it show the new columns
         raise BadMessage(f"unknown type {body.get('type')!r} (INSERT, UPDATE or DELETE)")
     data, old = body.get("data") or [], body.get("old") or []

@@ -54,6 +54,7 @@ import pyarrow as pa
 from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow
 from sparkcdc.errors import ConfigError, DecodeError, SchemaError
 from sparkcdc.formats.messages import (
+    TRUNCATE,
     BadMessage,
     Change,
     Position,
@@ -252,14 +253,18 @@ class KafkaRunner:
         for d in decoded:
             by_table.setdefault(d.table, []).append(d)
         seq = 0
-        planned: list[tuple[str, TableInfo, pa.Table]] = []
+        planned: list[tuple[str, TableInfo, pa.Table, bool]] = []
         first_bases: dict[str, int] = {}
         for table, items in sorted(by_table.items()):
             info = self.tables.get(table)
             fresh = info is None
             info = info or TableInfo()
             items = self._not_repeated(table, info, items)
-            if not items:
+            items, truncated = after_truncates(items)
+            if truncated and fresh and not items:
+                log.info("kafka source: a truncate of %s, met before any of its rows: "
+                         "nothing to empty", table)
+            if not items and not (truncated and not fresh):
                 if not fresh:
                     self.tables[table] = info
                 continue
@@ -271,12 +276,13 @@ class KafkaRunner:
                 self.tables[table] = info
                 info.base = bases[table] if table in bases else self._base(table, n)
                 first_bases[table] = info.base
-            if rows.num_rows:
-                planned.append((table, info, rows))
+            if rows.num_rows or truncated:
+                planned.append((table, info, rows, truncated))
         if first_bases and first_bases != bases:  # before any target has the batch
             write_json(self.dir / "offsets" / f"{n}.json",
                        {"start": start, "end": end, "bases": first_bases})
-        written = [(table, self._write(table, info, rows, n)) for table, info, rows in planned]
+        written = [(table, self._write(table, info, rows, n, truncated))
+                   for table, info, rows, truncated in planned]
         reader.dead_letter(bad)
         write_json(self.dir / "commits" / f"{n}.json",
                    {"end": end, "tables": {t: i.to_dict() for t, i in sorted(self.tables.items())}})
@@ -441,10 +447,13 @@ class KafkaRunner:
                                                     t.table_options) if t else {})
             s = self.sinks[table] = targets.create_sinks(
                 self.defn.sink.type, self.defn.sink.options, list(targets_of(self.defn, table)),
-                f"{self.settings.name}.{table}", extra)
+                f"{self.settings.name}.{table}", extra, source=table)
         return s
 
-    def _write(self, table: str, info: TableInfo, rows: pa.Table, n: int) -> pa.Table:
+    def _write(self, table: str, info: TableInfo, rows: pa.Table, n: int,
+               truncated: bool = False) -> pa.Table:
+        """The table's rows of batch ``n`` written to its target(s); ``truncated``: a
+        truncate came before them, so each target that lacks the batch is emptied first."""
         shaper = shaper_for(self.defn, table)
         if shaper.active:
             rows = shaper.apply(self._frame(rows), info.keys).toArrow()
@@ -457,13 +466,18 @@ class KafkaRunner:
         sink = self._sink(table)
         batch = info.base + n
         if sink.kind == "changelog":
+            if truncated:  # a truncate event (kafka), unless a replay has the batch
+                for s in targets.each_sink(sink):
+                    last = s.last_batch_id()
+                    if last is None or last < batch:
+                        s.empty()
             marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
             changes = rows.drop_columns(marks)
             sink.write_changelog(changes if sink.takes_arrow else self._frame(changes), batch,
                                  info.keys)
         else:
             for s in targets.each_sink(sink):  # each target skips the batch if it has it
-                apply_arrow(s, rows, batch, spec)
+                apply_arrow(s, rows, batch, spec, truncated)
         return rows
 
     def _frame(self, rows: pa.Table):
@@ -471,6 +485,22 @@ class KafkaRunner:
 
         return self.spark.createDataFrame(
             rows, schema=from_arrow_schema(rows.schema, prefer_timestamp_ntz=True))
+
+
+def after_truncates(items: list[_Decoded]) -> tuple[list[_Decoded], bool]:
+    """A table's messages of a batch after its truncates, and whether there was one. A
+    truncate cuts the partition it is in: that partition's messages before it are dropped
+    (the target is emptied), those of other partitions are kept. sparkcdc's kafka sink
+    writes the event into every partition, so there it cuts the whole table; Debezium
+    writes it into one, and gives no order between partitions."""
+    last: dict[tuple[str, int], int] = {}
+    for i, d in enumerate(items):
+        if any(c.kind == TRUNCATE for c in d.changes):
+            last[(d.msg.topic, d.msg.partition)] = i
+    if not last:
+        return items, False
+    return [d for i, d in enumerate(items)
+            if i > last.get((d.msg.topic, d.msg.partition), -1)], True
 
 
 def _dec(v: int):

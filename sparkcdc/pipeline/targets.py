@@ -49,13 +49,16 @@ def has_option(sink_type: str, name: str) -> bool:
 
 
 def target_options(sink_type: str, options: Mapping[str, str], target: str,
-                   app_id: str | None = None) -> dict[str, str]:
+                   app_id: str | None = None, source: str | None = None) -> dict[str, str]:
     """The sink options for one target table ``db.table``: the sink's own naming of its
-    targets (its config module's ``target_options``), with the table's application id."""
+    targets (its config module's ``target_options``), with the table's application id and,
+    for a sink whose events name it (the kafka sink's truncate), its source table."""
     db, _, table = target.partition(".")
     opts = _config(sink_type).target_options(options, db, table)
     if app_id is not None and has_option(sink_type, "app-id"):
         opts["app-id"] = app_id
+    if source is not None and has_option(sink_type, "source-table"):
+        opts["source-table"] = source
     return opts
 
 
@@ -71,8 +74,9 @@ def check_sink_options(sink_type: str, options: Mapping[str, str]) -> None:
     sink_class(sink_type).from_options(probe)
 
 
-def create_sink(sink_type: str, options: Mapping[str, str], target: str, app_id: str):
-    return create(sink_type, target_options(sink_type, options, target, app_id))
+def create_sink(sink_type: str, options: Mapping[str, str], target: str, app_id: str,
+                source: str | None = None):
+    return create(sink_type, target_options(sink_type, options, target, app_id, source))
 
 
 def check_table_creation(sink_type: str, what: str, wanted) -> None:
@@ -171,9 +175,10 @@ def each_sink(sink: Sink) -> list[Sink]:
 
 
 def create_sinks(sink_type: str, options: Mapping[str, str], targets: list[str] | tuple,
-                 app_id: str, extra: Mapping[str, str] | None = None) -> Sink:
+                 app_id: str, extra: Mapping[str, str] | None = None,
+                 source: str | None = None) -> Sink:
     """The sink of a source table's targets: one, or a ``FanOut`` of several. ``extra``:
-    options for creating them (``table_creation_options``)."""
+    options for creating them (``table_creation_options``); ``source``: the source table."""
     opts = {**options, **(extra or {})}
-    sinks = [create_sink(sink_type, opts, t, app_id) for t in targets]
+    sinks = [create_sink(sink_type, opts, t, app_id, source) for t in targets]
     return sinks[0] if len(sinks) == 1 else FanOut(sinks)

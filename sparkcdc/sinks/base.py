@@ -196,6 +196,10 @@ class Sink(ABC):
     # a changelog sink that also takes the batch's change rows as an Arrow table (the
     # pipeline holds them so on the driver): it is spared the trip through Spark
     takes_arrow: ClassVar[bool] = False
+    # ``empty()`` writes an event naming the table (the kafka sink's truncate) rather than
+    # deleting rows: it empties the table for a changelog's reader and touches no other
+    # table's rows, so a target other tables share may be emptied for one of them
+    empties_by_event: ClassVar[bool] = False
 
     @abstractmethod
     def last_batch_id(self) -> int | None:

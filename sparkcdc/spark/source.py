@@ -264,14 +264,19 @@ class WorkPartition(InputPartition):
 
     server_id: int
     items: list
+    # tables taken again with a new schema since the reader was pickled: ``db.table`` ->
+    # ``TableSchema.to_dict()`` (``CDCStreamReader._read_members``)
+    schemas: dict = field(default_factory=dict)
 
 
-def _group(items: list, server_ids: tuple[int, ...]) -> list[WorkPartition]:
+def _group(items: list, server_ids: tuple[int, ...],
+           schemas: dict | None = None) -> list[WorkPartition]:
     n = max(1, min(len(server_ids), len(items)))
     groups: list[list] = [[] for _ in range(n)]
     for i, item in enumerate(items):
         groups[i % n].append(item)
-    return [WorkPartition(server_ids[i], g) for i, g in enumerate(groups) if g]
+    return [WorkPartition(server_ids[i], g, dict(schemas or {}))
+            for i, g in enumerate(groups) if g]
 
 
 # -- executor-side reading -----------------------------------------------------------------------
@@ -323,7 +328,11 @@ def _profiled(prof_dir: str, it: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
 
 def _with_new_tables(ctx: ReadContext, part: WorkPartition) -> ReadContext:
     """The context with the schemas of tables that joined the stream after the reader was
-    pickled (``scan.tables.file``), looked up once per process (``_JOINED``)."""
+    pickled (``scan.tables.file``), looked up once per process (``_JOINED``), and those of
+    tables taken again with a new schema since, which the partition carries."""
+    if part.schemas:
+        given = {TableId.parse(t): TableSchema.from_dict(d) for t, d in part.schemas.items()}
+        ctx = replace(ctx, tables={**ctx.tables, **given})
     need: set[TableId] = set()
     for item in part.items:
         if isinstance(item, ChunkItem):
@@ -565,6 +574,9 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._members: dict[TableId, int] | None = None
         self._since: dict[TableId, dict] = {}  # members joining from a binlog offset
         self._rereads: dict[TableId, tuple[int, str]] = {}  # members read again in part
+        # members taken again with a schema other than the one the reader was pickled with:
+        # the partitions carry it to the tasks (``_with_new_tables``)
+        self._retaken: dict[TableId, TableSchema] = {}
 
     def _d(self):
         if self._dialect is None:
@@ -632,6 +644,17 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 found.update(_load_schemas(self.ctx.config, missing))
             self.ctx.tables.update(found)
             self._d().tables.update(found)
+        # a member taken again under a newer generation with a new schema (a new key or
+        # columns during its snapshot): its next chunks and windows read it in that schema
+        # (the row key that tells an update from a key change, above all)
+        before = self._members or {}
+        retaken = {t: schemas[t] for t, g in wanted.items()
+                   if t in before and g > before[t] and t in schemas
+                   and schemas[t] != self.ctx.tables.get(t)}
+        if retaken:
+            self.ctx.tables.update(retaken)
+            self._d().tables.update(retaken)
+            self._retaken.update(retaken)
         self._members_text = text
         self._members = {t: g for t, g in wanted.items() if t in self.ctx.tables}
         self._since = {t: o for t, o in m.since.items() if t in self._members}
@@ -737,7 +760,8 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         gone = self._taken_again_since(e)
         items.extend(ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks
                      if c.table_id not in gone)
-        return _group(items, self.ctx.config.server_ids)
+        return _group(items, self.ctx.config.server_ids,
+                      {str(t): x.to_dict() for t, x in self._retaken.items()})
 
     def _taken_again_since(self, e: SourceOffset) -> set[TableId]:
         """Tables whose chunks in a batch planned at ``e`` are no longer wanted: taken again

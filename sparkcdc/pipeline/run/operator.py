@@ -102,9 +102,9 @@ class OperatorRequests:
     def _pause(self, st: TableState, _found: Found, _req: control.Request) -> str | None:
         if st.status != CaptureStatus.ACTIVE:
             return f"it is {st.status}"
-        if not self.state.streams(st) and self.state.sink_kind() == "changelog":
-            # its resume would have to take it again from an empty target, and a changelog
-            # cannot be emptied: the keys deleted meanwhile would stay in it
+        if not self.state.streams(st) and not self.state.can_empty():
+            # its resume would have to take it again from an empty target, and this
+            # changelog cannot be emptied: the keys deleted meanwhile would stay in it
             return ("it is in its snapshot, and a changelog target cannot be emptied to take "
                     "it again on resume; pause it once it streams")
         sink, _last, offset, snapshot_done = self.tables.halt(st)
@@ -127,7 +127,7 @@ class OperatorRequests:
             if st.paused_at is None and last is not None:
                 # paused in its snapshot: its target holds part of one, where a key deleted
                 # while it was paused would stay; emptied, and the table snapshotted again
-                if self.state.shared(st):
+                if self.state.emptying_hits_others(st):
                     return (f"it was paused in its snapshot, so its target {st.target} must "
                             "be emptied and the table snapshotted again, but the target is "
                             "shared with other tables; empty it yourself and start over with "

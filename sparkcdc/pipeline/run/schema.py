@@ -176,7 +176,7 @@ class SchemaInStream:
             return SchemaChangeStop(what, fix="schema.change.behavior is 'exception': choose "
                                               "evolve or try_evolve to empty the target too, "
                                               "or lenient or ignore to keep its rows")
-        if behavior in ("evolve", "try_evolve") and self.state.shared(st):
+        if behavior in ("evolve", "try_evolve") and self.state.emptying_hits_others(st):
             return SchemaError(f"{what}, and its target {st.target} is shared with other "
                                "tables",
                                fix="use schema.change.behavior: lenient to keep the rows, or "

@@ -127,6 +127,12 @@ class RunState:
     def sink_kind(self) -> str:
         return sink_class(self.defn.sink.type).kind
 
+    def can_empty(self) -> bool:
+        """Whether the pipeline can empty a target to take a table again: a merge target
+        deletes its rows; of the changelogs, only one that writes an event naming the
+        table (the kafka sink's truncate; the files sink cannot)."""
+        return self.sink_kind() != "changelog" or sink_class(self.defn.sink.type).empties_by_event
+
     def app_id(self, table: str) -> str:
         return f"{self.settings.name}.{table}"
 
@@ -154,7 +160,8 @@ class RunState:
         """The table's sink: its target's, or a ``FanOut`` of its targets' (routes that all
         match it), created with its transform's partition-keys and table-options."""
         return _targets.create_sinks(self.defn.sink.type, self.defn.sink.options,
-                                     self.targets(st), st.app_id, self.creation(st.table))
+                                     self.targets(st), st.app_id, self.creation(st.table),
+                                     source=st.table)
 
     @contextlib.contextmanager
     def locks(self, st: TableState) -> Iterator[None]:
@@ -170,6 +177,12 @@ class RunState:
         mine = set(self.targets(st))
         return any(mine & set(self.targets(o)) and o.table != st.table
                    and o.status == CaptureStatus.ACTIVE for o in self.states.values())
+
+    def emptying_hits_others(self, st: TableState) -> bool:
+        """Whether emptying the table's target would take other tables' rows with it: the
+        target is ``shared`` and the sink empties it whole (a truncate event, which names
+        the table, empties it for that table alone)."""
+        return self.shared(st) and not sink_class(self.defn.sink.type).empties_by_event
 
     # -- where the pipeline's stream stands ------------------------------------------------
 

@@ -105,7 +105,7 @@ class TableLifecycle:
                          what: str) -> None:
         if last is None:
             return
-        if self.state.shared(st):
+        if self.state.emptying_hits_others(st):
             raise SchemaError(
                 f"{what}, and the table must be taken again (a change during its snapshot, "
                 f"or several changes with rows between them), but its target {st.target} "
@@ -320,7 +320,7 @@ class TableLifecycle:
         return None  # a snapshot not begun: nothing to resume
 
     def _resnapshot(self, st: TableState, what: str) -> None:
-        if self.state.shared(st):
+        if self.state.emptying_hits_others(st):
             raise BinlogUnavailable(
                 f"{what}; its target {st.target} is shared with other tables, so it cannot be "
                 "emptied and reloaded alone",

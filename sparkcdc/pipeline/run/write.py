@@ -64,8 +64,11 @@ class TargetWriter:
             if not self.state.running(run):
                 return  # stopped meanwhile (dropped, taken again, left the stream)
             if run.sink.kind == "changelog":  # every change row, appended by Spark's writer
-                if p.empty_first:
-                    run.sink.empty()  # a changelog cannot be: this fails with the fix
+                if p.empty_first:  # a truncate event (kafka), unless a replay has the batch
+                    for sink in targets.each_sink(run.sink):  # (files: refused, with the fix)
+                        last = sink.last_batch_id()
+                        if last is None or last < target_batch:
+                            sink.empty()
                 marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
                 changes = rows.drop_columns(marks)
                 if run.sink.takes_arrow:  # written from the driver's Arrow rows

@@ -47,7 +47,7 @@ class Announcement:
     the partitioner's choice)."""
 
     topic: str
-    key: bytes
+    key: bytes | None
     value: bytes
     partitions: tuple[int, ...] | None = None
 
@@ -121,6 +121,25 @@ def debezium_schema_change(topic: str, database: str, table: str, schema: TableS
         key = json.dumps({"databaseName": database}, separators=(",", ":"))
         out.append(Announcement(topic, key.encode(), _dumps(body), (0,)))
     return out
+
+
+def canal_truncate(topic: str, database: str, table: str, ts_ms: int,
+                   partitions: tuple[int, ...]) -> Announcement:
+    """Canal's DDL message of a ``TRUNCATE TABLE``, into every partition of the topic."""
+    sql = f"TRUNCATE TABLE {quote_ident(database)}.{quote_ident(table)}"
+    return canal_ddl(topic, database, table, [sql], ts_ms, partitions)[0]
+
+
+def debezium_truncate(topic: str, database: str, table: str, ts_ms: int, name: str,
+                      version: str, partitions: tuple[int, ...]) -> Announcement:
+    """Debezium's truncate event (``op: t``, no row, a null key), with the source block
+    the row events carry, into every partition of the table's topic."""
+    body = {"before": None, "after": None,
+            "source": {"version": version, "connector": "mysql", "name": name, "ts_ms": ts_ms,
+                       "snapshot": "false", "db": database, "table": table, "seq": None,
+                       "seq_before": None},
+            "op": "t", "ts_ms": ts_ms}
+    return Announcement(topic, None, _dumps(body), partitions)
 
 
 def _describe(c: Column, position: int) -> dict:

@@ -61,6 +61,9 @@ OPTIONS = {
                                                "(default: the broker's)"),
     "table-id": Opt(None, "the target's name db.table (in a pipeline: each table's routed "
                           "name, set by the pipeline)"),
+    "source-table": Opt(None, "the source table db.table whose changes the target takes (in a "
+                              "pipeline: set by the pipeline; default: table-id): a truncate "
+                              "event names it, as the rows' source block does"),
     "app-id": Opt("sparkcdc", "the application id: names the transactional id and the "
                               "marker group that hold the last batch id"),
     "connect-timeout": Opt("30", "seconds, a positive integer: how long to wait for the "
@@ -99,6 +102,7 @@ class KafkaConfig:
     topic_config: Mapping[str, str] = field(default_factory=dict)
     app_id: str = "sparkcdc"
     connect_timeout: int = 30
+    source_table: str | None = None  # the source table, named by a truncate event
 
     def __repr__(self) -> str:  # never print a password or a secret property
         shown = {k: ("******" if _secret(k) else v) for k, v in self.properties.items()}
@@ -179,6 +183,7 @@ class KafkaConfig:
             replication_factor=o.integer("sink.topic.replication-factor", lo=1),
             topic_config=dict(o.prefixed["sink.topic.config."]),
             app_id=o.text("app-id") or "sparkcdc",
+            source_table=o.text("source-table"),
             connect_timeout=o.integer("connect-timeout", lo=1) or 30)
         if not cfg.topic and not cfg.table_id:
             raise ConfigError("the kafka sink needs the option 'topic' (or 'table-id', the "
@@ -259,5 +264,5 @@ def matches(selector: str, table_id: str) -> bool:
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
     """A pipeline's Kafka destination: target ``db.table`` is topic ``db.table`` (or what
     ``topic`` or ``sink.tableId-to-topic.mapping`` say), one table's messages per target."""
-    set_per_target("kafka", options, "table-id")
+    set_per_target("kafka", options, "table-id", "source-table")
     return {**options, "table-id": f"{db}.{table}"}

@@ -42,13 +42,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.errors import ConfigError, ConnectionFailed, PipelineFailed
+from sparkcdc.errors import ConfigError, ConnectionFailed, PipelineFailed, SchemaError
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import Sink, WriteResult
 from sparkcdc.sinks.evolution import Change
@@ -92,6 +92,7 @@ class KafkaSink(Sink):
     writer = "librdkafka"
     kind = "changelog"
     takes_arrow = True
+    empties_by_event = True  # a truncate event naming the table (``empty``)
 
     def __init__(self, config: KafkaConfig):
         self.config = config
@@ -342,7 +343,7 @@ class KafkaSink(Sink):
             out += [("schemaName", db.encode()), ("tableName", table.encode())]
         return out
 
-    def _produce(self, messages: list[tuple[bytes, bytes | None]], on_delivery=None,
+    def _produce(self, messages: Sequence[tuple[bytes | None, bytes | None]], on_delivery=None,
                  topic: str | None = None, partition: int | None = None) -> None:
         p = self._producer
         headers = self._headers() or None
@@ -464,6 +465,48 @@ class KafkaSink(Sink):
             self._announced = before
             raise
         log.info("kafka sink: announced %d schema change(s) of %s", len(sqls), self.topic)
+
+    # -- emptying: a truncate event ------------------------------------------------------------
+
+    def empty(self) -> None:
+        """The table's target "emptied" as its format says a table was truncated: Debezium's
+        truncate event (``op: t``) or Canal's ``TRUNCATE`` DDL message, naming the source
+        table, into every partition of the topic (partition 0 under ``all-to-zero``), in a
+        transaction of its own; a consumer of any partition drops the table's rows before
+        it. The marker keeps the batch it names: a run stopped before its checkpoint
+        empties again, and the rows it then writes follow the second truncate. Flink's
+        changelog JSON has no such event."""
+        c = self.config
+        if c.value_format == "changelog-json":
+            raise SchemaError(
+                f"the kafka target {self.topic} would have to be emptied (its table taken "
+                "again, or truncated), and Flink's changelog-json has no truncate event",
+                fix="use value.format: debezium-json or canal-json, whose truncate event "
+                    "empties the table for a consumer; or delete and recreate the topic and "
+                    "start over with a new checkpoint.location")
+        from sparkcdc.sinks.kafka import announce as an
+
+        self._prepare()
+        db, _, table = (c.source_table or c.table_id or self.topic).partition(".")
+        now = int(time.time() * 1000)
+        parts = (0,) if c.partition_strategy == "all-to-zero" else self._partitions()
+        if c.value_format == "canal-json":
+            m = an.canal_truncate(self.topic, db, table, now, parts)
+        else:
+            m = an.debezium_truncate(self.topic, db, table, now, "sparkcdc", _version(), parts)
+
+        def send(report) -> int:
+            for part in m.partitions or (None,):
+                self._produce([(m.key, m.value)], report, partition=part)
+            return 0  # no rows: the marker keeps the batch it names
+
+        doing = f"writing a truncate event of {db}.{table} to {self.topic}"
+        if c.exactly_once:
+            self._in_transaction(send, self._last, doing)
+        else:
+            self._at_least_once(send, self._last, doing)
+        log.info("kafka sink: %s emptied for %s.%s (a truncate event in %d partition(s))",
+                 self.topic, db, table, len(parts))
 
     def _partitions(self) -> tuple[int, ...]:
         meta = self._consumer_client().list_topics(self.topic, timeout=self.config.connect_timeout)
