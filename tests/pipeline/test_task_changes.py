@@ -67,10 +67,18 @@ pipeline:
     # (files, committed first) and changes to chunks read before (the slices, after)
     writer = Writer(mariadb, db, seed=30)
     writer.start()
+    caplog.set_level(logging.INFO, logger="sparkcdc.pipeline")
     try:
         Runner(defn, spark, until_caught_up=True).run()
     finally:
         writer.finish()
+    sent = [tuple(map(int, m.groups())) for m in
+            (re.search(r"(\d+) row\(s\) written by the tasks as \d+ file\(s\), (\d+) bytes "
+                       r"to the driver", r.getMessage()) for r in caplog.records) if m]
+    rows, bytes_ = sum(x[0] for x in sent), sum(x[1] for x in sent)
+    assert rows >= 2 * ROWS * 0.9, sent  # the snapshots, as files of the tasks
+    assert bytes_ < rows, (bytes_, rows)  # under a byte per row written
+    caplog.clear()
     Runner(defn, spark, until_caught_up=True).run()
     roots = {t: tmp_path / "lake" / db / t for t in "ab"}
     split = 0  # batches whose chunk files were committed before the rest of the batch
@@ -96,7 +104,6 @@ pipeline:
     finally:
         writer.finish()
     assert writer.ops.get("delete", 0) > 5 and writer.ops.get("update", 0) > 10, writer.ops
-    caplog.set_level(logging.INFO, logger="sparkcdc.pipeline")
     Runner(defn, spark, until_caught_up=True).run()
 
     for t in "ab":
