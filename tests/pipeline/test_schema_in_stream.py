@@ -10,6 +10,7 @@ import decimal
 
 import pytest
 from pipeline_support import source_yaml
+from server_support import seq
 
 from sparkcdc.core.records import DDL, SCHEMA, TRUNCATE, ChangeRecord, TableEvent
 from sparkcdc.core.schema import Column, TableId, TableSchema
@@ -259,7 +260,7 @@ def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb
     from sparkcdc.pipeline.verify import Verifier, render
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10))",
-                    "INSERT INTO t SELECT seq, seq, CONCAT('b', seq) FROM seq_1_to_50",
+                    f"INSERT INTO t SELECT seq, seq, CONCAT('b', seq) FROM {seq(mariadb, 50)}",
                     database=db)
     defn = _pipeline(mariadb, db, tmp_path, write_on=write_on)
     Runner(defn, spark, until_caught_up=True).run()
@@ -311,7 +312,7 @@ def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
     from sparkcdc.pipeline.verify import Verifier, render
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
-                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_40", database=db)
+                    f"INSERT INTO t SELECT seq, seq FROM {seq(mariadb, 40)}", database=db)
     defn = _pipeline(mariadb, db, tmp_path)
     Runner(defn, spark, until_caught_up=True).run()
     mariadb.execute("UPDATE t SET a = 100 WHERE id = 1", "DELETE FROM t WHERE id = 3",
@@ -344,7 +345,7 @@ def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, 
     from sparkcdc.pipeline.status import table_statuses
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(3) NOT NULL, v INT)",
-                    "INSERT INTO t SELECT seq, CONCAT('k', seq), seq FROM seq_1_to_20",
+                    f"INSERT INTO t SELECT seq, CONCAT('k', seq), seq FROM {seq(mariadb, 20)}",
                     database=db)
     defn = _pipeline(mariadb, db, tmp_path)
     Runner(defn, spark, until_caught_up=True).run()
@@ -374,7 +375,7 @@ def test_a_batch_that_evolved_its_target_is_replayed_alike(spark, mariadb, db, t
     from sparkcdc.pipeline.run.loop import Runner
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
-                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_40", database=db)
+                    f"INSERT INTO t SELECT seq, seq FROM {seq(mariadb, 40)}", database=db)
     defn = _pipeline(mariadb, db, tmp_path)
     Runner(defn, spark, until_caught_up=True).run()
     mariadb.execute("UPDATE t SET a = 100 WHERE id = 1",

@@ -16,6 +16,7 @@ import threading
 
 import pytest
 from pipeline_support import source_yaml
+from server_support import seq
 
 import sparkcdc
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -90,7 +91,7 @@ def measured(mariadb, db, run) -> tuple[float, int, int]:
 
 def make_table(mariadb, db):
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(40))",
-                    f"INSERT INTO t SELECT seq, seq % 13, CONCAT('r', seq) FROM seq_1_to_{ROWS}",
+                    f"INSERT INTO t SELECT seq, seq % 13, CONCAT('r', seq) FROM {seq(mariadb, ROWS)}",
                     database=db)
 
 

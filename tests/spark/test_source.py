@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from server_support import seq
 
 import sparkcdc
 from sparkcdc.core.offsets import BinlogOffset
@@ -35,7 +36,7 @@ def options(mariadb, db, table="t", **extra):
 def make_table(mariadb, db, rows, table="t"):
     mariadb.execute(f"CREATE TABLE `{db}`.`{table}` (id INT PRIMARY KEY, v INT, s VARCHAR(40))",
                     f"INSERT INTO `{db}`.`{table}` SELECT seq, seq % 13, CONCAT('r', seq) "
-                    f"FROM seq_1_to_{rows}", database=db)
+                    f"FROM {seq(mariadb, rows)}", database=db)
 
 
 def table_state(mariadb, db, table="t"):
