@@ -38,8 +38,13 @@ test: setup
 MYSQL_TESTS := tests/pipeline/test_pipeline.py tests/pipeline/test_pipeline_stream.py \
 	tests/pipeline/test_schema_in_stream.py tests/pipeline/test_ddl.py \
 	tests/pipeline/test_operator.py tests/pipeline/test_reread.py tests/test_cli.py \
+	tests/pipeline/test_routing.py tests/pipeline/test_signals.py tests/pipeline/test_metrics.py \
+	tests/pipeline/test_zero_dates.py tests/pipeline/test_identifiers_and_secrets.py \
+	tests/pipeline/test_online_schema_change.py tests/pipeline/test_flink_examples.py \
+	tests/pipeline/test_kafka_runner.py \
 	tests/spark/test_source.py tests/spark/test_arrow_batches.py tests/spark/test_binlog_once.py \
-	tests/spark/test_source_faults.py tests/sinks/test_end_to_end.py
+	tests/spark/test_source_faults.py tests/sinks/test_end_to_end.py \
+	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py
 test-mysql: setup
 	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_TESTS) $(XDIST) --source-tests-only \
 		-m "not faults and not cluster and not huge and not spark_delta and not wheel"
