@@ -44,7 +44,7 @@ MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py tests
 	tests/pipeline/test_kafka_runner.py \
 	tests/spark/test_source.py tests/spark/test_arrow_batches.py tests/spark/test_binlog_once.py \
 	tests/spark/test_source_faults.py tests/sinks/test_end_to_end.py \
-	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py
+	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py tests/faults/test_network.py
 test-mysql: setup
 	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_TESTS) $(XDIST) --source-tests-only \
 		-m "not faults and not cluster and not huge and not spark_delta and not wheel"
