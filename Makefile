@@ -35,7 +35,8 @@ test: setup
 # the sinks end to end on a MySQL 9.7 sandbox instead of the MariaDB one
 # (SPARKCDC_TEST_SOURCE=mysql; only the tests that use the session's source server). CI runs
 # it after make test.
-MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py tests/pipeline/test_pipeline_stream.py \
+MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
+	tests/pipeline/test_pipeline_stream.py \
 	tests/pipeline/test_schema_in_stream.py tests/pipeline/test_ddl.py \
 	tests/pipeline/test_operator.py tests/pipeline/test_reread.py tests/test_cli.py \
 	tests/pipeline/test_routing.py tests/pipeline/test_signals.py tests/pipeline/test_metrics.py \

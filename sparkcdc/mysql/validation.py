@@ -610,7 +610,8 @@ def validate_all(conn: ConnectionOptions, server_ids: Sequence[int] | None = Non
         warnings.extend(found)
     else:
         for w in found:
-            log.warning("%s: %s\n    fix: %s", w.check, w.message, w.fix)  # type: ignore[attr-defined]
+            log.warning("%s: %s\n    fix: %s",
+                        w.check, w.message, w.fix)  # type: ignore[attr-defined]
     return check_server(info, server_ids, databases, gtid_start=gtid_start)
 
 

@@ -136,7 +136,8 @@ def test_a_table_given_a_transform_stays_in_the_pipelines_stream(spark, mariadb,
     mariadb.execute("UPDATE b SET v = -v WHERE id <= 5", "DELETE FROM b WHERE id > 18",
                     "INSERT INTO a VALUES (21, 21, NULL)",
                     "CREATE TABLE c (id INT PRIMARY KEY, v INT, at DATETIME(3))",
-                    f"INSERT INTO c SELECT seq, seq, '2024-01-01' FROM {seq(mariadb, 30)}", database=db)
+                    f"INSERT INTO c SELECT seq, seq, '2024-01-01' FROM {seq(mariadb, 30)}",
+                    database=db)
     source = source_yaml(mariadb, db + ".\\.*", 40)
     text = f"""
 {source}sink:

@@ -5,10 +5,10 @@ A table of 40 chunks is read two chunks a batch while a writer updates 50 random
 every ~10 ms. The server's own count of the bytes it sent (``Bytes_sent``), less one read of
 the table, is compared with what one read of the binlog it wrote meanwhile costs it to send
 (measured the same way after the run: MariaDB sends about 0.8 bytes per byte its binlog grew,
-MySQL about 1.0): a bound checked by a count, not a timer. Held at the query's starting position (before), each batch's chunks were rolled back
-to it and so replayed everything written since the query began: 13 times the binlog's
-growth in the issue's run. Through the Spark source with ``availableNow`` and through
-``sparkcdc run --until-caught-up``."""
+MySQL about 1.0): a bound checked by a count, not a timer. Held at the query's starting
+position (before), each batch's chunks were rolled back to it and so replayed everything
+written since the query began: 13 times the binlog's growth in the issue's run. Through the
+Spark source with ``availableNow`` and through ``sparkcdc run --until-caught-up``."""
 
 from __future__ import annotations
 
@@ -119,7 +119,8 @@ def measured(mariadb, db, run) -> tuple[float, int, int]:
 
 def make_table(mariadb, db):
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(40))",
-                    f"INSERT INTO t SELECT seq, seq % 13, CONCAT('r', seq) FROM {seq(mariadb, ROWS)}",
+                    "INSERT INTO t SELECT seq, seq % 13, CONCAT('r', seq) "
+                    f"FROM {seq(mariadb, ROWS)}",
                     database=db)
 
 
