@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkcdc-installed
 
-.PHONY: setup test test-fast test-faults test-compat demo clean
+.PHONY: setup test test-mysql test-fast test-faults test-compat demo clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,27 @@ test: setup
 		sparkcdc/options.py sparkcdc/pipeline/class_cache.py sparkcdc/pipeline/session.py \
 		sparkcdc/pipeline/signals.py sparkcdc/pipeline/warm_python.py sparkcdc/pipeline/run
 	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
+
+# make test runs the engine, the types, the dialect, validation, window splits, checksums and
+# verify on both servers (the `server` fixture); doubling the rest would not fit its budget.
+# test-mysql runs the tests of the pipelines, schema changes, the CLI, the Spark source and
+# the sinks end to end on a MySQL 9.7 sandbox instead of the MariaDB one
+# (SPARKCDC_TEST_SOURCE=mysql; only the tests that use the session's source server). CI runs
+# it after make test.
+MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
+	tests/pipeline/test_pipeline_stream.py \
+	tests/pipeline/test_schema_in_stream.py tests/pipeline/test_ddl.py \
+	tests/pipeline/test_operator.py tests/pipeline/test_reread.py tests/test_cli.py \
+	tests/pipeline/test_routing.py tests/pipeline/test_signals.py tests/pipeline/test_metrics.py \
+	tests/pipeline/test_zero_dates.py tests/pipeline/test_identifiers_and_secrets.py \
+	tests/pipeline/test_online_schema_change.py tests/pipeline/test_flink_examples.py \
+	tests/pipeline/test_kafka_runner.py \
+	tests/spark/test_source.py tests/spark/test_arrow_batches.py tests/spark/test_binlog_once.py \
+	tests/spark/test_source_faults.py tests/sinks/test_end_to_end.py \
+	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py tests/faults/test_network.py
+test-mysql: setup
+	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_TESTS) $(XDIST) --source-tests-only \
+		-m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # A sandbox MariaDB (or MySQL 9.7: make demo SERVER=mysql), a pipeline into local Delta
 # tables under writes, verify; stops it all.

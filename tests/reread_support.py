@@ -13,6 +13,7 @@ from pathlib import Path
 
 import deltalake
 import pyarrow as pa
+from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc import sinks
@@ -26,7 +27,7 @@ def make_tables(mariadb, db: str, rows: int = ROWS) -> None:
     """Tables ``a`` and ``b`` of ``rows`` rows each."""
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{rows}",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM {seq(mariadb, rows)}",
                         database=db)
 
 
