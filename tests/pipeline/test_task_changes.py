@@ -60,7 +60,7 @@ sink:
 pipeline:
   name: slices
   parallelism: 2
-  max-rows-per-batch: 300
+  max-rows-per-batch: 600
   checkpoint.location: {tmp_path}/ckpt
 """, "slices.yaml", env={"TEST_PW": mariadb.info.cdc_password})
     # the snapshots, as files of the tasks, under writes: a batch carries a chunk's new rows
