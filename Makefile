@@ -44,11 +44,16 @@ test-compat: setup
 	bash scripts/compat.sh
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md),
-# and 1,000 tables in one query (make test takes 250)
+# and 1,000 tables in one query (make test takes 250); then the faults-marked cases of the
+# re-read tests under writes in tests/pipeline (re-keyed, renamed, purged, truncated) and
+# a new key on PostgreSQL after the snapshot (make test has it at the sink, test_sql_rekey)
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
 	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults tests/pipeline/test_kill.py \
 		tests/pipeline/test_class_cache.py tests/pipeline/test_pipeline_stream.py::test_many_tables_one_query
+	$(PY) -m pytest -m faults tests/pipeline/test_reread_retake.py tests/pipeline/test_reread_rename.py \
+		tests/pipeline/test_reread_purged.py tests/pipeline/test_kafka_truncate.py \
+		tests/pipeline/test_schema_in_stream.py
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into
