@@ -24,7 +24,7 @@ from reread_support import ROWS, Target, Writer, make_tables, mark, source_rows
 pytestmark = pytest.mark.faults  # minutes of a run under writes: make test-faults
 
 
-@pytest.mark.parametrize("kind", ["delta", "kafka"])
+@pytest.mark.parametrize("kind", ["delta", "postgres", "kafka"])
 def test_a_rename_during_the_snapshot_takes_the_table_again_under_writes(
         kind, mariadb, db, tmp_path, request):
     make_tables(mariadb, db)
