@@ -221,16 +221,15 @@ def test_a_table_map_without_names_cannot_build_a_schema():
 
 # -- through a pipeline -------------------------------------------------------------------------
 
-def _pipeline(mariadb, db, tmp_path, behavior="evolve", write_on="auto"):
+def _pipeline(mariadb, db, tmp_path, behavior="evolve", write_on="auto", sink=None):
     from sparkcdc.pipeline.definition import parse_pipeline
 
     source = source_yaml(mariadb, db + ".\\.*", 60)
+    sink = sink or f"  type: delta\n  path: {tmp_path}/lake\n"
     text = f"""
 {source}
 sink:
-  type: delta
-  path: {tmp_path}/lake
-pipeline:
+{sink}pipeline:
   name: instream
   parallelism: 1
   checkpoint.location: {tmp_path}/ckpt
@@ -335,19 +334,29 @@ def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["delta", pytest.param("postgres", marks=pytest.mark.faults)])
 def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, mariadb, db,
-                                                                          tmp_path):
+                                                                          tmp_path, kind,
+                                                                          request):
     """A new primary key met in the stream: the rows before it are written by the old key,
     the loop changes the target's columns, and the table goes on from the change (under its
     next generation, joining from that offset), its changes applied by the new key. The
-    target is not emptied and nothing is read again."""
+    target is not emptied and nothing is read again. On PostgreSQL the target's primary key
+    follows the new key (before, ``ON CONFLICT (id, k)`` found no unique constraint to
+    match and the batch failed)."""
     from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.pipeline.status import table_statuses
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(3) NOT NULL, v INT)",
                     f"INSERT INTO t SELECT seq, CONCAT('k', seq), seq FROM {seq(mariadb, 20)}",
                     database=db)
-    defn = _pipeline(mariadb, db, tmp_path)
+    pg = request.getfixturevalue("pg_server") if kind == "postgres" else None
+    sink = None
+    if pg is not None:
+        i = pg.info
+        sink = (f"  type: postgres\n  host: {i.host}\n  port: {i.port}\n  user: {i.user}\n"
+                f"  password: {i.password}\n  database: {i.database}\n")
+    defn = _pipeline(mariadb, db, tmp_path, sink=sink)
     Runner(defn, spark, until_caught_up=True).run()
     mariadb.execute("UPDATE t SET v = -1 WHERE id = 1",
                     "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, k), "
@@ -355,7 +364,11 @@ def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, 
                     "UPDATE t SET v = -2, w = 2 WHERE id = 2", "INSERT INTO t VALUES (21, 'z', 21, 0)",
                     "DELETE FROM t WHERE id = 3", database=db)
     Runner(defn, spark, until_caught_up=True).run()
-    got = _target(tmp_path, db)
+    if pg is None:
+        got = _target(tmp_path, db)
+    else:
+        got = {r[0]: dict(zip(("id", "k", "v", "w"), r))
+               for r in pg.execute(f'SELECT id, k, v, w FROM "{db}"."t"')}
     want = {r[0]: r for r in mariadb.query(f"SELECT id, k, v, w FROM `{db}`.t")}
     assert {i: (r["k"], r["v"], r["w"]) for i, r in got.items()} == {
         i: (r[1], r[2], r[3]) for i, r in want.items()}
