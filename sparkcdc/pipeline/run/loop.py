@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.errors import PipelineFailed, SchemaChangeStop, SparkCDCError
+from sparkcdc.errors import PipelineFailed, SchemaChangeStop, SchemaError, SparkCDCError
 from sparkcdc.pipeline import control
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Checkpoint, TableState
@@ -465,9 +465,9 @@ class Runner:
         shows as a table gone and one new. The target holds part of the old name's rows and
         the changes of its unread chunks were dropped, so the new name is taken again from
         an emptied target (``go_on_as``), as a RENAME the stream met during the snapshot is.
-        Not when emptying the target would take other tables' rows with it: then the old
-        name is dropped and the new one captured as a new table, as before (a warning says
-        the target may keep rows the source has not)."""
+        Not when emptying the target would take other tables' rows with it: then the run
+        stops with the fix (``SchemaError``), as a table taken again into a shared target
+        does, instead of keeping rows the source has not."""
         state = self.state
         gone = [st for t, st in state.states.items()
                 if st.status == CaptureStatus.ACTIVE and t not in found and not st.gone
@@ -484,11 +484,14 @@ class Runner:
                     self.defn, routed[0]) for t in new) != 1:
                 continue  # none, or several: which one is it?
             if state.emptying_hits_others(st):
-                log.warning("table %s is gone during its snapshot and %s is new in its target "
-                            "%s, which other tables share: %s is captured as a new table and "
-                            "the target may keep rows of %s", st.table, routed[0], st.target,
-                            routed[0], st.table)
-                continue
+                # emptying would take the other tables' rows; capturing the new name over
+                # the old one's partial snapshot would keep rows the source deleted
+                raise SchemaError(
+                    f"table {st.table} is gone during its snapshot and {routed[0]} is new in "
+                    f"its target {st.target} (a rename): the new name must be taken again "
+                    "from an emptied target, but other tables write into that target too",
+                    fix="empty the target, then start the pipeline again with a new "
+                        "checkpoint location; or rename tables once their snapshot is done")
             if self.tables.may_go_on_as(st, routed[0], found):
                 log.warning("table %s is gone during its snapshot and %s is new in its target "
                             "%s: taken as renamed to it", st.table, routed[0], st.target)
