@@ -53,14 +53,14 @@ def test_changes_are_written_by_key_slices_with_deletion_vectors(spark, mariadb,
                         database=db)
     source = source_yaml(mariadb, db + ".\\.*", 3)
     defn = parse_pipeline(f"""
-{source}  scan.incremental.snapshot.chunk.size: 300
+{source}  scan.incremental.snapshot.chunk.size: 750
 sink:
   type: delta
   path: {tmp_path}/lake
 pipeline:
   name: slices
   parallelism: 2
-  max-rows-per-batch: 600
+  max-rows-per-batch: 750
   checkpoint.location: {tmp_path}/ckpt
 """, "slices.yaml", env={"TEST_PW": mariadb.info.cdc_password})
     # the snapshots, as files of the tasks, under writes: a batch carries a chunk's new rows
