@@ -207,6 +207,12 @@ class Sink(ABC):
 
     # -- rows written by the tasks that hold them, committed once by the driver ----------
 
+    def last_batch_seen(self) -> int | None:
+        """The highest batch id the target holds any part of: ``last_batch_id``, or a
+        later one whose files were committed before the rest of its batch (which then
+        failed). A table taken again numbers its batches after it."""
+        return self.last_batch_id()
+
     @classmethod
     def may_take_files(cls, options: Mapping[str, Any]) -> bool:
         """Whether a target of these options can take files from tasks (``takes_files``),

@@ -88,7 +88,11 @@ class TableLifecycle:
         st.start = start
         st.group = None  # joins the pipeline's stream again, under the new generation
         st.generation += 1
-        st.batch_base = (last + 1) if last is not None else st.batch_base
+        # past every batch id the target holds any part of: a batch that failed after its
+        # snapshot files were committed (Delta's ``<app-id>#files``) must not be reused,
+        # or the new generation's files under that id would be taken as committed
+        seen = [x for x in (last, self._last_seen(st)) if x is not None]
+        st.batch_base = (max(seen) + 1) if seen else st.batch_base
         if schema is not None:
             st.schema = schema.to_dict()
         st.pending_ddl = None
@@ -98,8 +102,16 @@ class TableLifecycle:
         self.state.save()
 
     def next_base(self, st: TableState) -> int:
-        last = self.state.sink_for(st).last_batch_id()
-        return (last + 1) if last is not None else st.batch_base
+        seen = [x for x in (self.state.sink_for(st).last_batch_id(), self._last_seen(st))
+                if x is not None]
+        return (max(seen) + 1) if seen else st.batch_base
+
+    def _last_seen(self, st: TableState) -> int | None:
+        sink = self.state.sink_for(st)
+        try:
+            return sink.last_batch_seen()
+        finally:
+            sink.close()
 
     def empty_for_retake(self, st: TableState, sink: Any, last: int | None,
                          what: str) -> None:

@@ -90,6 +90,14 @@ class DeltaSink(Sink):
         t = self._table()
         return None if t is None else t.transaction_version(self.config.app_id)
 
+    def last_batch_seen(self) -> int | None:
+        t = self._table()
+        if t is None:
+            return None
+        seen = [v for a in (self.config.app_id, files.files_app_id(self.config.app_id))
+                if (v := t.transaction_version(a)) is not None]
+        return max(seen) if seen else None
+
     # -- files written by tasks (sinks/delta/files.py) -----------------------------------
 
     @classmethod
@@ -130,10 +138,7 @@ class DeltaSink(Sink):
         done = files.commit_data_files(table, data, stored, self.config.app_id, batch_id,
                                        self.config.partition_by, final)
         table = self._table()
-        gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id)
-        if gone:
-            log.info("%s: %d folder(s) of batch %d no commit names removed",
-                     self.config.path, gone, batch_id)
+        self._remove_leftovers(batch_id)
         if not done:
             return WriteResult(batch_id, skipped=True)
         n = sum(f.rows for f in data)
@@ -188,10 +193,7 @@ class DeltaSink(Sink):
                 self._table().create_checkpoint()
             if task_changes.needs_purge(results, self.config.purge_deleted_share):
                 self._purge()
-        gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id)
-        if gone:
-            log.info("%s: %d folder(s) of batch %d no commit names removed",
-                     self.config.path, gone, batch_id)
+        self._remove_leftovers(batch_id)
         if not done:
             return WriteResult(batch_id, skipped=True)
         self._maybe_compact(self._table(), batch_id)
@@ -200,6 +202,12 @@ class DeltaSink(Sink):
         return WriteResult(batch_id, counts={"written": up, "marked deleted": marked,
                                              "files touched": sum(len(r.touched)
                                                                   for r in results)})
+
+    def _remove_leftovers(self, batch_id: int) -> None:
+        gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id)
+        if gone:
+            log.info("%s: %d folder(s) of batch %d no commit names removed",
+                     self.config.path, gone, batch_id)
 
     def _maybe_compact(self, table, batch_id: int) -> None:
         # by batch id, not by batches this process wrote: short runs (--until-caught-up)
