@@ -114,7 +114,7 @@ def writer_of(defn: PipelineDef, table: str) -> str:
     changes = local and defn.pipeline.changes_from_tasks and all(
         cls.may_take_changes(o) for o in options)
     if files and changes:
-        return "tasks (changes: key slices, deletion vectors)"
+        return f"tasks (changes: {cls.tasks_writer})"
     if files:
         return f"snapshot: tasks; changes: driver ({cls.writer})"
     return f"driver ({cls.writer})"
