@@ -24,27 +24,10 @@ again, and its tasks load it anew).
 
 from __future__ import annotations
 
-import hashlib
-import uuid
+from sparkcdc.sinks.sql import STAGE_CHANGES as CHANGES
+from sparkcdc.sinks.sql import STAGE_FILES as FILES
+from sparkcdc.sinks.sql import staging_batch as batch_of
+from sparkcdc.sinks.sql import staging_name as name
+from sparkcdc.sinks.sql import staging_prefix as prefix
 
-FILES, CHANGES = "f", "c"
-
-
-def prefix(app_id: str, schema: str, table: str) -> str:
-    """The start of every staging table name of one writer (app id) of one target."""
-    digest = hashlib.sha256(f"{app_id}\0{schema}\0{table}".encode()).hexdigest()[:10]
-    return f"sc_{digest}_b"
-
-
-def name(app_id: str, schema: str, table: str, batch_id: int, kind: str) -> str:
-    """A new staging table's name (at most 63 bytes, PostgreSQL's identifier limit)."""
-    return f"{prefix(app_id, schema, table)}{batch_id:010d}_{kind}_{uuid.uuid4().hex}"
-
-
-def batch_of(stage: str, start: str) -> int | None:
-    """The batch id in the name of a staging table that begins with ``start`` (a
-    ``prefix``), or None for a name of another shape."""
-    if not stage.startswith(start):
-        return None
-    head = stage[len(start):].split("_", 1)[0]
-    return int(head) if head.isdigit() else None
+__all__ = ["CHANGES", "FILES", "batch_of", "name", "prefix"]

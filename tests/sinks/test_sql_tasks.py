@@ -1,8 +1,8 @@
-"""The PostgreSQL sink's rows from the tasks (sinks/postgres/staging.py): tasks COPY a
-batch's rows into staging tables, the driver applies the ones they reported in one
+"""The SQL sinks' rows from the tasks (sinks/postgres/staging.py; the mysql sink does the
+same with INSERTs): tasks load a batch's rows into staging tables, the driver applies the ones they reported in one
 transaction with the batch id and drops them; a replayed batch changes nothing; staging
 tables a dead attempt left are dropped; a staging table the server emptied fails the
-batch. And ``KeySlices``' hash mode, which every process computes alike."""
+batch (PostgreSQL's are unlogged: a crash empties them). And ``KeySlices``' hash mode, which every process computes alike."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import sys
 
 import pyarrow as pa
 import pytest
+from sink_support import TargetFactory
 
 from sparkcdc import sinks
 from sparkcdc.errors import ConnectionFailed
 from sparkcdc.sinks.base import NEW, OP, ChangeSet, KeySlices, stable_hash
 from sparkcdc.sinks.postgres import staging
-from sparkcdc.sinks.postgres.sink import files_app_id
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string())])
 KEYS = ("id",)
@@ -32,12 +32,28 @@ def _changes(ids, v, op="upsert", new=True) -> ChangeSet:
     return ChangeSet(t, KEYS, ("id", "v", "s"))
 
 
-def _stages(sink) -> list[str]:
+def _sql(sink, statement: str, args=()) -> list[tuple]:
+    """A statement through the sink's own connection, committed."""
     conn = sink.connection()
-    with conn.transaction(), conn.cursor() as cur:
-        cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s AND "
-                    "tablename LIKE 'sc\\_%%'", (sink.config.schema,))
-        return sorted(r[0] for r in cur.fetchall())
+    if sink.type == "postgres":
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(statement, args)
+            return cur.fetchall() if cur.description else []
+    with conn.cursor() as cur:
+        cur.execute(statement, args)
+        got = list(cur.fetchall()) if cur.description else []
+    conn.commit()
+    return got
+
+
+def _where(sink) -> str:
+    return sink.config.schema if sink.type == "postgres" else sink.config.database
+
+
+def _stages(sink) -> list[str]:
+    return sorted(r[0] for r in _sql(sink, "SELECT table_name FROM information_schema.tables "
+                                           "WHERE table_schema = %s AND table_name LIKE "
+                                           "'sc\\_%%'", (_where(sink),)))
 
 
 def _rows(sink) -> dict:
@@ -46,28 +62,25 @@ def _rows(sink) -> dict:
 
 
 def _batch_row(sink, app_id: str):
-    conn = sink.connection()
-    with conn.transaction(), conn.cursor() as cur:
-        cur.execute('SELECT batch_id FROM public."_sparkcdc_batches" WHERE app_id = %s '
-                    "AND target = %s", (app_id, sink.config.table))
-        row = cur.fetchone()
-    return None if row is None else row[0]
+    q = '"' if sink.type == "postgres" else "`"
+    got = _sql(sink, f"SELECT batch_id FROM {q}{_where(sink)}{q}.{q}_sparkcdc_batches{q} "
+                     "WHERE app_id = %s AND target = %s", (app_id, sink.config.table))
+    return got[0][0] if got else None
 
 
-@pytest.fixture
-def pg_sinks(pg_server):
+@pytest.fixture(params=["postgres", "mysql"])
+def sql_sinks(request, tmp_path):
     """A driver's sink and a task's sink of one new target (separate connections)."""
-    import uuid
-
-    opts = pg_server.info.sink_options(f"t_{uuid.uuid4().hex[:8]}")
-    driver, task = sinks.create("postgres", opts), sinks.create("postgres", opts)
+    factory = TargetFactory(request.param, request, tmp_path)
+    opts = factory.options()
+    driver, task = sinks.create(factory.type, opts), sinks.create(factory.type, opts)
     yield driver, task
     driver.close()
     task.close()
 
 
-def test_staged_rows_commit_once_and_leftovers_are_dropped(pg_sinks):
-    driver, task = pg_sinks
+def test_staged_rows_commit_once_and_leftovers_are_dropped(sql_sinks):
+    driver, task = sql_sinks
     assert driver.takes_files() and driver.takes_changes(KEYS)
     driver.ready_for_files(SCHEMA)
 
@@ -97,7 +110,7 @@ def test_staged_rows_commit_once_and_leftovers_are_dropped(pg_sinks):
     new = task.new_rows(_changes(range(200, 210), 2))
     assert new is not None
     assert not driver.commit_files(task.write_files(new, 2), SCHEMA, 2, final=False).skipped
-    assert driver.last_batch_id() == 1 and _batch_row(driver, files_app_id("sparkcdc")) == 2
+    assert driver.last_batch_id() == 1 and _batch_row(driver, "sparkcdc#files") == 2
     cut = driver.plan_changes(KEYS, SCHEMA, 3)
     assert cut.mode == "hash" and cut.count == 3
     upserts = pa.table({"id": pa.array([5, 6, 7, 300], pa.int64()),
@@ -129,10 +142,9 @@ def test_staged_rows_commit_once_and_leftovers_are_dropped(pg_sinks):
 
     # batch 3: a staging table the server emptied (a crash empties unlogged tables)
     w3 = task.write_changes(cut, 0, upserts.slice(0, 1), changed.slice(0, 1), 3)
-    conn = driver.connection()
-    with conn.transaction(), conn.cursor() as cur:
-        cur.execute(f'TRUNCATE public."{w3["stage"]}"')
-    with pytest.raises(ConnectionFailed, match="restarted"):
+    q = '"' if driver.type == "postgres" else "`"
+    _sql(driver, f'DELETE FROM {q}{_where(driver)}{q}.{q}{w3["stage"]}{q}')
+    with pytest.raises(ConnectionFailed, match="holds 0 row"):
         driver.commit_changes(cut, [w3], 3)
     assert driver.last_batch_id() == 2 and _rows(driver) == want
 
