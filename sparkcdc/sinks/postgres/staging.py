@@ -20,6 +20,9 @@ Staging tables are ``UNLOGGED`` (no write-ahead log for rows that live a few sec
 server that crashes empties them: the commit counts each table's rows against what its task
 reported, and a table short of rows fails the batch as transient (the stream runs it
 again, and its tasks load it anew).
+
+The names are made in ``sinks/sql.py``, which the mysql sink's staging tables share (loaded
+with multi-row INSERTs; dropped just after its commit, MySQL's DDL committing implicitly).
 """
 
 from __future__ import annotations
