@@ -33,7 +33,7 @@ def test_staging_tables_killed_at_random_points_end_equal_to_source(mariadb, db,
     yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt))
     env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
     cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path), "--no-progress",
-           "--master", "local[2]"]
+           "--master", "local[2]", "-v"]  # -v: the batches' log lines
 
     def start(k: int) -> subprocess.Popen:
         log = open(tmp_path / f"run-{k}.log", "w")  # noqa: SIM115 - the child's, till killed
@@ -69,3 +69,5 @@ def test_staging_tables_killed_at_random_points_end_equal_to_source(mariadb, db,
     logs = "".join((tmp_path / f"run-{k}.log").read_text() for k in range(6))
     assert "written by the tasks" in logs, "no snapshot rows went through the tasks"
     assert "'staging tables'" in logs, "no changes were committed from staging tables"
+    booked = target.pg.execute(f'SELECT app_id FROM "{target.out}"."_sparkcdc_batches"')
+    assert [a for (a,) in booked if a.endswith("#files")], booked
