@@ -50,7 +50,10 @@ def test_staging_tables_killed_at_random_points_end_equal_to_source(mariadb, db,
         wait_for(lambda: target.rows("a") != {}, 240, "the first batch")
         writer.start()  # the snapshot goes on under writes
         for k in range(1, 6):  # five kills, in the snapshot and while the changes stream in
-            time.sleep(rnd.uniform(3.0, 12.0))
+            # once the run writes batches (its start-up takes longer than most moments)
+            wait_for(lambda k=k: "sparkcdc.pipeline: batch" in
+                     (tmp_path / f"run-{k - 1}.log").read_text(), 180, f"run {k - 1}'s batches")
+            time.sleep(rnd.uniform(0.2, 5.0))
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
             p = start(k)
