@@ -266,8 +266,9 @@ class Sink(ABC):
 
     def takes_files(self) -> bool:
         """Whether Spark tasks can write this target's new rows as files of their own
-        (``write_files``), which the driver then commits once (``commit_files``): no row
-        goes through the driver. Where not, the driver writes them (``write``)."""
+        (``write_files``; a SQL target's "files" are staging tables), which the driver then
+        commits once (``commit_files``): no row goes through the driver. Where not, the
+        driver writes them (``write``)."""
         return False
 
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:

@@ -132,3 +132,7 @@ pipeline:
     assert writer_of(defn(pg, pipeline="  write.changes-from-tasks: false\n"), "shop.a") == \
         "snapshot: tasks; changes: driver (psycopg)"
     assert writer_of(defn(pg, transform), "shop.a") == "driver (psycopg)"
+    my = "  type: mysql\n  hostname: h\n  username: u\n"
+    assert writer_of(defn(my), "shop.a") == "tasks (changes: hash slices, staging tables)"
+    assert writer_of(defn(my, pipeline="  write.snapshot-from-tasks: false\n"), "shop.a") == \
+        "driver (pymysql)"
