@@ -119,7 +119,7 @@ pipeline:
             assert thread.is_alive() and time.monotonic() < deadline, "no batch was written"
             time.sleep(0.5)
         writer.start()  # during the snapshot, and after it
-        writer.join(8)
+        writer.join(6)
     finally:
         writer.finish()
     assert writer.ops.get("delete", 0) > 5 and writer.ops.get("update", 0) > 10, writer.ops
