@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkcdc-installed
 
-.PHONY: setup test test-fast test-faults test-compat demo clean
+.PHONY: setup test test-mysql test-fast test-faults test-compat demo clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,27 @@ test: setup
 		sparkcdc/pipeline/signals.py sparkcdc/pipeline/warm_python.py sparkcdc/pipeline/run
 	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
+# make test runs the engine, the types, the dialect, validation, window splits, checksums and
+# verify on both servers (the `server` fixture); doubling the rest would not fit its budget.
+# test-mysql runs the tests of the pipelines, schema changes, the CLI, the Spark source and
+# the sinks end to end on a MySQL 9.7 sandbox instead of the MariaDB one
+# (SPARKCDC_TEST_SOURCE=mysql; only the tests that use the session's source server). CI runs
+# it after make test.
+MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
+	tests/pipeline/test_pipeline_stream.py \
+	tests/pipeline/test_schema_in_stream.py tests/pipeline/test_ddl.py \
+	tests/pipeline/test_operator.py tests/pipeline/test_reread.py tests/test_cli.py \
+	tests/pipeline/test_routing.py tests/pipeline/test_signals.py tests/pipeline/test_metrics.py \
+	tests/pipeline/test_zero_dates.py tests/pipeline/test_identifiers_and_secrets.py \
+	tests/pipeline/test_online_schema_change.py tests/pipeline/test_flink_examples.py \
+	tests/pipeline/test_kafka_runner.py \
+	tests/spark/test_source.py tests/spark/test_arrow_batches.py tests/spark/test_binlog_once.py \
+	tests/spark/test_source_faults.py tests/sinks/test_end_to_end.py \
+	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py tests/faults/test_network.py
+test-mysql: setup
+	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_TESTS) $(XDIST) --source-tests-only \
+		-m "not faults and not cluster and not huge and not spark_delta and not wheel"
+
 # A sandbox MariaDB (or MySQL 9.7: make demo SERVER=mysql), a pipeline into local Delta
 # tables under writes, verify; stops it all.
 SERVER ?= mariadb
@@ -44,11 +65,13 @@ test-compat: setup
 	bash scripts/compat.sh
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md),
-# and 1,000 tables in one query (make test takes 250)
+# and 1,000 tables in one query (make test takes 250); then every test marked faults elsewhere
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
-	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults tests/pipeline/test_kill.py \
-		tests/pipeline/test_class_cache.py tests/pipeline/test_pipeline_stream.py::test_many_tables_one_query
+	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults \
+		tests/pipeline/test_pipeline_stream.py::test_many_tables_one_query
+	# the slower variants kept out of make test, wherever they live
+	$(PY) -m pytest tests --ignore=tests/faults -m faults
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into

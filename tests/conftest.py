@@ -47,6 +47,22 @@ def pytest_report_header(config):
 SOURCE_ENV = "SPARKCDC_TEST_SOURCE"
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--source-tests-only", action="store_true",
+        help="run only the tests that use the session's source server (the `mariadb` "
+             "fixture, directly or through `db`); with SPARKCDC_TEST_SOURCE=mysql, what "
+             "`make test-mysql` runs: the rest does the same on either server")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--source-tests-only"):
+        return
+    keep = [i for i in items if "mariadb" in getattr(i, "fixturenames", ())]
+    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def mariadb():
     """One CDC-ready MariaDB server for the whole test session. With

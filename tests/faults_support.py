@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from server_support import seq
 
 from sparkcdc.pipeline.checkpoint import Checkpoint
 from sparkcdc.pipeline.run.loop import Runner
@@ -45,7 +46,7 @@ def source_options(mariadb, db, table="t", host=None, port=None, **extra) -> dic
 def make_table(mariadb, db, rows, table="t"):
     mariadb.execute(f"CREATE TABLE `{db}`.`{table}` (id INT PRIMARY KEY, v INT, s VARCHAR(40))",
                     f"INSERT INTO `{db}`.`{table}` SELECT seq, seq % 13, CONCAT('r', seq) "
-                    f"FROM seq_1_to_{rows}", database=db)
+                    f"FROM {seq(mariadb, rows)}", database=db)
 
 
 def table_state(mariadb, db, table="t") -> dict:

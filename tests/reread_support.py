@@ -13,6 +13,7 @@ from pathlib import Path
 
 import deltalake
 import pyarrow as pa
+from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc import sinks
@@ -26,7 +27,7 @@ def make_tables(mariadb, db: str, rows: int = ROWS) -> None:
     """Tables ``a`` and ``b`` of ``rows`` rows each."""
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{rows}",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM {seq(mariadb, rows)}",
                         database=db)
 
 
@@ -58,14 +59,20 @@ class Writer(threading.Thread):
         self.error: BaseException | None = None
         self.deleted: dict[str, list[int]] = {"a": [], "b": []}
         self.next_key = ROWS * 2
+        # the source table each of ``a`` and ``b`` is written in now (a test renames one
+        # while holding ``lock``, which each statement takes)
+        self.names = {"a": "a", "b": "b"}
+        self.lock = threading.Lock()
 
     def _one(self, cur) -> None:
-        t = self.rng.choice("ab")
+        key = self.rng.choice("ab")
+        t = self.names[key]
         k = self.rng.randint(1, ROWS)
         op = self.rng.choice(["update", "update", "delete", "delete", "reinsert", "insert",
                               "rekey"])
-        if op == "reinsert" and self.deleted[t]:
-            k = self.deleted[t].pop(self.rng.randrange(len(self.deleted[t])))
+        deleted = self.deleted[key]
+        if op == "reinsert" and deleted:
+            k = deleted.pop(self.rng.randrange(len(deleted)))
             n = cur.execute(f"INSERT IGNORE INTO {t} (id, v, s) VALUES (%s, %s, 'again')",
                             (k, self.rng.randint(0, 10**6)))
         elif op == "insert":
@@ -75,12 +82,12 @@ class Writer(threading.Thread):
         elif op == "delete":
             n = cur.execute(f"DELETE FROM {t} WHERE id = %s", (k,))
             if n:
-                self.deleted[t].append(k)
+                deleted.append(k)
         elif op == "rekey":  # the key changes: a delete and an insert to the stream
             self.next_key += 1
             n = cur.execute(f"UPDATE {t} SET id = %s WHERE id = %s", (self.next_key, k))
             if n:
-                self.deleted[t].append(k)
+                deleted.append(k)
         else:
             n = cur.execute(f"UPDATE {t} SET v = %s, s = 'upd' WHERE id = %s",
                             (self.rng.randint(0, 10**6), k))
@@ -91,7 +98,8 @@ class Writer(threading.Thread):
         try:
             with self.conn.cursor() as cur:
                 while not self.stop_now.is_set():
-                    self._one(cur)
+                    with self.lock:
+                        self._one(cur)
                     time.sleep(0.02)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             self.error = e

@@ -1,5 +1,5 @@
 """What differs between the two source servers in a test's own SQL: the integers of MariaDB's
-Sequence engine (``seq_1_to_N``), which MySQL lacks."""
+Sequence engine (``seq_1_to_N``), which MySQL lacks, and the spelling of the binlog status."""
 
 from __future__ import annotations
 
@@ -18,3 +18,10 @@ def seq(sb: MariaDBSandbox, hi: int, lo: int = 1) -> str:
         return f"seq_{lo}_to_{hi}"
     return (f"(WITH RECURSIVE s (seq) AS (SELECT {lo} UNION ALL SELECT seq + 1 FROM s "
             f"WHERE seq < {hi}) SELECT seq FROM s) AS seq_{lo}_to_{hi}")
+
+
+def binlog_status(sb: MariaDBSandbox) -> str:
+    """The statement that shows the current binlog file and position (its first two columns):
+    MariaDB's ``SHOW MASTER STATUS``; MySQL 8.4+ removed that spelling for
+    ``SHOW BINARY LOG STATUS``."""
+    return "SHOW BINARY LOG STATUS" if is_mysql(sb) else "SHOW MASTER STATUS"

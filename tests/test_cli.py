@@ -16,6 +16,7 @@ import sys
 import urllib.request
 
 from cli_support import cause, cli, delta_ids, run_tail, wait_for, waited
+from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc.pipeline.definition import load_pipeline
@@ -48,7 +49,8 @@ pipeline:
 
 def test_run_status_verify_and_resume(mariadb, db, tmp_path):
     mariadb.execute("CREATE TABLE t1 (id INT PRIMARY KEY, v VARCHAR(10))",
-                    "INSERT INTO t1 SELECT seq, CONCAT('v', seq) FROM seq_1_to_50", database=db)
+                    f"INSERT INTO t1 SELECT seq, CONCAT('v', seq) FROM {seq(mariadb, 50)}",
+                    database=db)
     yaml_path, lake, ckpt = tmp_path / "p.yaml", tmp_path / "lake", tmp_path / "ckpt"
     write_pipeline(yaml_path, mariadb.source_options(), db, lake, ckpt)
     env = {**os.environ, "CLI_TEST_PW": mariadb.info.cdc_password,

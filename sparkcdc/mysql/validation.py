@@ -12,7 +12,7 @@ and whose ``check`` attribute names the check (``version``, ``log_bin``, ``binlo
 ``privileges``, ``server_id``). Grants can carry password hashes: they are parsed, never
 echoed.
 
-Warnings (``check_warnings``, MySQL only; logged by ``validate_all``, kept in
+Warnings (``check_warnings``, MySQL only; listed or logged by ``validate_all``, kept in
 ``ServerInfo.warnings`` by ``inspect_server``) name settings that CDC works with but that
 cost something an operator should decide on: ``gtid_mode`` not ON (no failover, no GTID
 start; an error instead when the start asks for a GTID set),
@@ -597,14 +597,21 @@ def _suggest(info: ServerInfo, n: int) -> str:
 
 def validate_all(conn: ConnectionOptions, server_ids: Sequence[int] | None = None,
                  databases: Sequence[str] | None = None, *,
-                 gtid_start: str | None = None) -> list[ServerConfigError]:
+                 gtid_start: str | None = None,
+                 warnings: list[ServerConfigError] | None = None) -> list[ServerConfigError]:
     """Every problem at once, for ``sparkcdc validate``; an empty list means ready.
     Connection and authentication failures raise: nothing else could be checked.
-    The warnings (``check_warnings``) are logged, each with its fix, as WARNING of
-    ``sparkcdc.validate`` (``sparkcdc validate`` prints them above its report)."""
+    The warnings (``check_warnings``) are appended to ``warnings`` when a list is given
+    (``sparkcdc validate`` lists them in its report); otherwise logged, each with its fix,
+    as WARNING of ``sparkcdc.validate``."""
     info = inspect_server(conn)
-    for w in check_warnings(info):
-        log.warning("%s: %s\n    fix: %s", w.check, w.message, w.fix)  # type: ignore[attr-defined]
+    found = check_warnings(info)
+    if warnings is not None:
+        warnings.extend(found)
+    else:
+        for w in found:
+            log.warning("%s: %s\n    fix: %s",
+                        w.check, w.message, w.fix)  # type: ignore[attr-defined]
     return check_server(info, server_ids, databases, gtid_start=gtid_start)
 
 

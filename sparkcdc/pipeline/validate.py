@@ -2,16 +2,19 @@
 
 Checks, in order, collecting all problems rather than stopping at the first: the YAML
 (parsed before this runs), the connection, the server's CDC settings and the user's
-privileges (``sparkcdc.mysql.validation.validate_all``), the matched tables and their keys
+privileges (``sparkcdc.mysql.validation.validate_all``, with the start position's GTID set
+when the pipeline starts at one), the matched tables and their keys
 (each table discovered on its own, so one keyless table does not hide another), routes
 (shards merged into one target must have the same columns), transforms (primary keys),
-server ids, and the sink (reachable, options accepted).
+server ids, and the sink (reachable, options accepted). Settings CDC works with but whose
+cost an operator should know (MySQL's ``gtid_mode``, a short binlog retention) are the
+report's warnings, listed with their fixes: not problems.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparkcdc.errors import SparkCDCError
 from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
@@ -34,6 +37,7 @@ class Report:
     problems: list[Problem]
     tables: dict[str, str]  # source table -> target
     server: str = ""
+    warnings: list[Problem] = field(default_factory=list)  # not problems: ok stays True
 
     @property
     def ok(self) -> bool:
@@ -76,10 +80,15 @@ def validate_pipeline(defn: PipelineDef) -> Report:
     matched = sorted({(d, t) for d, t, ty in visible
                       if ty in ("BASE TABLE", "SYSTEM VERSIONED") and _matches(d, t, db_re, tbl_re, ex_re)})
     databases = sorted({d for d, _ in matched})
+    gtid_start = config.startup.gtid_set if config.startup_mode == "specific-offset" else None
+    warnings: list = []
     try:
-        for p in validate_all(conn, None, databases or None):
+        for p in validate_all(conn, None, databases or None, gtid_start=gtid_start,
+                              warnings=warnings):
             report.problems.append(Problem(f"server ({getattr(p, 'check', 'settings')})",
                                            p.message, p.fix))
+        report.warnings.extend(Problem(f"server ({getattr(w, 'check', 'settings')})",
+                                       w.message, w.fix) for w in warnings)
     except Exception as e:
         report.problems.append(_problem("server", e))
         return report
@@ -179,14 +188,19 @@ def _check_sink(defn: PipelineDef, report: Report) -> None:
 
 
 def render(report: Report, console=None) -> None:
+    from rich.markup import escape  # a message's own brackets ("[mysqld]") are text
+
     console = console or make_console()
     for table, target in sorted(report.tables.items()):
-        console.print(f"  {table} -> {target}")
-    for p in report.problems:
-        console.print(f"[bold red]PROBLEM[/] {p.what}: {p.message}", highlight=False)
-        if p.fix:
-            console.print(f"    fix: {p.fix}", highlight=False)
+        console.print(f"  {escape(table)} -> {escape(target)}", highlight=False)
+    for label, items in (("[bold yellow]WARNING[/]", report.warnings),
+                         ("[bold red]PROBLEM[/]", report.problems)):
+        for p in items:
+            console.print(f"{label} {escape(p.what)}: {escape(p.message)}", highlight=False)
+            if p.fix:
+                console.print(f"    fix: {escape(p.fix)}", highlight=False)
     if report.ok:
-        console.print(f"[bold green]OK[/]: {len(report.tables)} table(s) ready to capture")
+        console.print(f"[bold green]OK[/]: {len(report.tables)} table(s) ready to capture"
+                      + (f", {len(report.warnings)} warning(s)" if report.warnings else ""))
     else:
         console.print(f"{len(report.problems)} problem(s)")

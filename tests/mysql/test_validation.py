@@ -540,7 +540,7 @@ def test_warnings_are_mysql_only_and_pure():
     assert "binlog_row_value_options = ''" in problem.fix
 
 
-def _validate_cli(sb, tmp_path):
+def _validate_cli(sb, tmp_path, extra_source=""):
     import os
 
     from cli_support import cli
@@ -557,7 +557,7 @@ source:
   username: {o['username']}
   password: ${{CLI_TEST_PW}}
   tables: shop.\\.*
-sink:
+{extra_source}sink:
   type: delta
   path: {tmp_path / 'lake'}
 pipeline:
@@ -584,7 +584,55 @@ def test_cli_validate_on_mysql_without_gtids_warns_and_passes(mysql_no_gtid, tmp
     r = _validate_cli(mysql_no_gtid, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Traceback" not in r.stdout + r.stderr, r.stderr
-    assert "WARNING sparkcdc.validate: gtid_mode: gtid_mode is OFF" in r.stderr
-    assert "fix: in my.cnf under [mysqld]: gtid_mode=ON and enforce_gtid_consistency=ON" in \
-        r.stderr
-    assert "OK: 1 table(s) ready to capture" in r.stdout
+    # the report lists the warning itself, with its fix (and it is not logged twice)
+    out = " ".join(r.stdout.split())  # the console wraps long lines
+    assert "WARNING server (gtid_mode): gtid_mode is OFF on MySQL 9." in out, r.stdout
+    assert "fix: in my.cnf under [mysqld]: gtid_mode=ON and enforce_gtid_consistency=ON" in out
+    assert "gtid_mode is OFF" not in r.stderr, r.stderr
+    assert "OK: 1 table(s) ready to capture, 1 warning(s)" in r.stdout
+
+
+def test_cli_validate_checks_the_pipelines_gtid_start(mysql_no_gtid, tmp_path):
+    """A pipeline starting at a GTID set (scan.startup.specific-offset.gtid-set) on a MySQL
+    that logs no GTIDs: ``sparkcdc validate`` says so, before a run would."""
+    start = ("  scan.startup.mode: specific-offset\n"
+             f"  scan.startup.specific-offset.gtid-set: {GTID_START}\n")
+    r = _validate_cli(mysql_no_gtid, tmp_path, extra_source=start)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr
+    out = " ".join(r.stdout.split())  # the console wraps long lines
+    assert f"PROBLEM server (gtid_mode): the start position is a GTID set ({GTID_START}" in \
+        out, r.stdout
+    assert "fix: start from a binlog file and position instead" in out
+    assert r.stdout.count("PROBLEM") == 1 and "1 problem(s)" in r.stdout
+
+
+def test_validate_pipeline_with_a_gtid_start_on_servers_with_gtids(server, tmp_path):
+    from sparkcdc.pipeline.definition import parse_pipeline
+    from sparkcdc.pipeline.validate import validate_pipeline
+
+    server.execute("CREATE DATABASE IF NOT EXISTS shop",
+                   "CREATE TABLE IF NOT EXISTS shop.ok (id INT PRIMARY KEY)")
+    o = server.source_options()
+    gtid = server.query("SELECT @@GLOBAL.gtid_executed" if server.info.server == "mysql"
+                        else "SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+    defn = parse_pipeline(f"""\
+source:
+  type: mysql
+  hostname: {o['hostname']}
+  port: {o['port']}
+  username: {o['username']}
+  password: ${{PW}}
+  tables: shop.ok
+  scan.startup.mode: specific-offset
+  scan.startup.specific-offset.gtid-set: "{gtid}"
+sink:
+  type: delta
+  path: {tmp_path / 'lake'}
+pipeline:
+  name: validate
+  checkpoint.location: {tmp_path / 'ckpt'}
+""", "v.yaml", env={"PW": server.info.cdc_password})
+    report = validate_pipeline(defn)
+    assert report.ok, report.problems
+    assert report.warnings == [] and report.tables == {"shop.ok": "shop.ok"}

@@ -19,6 +19,7 @@ import threading
 import deltalake
 import pytest
 from pipeline_support import source_yaml
+from server_support import seq
 
 from sparkcdc.errors import SchemaChangeStop
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -108,11 +109,11 @@ def _marks(b: str, k: str) -> list:
 def test_ddl_during_the_stream(spark, mariadb, db, tmp_path, request, cleanup, behavior, kind):
     mariadb.execute(
         "CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10), c INT, d INT)",
-        "INSERT INTO t SELECT seq, seq, CONCAT('b', seq), seq, seq FROM seq_1_to_20",
+        f"INSERT INTO t SELECT seq, seq, CONCAT('b', seq), seq, seq FROM {seq(mariadb, 20)}",
         "CREATE TABLE tr (id INT PRIMARY KEY, v INT)",
-        "INSERT INTO tr SELECT seq, seq FROM seq_1_to_5",
+        f"INSERT INTO tr SELECT seq, seq FROM {seq(mariadb, 5)}",
         "CREATE TABLE r1 (id INT PRIMARY KEY, v VARCHAR(10))",
-        "INSERT INTO r1 SELECT seq, 'old' FROM seq_1_to_5", database=db)
+        f"INSERT INTO r1 SELECT seq, 'old' FROM {seq(mariadb, 5)}", database=db)
     routes = f"  - source-table: {db}.r[0-9]\n    sink-table: {db}_t.r\n"
     defn = pipeline(mariadb, db, tmp_path, request, kind, behavior, routes)
     run(defn, spark)
@@ -192,7 +193,7 @@ def test_ddl_during_the_snapshot(spark, mariadb, db, tmp_path, request, cleanup,
     """An ALTER while the table's chunks are being read: the table is taken again and the
     target ends equal to the source."""
     mariadb.execute("CREATE TABLE s (id INT PRIMARY KEY, v INT, w VARCHAR(5))",
-                    "INSERT INTO s SELECT seq, seq, 'w' FROM seq_1_to_200", database=db)
+                    f"INSERT INTO s SELECT seq, seq, 'w' FROM {seq(mariadb, 200)}", database=db)
     defn = pipeline(mariadb, db, tmp_path, request, kind, behavior,
                     extra_source="  scan.incremental.snapshot.chunk.size: 20",
                     extra_pipeline="  max-rows-per-batch: 20")
@@ -258,7 +259,7 @@ def test_pipeline_end_to_end_with_writers(spark, mariadb, db, tmp_path, request,
     """A pipeline into PostgreSQL and into Iceberg while a writer changes the table, then
     verify: OK."""
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(20))",
-                    "INSERT INTO t SELECT seq, seq, CONCAT('s', seq) FROM seq_1_to_300",
+                    f"INSERT INTO t SELECT seq, seq, CONCAT('s', seq) FROM {seq(mariadb, 300)}",
                     "CREATE TABLE u (k VARCHAR(8) PRIMARY KEY, d DECIMAL(8,2), ts DATETIME(3))",
                     "INSERT INTO u VALUES ('a', 1.25, '2024-01-02 03:04:05.678'), "
                     "('b', NULL, NULL)", database=db)

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from pipeline_support import delta_rows_by_key, source_rows_by_key, source_yaml
+from server_support import seq
 
 from sparkcdc.errors import DecodeError
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -50,7 +51,8 @@ pipeline:
 def test_a_topic_sparkcdc_wrote_applies_into_delta_equal_to_the_source(
         spark, mariadb, db, tmp_path, kafka_broker, fmt):
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, v VARCHAR(20), n BIGINT)",
-                    "INSERT INTO orders SELECT seq, CONCAT('s', seq), seq * 10 FROM seq_1_to_30",
+                    "INSERT INTO orders SELECT seq, CONCAT('s', seq), seq * 10 "
+                    f"FROM {seq(mariadb, 30)}",
                     database=db)
     to_kafka = _to_kafka(mariadb, db, tmp_path, kafka_broker, fmt)
     from_kafka = _from_kafka(tmp_path, kafka_broker, f"{db}.orders", fmt)

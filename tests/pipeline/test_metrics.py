@@ -9,6 +9,7 @@ import time
 import urllib.request
 
 from pipeline_support import source_yaml
+from server_support import seq
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.metrics import MetricsServer
@@ -40,7 +41,7 @@ def _wait(port: int, check, what: str, timeout: float = 240) -> dict[str, float]
 
 def test_metrics_of_a_running_pipeline(spark, mariadb, db, tmp_path):
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)",
-                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_50", database=db)
+                    f"INSERT INTO t SELECT seq, seq FROM {seq(mariadb, 50)}", database=db)
     source = source_yaml(mariadb, db + ".t", 20)
     defn = parse_pipeline(f"""
 {source}sink:

@@ -17,6 +17,7 @@ import pytest
 from pipeline_support import delta_rows_by_key as _target
 from pipeline_support import source_rows_by_key as _source
 from pipeline_support import source_yaml
+from server_support import seq
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
@@ -125,7 +126,7 @@ def test_an_online_schema_change_under_writes(spark, mariadb, db, tmp_path, tool
     if tool == "pt-online-schema-change":
         assert shutil.which("pt-online-schema-change"), "make setup installs percona-toolkit"
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)",
-                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_6000",
+                    f"INSERT INTO t SELECT seq, seq FROM {seq(mariadb, 6000)}",
                     "CREATE TABLE other (id INT PRIMARY KEY)", "INSERT INTO other VALUES (1)",
                     database=db)
     defn = _defn(mariadb, db, tmp_path)

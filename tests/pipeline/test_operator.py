@@ -19,6 +19,7 @@ import time
 import deltalake
 from cli_support import cli, run_tail, wait_for, waited
 from pipeline_support import source_yaml
+from server_support import seq
 from sink_support import read_delta
 
 
@@ -36,7 +37,7 @@ def source(mariadb, db, table) -> dict:
 def test_pause_resume_and_snapshot_a_table_while_the_others_stream(mariadb, db, tmp_path):
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)",
-                        f"INSERT INTO {t} SELECT seq, seq FROM seq_1_to_200", database=db)
+                        f"INSERT INTO {t} SELECT seq, seq FROM {seq(mariadb, 200)}", database=db)
     lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
     yaml_path = tmp_path / "p.yaml"
     yaml_path.write_text(source_yaml(mariadb, db + ".\\.*", 10) + f"""\

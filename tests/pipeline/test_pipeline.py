@@ -10,6 +10,7 @@ import deltalake
 import pytest
 from pipeline_support import source_yaml
 from rich.console import Console
+from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc.errors import ConfigError, SchemaChangeStop
@@ -61,8 +62,8 @@ def test_whole_database_sync(spark, mariadb, db, tmp_path):
     mariadb.execute(
         "CREATE TABLE orders_1 (id INT PRIMARY KEY, amount INT, note VARCHAR(20))",
         "CREATE TABLE orders_2 LIKE orders_1",
-        "INSERT INTO orders_1 SELECT seq, seq, 'a' FROM seq_1_to_100",
-        "INSERT INTO orders_2 SELECT seq, seq, 'b' FROM seq_101_to_200",
+        f"INSERT INTO orders_1 SELECT seq, seq, 'a' FROM {seq(mariadb, 100)}",
+        f"INSERT INTO orders_2 SELECT seq, seq, 'b' FROM {seq(mariadb, 200, 101)}",
         "CREATE TABLE customers (id INT PRIMARY KEY, name VARCHAR(20), country CHAR(2))",
         "INSERT INTO customers VALUES (1, 'ada', 'DE'), (2, 'bob', 'FR'), (3, 'cyd', 'DE')",
         "CREATE TABLE plain (k VARCHAR(10) PRIMARY KEY, v DECIMAL(6,2))",

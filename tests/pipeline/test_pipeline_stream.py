@@ -21,6 +21,7 @@ import pytest
 from pipeline_support import delta_rows_by_key as _target
 from pipeline_support import source_rows_by_key as _source
 from pipeline_support import source_yaml
+from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc.pipeline.checkpoint import GROUP_KEY, Checkpoint
@@ -91,7 +92,7 @@ def test_many_tables_one_query(spark, mariadb, db, tmp_path):
 
 def test_ddl_new_and_dropped_table_before_one_run(spark, mariadb, db, tmp_path):
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in "abc"],
-                    *[f"INSERT INTO {t} SELECT seq, seq FROM seq_1_to_20" for t in "abc"],
+                    *[f"INSERT INTO {t} SELECT seq, seq FROM {seq(mariadb, 20)}" for t in "abc"],
                     database=db)
     defn = _defn(mariadb, db, tmp_path)
     _run(defn, spark)
@@ -101,7 +102,7 @@ def test_ddl_new_and_dropped_table_before_one_run(spark, mariadb, db, tmp_path):
                     "ALTER TABLE a ADD COLUMN w VARCHAR(5)",
                     "UPDATE a SET v = 200, w = 'x' WHERE id = 2",
                     "CREATE TABLE d (id INT PRIMARY KEY, v INT)",
-                    "INSERT INTO d SELECT seq, -seq FROM seq_1_to_30",
+                    f"INSERT INTO d SELECT seq, -seq FROM {seq(mariadb, 30)}",
                     "DROP TABLE c", "DELETE FROM b WHERE id > 15", database=db)
     _run(defn, spark)
     for t in "abd":
@@ -129,14 +130,15 @@ def test_a_table_given_a_transform_stays_in_the_pipelines_stream(spark, mariadb,
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, at DATETIME(3))"
                       for t in "ab"],
                     *[f"INSERT INTO {t} SELECT seq, seq, '2024-05-01 10:00:00.125' "
-                      f"+ INTERVAL seq HOUR FROM seq_1_to_20" for t in "ab"],
+                      f"+ INTERVAL seq HOUR FROM {seq(mariadb, 20)}" for t in "ab"],
                     database=db)
     defn = _defn(mariadb, db, tmp_path)
     _run(defn, spark)
     mariadb.execute("UPDATE b SET v = -v WHERE id <= 5", "DELETE FROM b WHERE id > 18",
                     "INSERT INTO a VALUES (21, 21, NULL)",
                     "CREATE TABLE c (id INT PRIMARY KEY, v INT, at DATETIME(3))",
-                    "INSERT INTO c SELECT seq, seq, '2024-01-01' FROM seq_1_to_30", database=db)
+                    f"INSERT INTO c SELECT seq, seq, '2024-01-01' FROM {seq(mariadb, 30)}",
+                    database=db)
     source = source_yaml(mariadb, db + ".\\.*", 40)
     text = f"""
 {source}sink:
@@ -181,8 +183,8 @@ def test_tables_come_and_go_inside_the_running_query(spark, mariadb, db, tmp_pat
 
     mariadb.execute("CREATE TABLE a (id INT PRIMARY KEY, v INT)",
                     "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
-                    "INSERT INTO a SELECT seq, seq FROM seq_1_to_100",
-                    "INSERT INTO b SELECT seq, seq FROM seq_1_to_10", database=db)
+                    f"INSERT INTO a SELECT seq, seq FROM {seq(mariadb, 100)}",
+                    f"INSERT INTO b SELECT seq, seq FROM {seq(mariadb, 10)}", database=db)
     defn = _defn(mariadb, db, tmp_path, extra="  discovery.interval: 1s\n")
     runner = Runner(defn, spark)
     t = threading.Thread(target=runner.run, daemon=True)
@@ -192,7 +194,7 @@ def test_tables_come_and_go_inside_the_running_query(spark, mariadb, db, tmp_pat
         query = runner.group_query
         run_id = query.runId
         mariadb.execute("CREATE TABLE c (id INT PRIMARY KEY, v INT)",
-                        "INSERT INTO c SELECT seq, seq FROM seq_1_to_700",
+                        f"INSERT INTO c SELECT seq, seq FROM {seq(mariadb, 700)}",
                         "UPDATE a SET v = -1 WHERE id <= 10", "DROP TABLE b", database=db)
         wait_for(lambda: len(_target_or_empty(tmp_path, db, "c")) == 700, 120, "c's snapshot")
         mariadb.execute("UPDATE c SET v = 0 WHERE id = 1", "DELETE FROM a WHERE id = 100",
@@ -236,7 +238,7 @@ def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
     its changes from the RENAME on in the batch it joins in): nothing is read twice."""
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(10))"
                       for t in ("a", "c", "r1")],
-                    *[f"INSERT INTO {t} SELECT seq, 'old' FROM seq_1_to_5"
+                    *[f"INSERT INTO {t} SELECT seq, 'old' FROM {seq(mariadb, 5)}"
                       for t in ("a", "c", "r1")], database=db)
     route = f"route:\n  - source-table: {db}.r[0-9]\n    sink-table: {db}.r\n"
     defn = _defn(mariadb, db, tmp_path, extra=route)
@@ -276,7 +278,7 @@ def test_a_changelog_sink_is_written_by_the_pipelines_stream(spark, mariadb, db,
     from sparkcdc.apply import materialize
 
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in "ab"],
-                    *[f"INSERT INTO {t} SELECT seq, seq FROM seq_1_to_30" for t in "ab"],
+                    *[f"INSERT INTO {t} SELECT seq, seq FROM {seq(mariadb, 30)}" for t in "ab"],
                     database=db)
     source = source_yaml(mariadb, db + ".\\.*", 40)
     defn = parse_pipeline(f"""
@@ -317,7 +319,7 @@ def test_a_table_of_a_stream_of_its_own_joins_the_pipelines_stream(spark, mariad
     import shutil
 
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in "ab"],
-                    *[f"INSERT INTO {t} SELECT seq, seq FROM seq_1_to_20" for t in "ab"],
+                    *[f"INSERT INTO {t} SELECT seq, seq FROM {seq(mariadb, 20)}" for t in "ab"],
                     database=db)
     defn = _defn(mariadb, db, tmp_path)
     _run(defn, spark)

@@ -10,6 +10,7 @@ import decimal
 
 import pytest
 from pipeline_support import source_yaml
+from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc.core.records import DDL, SCHEMA, TRUNCATE, ChangeRecord, TableEvent
@@ -33,7 +34,7 @@ def _read(mariadb, db, start, tables=("t",), server_id=7401, schemas=None):
     schemas = schemas or {TableId(db, t): s for t in tables
                           if (s := _schema_or_none(conn, TableId(db, t))) is not None}
     r = BinlogReader(conn, server_id, schemas, table_events=True)
-    return list(r.read_window(start, current_offset(conn, "mariadb")))
+    return list(r.read_window(start, current_offset(conn)))
 
 
 def _schema_or_none(conn, tid):
@@ -52,7 +53,7 @@ def test_rows_around_two_alters_are_decoded_by_their_own_table_maps(mariadb, db)
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, p DECIMAL(8,2), "
                     "s VARCHAR(10))", "INSERT INTO t VALUES (1, 10, 1.25, 'x')", database=db)
     first = load_table_schema(conn, TableId(db, "t"))
-    start = current_offset(conn, "mariadb")
+    start = current_offset(conn)
     mariadb.execute(
         "INSERT INTO t VALUES (2, 20, 2.50, 'y')",
         "ALTER TABLE t RENAME COLUMN a TO a2, ADD COLUMN e ENUM('lo','hi') DEFAULT 'lo', "
@@ -98,7 +99,7 @@ def test_a_ddl_of_another_table_or_database_is_no_event(mariadb, db):
     conn = _conn(mariadb)
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)", "CREATE TABLE other (id INT)",
                     f"CREATE DATABASE IF NOT EXISTS `{db}_x`", database=db)
-    start = current_offset(conn, "mariadb")
+    start = current_offset(conn)
     mariadb.execute("ALTER TABLE other ADD COLUMN v INT", f"CREATE TABLE `{db}_x`.t (id INT)",
                     "TRUNCATE TABLE other", "ALTER TABLE t ADD INDEX (id)", database=db)
     try:
@@ -117,7 +118,7 @@ def test_a_drop_of_a_table_or_its_database_and_a_rename_are_ddl_events(mariadb, 
     mariadb.execute(f"CREATE DATABASE IF NOT EXISTS `{x}`", f"CREATE TABLE `{x}`.g (id INT)",
                     "CREATE TABLE a (id INT PRIMARY KEY)", "CREATE TABLE b (id INT PRIMARY KEY)",
                     database=db)
-    start = current_offset(_conn(mariadb), "mariadb")
+    start = current_offset(_conn(mariadb))
     mariadb.execute("RENAME TABLE a TO a1, a1 TO a2", "DROP TABLE IF EXISTS b, nothere",
                     f"DROP DATABASE `{x}`", database=db)
     conn = _conn(mariadb)
@@ -127,7 +128,7 @@ def test_a_drop_of_a_table_or_its_database_and_a_rename_are_ddl_events(mariadb, 
                                              ("id",), "id"),
                TableId(x, "g"): TableSchema(TableId(x, "g"), (Column("id", "int"),), (), "id")}
     recs = list(BinlogReader(conn, 7402, schemas, table_events=True).read_window(
-        start, current_offset(conn, "mariadb")))
+        start, current_offset(conn)))
     got = [(str(r.table_id), r.database, table_fate(r.statement, r.database, str(r.table_id)))
            for r in recs]
     assert got == [(f"{db}.a", db, ("renamed", f"{db}.a2")), (f"{db}.b", db, ("dropped", None)),
@@ -150,7 +151,7 @@ def test_a_schema_fits_a_table_map_column_by_column(mariadb, db):
                         ("MODIFY v VARCHAR(5) CHARACTER SET latin1", False)]:
         mariadb.execute("DROP TABLE IF EXISTS t", create, database=db)
         old = load_table_schema(conn, TableId(db, "t"))
-        start = current_offset(conn, "mariadb")
+        start = current_offset(conn)
         mariadb.execute(f"ALTER TABLE t {alter}", "INSERT INTO t (id) VALUES (1)",
                         database=db)
         maps = _table_maps(conn, start, db)
@@ -220,16 +221,15 @@ def test_a_table_map_without_names_cannot_build_a_schema():
 
 # -- through a pipeline -------------------------------------------------------------------------
 
-def _pipeline(mariadb, db, tmp_path, behavior="evolve", write_on="auto"):
+def _pipeline(mariadb, db, tmp_path, behavior="evolve", write_on="auto", sink=None):
     from sparkcdc.pipeline.definition import parse_pipeline
 
     source = source_yaml(mariadb, db + ".\\.*", 60)
+    sink = sink or f"  type: delta\n  path: {tmp_path}/lake\n"
     text = f"""
 {source}
 sink:
-  type: delta
-  path: {tmp_path}/lake
-pipeline:
+{sink}pipeline:
   name: instream
   parallelism: 1
   checkpoint.location: {tmp_path}/ckpt
@@ -259,7 +259,7 @@ def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb
     from sparkcdc.pipeline.verify import Verifier, render
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10))",
-                    "INSERT INTO t SELECT seq, seq, CONCAT('b', seq) FROM seq_1_to_50",
+                    f"INSERT INTO t SELECT seq, seq, CONCAT('b', seq) FROM {seq(mariadb, 50)}",
                     database=db)
     defn = _pipeline(mariadb, db, tmp_path, write_on=write_on)
     Runner(defn, spark, until_caught_up=True).run()
@@ -311,13 +311,13 @@ def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
     from sparkcdc.pipeline.verify import Verifier, render
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
-                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_40", database=db)
+                    f"INSERT INTO t SELECT seq, seq FROM {seq(mariadb, 40)}", database=db)
     defn = _pipeline(mariadb, db, tmp_path)
     Runner(defn, spark, until_caught_up=True).run()
     mariadb.execute("UPDATE t SET a = 100 WHERE id = 1", "DELETE FROM t WHERE id = 3",
                     "ALTER TABLE t ADD COLUMN d INT NOT NULL DEFAULT 7, "
                     "ADD COLUMN e VARCHAR(5) DEFAULT 'x', ADD COLUMN n INT, "
-                    "ADD COLUMN z INT NOT NULL, ADD COLUMN g INT AS (a * 2) PERSISTENT",
+                    "ADD COLUMN z INT NOT NULL, ADD COLUMN g INT AS (a * 2) STORED",
                     "UPDATE t SET d = 9, n = 5 WHERE id = 2",
                     "INSERT INTO t (id, a, z) VALUES (41, 41, 3)", database=db)
     Runner(defn, spark, until_caught_up=True).run()
@@ -334,19 +334,29 @@ def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["delta", pytest.param("postgres", marks=pytest.mark.faults)])
 def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, mariadb, db,
-                                                                          tmp_path):
+                                                                          tmp_path, kind,
+                                                                          request):
     """A new primary key met in the stream: the rows before it are written by the old key,
     the loop changes the target's columns, and the table goes on from the change (under its
     next generation, joining from that offset), its changes applied by the new key. The
-    target is not emptied and nothing is read again."""
+    target is not emptied and nothing is read again. On PostgreSQL the target's primary key
+    follows the new key (before, ``ON CONFLICT (id, k)`` found no unique constraint to
+    match and the batch failed)."""
     from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.pipeline.status import table_statuses
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(3) NOT NULL, v INT)",
-                    "INSERT INTO t SELECT seq, CONCAT('k', seq), seq FROM seq_1_to_20",
+                    f"INSERT INTO t SELECT seq, CONCAT('k', seq), seq FROM {seq(mariadb, 20)}",
                     database=db)
-    defn = _pipeline(mariadb, db, tmp_path)
+    pg = request.getfixturevalue("pg_server") if kind == "postgres" else None
+    sink = None
+    if pg is not None:
+        i = pg.info
+        sink = (f"  type: postgres\n  host: {i.host}\n  port: {i.port}\n  user: {i.user}\n"
+                f"  password: {i.password}\n  database: {i.database}\n")
+    defn = _pipeline(mariadb, db, tmp_path, sink=sink)
     Runner(defn, spark, until_caught_up=True).run()
     mariadb.execute("UPDATE t SET v = -1 WHERE id = 1",
                     "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, k), "
@@ -354,7 +364,11 @@ def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, 
                     "UPDATE t SET v = -2, w = 2 WHERE id = 2", "INSERT INTO t VALUES (21, 'z', 21, 0)",
                     "DELETE FROM t WHERE id = 3", database=db)
     Runner(defn, spark, until_caught_up=True).run()
-    got = _target(tmp_path, db)
+    if pg is None:
+        got = _target(tmp_path, db)
+    else:
+        got = {r[0]: dict(zip(("id", "k", "v", "w"), r))
+               for r in pg.execute(f'SELECT id, k, v, w FROM "{db}"."t"')}
     want = {r[0]: r for r in mariadb.query(f"SELECT id, k, v, w FROM `{db}`.t")}
     assert {i: (r["k"], r["v"], r["w"]) for i, r in got.items()} == {
         i: (r[1], r[2], r[3]) for i, r in want.items()}
@@ -374,7 +388,7 @@ def test_a_batch_that_evolved_its_target_is_replayed_alike(spark, mariadb, db, t
     from sparkcdc.pipeline.run.loop import Runner
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
-                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_40", database=db)
+                    f"INSERT INTO t SELECT seq, seq FROM {seq(mariadb, 40)}", database=db)
     defn = _pipeline(mariadb, db, tmp_path)
     Runner(defn, spark, until_caught_up=True).run()
     mariadb.execute("UPDATE t SET a = 100 WHERE id = 1",

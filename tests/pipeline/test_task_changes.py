@@ -53,24 +53,32 @@ def test_changes_are_written_by_key_slices_with_deletion_vectors(spark, mariadb,
                         database=db)
     source = source_yaml(mariadb, db + ".\\.*", 3)
     defn = parse_pipeline(f"""
-{source}  scan.incremental.snapshot.chunk.size: 300
+{source}  scan.incremental.snapshot.chunk.size: 750
 sink:
   type: delta
   path: {tmp_path}/lake
 pipeline:
   name: slices
   parallelism: 2
-  max-rows-per-batch: 300
+  max-rows-per-batch: 750
   checkpoint.location: {tmp_path}/ckpt
 """, "slices.yaml", env={"TEST_PW": mariadb.info.cdc_password})
     # the snapshots, as files of the tasks, under writes: a batch carries a chunk's new rows
     # (files, committed first) and changes to chunks read before (the slices, after)
     writer = Writer(mariadb, db, seed=30)
     writer.start()
+    caplog.set_level(logging.INFO, logger="sparkcdc.pipeline")
     try:
         Runner(defn, spark, until_caught_up=True).run()
     finally:
         writer.finish()
+    sent = [tuple(map(int, m.groups())) for m in
+            (re.search(r"(\d+) row\(s\) written by the tasks as \d+ file\(s\), (\d+) bytes "
+                       r"to the driver", r.getMessage()) for r in caplog.records) if m]
+    rows, bytes_ = sum(x[0] for x in sent), sum(x[1] for x in sent)
+    assert rows >= 2 * ROWS * 0.9, sent  # the snapshots, as files of the tasks
+    assert bytes_ < rows, (bytes_, rows)  # under a byte per row written
+    caplog.clear()
     Runner(defn, spark, until_caught_up=True).run()
     roots = {t: tmp_path / "lake" / db / t for t in "ab"}
     split = 0  # batches whose chunk files were committed before the rest of the batch
@@ -96,7 +104,6 @@ pipeline:
     finally:
         writer.finish()
     assert writer.ops.get("delete", 0) > 5 and writer.ops.get("update", 0) > 10, writer.ops
-    caplog.set_level(logging.INFO, logger="sparkcdc.pipeline")
     Runner(defn, spark, until_caught_up=True).run()
 
     for t in "ab":

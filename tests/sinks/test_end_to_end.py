@@ -16,6 +16,7 @@ import threading
 
 import pyarrow as pa
 import pytest
+from server_support import seq
 from sink_support import SINK_IDS, TargetFactory, table_rows
 from types_support import COLUMNS, expected_all_types, insert_all_types
 
@@ -107,7 +108,8 @@ def test_concurrent_writers_into_every_sink(spark, mariadb, db, request, tmp_pat
     sparkcdc.register(spark)
     rows = 3000
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(40))",
-                    f"INSERT INTO t SELECT seq, seq % 13, CONCAT('r', seq) FROM seq_1_to_{rows}",
+                    "INSERT INTO t SELECT seq, seq % 13, CONCAT('r', seq) "
+                    f"FROM {seq(mariadb, rows)}",
                     database=db)
     opts = _source_options(mariadb, db, "t", **{"scan.incremental.snapshot.chunk.size": "750",
                                                  "maxRowsPerBatch": "1500"})

@@ -72,3 +72,31 @@ def test_a_changelog_only_grows(tmp_path):
         sink.evolve([drop])
     with pytest.raises(SchemaError, match="cannot be emptied"):
         sink.empty()
+
+
+def test_a_mysql_target_evolves_once_however_often_asked(server, server_db):
+    """The mysql sink's ALTERs on a MariaDB and on a MySQL target (MySQL has no
+    ``ADD COLUMN IF NOT EXISTS``); the second time round changes nothing."""
+    server.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, a INT, c INT)",
+                   "INSERT INTO t VALUES (1, 10, 5), (2, 20, 6)", database=server_db)
+    i = server.info
+    sink = sinks.create("mysql", {"hostname": i.host, "port": str(i.port),
+                                  "username": i.admin_user, "password": i.admin_password,
+                                  "database": server_db, "table": "t"})
+    try:
+        assert sink.stored_columns().names == ["id", "a", "c"]
+        plan = [Change("add", "b", type=pa.string()), Change("drop", "c"),
+                Change("rename", "a", "a2"), Change("retype", "a2", type=pa.int64())]
+        for _ in range(2):
+            sink.evolve(plan, ("id",))
+            assert sink.stored_columns().names == ["id", "a2", "b"]
+        # each ALTER by itself once more, as a run stopped between two would find them
+        from sparkcdc.sinks.mysql import evolution
+
+        evolution.evolve(sink, plan[:2], ("id",))
+    finally:
+        sink.close()
+    assert server.query(f"SELECT id, a2, b FROM `{server_db}`.t ORDER BY id") == [
+        (1, 10, None), (2, 20, None)]
+    assert server.query("SELECT data_type FROM information_schema.columns WHERE "
+                        f"table_schema = '{server_db}' AND column_name = 'a2'") == [("bigint",)]

@@ -6,6 +6,7 @@ binlog, including updates and deletes."""
 from __future__ import annotations
 
 import pyarrow as pa
+from server_support import seq
 from types_support import ALL_TYPES_DDL, ROW1_SQL, ROW3_SQL, ROW4_ZERO_SQL
 
 from sparkcdc.core.schema import TableId
@@ -80,9 +81,9 @@ def test_tables_that_differ_share_one_stream_each_in_its_own_types(spark, mariad
 
     mariadb.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))",
                     "CREATE TABLE b (k BIGINT PRIMARY KEY, d DECIMAL(12,3), ts DATETIME(6))",
-                    "INSERT INTO a SELECT seq, CONCAT('a', seq) FROM seq_1_to_300",
+                    f"INSERT INTO a SELECT seq, CONCAT('a', seq) FROM {seq(mariadb, 300)}",
                     "INSERT INTO b SELECT seq * 10, seq / 8, '2024-01-01' + INTERVAL seq SECOND"
-                    " FROM seq_1_to_200", database=db)
+                    f" FROM {seq(mariadb, 200)}", database=db)
     base = mariadb.source_options(**{"database-name": db,
                                      "scan.incremental.snapshot.chunk.size": "64"})
     both = {**base, "table-name": f"{db}\\.(a|b)", "arrow-batches": "true",

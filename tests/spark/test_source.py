@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from server_support import binlog_status, seq
 
 import sparkcdc
 from sparkcdc.core.offsets import BinlogOffset
@@ -35,7 +36,7 @@ def options(mariadb, db, table="t", **extra):
 def make_table(mariadb, db, rows, table="t"):
     mariadb.execute(f"CREATE TABLE `{db}`.`{table}` (id INT PRIMARY KEY, v INT, s VARCHAR(40))",
                     f"INSERT INTO `{db}`.`{table}` SELECT seq, seq % 13, CONCAT('r', seq) "
-                    f"FROM seq_1_to_{rows}", database=db)
+                    f"FROM {seq(mariadb, rows)}", database=db)
 
 
 def table_state(mariadb, db, table="t"):
@@ -216,7 +217,7 @@ def test_startup_modes(spark, mariadb, db, tmp_path):
     make_table(mariadb, db, 10)
     mariadb.execute(f"UPDATE `{db}`.t SET v = 100 WHERE id = 1")
     with mariadb.admin_connection() as c, c.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
+        cur.execute(binlog_status(mariadb))
         file, pos = cur.fetchone()[:2]
     time.sleep(1.1)
     ts_ms = int(time.time()) * 1000  # binlog times have whole seconds: start at one

@@ -6,6 +6,7 @@ import random
 import time
 
 import pytest
+from server_support import binlog_status
 
 import sparkcdc
 
@@ -30,11 +31,11 @@ def test_purged_binlog_is_one_clear_error(spark, mariadb, db, tmp_path):
         return q
 
     assert run().exception() is None
-    (stopped_at,) = [r[0] for r in mariadb.query("SHOW MASTER STATUS")]
+    (stopped_at,) = [r[0] for r in mariadb.query(binlog_status(mariadb))]
     mariadb.execute(f"INSERT INTO `{db}`.t VALUES (2)", "FLUSH BINARY LOGS",
                     f"INSERT INTO `{db}`.t VALUES (3)")
     for _ in range(50):  # MariaDB keeps a file until its binlog checkpoint has passed it
-        (now,) = [r[0] for r in mariadb.query("SHOW MASTER STATUS")]
+        (now,) = [r[0] for r in mariadb.query(binlog_status(mariadb))]
         mariadb.execute(f"PURGE BINARY LOGS TO '{now}'")
         if stopped_at not in [r[0] for r in mariadb.query("SHOW BINARY LOGS")]:
             break

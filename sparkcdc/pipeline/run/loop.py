@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.errors import PipelineFailed, SchemaChangeStop, SparkCDCError
+from sparkcdc.errors import PipelineFailed, SchemaChangeStop, SchemaError, SparkCDCError
 from sparkcdc.pipeline import control
 from sparkcdc.pipeline import schema_change as sc
 from sparkcdc.pipeline.checkpoint import CaptureStatus, Checkpoint, TableState
@@ -412,9 +412,13 @@ class Runner:
                         fix="schema.change.behavior is 'exception': revert the change, or "
                             "choose evolve, try_evolve, lenient or ignore and run again")
         waits = self._gone_in_stream_ahead(found)
+        memo: dict = {}
+        for old, new in self._renamed_in_snapshot(found, waits, memo):
+            st = state.states[old]
+            st.note = f"renamed to {new}"
+            tables.go_on_as(st, new, found[new], False, None)
         # a new table routed where a table about to leave writes may be that table renamed
         held = {t for w in waits for t in state.targets(state.states[w])}
-        memo: dict = {}
         for table, schema in found.items():
             had = state.states.get(table)
             if had is None and held & set(targets_of(self.defn, table)):
@@ -451,6 +455,49 @@ class Runner:
         for table in sorted(waits - set(state.runs)):  # read on up to its DROP or RENAME
             st = state.states[table]
             tables.start(st, schema_of(st))
+
+    def _renamed_in_snapshot(self, found: dict[str, TableSchema], waits: set[str],
+                             memo: dict) -> list[tuple[str, str]]:
+        """Tables gone from the source during their snapshot, each with the one new table
+        that routes to exactly its targets: taken as renamed to it. The stream cannot bring
+        such a RENAME at its place: a chunk of the old name read after it fails the batch
+        (the table does not exist), so the loop learns of it from discovery, where a rename
+        shows as a table gone and one new. The target holds part of the old name's rows and
+        the changes of its unread chunks were dropped, so the new name is taken again from
+        an emptied target (``go_on_as``), as a RENAME the stream met during the snapshot is.
+        Not when emptying the target would take other tables' rows with it: then the run
+        stops with the fix (``SchemaError``), as a table taken again into a shared target
+        does, instead of keeping rows the source has not."""
+        state = self.state
+        gone = [st for t, st in state.states.items()
+                if st.status == CaptureStatus.ACTIVE and t not in found and not st.gone
+                and t not in waits and not state.carried_by_stream(st, memo)]
+        if not gone:
+            return []
+        new = [t for t in found
+               if (had := state.states.get(t)) is None
+               or had.status == CaptureStatus.DROPPED and t not in state.runs]
+        pairs = []
+        for st in gone:
+            routed = [t for t in new if targets_of(self.defn, t) == state.targets(st)]
+            if len(routed) != 1 or sum(targets_of(self.defn, t) == targets_of(
+                    self.defn, routed[0]) for t in new) != 1:
+                continue  # none, or several: which one is it?
+            if state.emptying_hits_others(st):
+                # emptying would take the other tables' rows; capturing the new name over
+                # the old one's partial snapshot would keep rows the source deleted
+                raise SchemaError(
+                    f"table {st.table} is gone during its snapshot and {routed[0]} is new in "
+                    f"its target {st.target} (a rename): the new name must be taken again "
+                    "from an emptied target, but other tables write into that target too",
+                    fix="empty the target, then start the pipeline again with a new "
+                        "checkpoint location; or rename tables once their snapshot is done")
+            if self.tables.may_go_on_as(st, routed[0], found):
+                log.warning("table %s is gone during its snapshot and %s is new in its target "
+                            "%s: taken as renamed to it", st.table, routed[0], st.target)
+                pairs.append((st.table, routed[0]))
+                new.remove(routed[0])
+        return pairs
 
     def _stream_carries(self, st: TableState, memo: dict) -> bool:
         """Whether the table's schema changes reach its target through the pipeline's

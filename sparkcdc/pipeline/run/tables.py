@@ -179,11 +179,12 @@ class TableLifecycle:
         return True
 
     def go_on_as(self, st: TableState, new_name: str, new_schema: TableSchema,
-                 snapshot_done: bool, start: BinlogOffset) -> None:
+                 snapshot_done: bool, start: BinlogOffset | None) -> None:
         """The renamed table goes on into its target under ``new_name``, from ``start`` (a
         binlog offset at or after the RENAME; every row of the old name before it is in
         the target), with its target's columns changed for the new name's schema. Renamed
-        during its snapshot, it is taken again instead."""
+        during its snapshot, it is taken again instead, from an emptied target (``start``
+        unused: None when the RENAME is known from discovery, ``Runner._reconcile``)."""
         sink, last, _offset, _done = self.halt(st)
         try:
             self._go_on_as(st, new_name, new_schema, sink, last, snapshot_done, start)
@@ -191,7 +192,7 @@ class TableLifecycle:
             sink.close()
 
     def _go_on_as(self, st: TableState, new_name: str, new_schema: TableSchema, sink: Any,
-                  last: int | None, snapshot_done: bool, start: BinlogOffset) -> None:
+                  last: int | None, snapshot_done: bool, start: BinlogOffset | None) -> None:
         state = self.state
         behavior = state.settings.schema_change_behavior
         other = state.states.get(new_name)
@@ -208,6 +209,7 @@ class TableLifecycle:
             nst.columns = self.shapes.evolve_columns(nst, old_schema, new_schema, d, sink,
                                                      behavior)
         if snapshot_done:
+            assert start is not None  # (a RENAME the stream met after the snapshot)
             # it joins the pipeline's stream from there (the members file's ``since``)
             nst.start = Start(start.to_dict(), joins=True)
             how = "from the RENAME on"

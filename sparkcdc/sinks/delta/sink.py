@@ -206,11 +206,20 @@ class DeltaSink(Sink):
         # by batch id, not by batches this process wrote: short runs (--until-caught-up)
         # write a few batches each and must compact as a long stream does
         if self.config.compact_every and (batch_id + 1) % self.config.compact_every == 0:
-            if has_deletion_vectors(table) and files.supported(self.config.path):
-                self._purge()  # first: compaction leaves a lone file with its dead rows
-                table = self._table()
-            metrics = table.optimize.compact(target_size=self.config.target_file_size)
-            log.info("compacted %s: %s", self.config.path, metrics)
+            self.compact(table)
+
+    def compact(self, table) -> None:
+        """Files mostly deleted rewritten without their dead rows, then delta-rs'
+        ``optimize.compact``, writing Snappy like the table's other files: its zstd default
+        made a full scan of the compacted table 4x slower than of the same rows written
+        plainly (docs/benchmarks.md, "100 small batches")."""
+        if has_deletion_vectors(table) and files.supported(self.config.path):
+            self._purge()  # first: compaction leaves a lone file with its dead rows
+            table = self._table()
+        metrics = table.optimize.compact(
+            target_size=self.config.target_file_size,
+            writer_properties=self._dl.WriterProperties(compression="SNAPPY"))
+        log.info("compacted %s: %s", self.config.path, metrics)
 
     def _purge(self) -> None:
         """The files mostly deleted rewritten without their dead rows (``changes.purge``);

@@ -1,5 +1,6 @@
 """Schema evolution of a MySQL/MariaDB target: ALTER TABLE statements, each committing on
-its own and each idempotent (``IF [NOT] EXISTS``), so a run stopped between two does the
+its own and each idempotent (a column is added only if the table lacks it, dropped only if it
+has it: MySQL has no ``ADD COLUMN IF NOT EXISTS``), so a run stopped between two does the
 rest again."""
 
 from __future__ import annotations
@@ -22,16 +23,25 @@ def stored_columns(sink) -> pa.Schema | None:
     return pa.schema([pa.field(n, pa.null()) for n in names]) if names else None
 
 
+def _has_column(cur, sink, name: str) -> bool:
+    cur.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND "
+                "table_name = %s AND column_name = %s",
+                (sink.config.database, sink.config.table, name))
+    return cur.fetchone() is not None
+
+
 def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
     target = f"{q(sink.config.database)}.{q(sink.config.table)}"
     conn = sink.connection()
     with conn.cursor() as cur:
         for c in changes:
             if c.kind == "add":
-                cur.execute(f"ALTER TABLE {target} ADD COLUMN IF NOT EXISTS {q(c.name)} "
-                            f"{mysql_type(c.type)}")
+                if not _has_column(cur, sink, c.name):
+                    cur.execute(f"ALTER TABLE {target} ADD COLUMN {q(c.name)} "
+                                f"{mysql_type(c.type)}")
             elif c.kind == "drop":
-                cur.execute(f"ALTER TABLE {target} DROP COLUMN IF EXISTS {q(c.name)}")
+                if _has_column(cur, sink, c.name):
+                    cur.execute(f"ALTER TABLE {target} DROP COLUMN {q(c.name)}")
             elif c.kind == "rename":
                 cur.execute(f"ALTER TABLE {target} RENAME COLUMN {q(c.name)} TO "
                             f"{q(c.new_name)}")

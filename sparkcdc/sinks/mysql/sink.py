@@ -135,6 +135,7 @@ class MySQLSink(Sink):
         self._conn = None
         self._flavor: str | None = None
         self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
+        self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> MySQLSink:
@@ -216,6 +217,7 @@ class MySQLSink(Sink):
         cur.execute(f"CREATE TABLE IF NOT EXISTS {self._target} ({cols}, PRIMARY KEY "
                     f"({', '.join(map(q, pk))})) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 "
                     "COLLATE=utf8mb4_bin")
+        self._follow_key(cur, pk, schema)
         cur.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
                     "AND table_name = %s", (self.config.database, self.config.table))
         existing = {r[0] for r in cur.fetchall()}
@@ -224,6 +226,49 @@ class MySQLSink(Sink):
             raise SchemaError(f"the mysql table {self.config.database}.{self.config.table} "
                               f"lacks columns {missing}",
                               fix="add them (ALTER TABLE) or drop them with except_column_list")
+
+    def _follow_key(self, cur, pk: list[str], schema: pa.Schema) -> None:
+        """The target's unique key made to be ``pk``, the table's key of now: a table
+        re-keyed on the source (a new primary key: after its snapshot, its rows kept; during
+        it, taken again into the emptied target) is merged by its new key, and ``ON
+        DUPLICATE KEY UPDATE`` by the old one would make two rows of one old key one. A
+        target with a unique index on exactly those columns (whole, not a prefix) is left
+        as it is; otherwise its primary key is replaced by one on ``pk``, its columns typed
+        as a target created for the new key types them (key columns NOT NULL, text as
+        VARCHAR(255)), in one ALTER TABLE, which commits on its own before the batch's
+        transaction. Asked once per sink and key."""
+        if self._key_followed == tuple(pk):
+            return
+        cur.execute("SELECT index_name, column_name, sub_part FROM information_schema.statistics "
+                    "WHERE table_schema = %s AND table_name = %s AND non_unique = 0 "
+                    "ORDER BY index_name, seq_in_index",
+                    (self.config.database, self.config.table))
+        indexes: dict[str, list[str | None]] = {}
+        for name, column, sub_part in cur.fetchall():
+            indexes.setdefault(name, []).append(None if sub_part is not None else column)
+        if not any(set(cols) == set(pk) and len(cols) == len(pk) for cols in indexes.values()):
+            old = [c for c in indexes.get("PRIMARY", []) if c is not None]
+            log.warning("the key of %s.%s becomes (%s) (it was (%s)): its primary key follows",
+                        self.config.database, self.config.table, ", ".join(pk), ", ".join(old))
+            parts = ["DROP PRIMARY KEY"] if "PRIMARY" in indexes else []
+            for f in schema:
+                if f.name in pk:
+                    parts.append(f"MODIFY COLUMN {q(f.name)} {mysql_type(f.type, True)} NOT NULL")
+                elif f.name in old:
+                    parts.append(f"MODIFY COLUMN {q(f.name)} {mysql_type(f.type)} NULL")
+            parts.append(f"ADD PRIMARY KEY ({', '.join(map(q, pk))})")
+            try:
+                cur.execute(f"ALTER TABLE {self._target} " + ", ".join(parts))
+            except self._pymysql.err.MySQLError as e:
+                if not e.args or e.args[0] not in (1062, 1138, 1171, 1265, 1406):
+                    raise
+                raise SchemaError(
+                    f"the mysql table {self.config.database}.{self.config.table} cannot take "
+                    f"the table's new key ({', '.join(pk)}): {e.args[-1]}",
+                    fix="its rows hold that key twice, with nulls or too long, so they differ "
+                        "from the source: empty the target table (or fix those rows) and run "
+                        "again") from None
+        self._key_followed = tuple(pk)
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         check_key_not_null(changes)
@@ -471,13 +516,13 @@ class MySQLSink(Sink):
         conn = self.connection()
         try:
             with conn.cursor() as cur:
-                if files and not self._table_exists(cur, self.config.table):
-                    if not keys:
-                        raise SchemaError(f"the mysql table {self.config.database}."
-                                          f"{self.config.table} is missing and the staged "
-                                          "rows name no key", fix="create it with a primary "
-                                          "key, or restart the pipeline")
+                if files and keys:  # made if absent, its key the table's
                     self._create_table(cur, schema, keys)
+                elif files and not self._table_exists(cur, self.config.table):
+                    raise SchemaError(f"the mysql table {self.config.database}."
+                                      f"{self.config.table} is missing and the staged "
+                                      "rows name no key", fix="create it with a primary "
+                                      "key, or restart the pipeline")
                 self._ensure_batches(cur)
                 conn.begin()
                 last = self._lock_batch(cur, app)

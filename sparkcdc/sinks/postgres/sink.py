@@ -108,6 +108,7 @@ class PostgresSink(Sink):
         self._pg = require("psycopg", "postgres")
         self._conn = None
         self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
+        self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> PostgresSink:
@@ -191,6 +192,7 @@ class PostgresSink(Sink):
         cur.execute(sql("CREATE SCHEMA IF NOT EXISTS {}").format(self._ident(self.config.schema)))
         cur.execute(sql("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
             self._target, sql(", ").join(cols), sql(", ").join(map(self._ident, pk))))
+        self._follow_key(cur, pk)
         cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
                     "AND attnum > 0 AND NOT attisdropped",
                     (f'"{self.config.schema}"."{self.config.table}"',))
@@ -202,11 +204,64 @@ class PostgresSink(Sink):
                               fix="add them (ALTER TABLE) or drop them with except_column_list")
         return schema.names
 
+    def _follow_key(self, cur, pk: list[str]) -> None:
+        """The target's unique key made to be ``pk``, the table's key of now: a table
+        re-keyed on the source (a new primary key: after its snapshot, its rows kept; during
+        it, taken again into the emptied target) is merged by its new key, and ``ON
+        CONFLICT`` needs a unique index on exactly those columns. A target with one (any
+        unique index without a condition or an expression) is left as it is; otherwise its
+        primary key is replaced by one on ``pk``, and the columns only the old key held
+        may be null again, as in a target created for the new key. In the batch's
+        transaction: a failed batch leaves the old key. Asked once per sink and key."""
+        if self._key_followed == tuple(pk):
+            return
+        sql, I = self._pg.sql.SQL, self._ident
+        target = f'"{self.config.schema}"."{self.config.table}"'
+        cur.execute("SELECT i.indisprimary, c.conname, ARRAY(SELECT a.attname FROM "
+                    "pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)) "
+                    "FROM pg_index i LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid "
+                    "AND c.conrelid = i.indrelid WHERE i.indrelid = %s::regclass "
+                    "AND i.indisunique AND i.indpred IS NULL AND NOT (0 = ANY(i.indkey))",
+                    (target,))
+        found = cur.fetchall()
+        if not any(set(cols) == set(pk) and len(cols) == len(pk) for _p, _c, cols in found):
+            primary = [(name, cols) for is_pk, name, cols in found if is_pk]
+            old = primary[0][1] if primary else []
+            log.warning("the key of %s.%s becomes (%s) (it was (%s)): its primary key follows",
+                        self.config.schema, self.config.table, ", ".join(pk), ", ".join(old))
+            if primary:
+                cur.execute(sql("ALTER TABLE {} DROP CONSTRAINT {}").format(
+                    self._target, I(primary[0][0])))
+                for c in old:
+                    if c not in pk:
+                        cur.execute(sql("ALTER TABLE {} ALTER COLUMN {} DROP NOT NULL").format(
+                            self._target, I(c)))
+            try:
+                with cur.connection.transaction():  # a savepoint, for the message
+                    cur.execute(sql("ALTER TABLE {} ADD PRIMARY KEY ({})").format(
+                        self._target, sql(", ").join(map(I, pk))))
+            except (self._pg.errors.UniqueViolation, self._pg.errors.NotNullViolation) as e:
+                raise SchemaError(
+                    f"the postgres table {self.config.schema}.{self.config.table} cannot take "
+                    f"the table's new key ({', '.join(pk)}): "
+                    f"{str(e).splitlines()[0]}",
+                    fix="its rows hold that key twice or with nulls, so they differ from the "
+                        "source: empty the target table (or fix those rows) and run again"
+                ) from None
+        self._key_followed = tuple(pk)
+
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
-        sql = self._pg.sql.SQL
         check_key_not_null(changes)
         conn = self.connection()
         names = changes.target_schema.names
+        try:
+            return self._write(conn, changes, names, batch_id)
+        except BaseException:
+            self._key_followed = None  # its change may be rolled back: asked again
+            raise
+
+    def _write(self, conn, changes: ChangeSet, names: list[str], batch_id: int) -> WriteResult:
+        sql = self._pg.sql.SQL
         with conn.transaction(), conn.cursor() as cur:
             self._ensure_batches(cur)
             self._create(cur, changes)
@@ -453,29 +508,33 @@ class PostgresSink(Sink):
         app, done = self.config.app_id, False
         n = 0
         conn = self.connection()
-        with conn.transaction(), conn.cursor() as cur:
-            self._ensure_batches(cur)
-            last = self._lock_batch(cur, app)
-            last_files = self._lock_batch(cur, files_app_id(app))
-            if batch_id > max(last, last_files):
-                keys = next((list(f["keys"]) for f in files if f.get("keys")), [])
-                if files and not self._exists(cur):
-                    if not keys:
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                self._ensure_batches(cur)
+                last = self._lock_batch(cur, app)
+                last_files = self._lock_batch(cur, files_app_id(app))
+                if batch_id > max(last, last_files):
+                    keys = next((list(f["keys"]) for f in files if f.get("keys")), [])
+                    if keys:  # made if absent, its key the table's
+                        self._create_table(cur, schema, keys)
+                    elif files and not self._exists(cur):
                         raise SchemaError(f"the postgres table {self.config.schema}."
                                           f"{self.config.table} is missing and the staged "
                                           "rows name no key", fix="create it with a primary "
                                           "key, or restart the pipeline")
-                    self._create_table(cur, schema, keys)
-                names = schema.names
-                for f in files:
-                    stage = I(self.config.schema, f["stage"])
-                    self._check_stage(cur, f["stage"], int(f["rows"]))
-                    n += self._insert_stage(cur, stage, keys, names)
-                    cur.execute(sql("DROP TABLE {}").format(stage))
-                self._record_batch(cur, files_app_id(app), batch_id)
-                if final:
-                    self._record_batch(cur, app, batch_id)
-                done = True
+                    names = schema.names
+                    for f in files:
+                        stage = I(self.config.schema, f["stage"])
+                        self._check_stage(cur, f["stage"], int(f["rows"]))
+                        n += self._insert_stage(cur, stage, keys, names)
+                        cur.execute(sql("DROP TABLE {}").format(stage))
+                    self._record_batch(cur, files_app_id(app), batch_id)
+                    if final:
+                        self._record_batch(cur, app, batch_id)
+                    done = True
+        except BaseException:
+            self._key_followed = None  # its change was rolled back: asked again
+            raise
         self._drop_leftovers(batch_id)
         if not done:
             return WriteResult(batch_id, skipped=True)
@@ -510,10 +569,13 @@ class PostgresSink(Sink):
         hash spreads any keys evenly with nothing read first. The target is made here if
         absent, so that the tasks' staging tables take its types."""
         conn = self.connection()
-        with conn.transaction(), conn.cursor() as cur:
-            self._ensure_batches(cur)
-            if not self._exists(cur):
-                self._create_table(cur, schema, list(keys))
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                self._ensure_batches(cur)
+                self._create_table(cur, schema, list(keys))  # its key follows the table's
+        except BaseException:
+            self._key_followed = None  # its change was rolled back: asked again
+            raise
         return KeySlices.hashed(keys[0], slices)
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,

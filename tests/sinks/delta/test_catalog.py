@@ -21,6 +21,7 @@ from pathlib import Path
 import deltalake
 import pytest
 from pipeline_support import source_yaml
+from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc.errors import ConfigError
@@ -160,7 +161,7 @@ def test_catalog_target_without_delta_in_spark_stops_before_writing(mariadb, db,
 def test_catalog_target_is_named_evolves_and_refuses_another_entry(mariadb, db, tmp_path):
     assert DELTA_JARS, "no delta-spark jars in .jars/delta (scripts/fetch_jars.sh)"
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, v VARCHAR(10))",
-                    "INSERT INTO orders SELECT seq, CONCAT('v', seq) FROM seq_1_to_40",
+                    f"INSERT INTO orders SELECT seq, CONCAT('v', seq) FROM {seq(mariadb, 40)}",
                     database=db)
     lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
     conf = catalog_conf(tmp_path)

@@ -10,6 +10,7 @@ import json
 
 import pytest
 from pipeline_support import source_yaml
+from server_support import seq
 
 from sparkcdc import sinks
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -80,7 +81,7 @@ def _events(broker, topic: str) -> dict[int, list[tuple]]:
 def test_read_committed_consumers_see_the_source_changelog_once(spark, mariadb, db, tmp_path,
                                                                 kafka_broker, writes):
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, v VARCHAR(20))",
-                    "INSERT INTO orders SELECT seq, CONCAT('s', seq) FROM seq_1_to_20",
+                    f"INSERT INTO orders SELECT seq, CONCAT('s', seq) FROM {seq(mariadb, 20)}",
                     "CREATE TABLE items (id INT PRIMARY KEY, n INT)",
                     "INSERT INTO items VALUES (1, 1), (2, 2)", database=db)
     defn = _defn(mariadb, db, tmp_path, kafka_broker)
