@@ -61,13 +61,6 @@ def _rows(sink) -> dict:
     return {r["id"]: (r["v"], r["s"]) for r in t.to_pylist()} if t.num_rows else {}
 
 
-def _batch_row(sink, app_id: str):
-    q = '"' if sink.type == "postgres" else "`"
-    got = _sql(sink, f"SELECT batch_id FROM {q}{_where(sink)}{q}.{q}_sparkcdc_batches{q} "
-                     "WHERE app_id = %s AND target = %s", (app_id, sink.config.table))
-    return got[0][0] if got else None
-
-
 @pytest.fixture(params=["postgres", "mysql"])
 def sql_sinks(request, tmp_path):
     """A driver's sink and a task's sink of one new target (separate connections)."""
@@ -106,11 +99,19 @@ def test_staged_rows_commit_once_and_leftovers_are_dropped(sql_sinks):
     assert driver.commit_files(again, SCHEMA, 1).skipped
     assert _stages(driver) == [] and len(_rows(driver)) == 100
 
-    # batch 2: changes by three hash slices; the files of the batch committed first
+    # batch 2: new rows of a chunk, then the batch fails before its other changes are
+    # written (its table handed to the loop): nothing of it is applied, its id stays free
+    stale = task.new_rows(_changes(range(400, 410), 5))
+    assert stale is not None
+    assert not driver.commit_files(task.write_files(stale, 2), SCHEMA, 2, final=False).skipped
+    assert driver.last_batch_id() == 1 and 400 not in _rows(driver)
+
+    # batch 2 again, other rows (the table taken again): the new rows kept for the batch's
+    # changes, in one transaction with them, by three hash slices
     new = task.new_rows(_changes(range(200, 210), 2))
     assert new is not None
     assert not driver.commit_files(task.write_files(new, 2), SCHEMA, 2, final=False).skipped
-    assert driver.last_batch_id() == 1 and _batch_row(driver, "sparkcdc#files") == 2
+    assert driver.last_batch_id() == 1 and 200 not in _rows(driver)
     cut = driver.plan_changes(KEYS, SCHEMA, 3)
     assert cut.mode == "hash" and cut.count == 3
     upserts = pa.table({"id": pa.array([5, 6, 7, 300], pa.int64()),
@@ -128,6 +129,7 @@ def test_staged_rows_commit_once_and_leftovers_are_dropped(sql_sinks):
     task.write_changes(cut, 0, upserts, changed, 2)  # an attempt that died
     result = driver.commit_changes(cut, written, 2)
     assert result.counts["upsert"] == 4 and result.counts["delete"] == 5
+    assert result.counts["staged new rows"] == 10
     want = {i: (1, "s1") for i in range(1, 101) if i not in (10, 11, 12, 13)}
     want.update({i: (9, "u") for i in (5, 6, 7)} | {300: (9, "n")})
     want.update({i: (2, "s2") for i in range(200, 210)})

@@ -135,6 +135,8 @@ class MySQLSink(Sink):
         self._conn = None
         self._flavor: str | None = None
         self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
+        # a batch's staged new rows kept for the transaction of its other changes
+        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
         self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
 
     @classmethod
@@ -283,7 +285,9 @@ class MySQLSink(Sink):
                             "AND target = %s FOR UPDATE", (self.config.app_id, self.config.table))
                 if batch_id <= cur.fetchone()[0]:
                     conn.rollback()
+                    self._pending = None
                     return WriteResult(batch_id, skipped=True)
+                staged = self._apply_pending(cur, batch_id)
                 rest, appended = self._append_new(cur, changes)
                 if rest.num_rows:
                     if rest.scd_type == 2:
@@ -297,7 +301,10 @@ class MySQLSink(Sink):
             if conn.open:
                 conn.rollback()
             raise
-        return WriteResult(batch_id, counts=changes.counts(appended=appended))
+        counts = changes.counts(appended=appended)
+        if staged:
+            counts["staged new rows"] = staged
+        return WriteResult(batch_id, counts=counts)
 
     def _append_new(self, cur, changes: ChangeSet) -> tuple[ChangeSet, int]:
         """Plain multi-row INSERTs of the batch's new rows; returns the rows left to merge
@@ -508,15 +515,16 @@ class MySQLSink(Sink):
     def commit_files(self, files: list[dict[str, Any]], schema: pa.Schema,
                      batch_id: int, final: bool = True) -> WriteResult:
         """Every task's staging table of the batch's new rows INSERTed into the target in
-        one transaction that records the batch as ``<app-id>#files`` (and ``<app-id>`` when
-        ``final``); then the batch's staging tables dropped."""
+        the transaction that records the batch id; then the batch's staging tables
+        dropped. Not ``final``: kept for the transaction of the batch's other changes of
+        the table (``_apply_pending``), as the PostgreSQL sink does."""
         app, done, n = self.config.app_id, False, 0
+        self._pending = None
         keys = next((list(f["keys"]) for f in files if f.get("keys")), [])
-        names = schema.names
         conn = self.connection()
         try:
             with conn.cursor() as cur:
-                if files and keys:  # made if absent, its key the table's
+                if files and keys:  # made if absent, its key the table's (DDL: first)
                     self._create_table(cur, schema, keys)
                 elif files and not self._table_exists(cur, self.config.table):
                     raise SchemaError(f"the mysql table {self.config.database}."
@@ -525,31 +533,14 @@ class MySQLSink(Sink):
                                       "key, or restart the pipeline")
                 self._ensure_batches(cur)
                 conn.begin()
-                last = self._lock_batch(cur, app)
-                last_files = self._lock_batch(cur, files_app_id(app))
-                if batch_id > max(last, last_files):
-                    cols = ", ".join(map(q, names))
-                    for f in files:
-                        stage = self._stage(f["stage"])
-                        self._check_stage(cur, f["stage"], int(f["rows"]))
-                        select = f"INSERT INTO {self._target} ({cols}) SELECT {cols} FROM {stage}"
-                        cur.execute("SAVEPOINT sparkcdc_append")
-                        try:
-                            n += cur.execute(select)
-                        except self._pymysql.err.IntegrityError as e:
-                            if not e.args or e.args[0] != 1062:  # ER_DUP_ENTRY
-                                raise
-                            cur.execute("ROLLBACK TO SAVEPOINT sparkcdc_append")
-                            log.warning("inserting staged new rows into %s collided with "
-                                        "rows the range check did not see; merging them",
-                                        self.config.table)
-                            cur.execute(f"INSERT INTO {self._target} ({cols}) SELECT "
-                                        f"{cols} FROM {stage} s"
-                                        + self._upsert_from(names, keys))
-                            n += int(f["rows"])
-                    self._record_batch(cur, files_app_id(app), batch_id)
-                    if final:
-                        self._record_batch(cur, app, batch_id)
+                if batch_id > self._lock_batch(cur, app):
+                    if not final:
+                        conn.rollback()
+                        self._pending = (batch_id, files, schema)
+                        return WriteResult(batch_id, counts={"staged": sum(
+                            int(f["rows"]) for f in files)})
+                    n = self._apply_files(cur, files, schema)
+                    self._record_batch(cur, app, batch_id)
                     done = True
             conn.commit()
         except BaseException:
@@ -560,6 +551,39 @@ class MySQLSink(Sink):
         if not done:
             return WriteResult(batch_id, skipped=True)
         return WriteResult(batch_id, counts={"upsert": n, "appended": n} if n else {})
+
+    def _apply_files(self, cur, files: list[dict[str, Any]], schema: pa.Schema) -> int:
+        """In the batch's transaction: the staging tables of new rows INSERTed into the
+        target (plain, or merged if a key is there after all); how many rows."""
+        keys = next((list(f["keys"]) for f in files if f.get("keys")), [])
+        names = schema.names
+        cols = ", ".join(map(q, names))
+        n = 0
+        for f in files:
+            stage = self._stage(f["stage"])
+            self._check_stage(cur, f["stage"], int(f["rows"]))
+            cur.execute("SAVEPOINT sparkcdc_append")
+            try:
+                n += cur.execute(f"INSERT INTO {self._target} ({cols}) SELECT {cols} "
+                                 f"FROM {stage}")
+            except self._pymysql.err.IntegrityError as e:
+                if not e.args or e.args[0] != 1062:  # ER_DUP_ENTRY
+                    raise
+                cur.execute("ROLLBACK TO SAVEPOINT sparkcdc_append")
+                log.warning("inserting staged new rows into %s collided with rows the "
+                            "range check did not see; merging them", self.config.table)
+                cur.execute(f"INSERT INTO {self._target} ({cols}) SELECT {cols} FROM {stage} s"
+                            + self._upsert_from(names, keys))
+                n += int(f["rows"])
+        return n
+
+    def _apply_pending(self, cur, batch_id: int) -> int:
+        """In a batch's transaction, after its batch-id check: the staging tables of its new
+        rows that ``commit_files`` kept for it, applied first; how many rows."""
+        pending, self._pending = self._pending, None
+        if pending is None or pending[0] != batch_id:
+            return 0
+        return self._apply_files(cur, pending[1], pending[2])
 
     def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
                      slices: int) -> KeySlices:
@@ -594,13 +618,16 @@ class MySQLSink(Sink):
         """Every slice's staging table applied in one transaction that records the batch
         id (``DELETE ... JOIN``, ``INSERT ... SELECT ... ON DUPLICATE KEY UPDATE``); then the
         batch's staging tables dropped (after it: MySQL's DDL commits)."""
-        done = False
+        done, staged = False, 0
         conn = self.connection()
         try:
             with conn.cursor() as cur:
                 self._ensure_batches(cur)
                 conn.begin()
-                if batch_id > self._lock_batch(cur, self.config.app_id):
+                if batch_id <= self._lock_batch(cur, self.config.app_id):
+                    self._pending = None
+                else:
+                    staged = self._apply_pending(cur, batch_id)
                     for w in written:
                         if not w.get("stage"):
                             continue
@@ -631,7 +658,8 @@ class MySQLSink(Sink):
         return WriteResult(batch_id, counts={
             "upsert": sum(int(w.get("upserts", 0)) for w in written),
             "delete": sum(int(w.get("deletes", 0)) for w in written),
-            "staging tables": sum(1 for w in written if w.get("stage"))})
+            "staging tables": sum(1 for w in written if w.get("stage")),
+            **({"staged new rows": staged} if staged else {})})
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of the batches before it: the
@@ -666,12 +694,6 @@ class MySQLSink(Sink):
             rows = cur.fetchall()
         conn.commit()
         return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
-
-
-def files_app_id(app_id: str) -> str:
-    """The batch-id row a batch's new rows from the tasks are recorded under, beside the
-    table's own."""
-    return f"{app_id}#files"
 
 
 def _version(text: str) -> tuple[int, ...]:

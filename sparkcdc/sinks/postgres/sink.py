@@ -21,6 +21,7 @@ DATE -> date, TIME -> interval, DATETIME -> timestamp, TIMESTAMP -> timestamptz.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -108,6 +109,8 @@ class PostgresSink(Sink):
         self._pg = require("psycopg", "postgres")
         self._conn = None
         self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
+        # a batch's staged new rows kept for the transaction of its other changes
+        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
         self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
 
     @classmethod
@@ -273,14 +276,19 @@ class PostgresSink(Sink):
                         (self.config.app_id, self.config.table))
             last = cur.fetchone()[0]
             if batch_id <= last:
+                self._pending = None
                 return WriteResult(batch_id, skipped=True)
+            staged = self._apply_pending(cur, batch_id)
             rest, appended = self._append_new(cur, changes, names)
             if rest.num_rows:
                 self._merge(cur, rest, names)
             cur.execute(sql("UPDATE {} SET batch_id = %s, updated_at = now() "
                             "WHERE app_id = %s AND target = %s").format(self._batches),
                         (batch_id, self.config.app_id, self.config.table))
-        return WriteResult(batch_id, counts=changes.counts(appended=appended))
+        counts = changes.counts(appended=appended)
+        if staged:
+            counts["staged new rows"] = staged
+        return WriteResult(batch_id, counts=counts)
 
     def _append_new(self, cur, changes: ChangeSet, names: list[str]) -> tuple[ChangeSet, int]:
         """COPY the batch's new rows straight into the target; returns the rows left to
@@ -501,36 +509,24 @@ class PostgresSink(Sink):
     def commit_files(self, files: list[dict[str, Any]], schema: pa.Schema,
                      batch_id: int, final: bool = True) -> WriteResult:
         """Every task's staging table of the batch's new rows INSERTed into the target in
-        one transaction that records the batch as ``<app-id>#files`` (and ``<app-id>`` when
-        ``final``), and drops them. A key the target holds after all (a writer outside
-        this app's lock) makes that table's INSERT an upsert instead (``ON CONFLICT``)."""
-        sql, I = self._pg.sql.SQL, self._ident
-        app, done = self.config.app_id, False
-        n = 0
+        the transaction that records the batch id, and dropped in it. Not ``final`` (the
+        batch's other changes of the table follow): the tables are kept for that write's
+        transaction (``_apply_pending``), so the batch is still one transaction: a batch
+        that fails before it leaves nothing applied, and its batch id free."""
+        app, done, n = self.config.app_id, False, 0
+        self._pending = None
         conn = self.connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
                 self._ensure_batches(cur)
                 last = self._lock_batch(cur, app)
-                last_files = self._lock_batch(cur, files_app_id(app))
-                if batch_id > max(last, last_files):
-                    keys = next((list(f["keys"]) for f in files if f.get("keys")), [])
-                    if keys:  # made if absent, its key the table's
-                        self._create_table(cur, schema, keys)
-                    elif files and not self._exists(cur):
-                        raise SchemaError(f"the postgres table {self.config.schema}."
-                                          f"{self.config.table} is missing and the staged "
-                                          "rows name no key", fix="create it with a primary "
-                                          "key, or restart the pipeline")
-                    names = schema.names
-                    for f in files:
-                        stage = I(self.config.schema, f["stage"])
-                        self._check_stage(cur, f["stage"], int(f["rows"]))
-                        n += self._insert_stage(cur, stage, keys, names)
-                        cur.execute(sql("DROP TABLE {}").format(stage))
-                    self._record_batch(cur, files_app_id(app), batch_id)
-                    if final:
-                        self._record_batch(cur, app, batch_id)
+                if batch_id > last and not final:
+                    self._pending = (batch_id, files, schema)
+                    return WriteResult(batch_id, counts={"staged": sum(
+                        int(f["rows"]) for f in files)})
+                if batch_id > last:
+                    n = self._apply_files(cur, files, schema)
+                    self._record_batch(cur, app, batch_id)
                     done = True
         except BaseException:
             self._key_followed = None  # its change was rolled back: asked again
@@ -539,6 +535,43 @@ class PostgresSink(Sink):
         if not done:
             return WriteResult(batch_id, skipped=True)
         return WriteResult(batch_id, counts={"upsert": n, "appended": n} if n else {})
+
+    def _apply_files(self, cur, files: list[dict[str, Any]], schema: pa.Schema) -> int:
+        """The staging tables of new rows INSERTed into the target (made if absent, its key
+        the table's) and dropped; how many rows."""
+        sql, I = self._pg.sql.SQL, self._ident
+        keys = next((list(f["keys"]) for f in files if f.get("keys")), [])
+        if keys:
+            self._create_table(cur, schema, keys)
+        elif files and not self._exists(cur):
+            raise SchemaError(f"the postgres table {self.config.schema}.{self.config.table} "
+                              "is missing and the staged rows name no key",
+                              fix="create it with a primary key, or restart the pipeline")
+        n = 0
+        for f in files:
+            stage = I(self.config.schema, f["stage"])
+            self._check_stage(cur, f["stage"], int(f["rows"]))
+            n += self._insert_stage(cur, stage, keys, schema.names)
+            cur.execute(sql("DROP TABLE {}").format(stage))
+        return n
+
+    @contextlib.contextmanager
+    def _key_kept(self):
+        """A transaction that may follow the key (``_follow_key``): if it fails, the key's
+        change is rolled back with it and asked again next time."""
+        try:
+            yield
+        except BaseException:
+            self._key_followed = None
+            raise
+
+    def _apply_pending(self, cur, batch_id: int) -> int:
+        """In a batch's transaction, after its batch-id check: the staging tables of its new
+        rows that ``commit_files`` kept for it, applied first; how many rows."""
+        pending, self._pending = self._pending, None
+        if pending is None or pending[0] != batch_id:
+            return 0
+        return self._apply_files(cur, pending[1], pending[2])
 
     def _insert_stage(self, cur, stage, keys: list[str], names: list[str]) -> int:
         """A staging table of new rows INSERTed into the target under a savepoint; merged
@@ -603,12 +636,15 @@ class PostgresSink(Sink):
         id, and dropped in it (``DELETE ... USING``, ``INSERT ... ON CONFLICT``: the driver's
         own statements); then the batch's staging tables no commit used."""
         sql, I = self._pg.sql.SQL, self._ident
-        done = False
+        done, staged = False, 0
         conn = self.connection()
-        with conn.transaction(), conn.cursor() as cur:
+        with self._key_kept(), conn.transaction(), conn.cursor() as cur:
             self._ensure_batches(cur)
             last = self._lock_batch(cur, self.config.app_id)
-            if batch_id > last:
+            if batch_id <= last:
+                self._pending = None
+            else:
+                staged = self._apply_pending(cur, batch_id)
                 for w in written:
                     if not w.get("stage"):
                         continue
@@ -624,7 +660,8 @@ class PostgresSink(Sink):
         return WriteResult(batch_id, counts={
             "upsert": sum(int(w.get("upserts", 0)) for w in written),
             "delete": sum(int(w.get("deletes", 0)) for w in written),
-            "staging tables": sum(1 for w in written if w.get("stage"))})
+            "staging tables": sum(1 for w in written if w.get("stage")),
+            **({"staged new rows": staged} if staged else {})})
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of batches before it that are
@@ -659,8 +696,3 @@ class PostgresSink(Sink):
             rows = cur.fetchall()
         return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
 
-
-def files_app_id(app_id: str) -> str:
-    """The batch-id row a batch's new rows from the tasks are recorded under, beside the
-    table's own (a batch whose other changes follow commits them in two transactions)."""
-    return f"{app_id}#files"
