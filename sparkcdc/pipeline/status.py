@@ -17,9 +17,9 @@ from sparkcdc.core.offsets import file_index
 from sparkcdc.errors import SparkCDCError
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.checkpoint import Checkpoint, read_json
 from sparkcdc.pipeline.console import human_bytes, make_console
-from sparkcdc.pipeline import targets
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.routing import targets_of, transform_of
 from sparkcdc.sinks import sink_class
@@ -114,7 +114,7 @@ def writer_of(defn: PipelineDef, table: str) -> str:
     changes = local and defn.pipeline.changes_from_tasks and all(
         cls.may_take_changes(o) for o in options)
     if files and changes:
-        return "tasks (changes: key slices, deletion vectors)"
+        return f"tasks (changes: {cls.tasks_writer})"
     if files:
         return f"snapshot: tasks; changes: driver ({cls.writer})"
     return f"driver ({cls.writer})"
@@ -128,7 +128,7 @@ def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
         with conn.connect() as c:
             off = current_offset(c)
         return {"file": off.file, "pos": off.pos, "server": off.server}, None
-    except Exception as e:  # status must work with the server down
+    except Exception as e:  # noqa: BLE001 - status must work with the server down
         return None, str(e).splitlines()[0]
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -147,16 +149,30 @@ def _orderable(t: pa.DataType, server_compares: bool) -> bool:
 @dataclass(frozen=True)
 class KeySlices:
     """A target's keys cut into slices for one batch, so that Spark tasks write its changes
-    with one writer per key (``Sink.plan_changes``): by the first key column at ``starts``
-    (slice ``i`` holds the keys ``>= starts[i-1]`` and ``< starts[i]``). ``parts`` holds per
-    slice what its task needs besides its rows, the sink's own (for Delta, the ``add``
-    actions of the files the slice owns); ``version``: the target's state the cut was made
-    from, which the commit checks."""
+    with one writer per key (``Sink.plan_changes``), by the first key column (``key``).
+
+    ``mode`` says how a key finds its slice:
+
+    * ``"range"``: at ``starts`` (slice ``i`` holds the keys ``>= starts[i-1]`` and
+      ``< starts[i]``), for a target whose stored layout has ranges (Delta's files);
+    * ``"hash"``: by a hash of the key's value that every process computes alike
+      (``stable_hash``), modulo the slice count, for a target with no layout to follow (a
+      SQL table: its server finds a key's row through its own index); ``starts`` is empty.
+
+    ``parts`` holds per slice what its task needs besides its rows, the sink's own (for
+    Delta, the ``add`` actions of the files the slice owns; None where it needs nothing);
+    ``version``: the target's state the cut was made from, which the commit checks."""
 
     key: str
     starts: tuple[Any, ...]
     parts: tuple[Any, ...]
     version: int
+    mode: Literal["range", "hash"] = "range"
+
+    @classmethod
+    def hashed(cls, key: str, count: int, version: int = 0) -> KeySlices:
+        """``count`` slices by hash, whose tasks need nothing but their rows."""
+        return cls(key, (), (None,) * max(1, count), version, "hash")
 
     @property
     def count(self) -> int:
@@ -164,11 +180,43 @@ class KeySlices:
 
     def slice_of(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         """The slice of each of ``keys`` (values of the first key column)."""
+        if self.mode == "hash":
+            if self.count == 1:
+                return pa.array(np.zeros(len(keys), np.int32))
+            return pa.array((stable_hash(keys) % np.uint64(self.count)).astype(np.int32))
         out = pa.array([0] * len(keys), pa.int32())
         for s in self.starts:
             ge = pc.fill_null(pc.greater_equal(keys, pa.scalar(s, keys.type)), False)
             out = pc.add(out, pc.cast(ge, pa.int32()))
         return out
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / the golden ratio (Fibonacci hashing)
+
+
+def stable_hash(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A uint64 hash of each value that is the same in every process and on every machine
+    (Python's ``hash`` of a string is not: each process seeds it). Integers, dates, times
+    and booleans by their integer value, mixed (so keys that step by the slice count still
+    spread); any other type by the CRC-32 of its text. Nulls hash as 0."""
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    t = values.type
+    if pa.types.is_boolean(t):
+        values, t = pc.cast(values, pa.int8()), pa.int8()
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        values = values.view(pa.int32())
+    elif pa.types.is_date64(t) or pa.types.is_timestamp(t) or pa.types.is_time64(t) \
+            or pa.types.is_duration(t):
+        values = values.view(pa.int64())
+    if pa.types.is_integer(values.type):
+        ints = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
+        with np.errstate(over="ignore"):
+            return (ints.astype(np.int64).astype(np.uint64) * _MIX) >> np.uint64(32)
+    if not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+        values = pc.cast(values, pa.string())
+    return np.fromiter((0 if v is None else zlib.crc32(v if isinstance(v, bytes)
+                                                        else v.encode())
+                        for v in values.to_pylist()), np.uint64, len(values))
 
 
 @dataclass(frozen=True)
@@ -193,6 +241,9 @@ class Sink(ABC):
     type: ClassVar[str]
     kind: ClassVar[str] = "merge"
     writer: ClassVar[str] = ""  # the library that writes the target (``sparkcdc status``)
+    # how Spark tasks write the target's rows where it takes them (``takes_files``,
+    # ``takes_changes``), as ``sparkcdc status`` names it
+    tasks_writer: ClassVar[str] = ""
     # a changelog sink that also takes the batch's change rows as an Arrow table (the
     # pipeline holds them so on the driver): it is spared the trip through Spark
     takes_arrow: ClassVar[bool] = False
@@ -221,8 +272,9 @@ class Sink(ABC):
 
     def takes_files(self) -> bool:
         """Whether Spark tasks can write this target's new rows as files of their own
-        (``write_files``), which the driver then commits once (``commit_files``): no row
-        goes through the driver. Where not, the driver writes them (``write``)."""
+        (``write_files``; a SQL target's "files" are staging tables), which the driver then
+        commits once (``commit_files``): no row goes through the driver. Where not, the
+        driver writes them (``write``)."""
         return False
 
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:

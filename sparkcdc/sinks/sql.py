@@ -10,6 +10,8 @@ quoted, ``X'..'``, ``TRUE``; PostgreSQL COPY text: escaped, ``\\x..``, ``t``, ``
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import uuid
 from collections.abc import Mapping
 
 import pyarrow as pa
@@ -90,3 +92,30 @@ def plain_text(col: pa.Array, kind: str) -> pa.Array:
     if kind == "duration":
         return pa.array([time_text(v) for v in col.to_pylist()], pa.string())
     return pc.cast(col, pa.string())  # integers, decimals, strings, dates
+
+
+# -- staging tables that Spark tasks load and the driver applies (postgres/staging.py) ----------
+
+STAGE_FILES, STAGE_CHANGES = "f", "c"  # a snapshot's new rows; a key slice's changes
+
+
+def staging_prefix(app_id: str, schema: str, table: str) -> str:
+    """The start of every staging table name of one writer (app id) of one target
+    (``schema``: the schema or database holding it)."""
+    digest = hashlib.sha256(f"{app_id}\0{schema}\0{table}".encode()).hexdigest()[:10]
+    return f"sc_{digest}_b"
+
+
+def staging_name(app_id: str, schema: str, table: str, batch_id: int, kind: str) -> str:
+    """A new staging table's name: at most 63 bytes (PostgreSQL's identifier limit; MySQL's
+    is 64), its writer's prefix, the batch id, ``kind`` and a uuid."""
+    return f"{staging_prefix(app_id, schema, table)}{batch_id:010d}_{kind}_{uuid.uuid4().hex}"
+
+
+def staging_batch(stage: str, start: str) -> int | None:
+    """The batch id in the name of a staging table that begins with ``start`` (a
+    ``staging_prefix``), or None for a name of another shape."""
+    if not stage.startswith(start):
+        return None
+    head = stage[len(start):].split("_", 1)[0]
+    return int(head) if head.isdigit() else None

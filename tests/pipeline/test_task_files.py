@@ -129,3 +129,12 @@ pipeline:
                      "shop.a") == "driver (delta-rs)"
     assert writer_of(defn(f"  type: iceberg\n  warehouse: {tmp_path}/wh\n"), "shop.a") == \
         "driver (pyiceberg)"
+    pg = "  type: postgres\n  user: u\n  database: d\n"
+    assert writer_of(defn(pg), "shop.a") == "tasks (changes: hash slices, staging tables)"
+    assert writer_of(defn(pg, pipeline="  write.changes-from-tasks: false\n"), "shop.a") == \
+        "snapshot: tasks; changes: driver (psycopg)"
+    assert writer_of(defn(pg, transform), "shop.a") == "driver (psycopg)"
+    my = "  type: mysql\n  hostname: h\n  username: u\n"
+    assert writer_of(defn(my), "shop.a") == "tasks (changes: hash slices, staging tables)"
+    assert writer_of(defn(my, pipeline="  write.snapshot-from-tasks: false\n"), "shop.a") == \
+        "driver (pymysql)"

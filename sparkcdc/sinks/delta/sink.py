@@ -65,6 +65,7 @@ def storage_table(t: pa.Table) -> pa.Table:
 class DeltaSink(Sink):
     type = "delta"
     writer = "delta-rs"
+    tasks_writer = "key slices, deletion vectors"
 
     def __init__(self, config: DeltaConfig):
         self.config = config

@@ -9,6 +9,11 @@ the staging table for deletes, ``INSERT ... SELECT ... ON CONFLICT (keys) DO UPD
 upserts and patches (SCD type 2: ``UPDATE ... FROM`` to close versions, ``INSERT`` for new
 ones); record the batch id; commit.
 
+In a pipeline, Spark tasks load a batch's rows into staging tables instead, and the driver
+applies them in one transaction with the batch id (``staging.py``; the methods under "rows
+from the tasks" below): a snapshot's rows new to the target by the tasks that read them,
+changes by tasks that each own a hash slice of the keys. No row goes through the driver.
+
 Types: TINYINT/SMALLINT -> smallint, INT -> integer, BIGINT -> bigint, DECIMAL -> numeric,
 FLOAT -> real, DOUBLE -> double precision, BIT(1) -> boolean, binary -> bytea, text -> text,
 DATE -> date, TIME -> interval, DATETIME -> timestamp, TIMESTAMP -> timestamptz.
@@ -16,6 +21,7 @@ DATE -> date, TIME -> interval, DATETIME -> timestamp, TIMESTAMP -> timestamptz.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,15 +33,19 @@ from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
     BATCHES_TABLE,
+    DELETE,
     END_AT,
     OP,
     START_AT,
+    UPSERT,
     ChangeSet,
+    KeySlices,
     Sink,
     WriteResult,
     check_key_not_null,
     log,
 )
+from sparkcdc.sinks.postgres import staging
 from sparkcdc.sinks.postgres.config import PostgresConfig
 from sparkcdc.sinks.sql import column_kind, plain_text, sql_type
 
@@ -92,11 +102,15 @@ def copy_text(table: pa.Table) -> bytes:
 class PostgresSink(Sink):
     type = "postgres"
     writer = "psycopg"
+    tasks_writer = "hash slices, staging tables"
 
     def __init__(self, config: PostgresConfig):
         self.config = config
         self._pg = require("psycopg", "postgres")
         self._conn = None
+        self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
+        # a batch's staged new rows kept for the transaction of its other changes
+        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
         self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
 
     @classmethod
@@ -170,10 +184,14 @@ class PostgresSink(Sink):
     # -- writes --------------------------------------------------------------------------
 
     def _create(self, cur, changes: ChangeSet) -> list[str]:
-        sql = self._pg.sql.SQL
-        schema = changes.target_schema
-        cols = [sql("{} {}").format(self._ident(f.name), sql(pg_type(f.type))) for f in schema]
         pk = list(changes.keys) + ([START_AT] if changes.scd_type == 2 else [])
+        return self._create_table(cur, changes.target_schema, pk)
+
+    def _create_table(self, cur, schema: pa.Schema, pk: list[str]) -> list[str]:
+        """The target made with ``schema``'s columns and primary key ``pk`` if absent; an
+        existing one must have every column."""
+        sql = self._pg.sql.SQL
+        cols = [sql("{} {}").format(self._ident(f.name), sql(pg_type(f.type))) for f in schema]
         cur.execute(sql("CREATE SCHEMA IF NOT EXISTS {}").format(self._ident(self.config.schema)))
         cur.execute(sql("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
             self._target, sql(", ").join(cols), sql(", ").join(map(self._ident, pk))))
@@ -258,14 +276,19 @@ class PostgresSink(Sink):
                         (self.config.app_id, self.config.table))
             last = cur.fetchone()[0]
             if batch_id <= last:
+                self._pending = None
                 return WriteResult(batch_id, skipped=True)
+            staged = self._apply_pending(cur, batch_id)
             rest, appended = self._append_new(cur, changes, names)
             if rest.num_rows:
                 self._merge(cur, rest, names)
             cur.execute(sql("UPDATE {} SET batch_id = %s, updated_at = now() "
                             "WHERE app_id = %s AND target = %s").format(self._batches),
                         (batch_id, self.config.app_id, self.config.table))
-        return WriteResult(batch_id, counts=changes.counts(appended=appended))
+        counts = changes.counts(appended=appended)
+        if staged:
+            counts["staged new rows"] = staged
+        return WriteResult(batch_id, counts=counts)
 
     def _append_new(self, cur, changes: ChangeSet, names: list[str]) -> tuple[ChangeSet, int]:
         """COPY the batch's new rows straight into the target; returns the rows left to
@@ -335,9 +358,11 @@ class PostgresSink(Sink):
         log.debug("staged %d rows for %s", changes.num_rows, self.config.table)
 
     def _apply_scd1(self, cur, changes: ChangeSet, names: list[str]) -> None:
+        self._apply_upserts(cur, self._ident("__sparkcdc_stage"), list(changes.keys), names)
+
+    def _apply_upserts(self, cur, stage, keys: list[str], names: list[str]) -> None:
+        """The staged rows (``__op``: ``delete``, ``upsert``, ``patch``) applied."""
         sql, I = self._pg.sql.SQL, self._ident
-        stage = I("__sparkcdc_stage")
-        keys = list(changes.keys)
         on = sql(" AND ").join(sql("t.{0} = s.{0}").format(I(k)) for k in keys)
         cur.execute(sql("DELETE FROM {} t USING {} s WHERE {} AND s.{} = 'delete'").format(
             self._target, stage, on, I(OP)))
@@ -370,6 +395,294 @@ class PostgresSink(Sink):
         cur.execute(sql("INSERT INTO {} ({}) SELECT {} FROM {} WHERE {} = 'version'").format(
             self._target, col_list, col_list, stage, I(OP)))
 
+    # -- rows from the tasks: staging tables loaded by Spark tasks (staging.py) ----------
+
+    @classmethod
+    def may_take_files(cls, options: Mapping[str, Any]) -> bool:
+        return True
+
+    def takes_files(self) -> bool:
+        """Any target: the tasks reach the server as the driver does."""
+        return True
+
+    @classmethod
+    def may_take_changes(cls, options: Mapping[str, Any]) -> bool:
+        return True
+
+    def takes_changes(self, keys: tuple[str, ...]) -> bool:
+        return bool(keys)
+
+    def _exists(self, cur) -> bool:
+        cur.execute("SELECT to_regclass(%s)", (f'"{self.config.schema}"."{self.config.table}"',))
+        return cur.fetchone()[0] is not None
+
+    def new_rows(self, changes: ChangeSet) -> pa.Table | None:
+        """In a task: the rows new to the target, asked of its key index as the driver's
+        append path does (``_append_new``); the keys are noted for ``write_files``."""
+        self._keys = changes.keys
+        if changes.scd_type != 1:
+            return None
+        conn = self.connection()
+        with conn.transaction(), conn.cursor() as cur:
+            if not self._exists(cur):
+                new, rest = changes.split_new(lambda lo, hi: False, server_compares=True)
+            else:
+                sql = self._pg.sql.SQL
+                key = changes.keys[0]
+                cast = sql(pg_type(changes.target_schema.field(key).type))
+                query = sql("SELECT EXISTS (SELECT 1 FROM {} WHERE {} BETWEEN %s::{} "
+                            "AND %s::{})").format(self._target, self._ident(key), cast, cast)
+
+                def may_hold(lo, hi) -> bool:
+                    cur.execute(query, (lo, hi))
+                    return cur.fetchone()[0]
+
+                new, rest = changes.split_new(may_hold, server_compares=True)
+        return new if rest.num_rows == 0 else None
+
+    def ready_for_files(self, schema: pa.Schema) -> None:
+        conn = self.connection()
+        with conn.transaction(), conn.cursor() as cur:
+            self._ensure_batches(cur)
+
+    def _load_stage(self, rows: pa.Table, batch_id: int, kind: str,
+                    schema: pa.Schema) -> str:
+        """In a task: a new staging table holding ``rows`` (columns ``schema``'s), made
+        and filled in one transaction; its name. Its columns take the target's types where
+        the target exists (as the driver's staging table does), else the sink's own."""
+        sql, I = self._pg.sql.SQL, self._ident
+        stage = staging.name(self.config.app_id, self.config.schema, self.config.table,
+                             batch_id, kind)
+        dest = I(self.config.schema, stage)
+        data = [n for n in schema.names if n != OP]
+        conn = self.connection()
+        with conn.transaction(), conn.cursor() as cur:
+            if self._exists(cur):
+                extra = sql(", NULL::text AS {}").format(I(OP)) if OP in schema.names \
+                    else sql("")
+                cur.execute(sql("CREATE UNLOGGED TABLE {} AS SELECT {}{} FROM {} "
+                                "WITH NO DATA").format(dest, sql(", ").join(map(I, data)),
+                                                       extra, self._target))
+            else:
+                cols = [sql("{} {}").format(I(f.name), sql(pg_type(f.type))) for f in schema]
+                cur.execute(sql("CREATE SCHEMA IF NOT EXISTS {}").format(I(self.config.schema)))
+                cur.execute(sql("CREATE UNLOGGED TABLE {} ({})").format(
+                    dest, sql(", ").join(cols)))
+            self._copy(cur, dest, rows, schema.names)
+        return stage
+
+    def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
+        """In a task: the new rows COPYed into a staging table (``staging.py``)."""
+        if not rows.num_rows:
+            return []
+        stage = self._load_stage(rows, batch_id, staging.FILES, rows.schema)
+        log.debug("staged %d new rows of %s in %s", rows.num_rows, self.config.table, stage)
+        return [{"stage": stage, "rows": rows.num_rows, "keys": list(self._keys)}]
+
+    def _lock_batch(self, cur, app_id: str) -> int:
+        """The app id's batch-id row locked until the transaction ends; its batch id."""
+        sql = self._pg.sql.SQL
+        cur.execute(sql("INSERT INTO {} (app_id, target, batch_id) VALUES (%s, %s, -1) "
+                        "ON CONFLICT DO NOTHING").format(self._batches),
+                    (app_id, self.config.table))
+        cur.execute(sql("SELECT batch_id FROM {} WHERE app_id = %s AND target = %s "
+                        "FOR UPDATE").format(self._batches), (app_id, self.config.table))
+        return cur.fetchone()[0]
+
+    def _record_batch(self, cur, app_id: str, batch_id: int) -> None:
+        cur.execute(self._pg.sql.SQL("UPDATE {} SET batch_id = %s, updated_at = now() "
+                                     "WHERE app_id = %s AND target = %s").format(self._batches),
+                    (batch_id, app_id, self.config.table))
+
+    def _check_stage(self, cur, stage: str, rows: int) -> None:
+        """A staging table holds the rows its task reported; else the batch fails as
+        transient (a server that restarted empties unlogged tables)."""
+        cur.execute(self._pg.sql.SQL("SELECT count(*) FROM {}").format(
+            self._ident(self.config.schema, stage)))
+        have = cur.fetchone()[0]
+        if have != rows:
+            raise ConnectionFailed(
+                f"staging table {self.config.schema}.{stage} holds {have} row(s), its task "
+                f"loaded {rows}: the PostgreSQL server restarted since (it empties unlogged "
+                "tables)", fix="transient: the stream runs the batch again")
+
+    def commit_files(self, files: list[dict[str, Any]], schema: pa.Schema,
+                     batch_id: int, final: bool = True) -> WriteResult:
+        """Every task's staging table of the batch's new rows INSERTed into the target in
+        the transaction that records the batch id, and dropped in it. Not ``final`` (the
+        batch's other changes of the table follow): the tables are kept for that write's
+        transaction (``_apply_pending``), so the batch is still one transaction: a batch
+        that fails before it leaves nothing applied, and its batch id free."""
+        app, done, n = self.config.app_id, False, 0
+        self._pending = None
+        conn = self.connection()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                self._ensure_batches(cur)
+                last = self._lock_batch(cur, app)
+                if batch_id > last and not final:
+                    self._pending = (batch_id, files, schema)
+                    return WriteResult(batch_id, counts={"staged": sum(
+                        int(f["rows"]) for f in files)})
+                if batch_id > last:
+                    n = self._apply_files(cur, files, schema)
+                    self._record_batch(cur, app, batch_id)
+                    done = True
+        except BaseException:
+            self._key_followed = None  # its change was rolled back: asked again
+            raise
+        self._drop_leftovers(batch_id)
+        if not done:
+            return WriteResult(batch_id, skipped=True)
+        return WriteResult(batch_id, counts={"upsert": n, "appended": n} if n else {})
+
+    def _apply_files(self, cur, files: list[dict[str, Any]], schema: pa.Schema) -> int:
+        """The staging tables of new rows INSERTed into the target (made if absent, its key
+        the table's) and dropped; how many rows."""
+        sql, I = self._pg.sql.SQL, self._ident
+        keys = next((list(f["keys"]) for f in files if f.get("keys")), [])
+        if keys:
+            self._create_table(cur, schema, keys)
+        elif files and not self._exists(cur):
+            raise SchemaError(f"the postgres table {self.config.schema}.{self.config.table} "
+                              "is missing and the staged rows name no key",
+                              fix="create it with a primary key, or restart the pipeline")
+        n = 0
+        for f in files:
+            stage = I(self.config.schema, f["stage"])
+            self._check_stage(cur, f["stage"], int(f["rows"]))
+            n += self._insert_stage(cur, stage, keys, schema.names)
+            cur.execute(sql("DROP TABLE {}").format(stage))
+        return n
+
+    @contextlib.contextmanager
+    def _key_kept(self):
+        """A transaction that may follow the key (``_follow_key``): if it fails, the key's
+        change is rolled back with it and asked again next time."""
+        try:
+            yield
+        except BaseException:
+            self._key_followed = None
+            raise
+
+    def _apply_pending(self, cur, batch_id: int) -> int:
+        """In a batch's transaction, after its batch-id check: the staging tables of its new
+        rows that ``commit_files`` kept for it, applied first; how many rows."""
+        pending, self._pending = self._pending, None
+        if pending is None or pending[0] != batch_id:
+            return 0
+        return self._apply_files(cur, pending[1], pending[2])
+
+    def _insert_stage(self, cur, stage, keys: list[str], names: list[str]) -> int:
+        """A staging table of new rows INSERTed into the target under a savepoint; merged
+        (``ON CONFLICT ... DO UPDATE``) if a key is there after all. Rows inserted."""
+        sql, I = self._pg.sql.SQL, self._ident
+        cols = sql(", ").join(map(I, names))
+        try:
+            with cur.connection.transaction():  # a savepoint
+                cur.execute(sql("INSERT INTO {} ({}) SELECT {} FROM {}").format(
+                    self._target, cols, cols, stage))
+                return cur.rowcount
+        except self._pg.errors.UniqueViolation as e:
+            log.warning("inserting staged new rows into %s collided with rows the range "
+                        "check did not see (another writer?): %s; merging them instead",
+                        self.config.table, str(e).splitlines()[0])
+        values = [n for n in names if n not in keys]
+        action = (sql("DO UPDATE SET ") + sql(", ").join(
+            sql("{0} = EXCLUDED.{0}").format(I(c)) for c in values)) if values \
+            else sql("DO NOTHING")
+        cur.execute(sql("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT ({}) {}").format(
+            self._target, cols, cols, stage, sql(", ").join(map(I, keys)), action))
+        return cur.rowcount
+
+    def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
+                     slices: int) -> KeySlices:
+        """Slices by a hash of the first key column (``KeySlices.hashed``): a table has no
+        stored layout a slice could own (its server finds a key's row by its index), and a
+        hash spreads any keys evenly with nothing read first. The target is made here if
+        absent, so that the tasks' staging tables take its types."""
+        conn = self.connection()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                self._ensure_batches(cur)
+                self._create_table(cur, schema, list(keys))  # its key follows the table's
+        except BaseException:
+            self._key_followed = None  # its change was rolled back: asked again
+            raise
+        return KeySlices.hashed(keys[0], slices)
+
+    def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
+                      changed_keys: pa.Table, batch_id: int) -> dict[str, Any]:
+        """In a task: the slice's upserts and its deleted keys (the changed keys no upsert
+        holds) COPYed into one staging table, ``__op`` telling them apart."""
+        keys = [n for n in changed_keys.column_names if n in upserts.column_names]
+        deleted = changed_keys.select(keys).join(upserts.select(keys), keys=keys,
+                                                 join_type="left anti")
+        n_up, n_del = upserts.num_rows, deleted.num_rows
+        if not n_up and not n_del:
+            return {"stage": None, "rows": 0, "upserts": 0, "deletes": 0}
+        desc = {"keys": keys, "columns": upserts.column_names, "upserts": n_up,
+                "deletes": n_del}
+        ops = pa.array([UPSERT] * n_up + [DELETE] * n_del, pa.string())
+        gone = pa.table({f.name: deleted[f.name] if f.name in keys
+                         else pa.nulls(n_del, f.type) for f in upserts.schema})
+        rows = pa.concat_tables([upserts, gone.cast(upserts.schema)]).append_column(OP, ops)
+        stage = self._load_stage(rows, batch_id, staging.CHANGES, rows.schema)
+        return {"stage": stage, "rows": rows.num_rows, **desc}
+
+    def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
+                       batch_id: int) -> WriteResult:
+        """Every slice's staging table applied in one transaction that records the batch
+        id, and dropped in it (``DELETE ... USING``, ``INSERT ... ON CONFLICT``: the driver's
+        own statements); then the batch's staging tables no commit used."""
+        sql, I = self._pg.sql.SQL, self._ident
+        done, staged = False, 0
+        conn = self.connection()
+        with self._key_kept(), conn.transaction(), conn.cursor() as cur:
+            self._ensure_batches(cur)
+            last = self._lock_batch(cur, self.config.app_id)
+            if batch_id <= last:
+                self._pending = None
+            else:
+                staged = self._apply_pending(cur, batch_id)
+                for w in written:
+                    if not w.get("stage"):
+                        continue
+                    stage = I(self.config.schema, w["stage"])
+                    self._check_stage(cur, w["stage"], int(w["rows"]))
+                    self._apply_upserts(cur, stage, list(w["keys"]), list(w["columns"]))
+                    cur.execute(sql("DROP TABLE {}").format(stage))
+                self._record_batch(cur, self.config.app_id, batch_id)
+                done = True
+        self._drop_leftovers(batch_id)
+        if not done:
+            return WriteResult(batch_id, skipped=True)
+        return WriteResult(batch_id, counts={
+            "upsert": sum(int(w.get("upserts", 0)) for w in written),
+            "delete": sum(int(w.get("deletes", 0)) for w in written),
+            "staging tables": sum(1 for w in written if w.get("stage")),
+            **({"staged new rows": staged} if staged else {})})
+
+    def _drop_leftovers(self, batch_id: int) -> int:
+        """This writer's staging tables of ``batch_id`` and of batches before it that are
+        still there: no commit can use them (the batch id is recorded), so they are what
+        task attempts that died left (``staging.py``). How many went."""
+        start = staging.prefix(self.config.app_id, self.config.schema, self.config.table)
+        conn = self.connection()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s "
+                        "AND left(tablename, %s) = %s",
+                        (self.config.schema, len(start), start))
+            old = [r[0] for r in cur.fetchall()
+                   if (b := staging.batch_of(r[0], start)) is not None and b <= batch_id]
+            for stage in old:
+                cur.execute(self._pg.sql.SQL("DROP TABLE IF EXISTS {}").format(
+                    self._ident(self.config.schema, stage)))
+        if old:
+            log.info("%s.%s: %d staging table(s) of batch %d or before no commit used, "
+                     "dropped", self.config.schema, self.config.table, len(old), batch_id)
+        return len(old)
+
     # -- reads ---------------------------------------------------------------------------
 
     def read(self) -> pa.Table:
@@ -382,3 +695,4 @@ class PostgresSink(Sink):
             names = [d.name for d in cur.description]
             rows = cur.fetchall()
         return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
+
