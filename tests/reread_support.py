@@ -259,3 +259,34 @@ def read_again(ckpt: Path, table: str, since: tuple[int, int, bool]) -> bool:
     """Whether the table was read again since ``since`` (a ``mark``) and streams again."""
     now = mark(ckpt, table)
     return now[:2] > since[:2] and now[2]
+
+
+class KillableRun:
+    """A pipeline over tables ``a`` and ``b`` of ``db`` into ``target``, run as a user runs
+    it (``sparkcdc run`` in a process group of its own, so a SIGKILL takes the CLI, the
+    JVM and the Python workers), for the tests that kill it at random moments
+    (tests/faults/test_*_kill.py). ``start(k)`` starts the k-th run, its log in
+    ``run-<k>.log``."""
+
+    def __init__(self, mariadb, db: str, target: Target, tmp_path: Path,
+                 extra_args: tuple[str, ...] = ()):
+        import os
+        import sys
+
+        self.tmp_path = tmp_path
+        self.ckpt, self.yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
+        from pipeline_support import source_yaml
+
+        self.yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target,
+                                                self.ckpt))
+        self.env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
+                    "PYSPARK_PYTHON": sys.executable}
+        self.cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(self.yaml_path),
+                    "--no-progress", "--master", "local[2]", *extra_args]
+
+    def start(self, k: int):
+        import subprocess
+
+        log = open(self.tmp_path / f"run-{k}.log", "w")  # noqa: SIM115 - the child's, till killed
+        return subprocess.Popen(self.cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)

@@ -10,20 +10,17 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from cli_support import cli, wait_for
 from faults_support import SEED
-from pipeline_support import source_yaml
 from reread_support import (
+    KillableRun,
     Target,
     Writer,
     make_tables,
     mark,
-    pipeline_yaml,
     read_again,
     source_rows,
 )
@@ -37,17 +34,9 @@ def test_reread_killed_at_random_points_ends_equal_to_source(kind, mariadb, db, 
     rnd = random.Random(SEED + (kind == "kafka"))
     make_tables(mariadb, db)
     target = Target(kind, request, tmp_path, db)
-    ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
-    yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt))
-    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path), "--no-progress",
-           "--master", "local[2]"]
+    run = KillableRun(mariadb, db, target, tmp_path)
+    ckpt, yaml_path, env, start = run.ckpt, run.yaml_path, run.env, run.start
     a = f"{db}.a"
-
-    def start(k: int) -> subprocess.Popen:
-        log = open(tmp_path / f"run-{k}.log", "w")  # noqa: SIM115 - the child's, till killed
-        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
 
     p = start(0)
     writer = Writer(mariadb, db, seed=rnd.randint(0, 10**6))

@@ -11,15 +11,12 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from cli_support import wait_for
 from faults_support import SEED
-from pipeline_support import source_yaml
-from reread_support import Target, Writer, make_tables, pipeline_yaml, source_rows
+from reread_support import KillableRun, Target, Writer, make_tables, source_rows
 
 
 @pytest.mark.faults
@@ -29,16 +26,8 @@ def test_staging_tables_killed_at_random_points_end_equal_to_source(mariadb, db,
     rnd = random.Random(SEED + 131)
     make_tables(mariadb, db)
     target = Target("postgres", request, tmp_path, db)
-    ckpt, yaml_path = tmp_path / "ckpt", tmp_path / "p.yaml"
-    yaml_path.write_text(pipeline_yaml(source_yaml(mariadb, db + ".\\.*", 10), target, ckpt))
-    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password, "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path), "--no-progress",
-           "--master", "local[2]", "-v"]  # -v: the batches' log lines
-
-    def start(k: int) -> subprocess.Popen:
-        log = open(tmp_path / f"run-{k}.log", "w")  # noqa: SIM115 - the child's, till killed
-        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+    run = KillableRun(mariadb, db, target, tmp_path, extra_args=("-v",))  # the batches' lines
+    start = run.start
 
     def staging_left() -> list:
         return target.pg.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s "
