@@ -123,12 +123,27 @@ def _discover(conn, database_regex, table_regex, exclude, db_re, tbl_re, ex_re, 
                 entry = indexes[TableId(d, t)].setdefault(index, (not int(non_unique), []))
                 entry[1].append(col)
 
+        # information_schema is read in three statements, not one snapshot: a table dropped
+        # between them shows no columns, or columns but no index. Such a table is left out
+        # (the next look sees it gone), not refused as a table without a primary key.
+        keyless = [t for t in unknown if columns.get(t) and "PRIMARY" not in indexes.get(t, {})]
+        vanished: set[TableId] = set()
+        if keyless:
+            where, args = _where(keyless)
+            cur.execute(f"SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                        f"WHERE {where}", args)
+            still = {TableId(d, t) for d, t in cur.fetchall()}
+            vanished = {t for t in keyless if t not in still}
+
     out: dict[TableId, TableSchema] = {}
     for tid in chosen:
         if tid in known:
             out[tid] = known[tid]
             continue
         cols = tuple(columns.get(tid, ()))
+        if not cols or tid in vanished:
+            log.info("table %s was dropped while the tables were read; left out", tid)
+            continue
         idx = indexes.get(tid, {})
         pk = tuple(idx["PRIMARY"][1]) if "PRIMARY" in idx else ()
         chunk_key = _chunk_key(tid, cols, pk, idx, key_rules)

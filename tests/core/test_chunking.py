@@ -636,6 +636,43 @@ def test_discover_table_without_primary_key_names_the_option(mariadb, shop):
     assert got[TableId(shop, "logs")].chunk_key == "code"
 
 
+def test_a_table_dropped_while_the_tables_are_read_is_left_out(mariadb, shop):
+    """information_schema is read in several statements: a table dropped between the
+    columns and the indexes looks keyless. It is left out (the next look sees it gone),
+    not refused as a table without a primary key; a keyless table that exists still is."""
+    mariadb.execute("CREATE TABLE doomed (id INT PRIMARY KEY, v INT)", database=shop)
+    dropped = []
+
+    class DropsAfterColumns(ConnectionOptions):
+        def connect(self, database=None, **extra):
+            real = super().connect(database, **extra)
+            cursor = real.cursor
+
+            def wrapped_cursor(*a, **kw):
+                cur = cursor(*a, **kw)
+                execute = cur.execute
+
+                def run(sql, args=None):
+                    out = execute(sql, args)
+                    if "information_schema.COLUMNS" in sql and not dropped:
+                        mariadb.execute("DROP TABLE doomed", database=shop)
+                        dropped.append(True)
+                    return out
+                cur.execute = run
+                return cur
+            real.cursor = wrapped_cursor
+            return real
+
+    base = cdc(mariadb)
+    racing = DropsAfterColumns(hostname=base.hostname, port=base.port,
+                               username=base.username, password=base.password)
+    got = discover(racing, re.escape(shop), "users|doomed")
+    assert dropped, "the table was not dropped in the middle of the read"
+    assert set(got) == {TableId(shop, "users")}
+    with pytest.raises(SchemaError, match="no primary key"):
+        discover(racing, re.escape(shop), "users|logs")
+
+
 def test_discover_configured_chunk_key(mariadb, shop):
     q = re.escape(shop)
     keys = dict(parse_chunk_key_option(f"{q}\\.orders:id;.*:uid"))
