@@ -42,7 +42,7 @@ MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
 	tests/pipeline/test_routing.py tests/pipeline/test_signals.py tests/pipeline/test_metrics.py \
 	tests/pipeline/test_zero_dates.py tests/pipeline/test_identifiers_and_secrets.py \
 	tests/pipeline/test_online_schema_change.py tests/pipeline/test_flink_examples.py \
-	tests/pipeline/test_kafka_runner.py \
+	tests/pipeline/test_kafka_runner.py tests/pipeline/test_failover.py \
 	tests/spark/test_source.py tests/spark/test_arrow_batches.py tests/spark/test_binlog_once.py \
 	tests/spark/test_source_faults.py tests/sinks/test_end_to_end.py \
 	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py tests/faults/test_network.py

@@ -12,7 +12,7 @@ import sys
 import uuid
 
 import pytest
-from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, FAILOVER_USER
+from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, FAILOVER_USER, tools
 
 from sparkcdc.errors import SandboxError
 from sparkcdc.testing import mysql as mysql_sandbox
@@ -51,14 +51,16 @@ def pytest_addoption(parser):
     parser.addoption(
         "--source-tests-only", action="store_true",
         help="run only the tests that use the session's source server (the `mariadb` "
-             "fixture, directly or through `db`); with SPARKCDC_TEST_SOURCE=mysql, what "
-             "`make test-mysql` runs: the rest does the same on either server")
+             "fixture, directly or through `db`, or the `failover_pair`); with "
+             "SPARKCDC_TEST_SOURCE=mysql, what `make test-mysql` runs: the rest does the "
+             "same on either server")
 
 
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("--source-tests-only"):
         return
-    keep = [i for i in items if "mariadb" in getattr(i, "fixturenames", ())]
+    source_fixtures = {"mariadb", "failover_pair"}
+    keep = [i for i in items if source_fixtures & set(getattr(i, "fixturenames", ()))]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
     items[:] = keep
 
@@ -181,16 +183,23 @@ def pg_server():
 
 @pytest.fixture
 def failover_pair():
-    """A MariaDB primary and its GTID replica (``log_slave_updates``), a proxy in front of
-    the primary (one address, as a virtual IP gives it), a CDC user ``pipe`` that both
-    servers have (created on the primary after replication began) and database ``shop``."""
-    from sparkcdc.testing.mariadb import CDC_PRIVILEGES, ServerSettings, replicate
+    """A primary and its GTID replica (MariaDB with ``log_slave_updates``; with
+    ``SPARKCDC_TEST_SOURCE=mysql`` two MySQL 9.7, whose replicas log what they apply), a
+    proxy in front of the primary (one address, as a virtual IP gives it), a CDC user
+    ``pipe`` that both servers have (created on the primary after replication began) and
+    database ``shop``. ``failover_support.tools`` gives the matching ``caught_up`` and
+    ``promote``."""
+    from sparkcdc.testing.mariadb import CDC_PRIVILEGES, ServerSettings
     from sparkcdc.testing.proxy import FaultProxy
 
-    settings = ServerSettings(extra_args=("--log-slave-updates",))
-    with MariaDBSandbox(settings, name="primary") as primary, \
-            MariaDBSandbox(settings, name="replica") as replica:
-        replicate(primary, replica)
+    if os.environ.get(SOURCE_ENV, "mariadb") == "mysql":
+        pair = (MySQLSandbox(name="my-primary"), MySQLSandbox(name="my-replica"))
+    else:
+        settings = ServerSettings(extra_args=("--log-slave-updates",))
+        pair = (MariaDBSandbox(settings, name="primary"),
+                MariaDBSandbox(settings, name="replica"))
+    with pair[0] as primary, pair[1] as replica:
+        tools(primary).replicate(primary, replica)
         primary.execute(
             f"CREATE USER '{FAILOVER_USER}'@'%' IDENTIFIED BY '{FAILOVER_PASSWORD}'",
             f"GRANT {CDC_PRIVILEGES} ON *.* TO '{FAILOVER_USER}'@'%'",

@@ -1,7 +1,18 @@
 """What the failover tests share: the database and the CDC user both servers of
 ``failover_pair`` (tests/conftest.py) have."""
 
+from types import ModuleType
+
 FAILOVER_DB, FAILOVER_USER, FAILOVER_PASSWORD = "shop", "pipe", "failover-pw"
+
+
+def tools(server) -> ModuleType:
+    """The replication verbs (``replicate``, ``caught_up``, ``promote``) of ``server``'s
+    kind: MariaDB's (``gtid_slave_pos``, ``MASTER_GTID_WAIT``) or MySQL's
+    (``SOURCE_AUTO_POSITION``, ``WAIT_FOR_EXECUTED_GTID_SET``)."""
+    from sparkcdc.testing import mariadb, mysql
+
+    return mysql if isinstance(server, mysql.MySQLSandbox) else mariadb
 
 
 def failover_yaml(port: int, tmp_path, name: str, base: int) -> str:

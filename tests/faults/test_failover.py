@@ -15,11 +15,10 @@ import time
 
 import deltalake
 import pytest
-from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, failover_yaml
+from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, failover_yaml, tools
 from faults_support import SEED, Current, Writers, make_table, table_state
 from sink_support import read_delta
 
-from sparkcdc.testing.mariadb import caught_up, promote
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(1200)]
 
@@ -55,9 +54,9 @@ def test_run_killed_during_the_failover(failover_pair, tmp_path):
                 time.sleep(0.2)
             assert p.poll() is None, (tmp_path / "run-0.log").read_text()[-3000:]
             assert _commits(target) >= 9, "the run did not reach its stream in time"
-        caught_up(primary, replica)
+        tools(primary).caught_up(primary, replica)
         primary.stop()
-        promote(replica)
+        tools(replica).promote(replica)
         now.server = replica
         proxy.upstream = (replica.info.host, replica.info.port)
         with Writers(now, DB, ROWS, n=2, pause=0.03, first_seed=3):

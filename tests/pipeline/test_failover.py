@@ -1,5 +1,6 @@
-"""A pipeline rides out a failover: a real MariaDB primary and its GTID replica
-(``log_slave_updates``) behind one address, a proxy, as a virtual IP gives it.
+"""A pipeline rides out a failover: a real primary and its GTID replica (MariaDB with
+``log_slave_updates``, or MySQL 9.7 under ``make test-mysql``) behind one address, a proxy,
+as a virtual IP gives it.
 
 The pipeline snapshots and streams from the primary under writers; the writers stop, the
 replica catches up, the primary is stopped, the replica promoted and the address pointed at
@@ -13,7 +14,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, failover_yaml
+from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, failover_yaml, tools
 from faults_support import (
     Current,
     Pipeline,
@@ -26,7 +27,6 @@ from faults_support import (
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.verify import Verifier
-from sparkcdc.testing.mariadb import caught_up, promote
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -50,9 +50,9 @@ def test_the_pipeline_resumes_on_the_promoted_replica(spark, failover_pair, tmp_
             p.wait(lambda: p.phase(table) == "streaming", 300, "the stream phase")
             n = p.batches()
             p.wait(lambda: p.batches() >= n + 2, 300, "batches streamed from the primary")
-        caught_up(primary, replica)
+        tools(primary).caught_up(primary, replica)
         primary.stop()
-        promote(replica)
+        tools(replica).promote(replica)
         now.server = replica
         proxy.upstream = (replica.info.host, replica.info.port)
         proxy.cut_all()
