@@ -354,19 +354,21 @@ def _offset(d: dict):
 
 
 def render(results: list[TargetResult], console=None, max_keys: int = 10) -> bool:
+    from rich.markup import escape  # names, keys and positions are data, never markup
+
     console = console or make_console()
     ok = True
     for r in results:
-        name = f"{r.target} <- {', '.join(r.tables)}"
+        name = escape(f"{r.target} <- {', '.join(r.tables)}")
         if r.not_verified:
-            console.print(f"[yellow]NOT VERIFIED[/] {name}: {r.not_verified}", highlight=False)
+            console.print(f"[yellow]NOT VERIFIED[/] {name}: {escape(str(r.not_verified))}", highlight=False)
             ok = False
             continue
         n_bad = sum(not x.equal for x in r.ranges)
         at = ""
         if r.as_of:
             ps = sorted({f"{p['file']}:{p['pos']}" for p in r.as_of.values()})
-            at = f" as of binlog position {', '.join(ps)}"
+            at = escape(f" as of binlog position {', '.join(ps)}")
         if r.ok:
             console.print(f"[bold green]OK[/] {name}: {r.source_rows:,} rows in "
                           f"{len(r.ranges)} range(s) match{at}"
@@ -378,18 +380,18 @@ def render(results: list[TargetResult], console=None, max_keys: int = 10) -> boo
                           f"{r.target_rows:,})", highlight=False)
             for x in r.ranges:
                 if not x.equal:
-                    console.print(f"    {x.range.describe(r.key)}: source count {x.source[0]}, "
+                    console.print(f"    {escape(x.range.describe(r.key))}: source count {x.source[0]}, "
                                   f"target count {x.target[0]}", highlight=False)
             for label, keys in (("missing in the target", r.missing),
                                 ("only in the target", r.extra),
                                 ("different", r.different)):
                 if keys:
-                    shown = ", ".join(_key_text(k) for k in keys[:max_keys])
+                    shown = escape(", ".join(_key_text(k) for k in keys[:max_keys]))
                     more = f" ... and {len(keys) - max_keys} more" if len(keys) > max_keys else ""
                     console.print(f"    {label} ({len(keys)}): {shown}{more}", highlight=False)
         if r.skipped_columns:
             console.print(f"    not hashed (floating point, spatial, or not in the target): "
-                          f"{', '.join(r.skipped_columns)}", highlight=False)
+                          f"{escape(', '.join(r.skipped_columns))}", highlight=False)
     return ok
 
 

@@ -12,7 +12,7 @@ from pipeline_support import source_yaml
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.verify import Verifier, render
+from sparkcdc.pipeline.verify import TargetResult, Verifier, render
 
 
 def _row(i: int) -> tuple:
@@ -61,3 +61,26 @@ pipeline:
     (bad,) = Verifier(defn, rows_per_range=100, rechecks=1, catch_up_timeout=0).run()
     assert not bad.ok
     assert bad.missing == [(12,)] and bad.different == [(130,)] and bad.extra == []
+
+
+def test_render_prints_names_and_keys_as_they_are():
+    """Keys, table names and messages are data: a key such as ``[bold]k`` or ``[/]`` is
+    printed as it is, not taken as rich markup (which dropped or refused it)."""
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    result = TargetResult(target="lake/[a]", tables=["db.[b]"], key="k",
+                          missing=[("[bold]k1",)], extra=[("[/]",)],
+                          skipped_columns=["[red]f"])
+    assert render([result], console=Console(file=out, width=200)) is False
+    text = out.getvalue()
+    assert "DIFFERENT lake/[a] <- db.[b]" in text
+    assert "missing in the target (1): [bold]k1" in text
+    assert "only in the target (1): [/]" in text
+    assert "[red]f" in text
+    out = io.StringIO()
+    render([TargetResult(target="t", tables=["x"], not_verified="no key [x]")],
+           console=Console(file=out, width=200))
+    assert "no key [x]" in out.getvalue()
