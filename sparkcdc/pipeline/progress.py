@@ -52,13 +52,15 @@ class LiveDisplay:
         self.started = False
 
     def _table(self, runner):
+        from rich.markup import escape
         from rich.table import Table
+        from rich.text import Text
 
-        t = Table(title=f"{self.title}: {runner.settings.name}", title_justify="left")
+        t = Table(title=escape(f"{self.title}: {runner.settings.name}"), title_justify="left")
         for col in ("table", "target", "phase", "chunks", "rows", "rate", ""):
             t.add_column(col, justify="right" if col in ("chunks", "rows", "rate") else "left")
         for row in rows_of(runner):
-            t.add_row(*row)
+            t.add_row(*(Text(str(c)) for c in row))  # names are data, never rich markup
         return t
 
     def update(self, runner) -> None:

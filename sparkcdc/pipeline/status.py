@@ -134,6 +134,7 @@ def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
 
 def render(statuses: list[TableStatus], console=None, note: str | None = None) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console = console or make_console()
     t = Table(title="pipeline status", title_justify="left")
@@ -144,9 +145,10 @@ def render(statuses: list[TableStatus], console=None, note: str | None = None) -
         chunks = f"{s.chunks_done}/{s.chunks_total}" if s.chunks_total else f"{s.chunks_done}/?"
         state = ("running" if s.running else "stopped") if s.status == "active" else s.status
         pos = f"{s.position['file']}:{s.position['pos']}" if s.position else "-"
-        t.add_row(s.table, s.target, f"{state} g{s.generation}", s.phase, chunks,
-                  "-" if s.rows is None else f"{s.rows:,}", str(s.batches), pos, s.lag_text(),
-                  s.writer)
+        cells = (s.table, s.target, f"{state} g{s.generation}", s.phase, chunks,
+                 "-" if s.rows is None else f"{s.rows:,}", str(s.batches), pos, s.lag_text(),
+                 s.writer)
+        t.add_row(*(Text(str(c)) for c in cells))  # names are data, never rich markup
     console.print(t)
     if note:
-        console.print(note)
+        console.print(Text(note))

@@ -84,3 +84,21 @@ def test_render_prints_names_and_keys_as_they_are():
     render([TargetResult(target="t", tables=["x"], not_verified="no key [x]")],
            console=Console(file=out, width=200))
     assert "no key [x]" in out.getvalue()
+
+
+def test_status_prints_names_as_they_are():
+    """``sparkcdc status``'s table shows a table or target named with brackets as it is."""
+    import io
+
+    from rich.console import Console
+
+    from sparkcdc.pipeline.status import TableStatus
+    from sparkcdc.pipeline.status import render as render_status
+
+    out = io.StringIO()
+    s = TableStatus(table="db.[b]x", target="lake/[bold]t", generation=1, status="active",
+                    phase="streaming", chunks_done=1, chunks_total=1, rows=5, batches=2,
+                    position={"file": "b.000001", "pos": 4}, writer="driver")
+    render_status([s], console=Console(file=out, width=200), note="host [x]:3306")
+    text = out.getvalue()
+    assert "db.[b]x" in text and "lake/[bold]t" in text and "host [x]:3306" in text
