@@ -25,8 +25,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy sparkcdc/core sparkcdc/spark sparkcdc/formats sparkcdc/apply.py sparkcdc/errors.py \
-		sparkcdc/options.py sparkcdc/pipeline/class_cache.py sparkcdc/pipeline/session.py \
-		sparkcdc/pipeline/signals.py sparkcdc/pipeline/warm_python.py sparkcdc/pipeline/run
+		sparkcdc/options.py sparkcdc/pipeline
 	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # make test runs the engine, the types, the dialect, validation, window splits, checksums and
@@ -39,10 +38,10 @@ MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
 	tests/pipeline/test_pipeline_stream.py \
 	tests/pipeline/test_schema_in_stream.py tests/pipeline/test_ddl.py \
 	tests/pipeline/test_operator.py tests/pipeline/test_reread.py tests/test_cli.py \
-	tests/pipeline/test_routing.py tests/pipeline/test_signals.py tests/pipeline/test_metrics.py \
+	tests/pipeline/definition/test_routing.py tests/pipeline/run/test_signals.py tests/pipeline/commands/test_metrics.py \
 	tests/pipeline/test_zero_dates.py tests/pipeline/test_identifiers_and_secrets.py \
 	tests/pipeline/test_online_schema_change.py tests/pipeline/test_flink_examples.py \
-	tests/pipeline/test_kafka_runner.py tests/pipeline/test_failover.py \
+	tests/pipeline/kafka/test_runner.py tests/pipeline/test_failover.py \
 	tests/spark/test_source.py tests/spark/test_arrow_batches.py tests/spark/test_binlog_once.py \
 	tests/spark/test_source_faults.py tests/sinks/test_end_to_end.py \
 	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py tests/faults/test_network.py

@@ -43,7 +43,7 @@ accepts) and one sandbox Kafka broker (KRaft, Kafka 4.3). Every run (``--runs``)
    (sparkcdc ``--until-caught-up``; the worker until its topic holds them, then stopped)
    before its own live phase, or after the last one.
 
-Before all that, Spark's class-data-sharing archive (sparkcdc/pipeline/class_cache.py) is
+Before all that, Spark's class-data-sharing archive (sparkcdc/pipeline/launch/class_cache.py) is
 made sure of, in the user's cache folder: a user's machine has it after their first run, so
 when it is missing an untimed session is started, used and stopped in a child process to
 write it (the report says whether it was there or written).
@@ -113,12 +113,12 @@ BROKER_JVM = ("-Xmx1g", "-Xms1g", *KAFKA_SCRIPTS_JVM)
 CONNECT_JVM = ("-Xms256m", "-Xmx2g", *KAFKA_SCRIPTS_JVM)
 
 # a session as a run builds it, used and stopped in a child process: its JVM writes the class
-# archive at exit, and the stop publishes it (as tests/pipeline/test_class_cache.py's child)
+# archive at exit, and the stop publishes it (as tests/pipeline/launch/test_class_cache.py's child)
 WARM = textwrap.dedent("""
     import json, logging, sys
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     from sparkcdc.pipeline.definition import PipelineSettings
-    from sparkcdc.pipeline.session import build_session
+    from sparkcdc.pipeline.launch.session import build_session
     own = build_session(PipelineSettings(name="bench-warm"), None, sys.argv[1])
     n = own.spark.range(1000).selectExpr("sum(id)").first()[0]
     print(json.dumps({"sum": n, "used": own.cache.used,
@@ -318,7 +318,7 @@ class Bench:
         """Spark's class archive for this JVM and Spark in the user's cache folder, as a
         user's machine has it after their first run: written now, untimed, when missing,
         by a session started, used and stopped in a child process."""
-        from sparkcdc.pipeline.class_cache import ClassCache
+        from sparkcdc.pipeline.launch.class_cache import ClassCache
 
         cache = ClassCache.for_conf({})  # the bench's pipelines set no Spark class path
         if cache.archive is None:
@@ -829,7 +829,7 @@ def render(b: Bench, started: str) -> str:
               "the worker: shutdown). Each tool's live changes are written while the other is "
               "stopped, which reads them afterwards in an untimed run. "
               if a.live_changes else "")
-           + "Spark's class archive (sparkcdc/pipeline/class_cache.py, in the user's cache "
+           + "Spark's class archive (sparkcdc/pipeline/launch/class_cache.py, in the user's cache "
            f"folder, as after a user's first run): {b.class_archive}. "
            "Peak RSS and PSS: the tool's whole process tree (sparkcdc: the CLI, Spark's "
            "JVM and Python workers; Debezium: the Connect JVM), from launch to its end (live: "

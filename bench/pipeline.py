@@ -233,7 +233,7 @@ class Bench:
         if "password" in opts:
             opts["password"] = self.sink_password(sink)
         table = self.target(work)
-        from sparkcdc.pipeline import targets
+        from sparkcdc.pipeline.definition import targets
 
         target = targets.create_sink(sink, {k: v for k, v in opts.items() if k != "type"},
                                      table, "check")

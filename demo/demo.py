@@ -124,7 +124,7 @@ class ChangeTap:
 
 
 def caught_up(defn) -> bool:
-    from sparkcdc.pipeline.status import server_position, table_statuses
+    from sparkcdc.pipeline.commands.status import server_position, table_statuses
 
     current, _ = server_position(defn)
     sts = table_statuses(defn, current)
@@ -141,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.ERROR)
     from sparkcdc.pipeline import load_pipeline
-    from sparkcdc.pipeline import status as status_mod
-    from sparkcdc.pipeline import validate as validate_mod
-    from sparkcdc.pipeline import verify as verify_mod
-    from sparkcdc.pipeline.progress import make_display
+    from sparkcdc.pipeline.commands import status as status_mod
+    from sparkcdc.pipeline.commands import validate as validate_mod
+    from sparkcdc.pipeline.commands import verify as verify_mod
+    from sparkcdc.pipeline.commands.progress import make_display
     from sparkcdc.pipeline.run.loop import Runner
     from sparkcdc.testing.mariadb import MariaDBSandbox
     from sparkcdc.testing.mysql import MySQLSandbox

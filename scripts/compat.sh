@@ -15,7 +15,7 @@ TESTS=(tests/spark/test_versions.py tests/core/test_watermark.py tests/core/test
        tests/mysql/test_types.py tests/mysql/binlog/test_fastdecode.py tests/spark/test_source.py
        tests/sinks/test_sinks.py tests/pipeline/test_pipeline.py tests/pipeline/test_schema_in_stream.py
        tests/test_cli.py tests/sinks/delta/test_catalog.py tests/sinks/delta/test_changes.py
-       tests/pipeline/test_warm_python.py)
+       tests/pipeline/launch/test_warm_python.py)
 stamp_of() { cat pyproject.toml setup.py | sha1sum | cut -c1-12; }
 
 find_python() {  # python3.X on PATH, else pyenv's newest 3.X

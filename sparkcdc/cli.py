@@ -94,9 +94,9 @@ def _logging(verbose: int) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline import load_pipeline
-    from sparkcdc.pipeline.progress import make_display
+    from sparkcdc.pipeline.commands.progress import make_display
     from sparkcdc.pipeline.run.loop import Runner
-    from sparkcdc.pipeline.signals import stacks_on_sigusr1
+    from sparkcdc.pipeline.run.signals import stacks_on_sigusr1
 
     _logging(args.verbose)
     stacks_on_sigusr1()  # kill -USR1: where each thread of a run that seems stuck waits
@@ -108,7 +108,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     display=display, spark_log_to_console=args.verbose > 0)
     metrics = None
     if args.metrics_port is not None:
-        from sparkcdc.pipeline.metrics import MetricsServer
+        from sparkcdc.pipeline.commands.metrics import MetricsServer
 
         metrics = MetricsServer(runner, args.metrics_port, args.metrics_host).start()
         print(f"metrics: http://{args.metrics_host}:{metrics.port}/metrics", flush=True)
@@ -129,10 +129,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_kafka(args: argparse.Namespace, defn) -> int:
-    """A pipeline reading Kafka topics (pipeline/kafka_runner.py): no progress table or
+    """A pipeline reading Kafka topics (pipeline/kafka/runner.py): no progress table or
     metrics yet; its log says what each batch did (-v)."""
     from sparkcdc.errors import ConfigError
-    from sparkcdc.pipeline.kafka_runner import KafkaRunner
+    from sparkcdc.pipeline.kafka.runner import KafkaRunner
 
     if args.metrics_port is not None:
         raise ConfigError("--metrics-port is not available for a kafka source yet",
@@ -167,7 +167,7 @@ def _mysql_only(defn, command: str) -> None:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline import load_pipeline
-    from sparkcdc.pipeline.validate import render, validate_pipeline
+    from sparkcdc.pipeline.commands.validate import render, validate_pipeline
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)
@@ -179,7 +179,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_status(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline import load_pipeline
-    from sparkcdc.pipeline.status import render, server_position, table_statuses
+    from sparkcdc.pipeline.commands.status import render, server_position, table_statuses
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)
@@ -201,7 +201,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline import load_pipeline
-    from sparkcdc.pipeline.verify import Verifier, render
+    from sparkcdc.pipeline.commands.verify import Verifier, render
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)
@@ -214,8 +214,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_request(args: argparse.Namespace) -> int:
     """``snapshot``, ``pause`` or ``resume``: a request the running pipeline takes
-    (pipeline/control.py); without one running, it waits for the next start."""
-    from sparkcdc.pipeline import control, load_pipeline
+    (pipeline/run/control.py); without one running, it waits for the next start."""
+    from sparkcdc.pipeline import load_pipeline
+    from sparkcdc.pipeline.run import control
 
     _logging(args.verbose)
     defn = load_pipeline(args.pipeline)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from server_support import seq
 
-from sparkcdc.pipeline.checkpoint import Checkpoint
+from sparkcdc.pipeline.run.checkpoint import Checkpoint
 from sparkcdc.pipeline.run.loop import Runner
 
 CHILD = Path(__file__).with_name("spark_child.py")

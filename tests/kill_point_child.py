@@ -24,7 +24,7 @@ def _die(what: str) -> None:
 
 
 def _install(point: str) -> None:
-    from sparkcdc.pipeline import kafka_runner
+    from sparkcdc.pipeline.kafka import runner as kafka_runner
 
     kind, _, count = point.partition(":")
     at = int(count)

@@ -9,7 +9,7 @@ from pathlib import Path
 import deltalake
 from sink_support import read_delta
 
-from sparkcdc.pipeline import class_cache
+from sparkcdc.pipeline.launch import class_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 

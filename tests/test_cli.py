@@ -19,8 +19,8 @@ from cli_support import cause, cli, delta_ids, run_tail, wait_for, waited
 from server_support import seq
 from sink_support import read_delta
 
+from sparkcdc.pipeline.commands.status import table_statuses
 from sparkcdc.pipeline.definition import load_pipeline
-from sparkcdc.pipeline.status import table_statuses
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
 

@@ -1,7 +1,7 @@
 """One Kafka message of a change-event format, decoded in Python (no Spark): the change rows
 it carries, with the table they belong to, their keys and types where the format carries
 them, and Debezium's source position. The ``kafka`` source of a pipeline reads topics with
-it (``sparkcdc/pipeline/kafka_source.py``); ``decode`` (Spark) reads a DataFrame of them.
+it (``sparkcdc/pipeline/kafka/reader.py``); ``decode`` (Spark) reads a DataFrame of them.
 
 Why in Python: a topic may carry many tables, each with its own columns, so no single Spark
 schema fits a message before it is read; the rows of one table are gathered first and made

@@ -1,5 +1,5 @@
 """Chunked checksums of MySQL tables, and the same row hash on Arrow values: what
-``sparkcdc verify`` (pipeline/verify.py) compares a target with its source by.
+``sparkcdc verify`` (pipeline/commands/verify.py) compares a target with its source by.
 
 A row's hash is the first 16 hex digits of ``SHA2(..., 256)`` of its columns, each rendered
 as text with its length (``sql_render`` in MySQL's SQL, ``arrow_render`` its twin on the

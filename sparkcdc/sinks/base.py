@@ -252,6 +252,12 @@ class Sink(ABC):
     # table's rows, so a target other tables share may be emptied for one of them
     empties_by_event: ClassVar[bool] = False
 
+    @classmethod
+    @abstractmethod
+    def from_options(cls, options: Mapping[str, Any]) -> Sink:
+        """The sink of one target table, from the options its target gives
+        (``pipeline/definition/targets.py``); a bad option is a ``ConfigError`` naming it."""
+
     @abstractmethod
     def last_batch_id(self) -> int | None:
         """The last batch id applied to the target, or None."""

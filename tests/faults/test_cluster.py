@@ -8,7 +8,7 @@ The executors run a Python that has sparkcdc's dependencies but **not sparkcdc**
 driver and the executors name the same interpreter (``PYSPARK_PYTHON``, a small wrapper),
 which starts the deps-only Python when the executor's environment says so
 (``spark.executorEnv``). The pipeline can only read chunks if the driver shipped the
-package (``sparkcdc.pipeline.cluster``), and the unpacked copy is looked at in each
+package (``sparkcdc.pipeline.launch.cluster``), and the unpacked copy is looked at in each
 executor's working directory.
 
 That the chunk reads ran on both workers comes from Spark's event log: each task's executor
@@ -165,11 +165,11 @@ def test_the_shipped_archive(tmp_path):
     user's own archives are kept; local masters ship nothing."""
     import zipfile
 
-    from sparkcdc.pipeline import cluster as cl
+    from sparkcdc.pipeline.launch import cluster as cl
 
     path = cl.package_archive(tmp_path)
     names = zipfile.ZipFile(path).namelist()
-    assert "__init__.py" in names and "spark/source.py" in names and "pipeline/cluster.py" in names
+    assert "__init__.py" in names and "spark/source.py" in names and "pipeline/launch/cluster.py" in names
     assert any(n.startswith("mysql/binlog/_fastdecode") and n.endswith(".so") for n in names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert cl.package_archive(tmp_path) == path  # same content, same archive

@@ -26,9 +26,9 @@ from faults_support import (
     table_state,
 )
 
+from sparkcdc.pipeline.commands.verify import Verifier
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.verify import Verifier
 from sparkcdc.testing.mariadb import MariaDBSandbox
 from sparkcdc.testing.proxy import FaultProxy
 

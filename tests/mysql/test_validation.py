@@ -608,8 +608,8 @@ def test_cli_validate_checks_the_pipelines_gtid_start(mysql_no_gtid, tmp_path):
 
 
 def test_validate_pipeline_with_a_gtid_start_on_servers_with_gtids(server, tmp_path):
+    from sparkcdc.pipeline.commands.validate import validate_pipeline
     from sparkcdc.pipeline.definition import parse_pipeline
-    from sparkcdc.pipeline.validate import validate_pipeline
 
     server.execute("CREATE DATABASE IF NOT EXISTS shop",
                    "CREATE TABLE IF NOT EXISTS shop.ok (id INT PRIMARY KEY)")

@@ -20,10 +20,10 @@ import pytest
 from pipeline_support import source_yaml
 
 from sparkcdc.errors import BinlogUnavailable
-from sparkcdc.pipeline.checkpoint import Checkpoint
+from sparkcdc.pipeline.commands.verify import Verifier, render
 from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.pipeline.run.checkpoint import Checkpoint
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.verify import Verifier, render
 from sparkcdc.testing.mariadb import MariaDBSandbox
 
 
@@ -65,7 +65,7 @@ def _purge_to(sb, keep: str) -> None:
 
 
 def _target(defn, table: str) -> dict:
-    from sparkcdc.pipeline import targets
+    from sparkcdc.pipeline.definition import targets
 
     sink = targets.create_sink(defn.sink.type, defn.sink.options, table, "read")
     try:

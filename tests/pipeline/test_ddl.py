@@ -22,10 +22,10 @@ from pipeline_support import source_yaml
 from server_support import seq
 
 from sparkcdc.errors import SchemaChangeStop
+from sparkcdc.pipeline.commands.status import table_statuses
+from sparkcdc.pipeline.commands.verify import Verifier, render
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.status import table_statuses
-from sparkcdc.pipeline.verify import Verifier, render
 
 
 def sink_yaml(kind: str, request, tmp_path) -> str:
@@ -62,7 +62,7 @@ pipeline:
 
 
 def target_rows(defn, target: str, key: str) -> dict:
-    from sparkcdc.pipeline import targets
+    from sparkcdc.pipeline.definition import targets
 
     sink = targets.create_sink(defn.sink.type, defn.sink.options, target, "read")
     try:

@@ -24,9 +24,9 @@ from faults_support import (
     table_state,
 )
 
+from sparkcdc.pipeline.commands.verify import Verifier
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.verify import Verifier
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -18,7 +18,7 @@ from pipeline_support import delta_rows_by_key, source_yaml
 from sink_support import change_rows, kafka_sink, topic_messages
 
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.kafka_runner import KafkaRunner
+from sparkcdc.pipeline.kafka.runner import KafkaRunner
 from sparkcdc.pipeline.run.loop import Runner
 
 

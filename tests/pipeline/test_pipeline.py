@@ -14,12 +14,12 @@ from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc.errors import ConfigError, SchemaChangeStop
+from sparkcdc.pipeline.commands.progress import LiveDisplay
+from sparkcdc.pipeline.commands.status import server_position, table_statuses
+from sparkcdc.pipeline.commands.validate import validate_pipeline
+from sparkcdc.pipeline.commands.verify import Verifier, render
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.progress import LiveDisplay
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.status import server_position, table_statuses
-from sparkcdc.pipeline.validate import validate_pipeline
-from sparkcdc.pipeline.verify import Verifier, render
 
 
 def pipeline_yaml(mariadb, db, tmp_path, behavior="lenient", extra_source=""):

@@ -24,10 +24,10 @@ from pipeline_support import source_yaml
 from server_support import seq
 from sink_support import read_delta
 
-from sparkcdc.pipeline.checkpoint import GROUP_KEY, Checkpoint
+from sparkcdc.pipeline.commands.status import table_statuses
 from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.pipeline.run.checkpoint import GROUP_KEY, Checkpoint
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.status import table_statuses
 
 
 def _defn(mariadb, db, tmp_path, behavior="evolve", extra=""):

@@ -7,13 +7,12 @@ tests/pipeline/test_reread_rename.py; here each rule alone, on the loop's state 
 
 from __future__ import annotations
 
-
 import pytest
 
 from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import SchemaError
-from sparkcdc.pipeline.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.tables import TableLifecycle

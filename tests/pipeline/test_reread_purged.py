@@ -29,7 +29,7 @@ from reread_support import (
     source_rows,
 )
 
-from sparkcdc.pipeline.checkpoint import Checkpoint
+from sparkcdc.pipeline.run.checkpoint import Checkpoint
 from sparkcdc.testing.mariadb import MariaDBSandbox
 
 

@@ -254,9 +254,9 @@ def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb
     it, in one batch, and the table stays in the pipeline's stream. Written from the
     driver, and from Spark tasks (``write.on: executors``, as on a cluster), with a
     TRUNCATE in the same batch."""
+    from sparkcdc.pipeline.commands.status import table_statuses
+    from sparkcdc.pipeline.commands.verify import Verifier, render
     from sparkcdc.pipeline.run.loop import Runner
-    from sparkcdc.pipeline.status import table_statuses
-    from sparkcdc.pipeline.verify import Verifier, render
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10))",
                     f"INSERT INTO t SELECT seq, seq, CONCAT('b', seq) FROM {seq(mariadb, 50)}",
@@ -307,8 +307,8 @@ def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
     carries the ALTER also upserts the table's current rows, after its own rows. A row
     changed in the same batch before and after the ALTER, one deleted, one inserted after
     it, and a column added without a default (left null) around it."""
+    from sparkcdc.pipeline.commands.verify import Verifier, render
     from sparkcdc.pipeline.run.loop import Runner
-    from sparkcdc.pipeline.verify import Verifier, render
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
                     f"INSERT INTO t SELECT seq, seq FROM {seq(mariadb, 40)}", database=db)
@@ -344,8 +344,8 @@ def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, 
     target is not emptied and nothing is read again. On PostgreSQL the target's primary key
     follows the new key (before, ``ON CONFLICT (id, k)`` found no unique constraint to
     match and the batch failed)."""
+    from sparkcdc.pipeline.commands.status import table_statuses
     from sparkcdc.pipeline.run.loop import Runner
-    from sparkcdc.pipeline.status import table_statuses
 
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(3) NOT NULL, v INT)",
                     f"INSERT INTO t SELECT seq, CONCAT('k', seq), seq FROM {seq(mariadb, 20)}",

@@ -96,7 +96,7 @@ pipeline:
 
 
 def test_status_names_who_writes_each_target(tmp_path):
-    from sparkcdc.pipeline.status import writer_of
+    from sparkcdc.pipeline.commands.status import writer_of
 
     def defn(sink: str, extra: str = "", pipeline: str = ""):
         return parse_pipeline(f"""

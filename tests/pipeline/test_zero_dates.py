@@ -11,9 +11,9 @@ import pytest
 from pipeline_support import source_yaml
 from sink_support import read_delta
 
+from sparkcdc.pipeline.commands.verify import Verifier
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.verify import Verifier
 
 UTC = dt.timezone.utc
 

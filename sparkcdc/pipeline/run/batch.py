@@ -24,7 +24,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sparkcdc.pipeline import targets
+from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.schema import SchemaInStream
 from sparkcdc.pipeline.run.shapes import Shapes

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.mysql.connection import retry_lost
 from sparkcdc.mysql.offsets import current_offset
-from sparkcdc.pipeline.checkpoint import CaptureStatus
+from sparkcdc.pipeline.run.checkpoint import CaptureStatus
 from sparkcdc.pipeline.run.state import RunState
 
 

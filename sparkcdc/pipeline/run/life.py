@@ -9,9 +9,9 @@ import threading
 from typing import IO, Any
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.pipeline import cluster
-from sparkcdc.pipeline.checkpoint import Checkpoint
-from sparkcdc.pipeline.session import OwnSession, PendingSession, build_session
+from sparkcdc.pipeline.launch import cluster
+from sparkcdc.pipeline.launch.session import OwnSession, PendingSession, build_session
+from sparkcdc.pipeline.run.checkpoint import Checkpoint
 
 
 class RunLife:

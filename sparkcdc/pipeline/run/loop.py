@@ -36,24 +36,24 @@ from typing import IO, Any
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import PipelineFailed, SchemaChangeStop, SchemaError, SparkCDCError
-from sparkcdc.pipeline import control
-from sparkcdc.pipeline import schema_change as sc
-from sparkcdc.pipeline.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.definition import PipelineDef
-from sparkcdc.pipeline.routing import targets_of
+from sparkcdc.pipeline.definition.routing import targets_of
+from sparkcdc.pipeline.run import control
 from sparkcdc.pipeline.run.batch import MicroBatch
+from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.run.discovery import Discovery
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.monitor import Failure, Monitor
 from sparkcdc.pipeline.run.operator import OperatorRequests
 from sparkcdc.pipeline.run.schema import REKEY, SchemaInStream
 from sparkcdc.pipeline.run.shapes import Shapes
+from sparkcdc.pipeline.run.signals import stop_on_signals
 from sparkcdc.pipeline.run.state import LoopRequest, RunState, StopRun, schema_of
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.run.tables import TableLifecycle
 from sparkcdc.pipeline.run.write import TargetWriter
-from sparkcdc.pipeline.signals import stop_on_signals
+from sparkcdc.pipeline.schema import diff as sc
 from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")

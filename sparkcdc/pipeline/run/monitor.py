@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.pipeline.checkpoint import write_json
+from sparkcdc.pipeline.run.checkpoint import write_json
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun

@@ -1,5 +1,5 @@
 """What the loop does when an operator asks (``sparkcdc snapshot|pause|resume``, the
-requests of ``pipeline/control.py``), while every other table streams on:
+requests of ``pipeline/run/control.py``), while every other table streams on:
 
 * **snapshot**: the table is *read again* while it streams on (``SplitAssigner``'s
   rereads, docs/algorithm.md "Reading a table again"): its chunks are read again, each
@@ -25,13 +25,13 @@ import logging
 from collections.abc import Callable
 
 from sparkcdc.core.schema import TableId, TableSchema
-from sparkcdc.pipeline import control
-from sparkcdc.pipeline import schema_change as sc
-from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState
+from sparkcdc.pipeline.run import control
+from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Start, TableState
 from sparkcdc.pipeline.run.discovery import Discovery
 from sparkcdc.pipeline.run.state import RunState, schema_of
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.tables import TableLifecycle
+from sparkcdc.pipeline.schema import diff as sc
 
 log = logging.getLogger("sparkcdc.pipeline")
 

@@ -11,15 +11,15 @@ import pyarrow as pa
 from sparkcdc.apply import DEFAULT_DELETES, DEL_MARK, TRUNC_MARK
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import ConfigError
-from sparkcdc.pipeline import conversions
-from sparkcdc.pipeline import schema_change as sc
-from sparkcdc.pipeline.checkpoint import TableState
-from sparkcdc.pipeline.column_evolution import evolve_target
-from sparkcdc.pipeline.routing import META, Shaper, shaper_for
+from sparkcdc.pipeline.definition import conversions
+from sparkcdc.pipeline.definition.routing import META, Shaper, shaper_for
+from sparkcdc.pipeline.run.checkpoint import TableState
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.pipeline.stream_schema import target_arrow_schema
+from sparkcdc.pipeline.schema import diff as sc
+from sparkcdc.pipeline.schema.behavior import evolve_target
+from sparkcdc.pipeline.schema.in_stream import target_arrow_schema
 from sparkcdc.spark.arrow_batches import spark_arrow_schema
 
 

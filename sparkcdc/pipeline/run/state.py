@@ -25,10 +25,10 @@ from typing import NoReturn
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.mysql.options import SourceConfig
-from sparkcdc.pipeline import targets as _targets
-from sparkcdc.pipeline.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.definition import PipelineDef
-from sparkcdc.pipeline.routing import transform_of
+from sparkcdc.pipeline.definition import targets as _targets
+from sparkcdc.pipeline.definition.routing import transform_of
+from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.sinks import sink_class
 from sparkcdc.spark import offset_view as ov

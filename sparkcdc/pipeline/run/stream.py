@@ -17,8 +17,8 @@ from typing import Any
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.options import parse_server_ids
-from sparkcdc.pipeline.checkpoint import TableState, read_json, write_json
-from sparkcdc.pipeline.routing import Shaper
+from sparkcdc.pipeline.definition.routing import Shaper
+from sparkcdc.pipeline.run.checkpoint import TableState, read_json, write_json
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun

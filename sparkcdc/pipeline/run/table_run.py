@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.pipeline.checkpoint import TableState
-from sparkcdc.pipeline.routing import Shaper
+from sparkcdc.pipeline.definition.routing import Shaper
+from sparkcdc.pipeline.run.checkpoint import TableState
 
 
 @dataclass

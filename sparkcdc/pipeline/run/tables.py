@@ -14,13 +14,13 @@ from typing import Any
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import BinlogUnavailable, ConfigError, SchemaChangeStop, SchemaError
-from sparkcdc.pipeline import schema_change as sc
-from sparkcdc.pipeline.checkpoint import CaptureStatus, Start, TableState
-from sparkcdc.pipeline.routing import shaper_for, targets_of
+from sparkcdc.pipeline.definition.routing import shaper_for, targets_of
+from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Start, TableState
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState, schema_of
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
+from sparkcdc.pipeline.schema import diff as sc
 from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")

@@ -36,10 +36,10 @@ import pyarrow.compute as pc
 
 from sparkcdc.apply import DEFAULT_DELETES, ApplySpec, reduce_changes
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.pipeline import targets
-from sparkcdc.pipeline.conversions import convert_rows
-from sparkcdc.pipeline.flink_keys import SourceExtras
-from sparkcdc.pipeline.stream_schema import conform
+from sparkcdc.pipeline.definition import targets
+from sparkcdc.pipeline.definition.conversions import convert_rows
+from sparkcdc.pipeline.definition.flink_keys import SourceExtras
+from sparkcdc.pipeline.schema.in_stream import conform
 from sparkcdc.spark.arrow_batches import from_ipc
 
 OUT_SCHEMA = "kind string, tbl string, target string, ord long, payload binary"

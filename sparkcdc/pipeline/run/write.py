@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow, reduce_changes
-from sparkcdc.pipeline import targets
+from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.run import task_changes
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.shapes import Shapes
@@ -24,7 +24,7 @@ from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun, note_emit_lag
 from sparkcdc.pipeline.run.task_changes import ChangePlan, SliceJob, SliceOutcome
 from sparkcdc.pipeline.run.task_files import TaskOutput
-from sparkcdc.pipeline.stream_schema import conform
+from sparkcdc.pipeline.schema.in_stream import conform
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 
 log = logging.getLogger("sparkcdc.pipeline")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.pipeline.targets import check_sink_options, target_options
+from sparkcdc.pipeline.definition.targets import check_sink_options, target_options
 from sparkcdc.sinks.kafka.config import KafkaConfig, matches
 
 BROKER = {"properties.bootstrap.servers": "b1:9092,b2:9092"}

@@ -13,9 +13,9 @@ from pipeline_support import source_yaml
 from server_support import seq
 
 from sparkcdc import sinks
+from sparkcdc.pipeline.commands.verify import Verifier
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.pipeline.verify import Verifier
 
 
 def _defn(mariadb, db, tmp_path, broker, fmt="debezium-json", extra=""):
