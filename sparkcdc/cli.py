@@ -34,21 +34,9 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
         print(f"socket: {info.socket}")
         print(f"stop it with: sparkcdc sandbox stop{server} --name {info.name}")
         return 0
-    if args.action == "status":
-        info, alive = sandbox.status_detached(args.name)
-        if info is None:
-            print(f"{label} {args.name!r}: not started")
-            return 1
-        state = "running" if alive else "not running (stale state)"
-        print(f"{label} {info.name!r}: {state}, pid {info.pid}, 127.0.0.1:{info.port}")
-        for k, v in info.connection_options(password=args.show_password).items():
-            print(f"  {k}: {v}")
-        return 0 if alive else 1
-    if args.action == "stop":
-        was = sandbox.stop_detached(args.name)
-        print(f"{label} {args.name!r}: " + ("stopped" if was else "was not running"))
-        return 0
-    raise AssertionError(args.action)
+    return _status_or_stop(args, label, sandbox, lambda info: [
+        f"127.0.0.1:{info.port}",
+        *(f"  {k}: {v}" for k, v in info.connection_options(password=args.show_password).items())])
 
 
 def _kafka_sandbox(args: argparse.Namespace) -> int:
@@ -68,18 +56,27 @@ def _kafka_sandbox(args: argparse.Namespace) -> int:
         print(f"log: {info.log_file}")
         print(f"stop it with: sparkcdc sandbox stop kafka --name {info.name}")
         return 0
+    return _status_or_stop(args, "Kafka sandbox", kafka,
+                           lambda info: [f"bootstrap servers {info.bootstrap_servers}"])
+
+
+def _status_or_stop(args: argparse.Namespace, label: str, sandbox, details) -> int:
+    """``sandbox status`` and ``sandbox stop``, alike for every kind of sandbox: ``details``
+    gives the status line's end (where it listens) and any lines to print after it."""
     if args.action == "status":
-        info, alive = kafka.status_detached(args.name)
+        info, alive = sandbox.status_detached(args.name)
         if info is None:
-            print(f"Kafka sandbox {args.name!r}: not started")
+            print(f"{label} {args.name!r}: not started")
             return 1
         state = "running" if alive else "not running (stale state)"
-        print(f"Kafka sandbox {info.name!r}: {state}, pid {info.pid}, "
-              f"bootstrap servers {info.bootstrap_servers}")
+        where, *more = details(info)
+        print(f"{label} {info.name!r}: {state}, pid {info.pid}, {where}")
+        for line in more:
+            print(line)
         return 0 if alive else 1
     if args.action == "stop":
-        was = kafka.stop_detached(args.name)
-        print(f"Kafka sandbox {args.name!r}: " + ("stopped" if was else "was not running"))
+        was = sandbox.stop_detached(args.name)
+        print(f"{label} {args.name!r}: " + ("stopped" if was else "was not running"))
         return 0
     raise AssertionError(args.action)
 
