@@ -12,6 +12,7 @@ counted only makes the reader look at the table again.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(ALTER|RENAME|TRUNCATE|DROP|CREATE)\b",
                  re.IGNORECASE | re.DOTALL)
@@ -48,7 +49,7 @@ def is_ddl(sql: str) -> bool:
 
 
 def named_tables(sql: str, current_db: str | None,
-                 candidates: dict[tuple[str, str], object]) -> list[tuple[str, str]]:
+                 candidates: Mapping[tuple[str, str], object]) -> list[tuple[str, str]]:
     """The ``(db, table)`` keys of ``candidates`` the statement names, parsed once for all
     (a DDL is checked against every captured table): a qualified ``db.table`` anywhere, or
     the bare ``table`` when the statement's default database is ``db`` or unknown."""

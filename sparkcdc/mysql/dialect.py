@@ -9,7 +9,7 @@ object can be created on the driver and shipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sparkcdc.core.chunking import ChunkingOptions, ChunkPlanner, is_integral_column
@@ -127,7 +127,7 @@ class MySQLDialect:
         return reader.read_window(start, end)
 
     def _epoch_for_zero_dates(self, records: Iterator[ChangeRecord],
-                              tables: dict[TableId, TableSchema | None]) -> Iterator[Any]:
+                              tables: Mapping[TableId, TableSchema | None]) -> Iterator[Any]:
         """The binlog's images with the zero dates (decoded as null) of NOT NULL date
         columns set to the epoch; a schema change in the stream brings its new columns."""
         epochs: dict[TableId, dict[str, Any]] = {}

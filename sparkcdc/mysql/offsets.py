@@ -82,7 +82,7 @@ def _current(cur, flavor: str | None) -> BinlogOffset:
         if again is not None and again[:2] == row[:2]:
             return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mariadb",
                                 server=str(server))
-        row = again
+        row = again if again is not None else row
         time.sleep(0.001)
     # a very busy server: ask it for the exact GTID position of the file and position
     cur.execute("SELECT BINLOG_GTID_POS(%s, %s), @@GLOBAL.server_id", (row[0], int(row[1])))

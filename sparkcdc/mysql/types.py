@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Context, Decimal
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -40,7 +40,7 @@ def ewkb(stored: bytes) -> bytes:
     wkb = stored[4:]
     if srid == 0 or len(wkb) < 5 or wkb[0] not in (0, 1):
         return wkb
-    order = "little" if wkb[0] == 1 else "big"
+    order: Literal["little", "big"] = "little" if wkb[0] == 1 else "big"
     kind = int.from_bytes(wkb[1:5], order) | 0x20000000
     return wkb[:1] + kind.to_bytes(4, order) + srid.to_bytes(4, order) + wkb[5:]
 

@@ -110,7 +110,9 @@ def _unquote(ident: str) -> str:
 
 
 def _split_privileges(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s:
         if ch == "(":
             depth += 1

@@ -172,11 +172,12 @@ def _cuts(cur, span: list[tuple[str, int]], start: BinlogOffset, end: BinlogOffs
             target = first + int(want - at)
             prev = cuts[-1] if cuts else start
             floor = prev.pos if prev.file == name else first
-            cut = _txn_start_at_or_after(cur, name, floor, max(target, floor + 1), last)
-            if cut is None and idx + 1 < len(layout):
+            found = _txn_start_at_or_after(cur, name, floor, max(target, floor + 1), last)
+            cut: BinlogOffset | None = None
+            if found is None and idx + 1 < len(layout):
                 cut = BinlogOffset(layout[idx + 1][0], 4, flavor=flavor)
-            elif cut is not None:
-                cut = BinlogOffset(name, cut, flavor=flavor)
+            elif found is not None:
+                cut = BinlogOffset(name, found, flavor=flavor)
             if cut is not None and (prev < cut < end) and (not cuts or cut != cuts[-1]):
                 cuts.append(cut)
             break

@@ -25,7 +25,7 @@ from sparkcdc.mysql.binlog import row_decoding as R
 from sparkcdc.mysql.binlog.protocol import ColumnType
 
 try:  # built by setup.py; optional
-    from sparkcdc.mysql.binlog import _fastdecode as _C
+    from sparkcdc.mysql.binlog import _fastdecode as _C  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - exercised by the fallback test through a seam
     _C = None
 

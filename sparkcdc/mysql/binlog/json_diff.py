@@ -78,7 +78,8 @@ def parse_path(path: str) -> list[str | tuple[int, bool]]:
     s = path.strip()
     if not s.startswith("$"):
         raise _Rejected(f"path {path!r} does not start with $")
-    p, legs = 1, []
+    p = 1
+    legs: list[str | tuple[int, bool]] = []
     while p < len(s):
         c = s[p]
         if c.isspace():

@@ -42,7 +42,7 @@ from typing import Any
 from sparkcdc.errors import DecodeError
 
 try:  # built by setup.py; optional
-    from sparkcdc.mysql.binlog import _fastdecode as _C
+    from sparkcdc.mysql.binlog import _fastdecode as _C  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover
     _C = None
 
@@ -271,7 +271,7 @@ class DumpStream:
                 if n < _MAX_PACKET:
                     break
             data = b"".join(parts)
-            parts = None  # one copy of a big event in memory, not two
+            del parts  # one copy of a big event in memory, not two
             yield data, [HEADER.unpack_from(data, 0) + (0, len(data))]
 
 
@@ -279,7 +279,7 @@ def split_events(buf: bytes, p: int, seq: int) -> tuple[list[tuple], int, int, i
     """The pure-Python twin of ``_fastdecode.split_events``: the whole, plain event packets
     of ``buf`` from ``p`` (see ``DumpStream.batches``). status 0: the packet at ``p`` is
     incomplete; 2: the caller handles the packet at ``p`` itself."""
-    out = []
+    out: list[tuple] = []
     end = len(buf)
     unpack = HEADER.unpack_from
     while end - p >= 4:
@@ -506,12 +506,19 @@ class ColumnMeta:
 
     def __init__(self, type_: int):
         self.type = type_
-        self.name = None
-        self.max_length = self.length_size = self.fsp = None
-        self.precision = self.decimals = self.bits = self.bytes = self.size = None
-        self.enum_values = self.set_values = None
-        self.character_set_name = None
-        self.charset_id = None
+        self.name: str | None = None
+        self.max_length: int | None = None
+        self.length_size: int | None = None
+        self.fsp: int | None = None
+        self.precision: int | None = None
+        self.decimals: int | None = None
+        self.bits: int | None = None
+        self.bytes: int | None = None
+        self.size: int | None = None
+        self.enum_values: list[str] | None = None
+        self.set_values: list[str] | None = None
+        self.character_set_name: str | None = None
+        self.charset_id: int | None = None
         self.unsigned = False
 
     def __repr__(self) -> str:

@@ -154,9 +154,9 @@ def _event_records(state: _State, key: tuple, decoded: list, op: str, table_id: 
         return recs, after_key, stop < n
     befores, afters = zip(*(decoded if first == 0 and stop == n else decoded[first:stop]))
     offsets = chain((base,), map(base.at_row, range(first + 1, stop)))
-    recs = map(ChangeRecord, repeat(op), repeat(table_id), befores, afters, offsets,
+    many = map(ChangeRecord, repeat(op), repeat(table_id), befores, afters, offsets,
                repeat(ts), repeat(gtid))
-    return recs, after_key, stop < n
+    return many, after_key, stop < n
 
 
 def _with_payloads(batches: Iterable[tuple[bytes, list]], pending: list[tuple[bytes, Any]]
@@ -375,7 +375,7 @@ class BinlogReader:
         yield from self._run(start, end, None)  # type: ignore[misc]
 
     def tail(self, start: BinlogOffset, heartbeat_interval: float = 5.0
-             ) -> Iterator[ChangeRecord | Heartbeat]:
+             ) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         """Records from ``start`` on, forever; a ``Heartbeat`` at the last transaction boundary
         whenever ``heartbeat_interval`` seconds pass without one, so callers can advance."""
         if heartbeat_interval <= 0:
@@ -385,7 +385,7 @@ class BinlogReader:
     # -- the loop --------------------------------------------------------------------------
 
     def _run(self, start: BinlogOffset, end: BinlogOffset | None,
-             heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat]:
+             heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         if self._flavor_of_offsets:
             self.flavor = start.flavor
         state = _State(self.flavor, start, end=end)
@@ -448,7 +448,7 @@ class BinlogReader:
 
     def _consume(self, stream, state: _State, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]
-                 ) -> Iterator[ChangeRecord | Heartbeat]:
+                 ) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         """The loop over our own event layer (``protocol``); the tests' reference reader
         (tests/library_reader.py) yields the same records, offsets and boundaries over
         python-mysql-replication's events."""
@@ -478,10 +478,11 @@ class BinlogReader:
         decoder = self.decoder
         decode_rows = decoder.decode_rows
         # a decoder that takes whole rows events (header, bitmaps, images) in one C call
-        decode_event = decoder.decode_event if getattr(decoder, "event_in_c", False) else None
+        decode_event = (getattr(decoder, "decode_event", None)
+                        if getattr(decoder, "event_in_c", False) else None)
         # PARTIAL_UPDATE_ROWS events without JSON diffs, the same way (with PARTIAL_JSON on,
         # MySQL logs every UPDATE as one, JSON column or not)
-        decode_partial = (decoder.decode_partial_event
+        decode_partial = (getattr(decoder, "decode_partial_event", None)
                           if getattr(decoder, "partial_in_c", False) else None)
         row_events = E.ROW_EVENTS
         mgtid = E.MARIADB_GTID_BODY.unpack_from
@@ -553,6 +554,10 @@ class BinlogReader:
                     if csum and not flags & in_payload and crc_bad(data, s, e):
                         raise E.corrupt_event(f"{state.file}:{log_pos - size}")
                     schema = schemas[skey] or self._schema(*skey)
+                    if schema is None:
+                        raise DecodeError(f"no schema of captured table {skey[0]}.{skey[1]} "
+                                          f"at {state.file}:{log_pos - size}",
+                                          fix="a bug: report it with the table's DDL")
                     if table_events and fitted.get(skey) is not tm:
                         if not schema_at.fits(tm.columns, schema):
                             schema = schemas[skey] = self._schema_of_map(tm, schema)
@@ -752,7 +757,8 @@ class BinlogReader:
         if end - s < _BIG_EVENT or not getattr(self.decoder, "takes_buffers", False):
             return self.decoder.decode_rows(tm, schema, mode, data[p:end])
         with memoryview(data) as view, view[p:end] as images:  # a big event: not copied
-            return self.decoder.decode_rows(tm, schema, mode, images)
+            # a decoder that ``takes_buffers`` reads a memoryview as it reads bytes
+            return self.decoder.decode_rows(tm, schema, mode, images)  # type: ignore[arg-type]
 
     def _decode_compressed(self, tm: Any, schema: TableSchema, data: bytes, s: int,
                            end: int, tid_len: int, version: int, mode: int, where: str

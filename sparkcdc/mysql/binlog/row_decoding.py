@@ -219,7 +219,7 @@ def _image(data: bytes, pos: int, plan: list[_Field], names: list[str],
            nbits: int) -> tuple[dict, int]:
     nulls = data[pos:pos + nbits]
     pos += nbits
-    row = {}
+    row: dict[str, Any] = {}
     for i, dec in enumerate(plan):
         if nulls[i >> 3] >> (i & 7) & 1:
             row[names[i]] = None

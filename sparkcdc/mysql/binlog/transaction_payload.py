@@ -118,7 +118,8 @@ def inner_events(body: bytes, size: int, log_pos: int, csum: int = 0
         p += n
     if csum:  # the same events, each followed by csum bytes
         pad = bytes(csum)
-        out, at = [], 0
+        out: list[bytes] = []
+        at = 0
         for k, (ts, etype, server_id, _n, _lp, flags, a, b) in enumerate(events):
             out += (data[a:b], pad)
             events[k] = (ts, etype, server_id, size, log_pos, flags, at, at + b - a + csum)
