@@ -1,0 +1,2 @@
+"""Debezium (stub while written)."""
+FILES = ()
