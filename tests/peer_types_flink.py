@@ -80,13 +80,14 @@ _GEOMETRY_SQL = """ST_GeomFromText('POINT(1 1)'),
     ST_GeomFromText('MULTIPOLYGON(((0 0, 10 0, 10 10, 0 10, 0 0)), ((5 5, 7 5, 7 7, 5 7, 5 5)))'),
     ST_GeomFromText('GEOMETRYCOLLECTION(POINT(10 10), POINT(30 30), LINESTRING(15 15, 20 20))')"""
 
+_FULL_TYPES_TEMPORAL = """'2020-07-17', '18:00:22', '2020-07-17 18:00:22.123',
+    '2020-07-17 18:00:22.123456', '2020-07-17 18:00:22',"""
 _FULL_TYPES_ROW = f"""INSERT INTO full_types VALUES (DEFAULT, 127, 255, 255, 32767, 65535, 65535,
     8388607, 16777215, 16777215, 2147483647, 4294967295, 4294967295, 2147483647,
     9223372036854775807, 18446744073709551615, 18446744073709551615,
     'Hello World', 'abc', 123.102, 123.102, 123.103, 123.104, 404.4443, 404.4444, 404.4445,
     123.4567, 123.4568, 123.4569, 345.6, 34567892.1, 0, 1, true,
-    '2020-07-17', '18:00:22', '2020-07-17 18:00:22.123', '2020-07-17 18:00:22.123456',
-    '2020-07-17 18:00:22',
+    {_FULL_TYPES_TEMPORAL}
     unhex(replace('651aed08-390f-4893-b2f1-36923e7b7400', '-', '')),
     b'0000010000000100000001000000010000000100000001000000010000000100',
     'text', UNHEX(HEX(16)), UNHEX(HEX(16)), UNHEX(HEX(16)), UNHEX(HEX(16)), 2021,
@@ -187,9 +188,7 @@ def _common_types(mysql: bool) -> PeerTable:
                     "long_c LONG, long_varchar_c LONG VARCHAR, varchar_len0_c VARCHAR(0)"))
     insert = (_FULL_TYPES_ROW.replace("full_types", "common_types")
               .replace("34567892.1, 0, 1, true,", "34567892.1, 0, b'011', 1, true,")
-              .replace("""'2020-07-17', '18:00:22', '2020-07-17 18:00:22.123', '2020-07-17 18:00:22.123456',
-    '2020-07-17 18:00:22',
-    """, "")
+              .replace(_FULL_TYPES_TEMPORAL + "\n    ", "")
               .replace(f"'red', 'a,b,a', '{JSON_LITERAL}'", """'red', '{"key1":"value1"}'"""))
     insert = insert.removesuffix(", '')") + ", 'long', 'long varchar', '')"
     full = _full_types_row(mysql)
@@ -209,6 +208,14 @@ def _common_types(mysql: bool) -> PeerTable:
         want_updated=changed((row,), "id", {1: {"big_decimal_c": None}}))
 
 
+_TIME_ROW = {
+    "id": Decimal(1), "year_c": 2021, "date_c": dt.date(2020, 7, 17),  # fromEpochDay(18460)
+    "time_c": nano_of_day(64822000_000_000), "time_3_c": nano_of_day(64822123_000_000),
+    "time_6_c": nano_of_day(64822123_456_000), "datetime_c": wall("2020-07-17 18:00:22"),
+    "datetime3_c": wall("2020-07-17 18:00:22.123"),
+    "datetime6_c": wall("2020-07-17 18:00:22.123456"), "timestamp_c": utc("2020-07-17 18:00:22"),
+    "timestamp3_c": utc("2020-07-17 18:00:22.123"),
+    "timestamp6_c": utc("2020-07-17 18:00:22.123456"), "timestamp_def_c": None}
 _TIME_TYPES = PeerTable(
     "time_types",
     """CREATE TABLE time_types (id SERIAL, year_c YEAR, date_c DATE, time_c TIME(0),
@@ -220,17 +227,10 @@ _TIME_TYPES = PeerTable(
     '18:00:22.123', '18:00:22.123456', '2020-07-17 18:00:22', '2020-07-17 18:00:22.123',
     '2020-07-17 18:00:22.123456', '2020-07-17 18:00:22', '2020-07-17 18:00:22.123',
     '2020-07-17 18:00:22.123456', NULL)""",),
-    ({"id": Decimal(1), "year_c": 2021, "date_c": dt.date(2020, 7, 17),  # fromEpochDay(18460)
-      "time_c": nano_of_day(64822000_000_000), "time_3_c": nano_of_day(64822123_000_000),
-      "time_6_c": nano_of_day(64822123_456_000), "datetime_c": wall("2020-07-17 18:00:22"),
-      "datetime3_c": wall("2020-07-17 18:00:22.123"),
-      "datetime6_c": wall("2020-07-17 18:00:22.123456"),
-      "timestamp_c": utc("2020-07-17 18:00:22"), "timestamp3_c": utc("2020-07-17 18:00:22.123"),
-      "timestamp6_c": utc("2020-07-17 18:00:22.123456"), "timestamp_def_c": None},),
+    (_TIME_ROW,),
     update=("UPDATE time_types SET time_6_c = null, timestamp_def_c = default WHERE id = 1",),
-)
-_TIME_TYPES = PeerTable(**{**_TIME_TYPES.__dict__, "want_updated": changed(
-    _TIME_TYPES.want, "id", {1: {"time_6_c": None, "timestamp_def_c": utc("2000-01-01 00:00:00")}})})
+    want_updated=({**_TIME_ROW, "time_6_c": None,
+                   "timestamp_def_c": utc("2000-01-01 00:00:00")},))
 
 _PRECISION_COLUMNS = ("float_c0 FLOAT(6, 0), float_c1 FLOAT(20, 3), float_c2 FLOAT(24, 12), "
                       "real_c0 REAL(6, 0), real_c1 REAL(20, 3), real_c2 REAL(24, 12), "
