@@ -10,6 +10,7 @@ those values, so each expected value can be read against the peer's assertion.""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import struct
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -18,9 +19,9 @@ from typing import Any
 import pyarrow as pa
 from types_support import UTC, cdc
 
-from sparkcdc.core.schema import TableId, TableSchema
-from sparkcdc.mysql.binlog.reader import load_table_schema
+from sparkcdc.core.schema import TableSchema
 from sparkcdc.mysql.dialect import MySQLDialect
+from sparkcdc.mysql.discovery import discover
 from sparkcdc.mysql.types import arrow_schema
 
 EPOCH = dt.date(1970, 1, 1)
@@ -178,24 +179,28 @@ def run_peer_tables(server, db: str, tables: tuple[PeerTable, ...]) -> None:
     give the old values, its after images and a new snapshot the new ones. With
     ``want_epoch``, both paths once more under ``zero-dates.not-null: epoch``."""
     conn = cdc(server)
-    for t in tables:  # a TIMESTAMP's DEFAULT is read in the session's zone
-        server.execute("SET SESSION time_zone = '+00:00'", *t.session, t.ddl, database=db)
-    schemas = {t.name: load_table_schema(conn, TableId(db, t.name)) for t in tables}
+    # one connection (and one transaction) per step: a commit costs tens of milliseconds
+    server.execute(*(s for t in tables for s in (*_session(t), t.ddl)), database=db)
+    # the engine's discovery, in one look; a keyless peer table is chunked by its first
+    # ``order`` column, as a user would configure it
+    found = discover(conn, re.escape(db), "|".join(re.escape(t.name) for t in tables),
+                     chunk_key_columns={re.escape(t.name): t.order[0] for t in tables})
+    schemas = {tid.table: s for tid, s in found.items()}
+    assert sorted(schemas) == sorted(t.name for t in tables)
     with MySQLDialect(conn, server_id=7301, tables={s.table_id: s for s in schemas.values()}
                       ) as dialect:
         start = dialect.current_offset()
-        for t in tables:
-            server.execute("SET SESSION time_zone = '+00:00'", *t.session, *t.inserts,
-                           database=db)
+        server.execute("START TRANSACTION",
+                       *(s for t in tables for s in (*_session(t), *t.inserts)), "COMMIT",
+                       database=db)
         mid = dialect.current_offset()
         first = {t.name: _snapshot(dialect, schemas[t.name], t.order) for t in tables}
         for t in tables:
             assert_rows(first[t.name], t.want, f"{t.name} snapshot")
         _check_epoch(conn, tables, schemas, start, mid)
-        for t in tables:
-            if t.update:
-                server.execute("SET SESSION time_zone = '+00:00'", *t.session, *t.update,
-                               database=db)
+        server.execute("START TRANSACTION",
+                       *(s for t in tables if t.update for s in (*_session(t), *t.update)),
+                       "COMMIT", database=db)
         end = dialect.current_offset()
         second = {t.name: _snapshot(dialect, schemas[t.name], t.order)
                   for t in tables if t.update}
@@ -204,6 +209,13 @@ def run_peer_tables(server, db: str, tables: tuple[PeerTable, ...]) -> None:
     for t in tables:
         _check_binlog(t, schemas[t.name], inserts.get(t.name, []), first[t.name],
                       updates.get(t.name, []), second.get(t.name))
+
+
+def _session(t: PeerTable) -> tuple[str, ...]:
+    """The session a table's statements run in: the defaults, a +00:00 zone (a TIMESTAMP is
+    written, and its DEFAULT read, in the session's zone), then the peer's own settings."""
+    return ("SET SESSION sql_mode = DEFAULT", "SET NAMES utf8mb4", "SET TIMESTAMP = DEFAULT",
+            "SET SESSION time_zone = '+00:00'", *t.session)
 
 
 def _check_epoch(conn, tables: tuple[PeerTable, ...], schemas: dict[str, TableSchema],
