@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -54,7 +54,6 @@ class PeerFile:
     source: str
     tables: tuple[PeerTable, ...]
     mariadb_skip: str | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 # -- the peers' wire forms, as sparkcdc's canonical values -------------------------------------
