@@ -303,3 +303,28 @@ def test_geometry_keeps_its_srid_as_ewkb_on_every_path(server, server_db):
                     .read_window(start, end))
         assert {r.after["id"]: {"g": r.after["g"], "p": r.after["p"]} for r in recs} == want, \
             decoder
+
+
+def test_enum_and_set_members_added_after_the_schema_was_read(server, server_db):
+    """An ALTER that adds ENUM and SET members between the reader's schema and the rows:
+    the rows are read by the members their table map carries (Debezium's
+    enum_column_test.sql adds members this way, peer_types_debezium.py); the schema's
+    shorter list gave '' for a new member, and a SET member past it was dropped."""
+    from sparkcdc.mysql.binlog.fastdecode import CRowDecoder
+    from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
+
+    mariadb, db = server, server_db
+    mariadb.execute("CREATE TABLE e (id INT PRIMARY KEY, e ENUM('a', 'b'), s SET('x'))",
+                    database=db)
+    conn = cdc(mariadb)
+    schema = load_table_schema(conn, TableId(db, "e"))
+    start = current_offset(conn)
+    mariadb.execute("INSERT INTO e VALUES (1, 'b', 'x')",
+                    "ALTER TABLE e MODIFY e ENUM('a', 'b', 'c,''d'), MODIFY s SET('x', 'y')",
+                    "INSERT INTO e VALUES (2, 'c,''d', 'y,x')", database=db)
+    end = current_offset(conn)
+    want = [{"id": 1, "e": "b", "s": "x"}, {"id": 2, "e": "c,'d", "s": "x,y"}]
+    for decoder in (CRowDecoder, PyRowDecoder):
+        recs = BinlogReader(conn, 7111, {schema.table_id: schema}, decoder=decoder()
+                            ).read_window(start, end)
+        assert [r.after for r in recs] == want, decoder

@@ -439,10 +439,11 @@ def _field_decoder(bc: Any, col: Column) -> _Field:
 
 
 def enum_members(from_binlog: list[str] | None, t: T.MySQLType) -> tuple[str, ...]:
-    # the binlog's own member list (binlog_row_metadata=FULL) is the server's spelling
-    if from_binlog and (not t.members or len(from_binlog) == len(t.members)):
-        return tuple(from_binlog)
-    return t.members
+    """The members an ENUM or SET index is read against: the table map's own list when it
+    has one (binlog_row_metadata=FULL), which is the server's spelling and the definition
+    the row was written under, even after an ALTER changed the members since the schema
+    was read (the schema's list then gave '' for a member it did not know yet)."""
+    return tuple(from_binlog) if from_binlog else t.members
 
 
 def _decimal_decoder(precision: int, scale: int, t: T.MySQLType) -> _Field:
