@@ -24,6 +24,7 @@ and the rows are collected first. The pipeline plans every batch that way.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -48,6 +49,7 @@ from sparkcdc.sinks.base import (
     UPSERT,
     VERSION,
     ChangeSet,
+    KeyRange,
     Sink,
     WriteResult,
 )
@@ -495,12 +497,14 @@ class ApplyChanges:
 
 
 def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec,
-                empty_first: bool = False) -> WriteResult:
+                empty_first: bool = False, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
     """One micro-batch of change rows already on the driver (``arrow-batches``), reduced in
     Arrow (``reduce_changes``) and written like ``ApplyChanges.apply`` does.
     ``empty_first``: a TRUNCATE came before these rows, so the target is emptied before
     they are written (unless it has the batch already: a replay empties nothing); so does
-    a row ``apply_as_truncates`` marks (``cut_truncates``)."""
+    a row ``apply_as_truncates`` marks (``cut_truncates``). ``replaces``: the ranges of
+    chunks read again in the batch, whose other rows the write deletes
+    (``ChangeSet.replaces``)."""
     batch_id = int(batch_id)
     skipped = _already_applied(sink, batch_id)
     if skipped is not None:
@@ -510,6 +514,8 @@ def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec,
         sink.empty()
     t0 = time.monotonic()
     changes = reduce_changes(table, spec)
+    if replaces:
+        changes = dataclasses.replace(changes, replaces=tuple(replaces))
     t1 = time.monotonic()
     result = sink.write(changes, batch_id)
     t2 = time.monotonic()
