@@ -21,6 +21,9 @@ from sparkcdc.spark.offset_view import read_offset, table_entry
 
 ROWS = 1500  # per table; chunks of 50: 30 chunks read again
 COLUMNS = ("v", "s")  # compared besides the key
+# keys the source never has (ids 1..ROWS, the writer's new ones from 2 * ROWS), put into a
+# merge target behind the pipeline: in the first chunk, a middle one, past the last key
+STRAYS = (-7, 2 * ROWS - 500, 10**6 + 1)
 
 
 def make_tables(mariadb, db: str, rows: int = ROWS) -> None:

@@ -29,7 +29,7 @@ import pytest
 from cli_support import cli, run_tail, running, wait_for
 from pipeline_support import source_yaml
 from reread_support import (
-    ROWS,
+    STRAYS,
     Target,
     Writer,
     make_tables,
@@ -43,7 +43,6 @@ SINK_KINDS = ["delta", "postgres", "kafka", "mysql", "iceberg"]
 # the other merge sinks (a MySQL target, Iceberg from the driver): make test-faults
 KINDS = [k if k in ("delta", "postgres", "kafka") else pytest.param(k, marks=pytest.mark.faults)
          for k in SINK_KINDS]
-STRAYS = (-7, 2 * ROWS - 500, 10**6 + 1)  # ids 1..ROWS, the writer's new ones from 2 * ROWS
 
 
 @pytest.mark.parametrize("kind", KINDS)
