@@ -24,7 +24,6 @@ and the rows are collected first. The pipeline plans every batch that way.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -502,9 +501,7 @@ def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec,
     Arrow (``reduce_changes``) and written like ``ApplyChanges.apply`` does.
     ``empty_first``: a TRUNCATE came before these rows, so the target is emptied before
     they are written (unless it has the batch already: a replay empties nothing); so does
-    a row ``apply_as_truncates`` marks (``cut_truncates``). ``replaces``: the ranges of
-    chunks read again in the batch, whose other rows the write deletes
-    (``ChangeSet.replaces``)."""
+    a row ``apply_as_truncates`` marks (``cut_truncates``). ``replaces``: ``ChangeSet``'s."""
     batch_id = int(batch_id)
     skipped = _already_applied(sink, batch_id)
     if skipped is not None:
@@ -514,8 +511,9 @@ def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec,
         sink.empty()
     t0 = time.monotonic()
     changes = reduce_changes(table, spec)
-    if replaces:
-        changes = dataclasses.replace(changes, replaces=tuple(replaces))
+    if replaces:  # chunks read again: their ranges hold these rows and no other
+        changes = ChangeSet(changes.table, changes.keys, changes.columns, changes.scd_type,
+                            tuple(replaces))
     t1 = time.monotonic()
     result = sink.write(changes, batch_id)
     t2 = time.monotonic()

@@ -16,8 +16,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from sink_support import TargetFactory
+from sink_support import TargetFactory, change_rows
 
+from sparkcdc.apply import ApplySpec, apply_arrow
 from sparkcdc.sinks.base import DELETE, NEW, OP, UPSERT, ChangeSet, KeyRange, holds_any
 from sparkcdc.sinks.sql import range_condition
 
@@ -148,3 +149,18 @@ def test_a_range_holds_its_values_and_nulls_only_when_it_has_no_start():
     assert range_condition(KeyRange("c", 5, 10), "c") == ("(c >= %s AND c < %s)", [5, 10])
     assert range_condition(KeyRange("c", 5), "c") == ("(c >= %s)", [5])
     assert range_condition(KeyRange("c"), "c") == ("(TRUE)", [])
+
+
+def test_the_pipelines_driver_path_hands_its_ranges_to_the_sink(tmp_path, request):
+    """``apply_arrow``, the pipeline's write from the driver: the change rows reduced, the
+    ranges carried to the sink with them."""
+    factory = TargetFactory("delta", request, tmp_path)
+    sink = factory()
+    try:
+        apply_arrow(sink, change_rows(list(range(1, 11)), 1), 1, ApplySpec(keys=("id",)))
+        apply_arrow(sink, change_rows([2, 3], 100), 2, ApplySpec(keys=("id",)),
+                    replaces=(KeyRange("id", None, 5),))
+        got = sink.read()
+        assert sorted(got.column("id").to_pylist()) == [2, 3, 5, 6, 7, 8, 9, 10]
+    finally:
+        factory.close()
