@@ -48,6 +48,7 @@ from sparkcdc.sinks.base import (
     UPSERT,
     VERSION,
     ChangeSet,
+    KeyRange,
     Sink,
     WriteResult,
 )
@@ -495,12 +496,12 @@ class ApplyChanges:
 
 
 def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec,
-                empty_first: bool = False) -> WriteResult:
+                empty_first: bool = False, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
     """One micro-batch of change rows already on the driver (``arrow-batches``), reduced in
     Arrow (``reduce_changes``) and written like ``ApplyChanges.apply`` does.
     ``empty_first``: a TRUNCATE came before these rows, so the target is emptied before
     they are written (unless it has the batch already: a replay empties nothing); so does
-    a row ``apply_as_truncates`` marks (``cut_truncates``)."""
+    a row ``apply_as_truncates`` marks (``cut_truncates``). ``replaces``: ``ChangeSet``'s."""
     batch_id = int(batch_id)
     skipped = _already_applied(sink, batch_id)
     if skipped is not None:
@@ -510,6 +511,9 @@ def apply_arrow(sink: Sink, table: pa.Table, batch_id: int, spec: ApplySpec,
         sink.empty()
     t0 = time.monotonic()
     changes = reduce_changes(table, spec)
+    if replaces:  # chunks read again: their ranges hold these rows and no other
+        changes = ChangeSet(changes.table, changes.keys, changes.columns, changes.scd_type,
+                            tuple(replaces))
     t1 = time.monotonic()
     result = sink.write(changes, batch_id)
     t2 = time.monotonic()

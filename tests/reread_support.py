@@ -21,6 +21,9 @@ from sparkcdc.spark.offset_view import read_offset, table_entry
 
 ROWS = 1500  # per table; chunks of 50: 30 chunks read again
 COLUMNS = ("v", "s")  # compared besides the key
+# keys the source never has (ids 1..ROWS, the writer's new ones from 2 * ROWS), put into a
+# merge target behind the pipeline: in the first chunk, a middle one, past the last key
+STRAYS = (-7, 2 * ROWS - 500, 10**6 + 1)
 
 
 def make_tables(mariadb, db: str, rows: int = ROWS) -> None:
@@ -136,6 +139,8 @@ class Target:
             self.pg = request.getfixturevalue("pg_server")
         if kind == "kafka":
             self.broker = request.getfixturevalue("kafka_broker")
+        if kind == "mysql":  # a database of the source's server (the test's own MariaDB)
+            self.my = request.getfixturevalue("mariadb")
 
     def yaml(self) -> str:
         if self.kind == "delta":
@@ -144,6 +149,12 @@ class Target:
             pg = self.pg.info
             return (f"  type: postgres\n  host: {pg.host}\n  port: {pg.port}\n"
                     f"  user: {pg.user}\n  password: {pg.password}\n  database: {pg.database}\n")
+        if self.kind == "mysql":
+            i = self.my.info
+            return (f"  type: mysql\n  hostname: 127.0.0.1\n  port: {i.port}\n"
+                    f"  username: {i.admin_user}\n  password: {i.admin_password}\n")
+        if self.kind == "iceberg":
+            return f"  type: iceberg\n  warehouse: {self.tmp_path}/warehouse\n"
         return (f"  type: kafka\n  properties.bootstrap.servers: "
                 f"{self.broker.bootstrap_servers}\n  value.format: debezium-json\n")
 
@@ -163,6 +174,18 @@ class Target:
                 return {}
             assert len(got) == len({r[0] for r in got}), "a key is held twice"
             return {r[0]: tuple(r[1:]) for r in got}
+        if self.kind == "mysql":
+            try:
+                got = self.my.query(f"SELECT id, {', '.join(columns)} FROM "
+                                    f"`{self.out}`.`{table}`")
+            except Exception:  # noqa: BLE001 - not created yet, or the column not yet
+                return {}
+            assert len(got) == len({r[0] for r in got}), "a key is held twice"
+            return {r[0]: tuple(r[1:]) for r in got}
+        if self.kind == "iceberg":
+            got = self._iceberg(table).read().to_pylist()
+            assert len(got) == len({r["id"] for r in got}), "a key is held twice"
+            return {r["id"]: tuple(r.get(c) for c in columns) for r in got}
         sink = sinks.create("kafka", self.broker.info.sink_options(topic=f"{self.out}.{table}"))
         try:
             msgs = sink.read().to_pylist()
@@ -190,6 +213,10 @@ class Target:
         assert len(got) == len({r["id"] for r in got}), "a key is held twice"
         return {r["id"]: tuple(r.get(c) for c in columns) for r in got}
 
+    def _iceberg(self, table: str):
+        return sinks.create("iceberg", {"warehouse": f"{self.tmp_path}/warehouse",
+                                        "table": f"{self.out}.{table}"})
+
     def truncates(self, table: str) -> int:
         """How many truncate events the table's topic holds in its partition 0 (a Kafka
         target's "emptied")."""
@@ -210,6 +237,10 @@ class Target:
         elif self.kind == "postgres":
             self.pg.execute(f'DELETE FROM "{self.out}"."{table}" WHERE id <= 5')
             self.pg.execute(f'UPDATE "{self.out}"."{table}" SET v = -1 WHERE id > 5 AND id <= 10')
+        elif self.kind == "mysql":
+            self.my.execute(f"DELETE FROM `{table}` WHERE id <= 5",
+                            f"UPDATE `{table}` SET v = -1 WHERE id > 5 AND id <= 10",
+                            database=self.out)
 
     def add_stray(self, table: str, key: int) -> None:
         """A key the source never had, written into the target behind the pipeline."""
@@ -220,6 +251,15 @@ class Target:
             one = one.set_column(one.schema.get_field_index("id"), "id",
                                  pa.array([key], one.schema.field("id").type))
             deltalake.write_deltalake(dt, one, mode="append")
+        elif self.kind == "mysql":
+            self.my.execute(f"INSERT INTO `{table}` (id, v, s) VALUES ({key}, 1, 'stray')",
+                            database=self.out)
+        elif self.kind == "iceberg":
+            t = self._iceberg(table)._table()
+            one = t.scan(limit=1).to_arrow()
+            one = one.set_column(one.schema.get_field_index("id"), one.schema.field("id"),
+                                 pa.array([key], one.schema.field("id").type))
+            t.append(one)
         else:
             self.pg.execute(f'INSERT INTO "{self.out}"."{table}" (id, v, s) '
                             f"VALUES ({key}, 1, 'stray')")

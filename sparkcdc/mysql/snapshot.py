@@ -166,13 +166,18 @@ def select_list(schema: TableSchema) -> str:
 def chunk_query(schema: TableSchema, start: Any, end: Any, *,
                 chunk_key: str | None = None, where: str | None = None) -> str:
     """``SELECT <canonical exprs> FROM t WHERE k >= start AND k < end`` (null bounds omitted),
-    and ``AND (where)`` for a condition of the operator's."""
+    and ``AND (where)`` for a condition of the operator's. The first chunk (no start) also
+    holds the rows whose key is NULL (a configured, nullable chunk key): the stream filter
+    and the rollback place a NULL there (``mysql/locate.py``), so its select must too."""
     key = schema.column(chunk_key or schema.chunk_key)
     conds = []
     if start is not None:
         conds.append(f"{quote_ident(key.name)} >= {select_literal(start, key)}")
     if end is not None:
-        conds.append(f"{quote_ident(key.name)} < {select_literal(end, key)}")
+        below = f"{quote_ident(key.name)} < {select_literal(end, key)}"
+        if start is None and key.nullable:
+            below = f"({below} OR {quote_ident(key.name)} IS NULL)"
+        conds.append(below)
     if where:
         conds.append(f"({where})")
     sql = f"SELECT {select_list(schema)} FROM {schema.table_id.quoted()}"

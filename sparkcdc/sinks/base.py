@@ -8,6 +8,7 @@ sink writes it atomically together with the batch id, so a replayed batch change
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import zlib
@@ -34,6 +35,50 @@ BATCHES_TABLE = "_sparkcdc_batches"  # side table for the last applied batch id 
 
 
 @dataclass(frozen=True)
+class KeyRange:
+    """The rows of a target whose ``column`` lies in ``[start, end)``: the range of a chunk
+    read again (``ChangeSet.replaces``). ``None`` is unbounded; the range with no start
+    also holds the rows whose ``column`` is NULL, as the first chunk does
+    (``core/chunking.py``). The bounds are the chunk's, as the source reads them: ints,
+    Decimals or dates, the types whose order every target shares with the source (a
+    string's order is its collation's, which no target knows)."""
+
+    column: str
+    start: Any = None
+    end: Any = None
+
+    def holds(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """Whether each of ``values`` (the column's) lies in the range; never null."""
+        n = len(values)
+        inside = pa.array(np.ones(n, bool))
+        if self.start is not None:
+            inside = pc.and_(inside, pc.fill_null(
+                pc.greater_equal(values, pa.scalar(self.start, values.type)), False))
+        if self.end is not None:
+            inside = pc.and_(inside, pc.fill_null(
+                pc.less(values, pa.scalar(self.end, values.type)), False))
+            if self.start is None:
+                inside = pc.or_(inside, pc.is_null(values))
+        return inside.combine_chunks() if isinstance(inside, pa.ChunkedArray) else inside
+
+    def meets(self, lo: Any, hi: Any, nulls: bool = False) -> bool:
+        """Whether a file whose ``column`` lies in ``[lo, hi]`` (``nulls``: it also holds
+        nulls) may hold a row of the range."""
+        if nulls and self.start is None:
+            return True
+        return ((self.start is None or hi >= self.start)
+                and (self.end is None or lo < self.end))
+
+
+def holds_any(ranges: tuple[KeyRange, ...], rows: pa.Table) -> pa.Array:
+    """Whether each row of ``rows`` lies in one of ``ranges`` (each by its own column)."""
+    out = pa.array(np.zeros(rows.num_rows, bool))
+    for r in ranges:
+        out = pc.or_(out, r.holds(rows.column(r.column)))
+    return out
+
+
+@dataclass(frozen=True)
 class ChangeSet:
     """The net changes of one micro-batch for one target table.
 
@@ -54,18 +99,32 @@ class ChangeSet:
     new. A sink may append such rows without looking up their keys, which is what makes a
     snapshot an append rather than a merge over the whole target; ``split_new`` says which
     rows it may append.
+
+    ``replaces`` (SCD type 1 only): ranges of chunks read again in this batch
+    (docs/algorithm.md, "Reading a table again"). Their rows are the source's whole state
+    there as of the batch's end, so after the batch the target holds in each range only
+    keys the batch upserts: any other row there (a row the source deleted before its chunk
+    was read, a key written into the target behind the pipeline) is deleted in the same
+    commit. A sink may delete every row of the ranges first and then apply the batch,
+    which comes to the same.
     """
 
     table: pa.Table
     keys: tuple[str, ...]
     columns: tuple[str, ...]
     scd_type: int = 1
+    replaces: tuple[KeyRange, ...] = ()
 
     def __post_init__(self):
         missing = [k for k in self.keys if k not in self.columns]
         if missing:
             raise SchemaError(f"key columns {missing} are not among the target columns",
                               fix="include the keys in column_list")
+        outside = [r.column for r in self.replaces if r.column not in self.columns]
+        if outside or (self.replaces and self.scd_type != 1):
+            raise SchemaError(f"ranges to replace by {outside or 'a history table'}: only a "
+                              "target column of an SCD type 1 table can bound them",
+                              fix="a bug: the pipeline gives ranges only to such tables")
 
     @property
     def target_schema(self) -> pa.Schema:
@@ -114,8 +173,7 @@ class ChangeSet:
         if may_hold(*_bounds(new[self.keys[0]])):
             return none, self
         rest = self.table.filter(pc.invert(is_new))
-        return (new.select(self.target_schema.names),
-                ChangeSet(rest, self.keys, self.columns, self.scd_type))
+        return (new.select(self.target_schema.names), dataclasses.replace(self, table=rest))
 
     def key_bounds(self) -> tuple[Any, Any] | None:
         """``(min, max)`` of the first key column over every row, or None if empty."""
@@ -329,18 +387,21 @@ class Sink(ABC):
         raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
-                      changed_keys: pa.Table, batch_id: int) -> dict[str, Any]:
+                      changed_keys: pa.Table, batch_id: int,
+                      replaces: tuple[KeyRange, ...] = ()) -> dict[str, Any]:
         """In a Spark task: slice ``index``'s planned changes, uncommitted: ``upserts``
         (rows to hold, shaped as the target stores them) and ``changed_keys`` (the key
-        columns of every upserted or deleted key). What the driver's commit needs about
-        them (a few hundred bytes a file, whatever its rows)."""
+        columns of every upserted or deleted key); ``replaces``: the batch's ranges whose
+        other rows go (``ChangeSet.replaces``; a sink may leave them to ``commit_changes``).
+        Called for every slice when there are ranges, rows or none. What the driver's
+        commit needs about them (a few hundred bytes a file, whatever its rows)."""
         raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
         """On the driver: every slice's changes of a batch in one commit with the batch id
         (a target that has the batch commits nothing); what attempts that died left is
-        removed."""
+        removed. ``replaces``: as ``write_changes`` got them."""
         raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
+from sparkcdc.sinks.base import KeyRange
 
 
 def arrow_kind(t: pa.DataType) -> str | None:
@@ -92,6 +94,34 @@ def plain_text(col: pa.Array, kind: str) -> pa.Array:
     if kind == "duration":
         return pa.array([time_text(v) for v in col.to_pylist()], pa.string())
     return pc.cast(col, pa.string())  # integers, decimals, strings, dates
+
+
+def range_condition(r: KeyRange, column: str) -> tuple[str, list[Any]]:
+    """``r`` as a ``WHERE`` condition on ``column`` (quoted already) with ``%s``
+    placeholders (psycopg's and PyMySQL's), and their values: the target compares the
+    bounds, ints, Decimals or dates, in their own order, as the source does."""
+    conds, args = [], []
+    for op, v in ((">=", r.start), ("<", r.end)):
+        if v is not None:
+            conds.append(f"{column} {op} %s")
+            args.append(v)
+    if r.start is None and r.end is not None:
+        return f"({conds[0]} OR {column} IS NULL)", args
+    return "(" + (" AND ".join(conds) or "TRUE") + ")", args
+
+
+def clear_ranges(cur: Any, target: str, quote: Callable[[str], str],
+                 replaces: tuple[KeyRange, ...]) -> int:
+    """In a batch's transaction, before its rows are applied: the target's rows in the
+    ranges of chunks read again deleted (``ChangeSet.replaces``: the batch's rows hold the
+    ranges anew). ``target`` and ``quote``: the dialect's quoted name and identifier
+    quoting. How many rows went."""
+    n = 0
+    for r in replaces:
+        cond, args = range_condition(r, quote(r.column))
+        cur.execute(f"DELETE FROM {target} WHERE {cond}", args)
+        n += max(0, cur.rowcount)
+    return n
 
 
 # -- staging tables that Spark tasks load and the driver applies (postgres/staging.py) ----------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from sparkcdc.core.chunking import decode_value
 from sparkcdc.core.offsets import BinlogOffset
@@ -53,6 +54,21 @@ def table_entry(offset: dict, table: str) -> dict:
 def tables_read(offset: dict) -> set[str]:
     """The tables (``db.table``) whose chunks the batch reads."""
     return {f"{c['database']}.{c['table']}" for c in offset.get("batch_chunks") or ()}
+
+
+def reread_ranges(offset: dict, table: str) -> list[tuple[Any, Any]]:
+    """The ``[start, end)`` (None: unbounded) of each chunk of ``table`` the batch reads
+    again whole (``sparkcdc snapshot`` with no condition: the assigner's rereads), in key
+    order; a chunk read again in part (``--where``) is not among them. Indexed once per
+    offset, as ``table_entry``."""
+    index = offset.get("__rereads")
+    if index is None:
+        index = offset["__rereads"] = {}
+        for c in offset.get("batch_chunks") or ():
+            if c.get("where") == "":
+                index.setdefault(f"{c['database']}.{c['table']}", []).append(
+                    (decode_value(c["start"]), decode_value(c["end"])))
+    return list(index.get(table, ()))
 
 
 def table_phase(offset: dict, table: str) -> str:

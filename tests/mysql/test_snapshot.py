@@ -8,6 +8,8 @@ printed as the server prints it). MariaDB's JSON is a LONGTEXT whose text is kep
 
 from __future__ import annotations
 
+import dataclasses
+
 from types_support import cdc
 
 from sparkcdc.core.schema import TableId
@@ -72,3 +74,22 @@ def test_mariadb_json_text_is_kept_as_written(mariadb, db):
     stored = dict(mariadb.query("SELECT id, j FROM docs", database=db))
     assert snapshot == stored
     assert [snapshot[i] for i in range(1, 6)] == DOCS  # spacing, key order and digits as written
+
+
+def test_the_first_chunk_holds_the_rows_whose_chunk_key_is_null(mariadb, db):
+    """A configured, nullable chunk key: the stream filter and the rollback place a NULL in
+    the first chunk (``locate``), so the first chunk's select reads those rows too, and no
+    other chunk does; together the chunks read every row once."""
+    mariadb.execute("CREATE TABLE n (id INT PRIMARY KEY, c INT NULL)",
+                    "INSERT INTO n VALUES (1, NULL), (2, 5), (3, NULL), (4, 20), (5, 10)",
+                    database=db)
+    conn = cdc(mariadb)
+    schema = dataclasses.replace(load_table_schema(conn, TableId(db, "n")), chunk_key="c")
+    assert schema.column("c").nullable
+
+    def ids(start, end):
+        return sorted(read_chunk(conn, schema, start, end).column("id").to_pylist())
+
+    assert ids(None, 10) == [1, 2, 3]
+    assert ids(10, None) == [4, 5]
+    assert ids(None, None) == [1, 2, 3, 4, 5]

@@ -2,11 +2,13 @@
 (docs/algorithm.md "Reading a table again").
 
 A pipeline runs as a user runs it (``sparkcdc run``, a separate process) into Delta,
-PostgreSQL or Kafka, capturing two tables. A writer inserts, updates, deletes, re-inserts
+PostgreSQL or Kafka (and, in make test-faults, MySQL and Iceberg), capturing two tables. A writer inserts, updates, deletes, re-inserts
 deleted keys and changes keys, across the whole key space of both, all along. The target of
-one table is damaged by hand (merge sinks), then ``sparkcdc snapshot --tables`` reads it
-again, then ``snapshot --where`` reads part of it again, then a column added with a default
-is back-filled from the source's current rows, while the writer goes on: deletes land in
+one table is damaged by hand and given keys the source never had (merge sinks: in its first
+chunk, a middle one and past its last key), then ``sparkcdc snapshot --tables`` reads it
+again (each chunk's range in the target left holding the chunk's rows and no other), then
+``snapshot --where`` reads part of it again, then a column added with a default is
+back-filled from the source's current rows, while the writer goes on: deletes land in
 chunks not read yet, in the chunk being read and in finished ones. Once the writer
 stops, every target equals its source table, compared row by row here (the Kafka changelog
 read ``read_committed`` and replayed), and ``sparkcdc verify`` agrees; a key the source
@@ -14,6 +16,7 @@ does not have, put into the target, makes ``verify`` fail and name it.
 
 Before the fix, ``snapshot --tables`` took the table as a new generation: a delete to a key
 whose chunk was not read yet was dropped by the stream filter, and the target kept the row.
+Before chunks replaced their ranges, the keys only the target had stayed there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import pytest
 from cli_support import cli, run_tail, running, wait_for
 from pipeline_support import source_yaml
 from reread_support import (
+    STRAYS,
     Target,
     Writer,
     make_tables,
@@ -35,10 +39,13 @@ from reread_support import (
     source_rows,
 )
 
-SINK_KINDS = ["delta", "postgres", "kafka"]
+SINK_KINDS = ["delta", "postgres", "kafka", "mysql", "iceberg"]
+# the other merge sinks (a MySQL target, Iceberg from the driver): make test-faults
+KINDS = [k if k in ("delta", "postgres", "kafka") else pytest.param(k, marks=pytest.mark.faults)
+         for k in SINK_KINDS]
 
 
-@pytest.mark.parametrize("kind", SINK_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_reading_a_table_again_under_writes_leaves_target_equal_to_source(
         kind, mariadb, db, tmp_path, request):
     make_tables(mariadb, db)
@@ -55,6 +62,9 @@ def test_reading_a_table_again_under_writes_leaves_target_equal_to_source(
                          f"the snapshot of {t}\n{run_tail(log, ckpt)}")
             writer.start()
             target.damage("a")
+            if kind != "kafka":  # keys the source never had, written behind the pipeline:
+                for k in STRAYS:  # in the first chunk, a middle one, past the last key
+                    target.add_stray("a", k)
 
             # the whole table read again while the writer goes on
             before, m = writer.total(), mark(ckpt, a)
@@ -62,6 +72,8 @@ def test_reading_a_table_again_under_writes_leaves_target_equal_to_source(
             assert p.returncode == 0 and f"{a}: snapshotted again" in p.stdout, p.stdout + p.stderr
             wait_for(lambda: read_again(ckpt, a, m), 180, "the table read again")
             during_full = writer.total() - before
+            # each chunk's range holds its rows and no other: the strays went with them
+            assert not set(STRAYS) & set(target.rows("a")), run_tail(log, ckpt)
 
             # part of it read again (--where), the writer still going on
             before, m = writer.total(), mark(ckpt, a)

@@ -26,6 +26,7 @@ from typing import Any
 
 from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.run.life import RunLife
+from sparkcdc.pipeline.run.replaces import replaced
 from sparkcdc.pipeline.run.schema import SchemaInStream
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState
@@ -42,8 +43,9 @@ from sparkcdc.pipeline.run.task_files import (
     write_snapshot_files,
 )
 from sparkcdc.pipeline.run.write import Prepared, TargetWriter
+from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark import offset_view as ov
-from sparkcdc.spark.arrow_batches import decode_tables
+from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -59,6 +61,7 @@ class MicroBatch:
         self.schema = schema
         self.writer = writer
         self._workers = max(1, min(8, 2 * state.settings.parallelism))
+        self._replacing: dict[str, tuple[KeyRange, ...]] = {}  # the batch's, per table
 
     def run(self, df: Any, batch_id: int) -> None:
         """Split the batch by table, prepare each table's rows and write the targets at
@@ -68,6 +71,7 @@ class MicroBatch:
         batch_id = int(batch_id)
         state = self.state
         members = state.members
+        self._replacing = self._replaced(batch_id)
         plans = self._file_plans(batch_id)
         changing = self._change_plans(batch_id)
         staged = None
@@ -81,7 +85,9 @@ class MicroBatch:
                 if evented:
                     self._hand_back(out, staged, evented)
                     decoded = decode_tables(out.handed_back())
-                in_tasks = {t: changing[t] for t in out.kept - evented}
+                # a table with chunks read again clears their ranges, rows or none
+                in_tasks = {t: changing[t] for t in (out.kept | {
+                    t for t in changing if changing[t].replaces}) - evented}
                 # first: the rest of a table's batch records its batch id
                 self.writer.commit_files(out, batch_id, set(decoded) | set(in_tasks))
                 if in_tasks:
@@ -91,6 +97,9 @@ class MicroBatch:
         finally:
             if staged is not None:
                 staged.unpersist()
+        for t in self._replacing:  # no rows, but a range to clear: written all the same
+            if t not in decoded and t not in changing:
+                decoded[t] = TableChanges()
         work = [(members[t], ch) for t, ch in decoded.items()
                 if t in members and t not in state.handed
                 and members[t].state.gone is None]  # (its rows after that: not its own)
@@ -109,12 +118,29 @@ class MicroBatch:
             for f in [pool.submit(self._write, run, ch, batch_id) for run, ch in work]:
                 f.result()  # the first failure fails the batch (Spark replays it)
 
+    def _replaced(self, batch_id: int) -> dict[str, tuple[KeyRange, ...]]:
+        """Per table of the batch's generation, the ranges of its chunks read again whole
+        that its targets replace (``run/replaces.py``)."""
+        state = self.state
+        out: dict[str, tuple[KeyRange, ...]] = {}
+        for t, run in state.members.items():
+            st = run.state
+            off = state.ckpt.offset(st, batch_id)
+            if (t in state.handed or st.gone is not None or off is None
+                    or int(ov.table_entry(off, t).get("generation", 0)) != st.generation):
+                continue
+            ranges = replaced(state, run, off)
+            if ranges:
+                out[t] = ranges
+        return out
+
     def _file_plans(self, batch_id: int) -> dict[str, FilePlan]:
         """The tables whose snapshot rows in this batch the tasks that read them may write
         as files of their targets (``task_files``): a merge sink whose every target takes
         files, no transform, no rule but the default delete, no schema change waiting, of
         the batch's generation and with chunks in the batch (in its snapshot, or read
-        again).
+        again in part; a chunk read again whole replaces its range, which a file of new
+        rows cannot: ``run/replaces.py``).
         None with an ``on_batch`` hook, which watches every row on the driver."""
         state = self.state
         if (self.writer.on_batch is not None or state.sink_kind() != "merge"
@@ -125,7 +151,7 @@ class MicroBatch:
         for t, run in state.members.items():
             st = run.state
             if (t in state.handed or st.gone is not None or st.pending_ddl
-                    or run.shaper.active or not self._takes_files(run)):
+                    or run.shaper.active or t in self._replacing or not self._takes_files(run)):
                 continue
             spec = run.shaper.spec(run.keys)
             off = state.ckpt.offset(st, batch_id)
@@ -164,7 +190,7 @@ class MicroBatch:
             creation = tuple(sorted(state.creation(t).items()))
             plans[t] = ChangePlan(t, run.schema, run.rows_schema, spec, run.keys, tuple(
                 TargetWrite(target, st.app_id, st.batch_base + batch_id, creation)
-                for target in state.targets(st)))
+                for target in state.targets(st)), self._replacing.get(t, ()))
         return plans
 
     @staticmethod
@@ -223,9 +249,12 @@ class MicroBatch:
         if off is not None and int(ov.table_entry(off, run.state.table).get(
                 "generation", 0)) != run.state.generation:
             return None
+        ranges = self._replacing.get(run.state.table, ())
         if changes.events or run.state.pending_ddl:
-            return Prepared(run, *self.schema.apply_events(run, changes, batch_id))
-        return Prepared(run, self.shapes.transformed(run, changes.rows()))
+            return Prepared(run, *self.schema.apply_events(run, changes, batch_id),
+                            replaces=ranges)
+        rows = changes.rows() if changes.parts else run.rows_schema.empty_table()
+        return Prepared(run, self.shapes.transformed(run, rows), replaces=ranges)
 
     def _write(self, run: TableRun, changes: Any, batch_id: int) -> None:
         p = self._prepare(run, changes, batch_id)

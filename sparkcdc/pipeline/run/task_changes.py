@@ -45,7 +45,7 @@ from sparkcdc.pipeline.definition.conversions import convert_rows
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
 from sparkcdc.pipeline.run.task_files import CHANGES, TargetWrite
 from sparkcdc.pipeline.schema.in_stream import conform
-from sparkcdc.sinks.base import DELETE, UPSERT, KeySlices
+from sparkcdc.sinks.base import DELETE, UPSERT, KeyRange, KeySlices
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 
 
@@ -59,6 +59,9 @@ class ChangePlan:
     spec: ApplySpec
     keys: tuple[str, ...]
     writes: tuple[TargetWrite, ...]
+    # chunks read again in the batch: their ranges hold their rows and no other
+    # (``ChangeSet.replaces``); every slice's task runs then, rows or none
+    replaces: tuple[KeyRange, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,13 +102,15 @@ def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob
     def route(row: Any) -> Iterator[tuple[int, tuple[int, int, bytes]]]:
         yield from route_rows(row[0], bytes(row[1]), plans, jobs, by_table, extras)
 
-    def write(items: Iterable[tuple[int, tuple[int, int, bytes]]]) -> Iterator[str]:
-        for o in write_slices(items, plans, jobs, sink_type, options):
+    def write(index: int, items: Iterable[tuple[int, tuple[int, int, bytes]]]
+              ) -> Iterator[str]:
+        for o in write_slices(items, plans, jobs, sink_type, options, index):
             yield json.dumps(o.__dict__)
 
     parts = (staged.filter((F.col("kind") == CHANGES) & F.col("tbl").isin(sorted(plans)))
              .select("tbl", "payload"))
-    got = parts.rdd.flatMap(route).partitionBy(n, lambda k: k).mapPartitions(write).collect()
+    got = (parts.rdd.flatMap(route).partitionBy(n, lambda k: k)
+           .mapPartitionsWithIndex(write).collect())
     return [SliceOutcome(**json.loads(g)) for g in got]
 
 
@@ -129,12 +134,19 @@ def route_rows(table: str, ipc: bytes, plans: dict[str, ChangePlan], jobs: list[
 
 def write_slices(items: Iterable[tuple[int, tuple[int, int, bytes]]],
                  plans: dict[str, ChangePlan], jobs: list[SliceJob], sink_type: str,
-                 options: dict[str, str]) -> Iterator[SliceOutcome]:
-    """In a task: the slices of its shuffle partition, each reduced to one change per key
-    and written by its target."""
+                 options: dict[str, str], partition: int | None = None
+                 ) -> Iterator[SliceOutcome]:
+    """In a task: the slices of its shuffle partition (``partition``), each reduced to one
+    change per key and written by its target; a slice of a table with ranges to replace
+    is written with no rows too (its stored rows there go)."""
     pieces: dict[tuple[int, int], list[pa.Table]] = {}
     for _pid, (i, s, ipc) in items:
         pieces.setdefault((i, s), []).append(from_ipc(ipc))
+    for i, job in enumerate(jobs):
+        s = -1 if partition is None else partition - job.first
+        if 0 <= s < job.slices.count and plans[job.table].replaces:
+            pieces.setdefault((i, s), [conform(plans[job.table].rows_schema.empty_table(),
+                                               plans[job.table].rows_schema)])
     for (i, s), tables in sorted(pieces.items(), key=lambda kv: kv[0]):
         job = jobs[i]
         plan = plans[job.table]
@@ -150,5 +162,6 @@ def write_slices(items: Iterable[tuple[int, tuple[int, int, bytes]]],
                 continue
             changes = reduce_changes(rows, plan.spec)
             written = sink.write_changes(job.slices, s, changes.rows(UPSERT),
-                                         changes.key_rows(UPSERT, DELETE), w.batch_id)
+                                         changes.key_rows(UPSERT, DELETE), w.batch_id,
+                                         plan.replaces)
         yield SliceOutcome(i, written, rows.num_rows, newest_ts)

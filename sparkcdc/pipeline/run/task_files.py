@@ -14,7 +14,8 @@ rows a target may hold already) comes back as it was, for the driver's own path.
 Why this is exact. A batch's chunk rows and its window's changes name different keys: the
 window passes a change only for keys of chunks finished before it, and the chunks of this
 batch are finished at its end (docs/algorithm.md). A chunk read again (a re-read, the keys
-already in the target) is never new and takes the driver's path. So the files and the
+already in the target) is seldom new, and one that replaces its range (``run/replaces.py``)
+is never planned here: a file of new rows cannot delete the range's other rows. So the files and the
 driver's merge of the same table never hold one key twice, and their order does not
 matter; the driver commits the files first (``commit_files``), then writes the rest.
 

@@ -25,6 +25,7 @@ from sparkcdc.pipeline.run.table_run import TableRun, note_emit_lag
 from sparkcdc.pipeline.run.task_changes import ChangePlan, SliceJob, SliceOutcome
 from sparkcdc.pipeline.run.task_files import TaskOutput
 from sparkcdc.pipeline.schema.in_stream import conform
+from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -33,11 +34,14 @@ log = logging.getLogger("sparkcdc.pipeline")
 @dataclass
 class Prepared:
     """A table's rows of a micro-batch, shaped like its target (events applied, transform
-    run); ``empty_first``: a TRUNCATE came before them, the target is emptied first."""
+    run); ``empty_first``: a TRUNCATE came before them, the target is emptied first;
+    ``replaces``: the ranges of its chunks read again in the batch, whose other rows go
+    (``ChangeSet.replaces``, ``run/replaces.py``)."""
 
     run: TableRun
     rows: pa.Table
     empty_first: bool = False
+    replaces: tuple[KeyRange, ...] = ()
 
 
 class TargetWriter:
@@ -79,7 +83,7 @@ class TargetWriter:
             else:
                 spec = run.shaper.spec(run.keys)
                 for sink in targets.each_sink(run.sink):  # each target skips what it has
-                    apply_arrow(sink, rows, target_batch, spec, p.empty_first)
+                    apply_arrow(sink, rows, target_batch, spec, p.empty_first, p.replaces)
         self._written(run, rows, batch_id, df)
 
     def write_on_executors(self, ready: list[Prepared], batch_id: int) -> None:
@@ -101,7 +105,7 @@ class TargetWriter:
                 by_target.setdefault(target, []).append(
                     (run.state.app_id, ipc, run.state.batch_base + batch_id,
                      run.shaper.spec(run.keys), p.empty_first,
-                     state.creation(run.state.table)))
+                     state.creation(run.state.table), p.replaces))
             runs.setdefault(run.state.target, []).append((run, rows))
         if not by_target:
             return
@@ -192,7 +196,7 @@ class TargetWriter:
                 sinks = dict(zip(state.targets(member.state), targets.each_sink(member.sink)))
                 result = sinks[job.write.target].commit_changes(
                     job.slices, [o.written for o in got if o.written is not None],
-                    job.write.batch_id)
+                    job.write.batch_id, plans[job.table].replaces)
             log.info("batch %d: %s -> %s from %d task(s): %s", batch_id, job.table,
                      job.write.target, len(got), "skipped (has the batch)"
                      if result.skipped else result.counts)
@@ -229,11 +233,12 @@ class TargetWriter:
 
 def write_target(sink_type: str, options: dict, target: str, items: list) -> tuple[str, str]:
     """In a Spark task: write one target's tables of a batch, each item ``(app id, rows as
-    Arrow IPC, batch id, apply spec, empty first, creation options)`` with its batch id in
-    the same commit (a target that has the batch already skips it, as on the driver).
-    Returns the target and where it ran (the task's working directory: the executor's)."""
+    Arrow IPC, batch id, apply spec, empty first, creation options, ranges replaced)``
+    with its batch id in the same commit (a target that has the batch already skips it, as
+    on the driver). Returns the target and where it ran (the task's working directory:
+    the executor's)."""
 
-    for app_id, ipc, batch, spec, empty_first, creation in items:
+    for app_id, ipc, batch, spec, empty_first, creation, replaces in items:
         with targets.create_sink(sink_type, {**options, **creation}, target, app_id) as sink:
-            apply_arrow(sink, from_ipc(ipc), batch, spec, empty_first)
+            apply_arrow(sink, from_ipc(ipc), batch, spec, empty_first, replaces)
     return target, os.getcwd()

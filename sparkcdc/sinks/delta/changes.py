@@ -41,7 +41,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkcdc.sinks.base import KeySlices
+from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any
 from sparkcdc.sinks.delta import deletion_vectors as dv
 from sparkcdc.sinks.delta import files
 from sparkcdc.sinks.delta.log import DeltaLog
@@ -140,22 +140,32 @@ class SliceResult:
 
 def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
                 changed_keys: pa.Table, app_id: str, batch_id: int,
-                partition_by: tuple[str, ...] = ()) -> SliceResult:
+                partition_by: tuple[str, ...] = (),
+                replaces: tuple[KeyRange, ...] = ()) -> SliceResult:
     """In a task: one slice's changes (module docstring, step 2). ``upserts``: the rows to
     write (shaped as the target stores them); ``changed_keys``: the key columns of every
-    changed key (upserted or deleted); ``owned``: the slice's files."""
+    changed key (upserted or deleted); ``owned``: the slice's files. ``replaces``: ranges
+    of chunks read again (``ChangeSet.replaces``): every row of the slice's files in them
+    is marked deleted too, and the batch's upserts (the chunks' rows among them) hold the
+    ranges anew. A stored row lies in a file of the slice that owns its key, so each
+    slice clears its own part of a range."""
     base = files.local(root)
     keys = changed_keys.column_names
     staging = files.staging_name(app_id, batch_id)
     touched_files: list[tuple[dict[str, Any], list[int], int]] = []
+    bounds = None
     if changed_keys.num_rows:
         first = changed_keys.column(keys[0])
-        lo, hi = pc.min(first).as_py(), pc.max(first).as_py()
+        bounds = pc.min(first).as_py(), pc.max(first).as_py()
+    if bounds is not None or replaces:
         for add in owned:
             r = _range(add, keys[0])
-            if r is not None and (r[1] < lo or r[0] > hi):
+            keyed = bounds is not None and (r is None or not (r[1] < bounds[0]
+                                                              or r[0] > bounds[1]))
+            ranged = any(_may_hold(add, x) for x in replaces)
+            if not keyed and not ranged:
                 continue
-            hit = _positions(base, add, changed_keys)
+            hit = _positions(base, add, changed_keys, replaces if ranged else ())
             if hit is not None:
                 touched_files.append((add, *hit))
     vectors = (dv.write_file(base, [p for _a, p, _n in touched_files], prefix=staging + "/")
@@ -166,27 +176,44 @@ def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
         Touched(add, vec, n) for (add, _p, n), vec in zip(touched_files, vectors)))
 
 
-def _positions(base: Path, add: dict[str, Any],
-               changed_keys: pa.Table) -> tuple[list[int], int] | None:
-    """The file's deleted positions after this batch (its vector's and the rows of changed
-    keys it holds), and how many this batch adds; None when it holds none of them."""
+def _may_hold(add: dict[str, Any], r: KeyRange) -> bool:
+    """Whether the file may hold a row of ``r``, from its statistics (integer columns;
+    any other, or none, may)."""
+    stats = json.loads(add["stats"]) if add.get("stats") else {}
+    lo = (stats.get("minValues") or {}).get(r.column)
+    hi = (stats.get("maxValues") or {}).get(r.column)
+    nulls = (stats.get("nullCount") or {}).get(r.column)
+    if not (isinstance(lo, int) and isinstance(hi, int) and isinstance(nulls, int)):
+        return True
+    return (nulls > 0 and r.start is None) or r.meets(lo, hi)
+
+
+def _positions(base: Path, add: dict[str, Any], changed_keys: pa.Table,
+               replaces: tuple[KeyRange, ...] = ()) -> tuple[list[int], int] | None:
+    """The file's deleted positions after this batch (its vector's, the rows of changed
+    keys it holds and its rows in ``replaces``), and how many this batch adds; None when
+    it holds none of them."""
     import pyarrow.parquet as pq
 
     keys = changed_keys.column_names
-    stored = pq.read_table(base / unquote(add["path"]), columns=keys)
+    ranged = [r.column for r in replaces if r.column not in keys]
+    stored = pq.read_table(base / unquote(add["path"]), columns=keys + sorted(set(ranged)))
     # as the rows name them (a file may hold string_view, which joins do not take)
-    stored = stored.cast(changed_keys.schema)
+    stored = stored.cast(pa.schema([changed_keys.schema.field(n) if n in keys
+                                    else stored.schema.field(n) for n in stored.column_names]))
     stored = stored.append_column("__pos", pa.array(range(stored.num_rows), pa.int64()))
     old = dv.Descriptor.from_action(add.get("deletionVector"))
     dead = dv.read(base, old) if old is not None else []
     if dead:
         stored = stored.filter(pc.invert(pc.is_in(stored["__pos"],
                                                   value_set=pa.array(dead, pa.int64()))))
-    hit = stored.join(changed_keys, keys, join_type="inner", use_threads=False)
-    if hit.num_rows == 0:
+    new = set(stored.select(keys + ["__pos"]).join(
+        changed_keys, keys, join_type="inner", use_threads=False).column("__pos").to_pylist())
+    if replaces:
+        new |= set(stored.filter(holds_any(replaces, stored)).column("__pos").to_pylist())
+    if not new:
         return None
-    new = hit.column("__pos").to_pylist()
-    return sorted(set(dead) | set(new)), len(new)
+    return sorted(set(dead) | new), len(new)
 
 
 def commit_changes(root: str, log: DeltaLog, plan_version: int, results: list[SliceResult],

@@ -35,6 +35,7 @@ from sparkcdc.sinks.base import (
     OP,
     START_AT,
     ChangeSet,
+    KeyRange,
     KeySlices,
     Sink,
     WriteResult,
@@ -170,14 +171,15 @@ class DeltaSink(Sink):
         return task_changes.plan_slices(log, keys[0], key_type, slices)
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
-                      changed_keys: pa.Table, batch_id: int) -> dict[str, Any]:
+                      changed_keys: pa.Table, batch_id: int,
+                      replaces: tuple[KeyRange, ...] = ()) -> dict[str, Any]:
         return task_changes.write_slice(
             self.config.path, slices.parts[index], storage_table(upserts),
             storage_table(changed_keys), self.config.app_id, batch_id,
-            self.config.partition_by).to_dict()
+            self.config.partition_by, replaces).to_dict()
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
         table = self._table()
         results = [task_changes.SliceResult.from_dict(w, slices) for w in written]
         # the table's own app id only: the batch's snapshot files may have been committed
@@ -277,14 +279,15 @@ class DeltaSink(Sink):
             custom_metadata={"sparkcdc.batch": str(batch_id)})
         append, rest = changes.split_new(lambda lo, hi: _may_hold(table, changes.keys[0],
                                                                   lo, hi))
-        if rest.num_rows == 0:
+        if rest.num_rows == 0 and not changes.replaces:
             # new rows only, or none: an append; an empty one still records the batch id
             dl.write_deltalake(table, storage_table(append).select(target_schema.names),
                                mode="append", commit_properties=props)
         else:
             self._merge(table, storage_table(changes.table), target_schema.names, changes,
                         rest, props)
-        counts = changes.counts(appended=append.num_rows if rest.num_rows == 0 else 0)
+        counts = changes.counts(appended=append.num_rows if rest.num_rows == 0
+                                and not changes.replaces else 0)
         self._maybe_compact(table, batch_id)
         return WriteResult(batch_id, counts=counts)
 
@@ -318,6 +321,9 @@ class DeltaSink(Sink):
                                            predicate=f"{op} = 'upsert'")
                       .when_matched_update(patch, predicate=f"{op} = 'patch'"))
             m = m.when_not_matched_insert(insert, predicate=f"{op} <> 'delete'")
+            if changes.replaces:  # a chunk read again: its range holds its rows, no other
+                m = m.when_not_matched_by_source_delete(predicate=" OR ".join(
+                    _in_range(r, source.schema.field(r.column).type) for r in changes.replaces))
         metrics = m.execute()
         log.debug("merge into %s: %s", self.config.path, metrics)
 
@@ -374,6 +380,27 @@ def _literal(value: Any, t: pa.DataType) -> str | None:
     if pa.types.is_date32(t):
         return f"CAST('{value.isoformat()}' AS DATE)"
     return None
+
+
+def _in_range(r: KeyRange, t: pa.DataType) -> str:
+    """``r`` as delta-rs' SQL over the target (alias ``t``)."""
+    col = f"t.{_q(r.column)}"
+
+    def lit(v: Any) -> str:
+        if pa.types.is_decimal(t):
+            return f"CAST('{v:f}' AS DECIMAL({t.precision}, {t.scale}))"
+        text = _literal(v, t)
+        if text is None:
+            raise SchemaError(f"a chunk read again bounds {r.column} ({t}), which the delta "
+                              "sink cannot compare", fix="a bug: the pipeline gives ranges "
+                              "of integer, decimal and date columns only")
+        return text
+
+    conds = [f"{col} {op} {lit(v)}" for op, v in ((">=", r.start), ("<", r.end))
+             if v is not None]
+    if r.start is None and r.end is not None:
+        return f"({conds[0]} OR {col} IS NULL)"
+    return "(" + (" AND ".join(conds) or "TRUE") + ")"
 
 
 def _narrowing(rest: ChangeSet, partition_by: tuple[str, ...]) -> str:

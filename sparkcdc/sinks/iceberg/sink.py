@@ -44,9 +44,11 @@ from sparkcdc.sinks.base import (
     UPSERT,
     VERSION,
     ChangeSet,
+    KeyRange,
     Sink,
     WriteResult,
     check_key_not_null,
+    holds_any,
     log,
     micros,
 )
@@ -141,14 +143,14 @@ class IcebergSink(Sink):
             return WriteResult(batch_id, skipped=True)
         key = changes.keys[0]
         appendable, rest = changes.split_new(
-            lambda lo, hi: _may_hold(table, _between(key, lo, hi)))
+            lambda lo, hi: bool(changes.replaces) or _may_hold(table, _between(key, lo, hi)))
         arrow_schema = table.schema().as_arrow()
         with table.transaction() as tx:
             new_rows = storage_table(appendable).cast(arrow_schema)
             if new_rows.num_rows:
                 # first, while the transaction's view is the table split_new asked about
                 _claim_range(tx, _key_range(new_rows, key))
-            if rest.num_rows:
+            if rest.num_rows or changes.replaces:
                 _merge(table, tx, rest, arrow_schema)
             if new_rows.num_rows:
                 tx.append(new_rows)
@@ -176,15 +178,25 @@ def _merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema) -> None:
     file's own bounds of the first key column: a batch touching the first and last keys of a
     table of key-sorted files rewrites two files, not all of them. Each file is read once
     (``Transaction.delete`` would read a file straddling the range a second time to rewrite
-    its rows outside it) and dropped; its untouched rows go back with the new ones."""
+    its rows outside it) and dropped; its untouched rows go back with the new ones. The
+    rows in the ranges of chunks read again (``ChangeSet.replaces``) do not go back: the
+    batch's rows hold those ranges anew."""
     keys = list(changes.keys)
     ops = (CLOSE, AMEND) if changes.scd_type == 2 else (UPSERT, PATCH, DELETE)
     key_schema = pa.schema([arrow_schema.field(k) for k in keys])
     touched = _distinct(storage_table(changes.key_rows(*ops)).select(keys).cast(key_schema),
                         keys)
-    span = _key_range(touched, keys[0])
+    span = _key_range(touched, keys[0]) if touched.num_rows else None
     tasks = (_tasks_holding(table, span, keys[0], touched[keys[0]])
-             if table.current_snapshot() else [])
+             if table.current_snapshot() and span is not None else [])
+    if changes.replaces and table.current_snapshot():
+        from pyiceberg.expressions import Or
+
+        ranged = _ranges(changes.replaces)
+        span = ranged if span is None else Or(span, ranged)
+        have = {t.file.file_path for t in tasks}
+        tasks += [t for t in table.scan(row_filter=ranged).plan_files()
+                  if t.file.file_path not in have]
     current = arrow_schema.empty_table()
     if tasks:
         from pyiceberg.expressions import AlwaysTrue
@@ -193,7 +205,9 @@ def _merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema) -> None:
         current = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(
             tasks).cast(arrow_schema)
     is_touched = _touched_mask(current, touched, keys)
-    keep, hit = current.filter(pc.invert(is_touched)), current.filter(is_touched)
+    gone = pc.or_(is_touched, holds_any(changes.replaces, current)) if changes.replaces \
+        else is_touched
+    keep, hit = current.filter(pc.invert(gone)), current.filter(is_touched)
     if changes.scd_type == 1:
         new_rows = [storage_table(changes.rows(UPSERT)).cast(arrow_schema),
                     _patched(storage_table(changes.rows(PATCH)).cast(arrow_schema), hit, keys)]
@@ -210,6 +224,7 @@ def _merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema) -> None:
                             + [r.select(arrow_schema.names) for r in new_rows])
     if not tasks and not rows.num_rows:
         return  # deletes of keys the target does not hold
+    assert span is not None  # (tasks or rows: something was touched or replaced)
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     with tx.update_snapshot().overwrite() as overwrite:
@@ -328,6 +343,32 @@ def _as_bound_values(values: pa.ChunkedArray, iceberg_type) -> list | None:
     elif not isinstance(iceberg_type, (IntegerType, LongType, DecimalType, StringType)):
         return None
     return values.take(pc.sort_indices(values)).to_pylist()
+
+
+def _ranges(replaces: tuple[KeyRange, ...]):
+    """The rows of any of ``replaces`` as a pyiceberg filter (dates as ISO text)."""
+    from pyiceberg.expressions import (
+        AlwaysTrue,
+        And,
+        GreaterThanOrEqual,
+        IsNull,
+        LessThan,
+        Or,
+    )
+
+    out = None
+    for r in replaces:
+        def value(v):
+            return v.isoformat() if isinstance(v, dt.date) else v
+
+        cond = AlwaysTrue()
+        if r.start is not None:
+            cond = GreaterThanOrEqual(r.column, value(r.start))
+        if r.end is not None:
+            below = LessThan(r.column, value(r.end))
+            cond = And(cond, below) if r.start is not None else Or(below, IsNull(r.column))
+        out = cond if out is None else Or(out, cond)
+    return out
 
 
 def _distinct(t: pa.Table, keys: list[str]) -> pa.Table:

@@ -45,6 +45,7 @@ from sparkcdc.sinks.base import (
     UPSERT,
     VERSION,
     ChangeSet,
+    KeyRange,
     KeySlices,
     Sink,
     WriteResult,
@@ -58,6 +59,7 @@ from sparkcdc.sinks.mysql.config import MySQLConfig
 from sparkcdc.sinks.sql import (
     STAGE_CHANGES,
     STAGE_FILES,
+    clear_ranges,
     column_kind,
     plain_text,
     sql_type,
@@ -287,6 +289,8 @@ class MySQLSink(Sink):
                     conn.rollback()
                     self._pending = None
                     return WriteResult(batch_id, skipped=True)
+                # chunks read again: their ranges cleared, the batch's rows hold them anew
+                cleared = clear_ranges(cur, self._target, q, changes.replaces)
                 staged = self._apply_pending(cur, batch_id)
                 rest, appended = self._append_new(cur, changes)
                 if rest.num_rows:
@@ -304,6 +308,8 @@ class MySQLSink(Sink):
         counts = changes.counts(appended=appended)
         if staged:
             counts["staged new rows"] = staged
+        if cleared:
+            counts["rows cleared"] = cleared
         return WriteResult(batch_id, counts=counts)
 
     def _append_new(self, cur, changes: ChangeSet) -> tuple[ChangeSet, int]:
@@ -596,7 +602,8 @@ class MySQLSink(Sink):
         return KeySlices.hashed(keys[0], slices)
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
-                      changed_keys: pa.Table, batch_id: int) -> dict[str, Any]:
+                      changed_keys: pa.Table, batch_id: int,
+                      replaces: tuple[KeyRange, ...] = ()) -> dict[str, Any]:
         """In a task: the slice's upserts and deleted keys INSERTed into one staging table,
         ``__op`` telling them apart."""
         keys = [n for n in changed_keys.column_names if n in upserts.column_names]
@@ -614,11 +621,11 @@ class MySQLSink(Sink):
                 "columns": upserts.column_names, "upserts": n_up, "deletes": n_del}
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
         """Every slice's staging table applied in one transaction that records the batch
         id (``DELETE ... JOIN``, ``INSERT ... SELECT ... ON DUPLICATE KEY UPDATE``); then the
         batch's staging tables dropped (after it: MySQL's DDL commits)."""
-        done, staged = False, 0
+        done, staged, cleared = False, 0, 0
         conn = self.connection()
         try:
             with conn.cursor() as cur:
@@ -627,6 +634,7 @@ class MySQLSink(Sink):
                 if batch_id <= self._lock_batch(cur, self.config.app_id):
                     self._pending = None
                 else:
+                    cleared = clear_ranges(cur, self._target, q, replaces)
                     staged = self._apply_pending(cur, batch_id)
                     for w in written:
                         if not w.get("stage"):
@@ -659,7 +667,8 @@ class MySQLSink(Sink):
             "upsert": sum(int(w.get("upserts", 0)) for w in written),
             "delete": sum(int(w.get("deletes", 0)) for w in written),
             "staging tables": sum(1 for w in written if w.get("stage")),
-            **({"staged new rows": staged} if staged else {})})
+            **({"staged new rows": staged} if staged else {}),
+            **({"rows cleared": cleared} if cleared else {})})
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of the batches before it: the

@@ -39,6 +39,7 @@ from sparkcdc.sinks.base import (
     START_AT,
     UPSERT,
     ChangeSet,
+    KeyRange,
     KeySlices,
     Sink,
     WriteResult,
@@ -47,7 +48,7 @@ from sparkcdc.sinks.base import (
 )
 from sparkcdc.sinks.postgres import staging
 from sparkcdc.sinks.postgres.config import PostgresConfig
-from sparkcdc.sinks.sql import column_kind, plain_text, sql_type
+from sparkcdc.sinks.sql import clear_ranges, column_kind, plain_text, sql_type
 
 # the column type of each Arrow kind (sparkcdc.sinks.sql.arrow_kind)
 PG_TYPES = {
@@ -278,6 +279,7 @@ class PostgresSink(Sink):
             if batch_id <= last:
                 self._pending = None
                 return WriteResult(batch_id, skipped=True)
+            cleared = self._clear(cur, changes.replaces)
             staged = self._apply_pending(cur, batch_id)
             rest, appended = self._append_new(cur, changes, names)
             if rest.num_rows:
@@ -288,7 +290,13 @@ class PostgresSink(Sink):
         counts = changes.counts(appended=appended)
         if staged:
             counts["staged new rows"] = staged
+        if cleared:
+            counts["rows cleared"] = cleared
         return WriteResult(batch_id, counts=counts)
+
+    def _clear(self, cur, replaces: tuple[KeyRange, ...]) -> int:
+        return clear_ranges(cur, self._target.as_string(cur),
+                            lambda c: self._ident(c).as_string(cur), replaces)
 
     def _append_new(self, cur, changes: ChangeSet, names: list[str]) -> tuple[ChangeSet, int]:
         """COPY the batch's new rows straight into the target; returns the rows left to
@@ -612,7 +620,8 @@ class PostgresSink(Sink):
         return KeySlices.hashed(keys[0], slices)
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
-                      changed_keys: pa.Table, batch_id: int) -> dict[str, Any]:
+                      changed_keys: pa.Table, batch_id: int,
+                      replaces: tuple[KeyRange, ...] = ()) -> dict[str, Any]:
         """In a task: the slice's upserts and its deleted keys (the changed keys no upsert
         holds) COPYed into one staging table, ``__op`` telling them apart."""
         keys = [n for n in changed_keys.column_names if n in upserts.column_names]
@@ -631,12 +640,12 @@ class PostgresSink(Sink):
         return {"stage": stage, "rows": rows.num_rows, **desc}
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
         """Every slice's staging table applied in one transaction that records the batch
         id, and dropped in it (``DELETE ... USING``, ``INSERT ... ON CONFLICT``: the driver's
         own statements); then the batch's staging tables no commit used."""
         sql, I = self._pg.sql.SQL, self._ident
-        done, staged = False, 0
+        done, staged, cleared = False, 0, 0
         conn = self.connection()
         with self._key_kept(), conn.transaction(), conn.cursor() as cur:
             self._ensure_batches(cur)
@@ -644,6 +653,7 @@ class PostgresSink(Sink):
             if batch_id <= last:
                 self._pending = None
             else:
+                cleared = self._clear(cur, replaces)
                 staged = self._apply_pending(cur, batch_id)
                 for w in written:
                     if not w.get("stage"):
@@ -661,7 +671,8 @@ class PostgresSink(Sink):
             "upsert": sum(int(w.get("upserts", 0)) for w in written),
             "delete": sum(int(w.get("deletes", 0)) for w in written),
             "staging tables": sum(1 for w in written if w.get("stage")),
-            **({"staged new rows": staged} if staged else {})})
+            **({"staged new rows": staged} if staged else {}),
+            **({"rows cleared": cleared} if cleared else {})})
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of batches before it that are
