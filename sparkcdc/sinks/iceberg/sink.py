@@ -109,7 +109,8 @@ class IcebergSink(Sink):
     @classmethod
     def may_take_files(cls, options: Mapping[str, Any]) -> bool:
         warehouse = options.get("warehouse") or options.get("catalog.warehouse") or "?://"
-        return files.supported(str(warehouse))
+        version = str(options.get("table-property.format-version", "2"))
+        return files.supported(str(warehouse)) and version == "2"
 
     def takes_files(self) -> bool:
         """A table in a local folder, of format v2 (position deletes; pyiceberg writes no
