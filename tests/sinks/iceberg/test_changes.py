@@ -124,7 +124,7 @@ def test_a_small_batch_writes_the_change_not_the_table(tmp_path):
 
 def test_a_file_mostly_deleted_is_rewritten_and_a_conflict_fails_the_batch(tmp_path):
     sink, want = make(tmp_path, 1000, 250, **{"purge-deleted-share": "0.5"})
-    doomed = list(range(0, 200))  # 80% of the first file
+    doomed = list(range(200))  # 80% of the first file
     apply(sink, [], doomed, 1, 2)
     for k in doomed:
         del want[k]
