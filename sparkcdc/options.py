@@ -171,6 +171,13 @@ class Options:
             raise self.bad(key, f"must be positive, got {v!r}")
         return f
 
+    def share(self, key: str) -> float:
+        """A number in (0, 1]: a share of something's whole (a file's rows)."""
+        f = self.positive_number(key)
+        if f > 1:
+            raise self.bad(key, f"must be at most 1 (a share of a file's rows), got {f}")
+        return f
+
     def flag(self, key: str) -> bool:
         v = (self.get(key) or "").strip().lower()
         yes: tuple[str, ...] = ("true",)

@@ -232,6 +232,43 @@ class KeySlices:
         """``count`` slices by hash, whose tasks need nothing but their rows."""
         return cls(key, (), (None,) * max(1, count), version, "hash")
 
+    @classmethod
+    def by_ranges(cls, key: str, items: list[Any], ranges: list[tuple[Any, Any] | None],
+                  rows: list[int], n: int, version: int) -> KeySlices:
+        """At most ``n`` range slices of a target's stored files (``items``, each with its
+        first key's ``(min, max)`` in ``ranges`` and its row count in ``rows``): files
+        whose ranges overlap fall in one group, consecutive groups are packed into slices
+        of about equal rows, and slice ``i`` owns the keys from its first file's minimum up
+        to the next slice's and its groups' files (its ``parts``). So every stored row of
+        one of its keys lies in one of its files: one key has one writer, one file one
+        writer of its deletes. A file without a range, or ``n`` of 1, makes one slice."""
+        if n <= 1 or any(r is None for r in ranges):
+            return cls(key, (), (tuple(items),), version)
+        order = sorted(range(len(items)), key=lambda i: ranges[i])  # type: ignore[arg-type, return-value]
+        groups: list[list[int]] = []
+        hi = None
+        for i in order:
+            lo_i, hi_i = ranges[i]  # type: ignore[misc]
+            if groups and hi is not None and lo_i <= hi:
+                groups[-1].append(i)
+                hi = max(hi, hi_i)
+            else:
+                groups.append([i])
+                hi = hi_i
+        per = (sum(rows) or 1) / min(n, len(groups) or 1)
+        slices: list[list[int]] = [[]]
+        starts: list[Any] = []
+        acc = 0
+        for g in groups:
+            g_rows = sum(rows[i] for i in g)
+            if slices[-1] and acc + g_rows / 2 > per * len(slices) and len(slices) < n:
+                slices.append([])
+                starts.append(ranges[g[0]][0])  # type: ignore[index]
+            slices[-1].extend(g)
+            acc += g_rows
+        return cls(key, tuple(starts), tuple(tuple(items[i] for i in s) for s in slices),
+                   version)
+
     @property
     def count(self) -> int:
         return len(self.parts)

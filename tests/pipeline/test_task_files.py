@@ -127,8 +127,14 @@ pipeline:
     assert writer_of(defn(local, transform), "shop.b") == tasks
     assert writer_of(defn(local, pipeline="  write.snapshot-from-tasks: false\n"),
                      "shop.a") == "driver (delta-rs)"
-    assert writer_of(defn(f"  type: iceberg\n  warehouse: {tmp_path}/wh\n"), "shop.a") == \
+    iceberg = f"  type: iceberg\n  warehouse: {tmp_path}/wh\n"
+    assert writer_of(defn(iceberg), "shop.a") == "tasks (changes: key slices, position deletes)"
+    assert writer_of(defn(iceberg, pipeline="  write.changes-from-tasks: false\n"),
+                     "shop.a") == "snapshot: tasks; changes: driver (pyiceberg)"
+    assert writer_of(defn(iceberg + "  table-property.format-version: '1'\n"), "shop.a") == \
         "driver (pyiceberg)"
+    assert writer_of(defn("  type: iceberg\n  warehouse: s3://b/wh\n"
+                          "  catalog.uri: sqlite:///c.db\n"), "shop.a") == "driver (pyiceberg)"
     pg = "  type: postgres\n  user: u\n  database: d\n"
     assert writer_of(defn(pg), "shop.a") == "tasks (changes: hash slices, staging tables)"
     assert writer_of(defn(pg, pipeline="  write.changes-from-tasks: false\n"), "shop.a") == \

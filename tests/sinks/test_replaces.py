@@ -98,7 +98,7 @@ def _write(sink, changes: ChangeSet, batch: int, tasks: bool) -> None:
 
 
 @pytest.mark.parametrize("kind,tasks", [("delta", False), ("delta", True),
-                                        ("iceberg", False), ("postgres", False),
+                                        ("iceberg", False), ("iceberg", True), ("postgres", False),
                                         ("postgres", True), ("mysql", False), ("mysql", True)])
 def test_a_range_read_again_holds_its_chunk_rows_and_no_other(kind, tasks, request,
                                                                tmp_path):

@@ -63,34 +63,8 @@ def _range(add: dict[str, Any], key: str) -> tuple[Any, Any] | None:
 def plan_slices(log: DeltaLog, key: str, key_type: pa.DataType, n: int) -> KeySlices:
     """The slices of the table's live files for a batch (module docstring, step 1)."""
     adds = list(log.files.values())
-    ranges = [_range(a, key) for a in adds]
-    if n <= 1 or not pa.types.is_integer(key_type) or any(r is None for r in ranges):
-        return KeySlices(key, (), (tuple(adds),), log.version)
-    order = sorted(range(len(adds)), key=lambda i: ranges[i])  # type: ignore[arg-type, return-value]
-    groups: list[list[int]] = []
-    hi = None
-    for i in order:
-        lo_i, hi_i = ranges[i]  # type: ignore[misc]
-        if groups and hi is not None and lo_i <= hi:
-            groups[-1].append(i)
-            hi = max(hi, hi_i)
-        else:
-            groups.append([i])
-            hi = hi_i
-    total = sum(_rows(adds[i]) for i in order) or 1
-    per = total / min(n, len(groups) or 1)
-    slices: list[list[int]] = [[]]
-    starts: list[Any] = []
-    acc = 0
-    for g in groups:
-        rows = sum(_rows(adds[i]) for i in g)
-        if slices[-1] and acc + rows / 2 > per * len(slices) and len(slices) < n:
-            slices.append([])
-            starts.append(ranges[g[0]][0])  # type: ignore[index]
-        slices[-1].extend(g)
-        acc += rows
-    return KeySlices(key, tuple(starts), tuple(tuple(adds[i] for i in s) for s in slices),
-                     log.version)
+    ranges = [_range(a, key) for a in adds] if pa.types.is_integer(key_type) else [None]
+    return KeySlices.by_ranges(key, adds, ranges, [_rows(a) for a in adds], n, log.version)
 
 
 def _rows(add: dict[str, Any]) -> int:

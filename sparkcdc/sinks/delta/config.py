@@ -66,18 +66,11 @@ class DeltaConfig:
                    app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),
                    target_file_size=o.integer("target-file-size", lo=1),
                    deletion_vectors=o.flag("deletion-vectors"),
-                   purge_deleted_share=_share(o, "purge-deleted-share"),
+                   purge_deleted_share=o.share("purge-deleted-share"),
                    storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
                    table_properties=o.prefixed[PROPERTY_PREFIX],
                    catalog_table=(table_name_parts("delta", "catalog-table", name, 2)
                                   if name else None))
-
-
-def _share(o: Options, key: str) -> float:
-    f = o.positive_number(key)
-    if f > 1:
-        raise o.bad(key, f"must be at most 1 (a share of a file's rows), got {f}")
-    return f
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

@@ -20,6 +20,9 @@ OPTIONS = {
                               "(table property sparkcdc.batch-id.<app-id>)"),
     "compact-every": Opt("100", "a non-negative integer: every N batches, rewrite the "
                                 "table's small data files into few (0: never)"),
+    "purge-deleted-share": Opt("0.2", "a number in (0, 1]: a data file whose position "
+                                      "deletes delete this share of its rows is rewritten "
+                                      "without them after the batch, and at each compaction"),
     "partition-by": Opt(None, "comma-separated column names: the table is created "
                               "partitioned by their values (identity partitions)"),
 }
@@ -38,6 +41,7 @@ class IcebergConfig:
     compact_every: int = 100  # a long stream of small batches must not pile up files
     partition_by: tuple[str, ...] = ()  # identity partitions, when the table is created
     table_properties: dict[str, str] = field(default_factory=dict)  # likewise
+    purge_deleted_share: float = 0.2  # data files this much deleted are rewritten
 
     @property
     def identifier(self) -> tuple[str, str]:
@@ -46,6 +50,12 @@ class IcebergConfig:
     @property
     def batch_property(self) -> str:
         return f"sparkcdc.batch-id.{self.app_id}"
+
+    @property
+    def files_property(self) -> str:
+        """Where a batch whose task files were committed before its other changes is
+        recorded (the batch id proper follows with them)."""
+        return f"sparkcdc.files-batch-id.{self.app_id}"
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> IcebergConfig:
@@ -70,7 +80,8 @@ class IcebergConfig:
                    app_id=o.text("app-id"), catalog_properties=props,
                    compact_every=o.integer("compact-every", lo=0),
                    partition_by=o.names("partition-by"),
-                   table_properties=o.prefixed[PROPERTY_PREFIX])
+                   table_properties=o.prefixed[PROPERTY_PREFIX],
+                   purge_deleted_share=o.share("purge-deleted-share"))
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

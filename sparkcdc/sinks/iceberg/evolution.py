@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sparkcdc.sinks.evolution import Change, arrow_change
-from sparkcdc.sinks.iceberg.sink import storage_table
+from sparkcdc.sinks.iceberg.storage import storage_table
 
 
 def _stored(t: pa.DataType) -> pa.DataType:

@@ -10,11 +10,15 @@ Per batch, in one pyiceberg transaction:
   back with the new and patched ones (SCD2: closed versions), one ``overwrite`` snapshot;
 * the table property ``sparkcdc.batch-id.<app-id>`` is set,
 
-so data and batch id commit together. pyiceberg (0.12) writes no delete files, so there is no
-merge-on-read: ``Transaction.delete`` warns "Merge on read is not yet supported, falling back
-to copy-on-write" under ``write.delete.mode=merge-on-read``, its manifest writers only write
-data manifests (``ManifestWriterV2.content()`` is ``DATA``), and its scans refuse equality
-deletes. A position-delete file written by another engine is applied when the sink reads.
+so data and batch id commit together. That is the driver's path (``apply_changes``, and
+the pipeline's batches the tasks do not take). In a pipeline, Spark tasks write a table in
+a local warehouse themselves: a snapshot's rows as data files where they were read, and
+changes by key slices, merge-on-read, as new rows plus position delete files
+(``changes.py``); the driver commits each target once per batch with the batch id
+(``commit.py``: pyiceberg 0.12 cannot commit delete files itself). Every snapshot the sink
+commits names its app id and batch in its summary (``sparkcdc.app-id``,
+``sparkcdc.batch``), which is how the files of a batch's dead attempts are told from its
+own (``files.py``).
 
 Iceberg has no 8/16-bit integers (stored as ``int``) and no interval type: MySQL TIME
 (Spark ``interval day to second``) is stored as a ``long`` of microseconds.
@@ -22,60 +26,36 @@ Iceberg has no 8/16-bit integers (stored as ``int``) and no interval type: MySQL
 
 from __future__ import annotations
 
-import bisect
-import datetime as dt
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
 from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
-    AMEND,
-    CLOSE,
-    DELETE,
-    END_AT,
-    PATCH,
-    START_AT,
-    UPSERT,
-    VERSION,
     ChangeSet,
     KeyRange,
+    KeySlices,
     Sink,
     WriteResult,
     check_key_not_null,
-    holds_any,
     log,
-    micros,
 )
+from sparkcdc.sinks.iceberg import changes as task_changes
+from sparkcdc.sinks.iceberg import files
+from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
 from sparkcdc.sinks.iceberg.config import IcebergConfig
-
-
-def storage_table(t: pa.Table) -> pa.Table:
-    """Arrow columns as Iceberg stores them: small ints widened, durations as microseconds,
-    every field nullable (Iceberg refuses optional data for required columns)."""
-    cols, fields = [], []
-    for f, c in zip(t.schema, t.columns):
-        if pa.types.is_duration(f.type):
-            c, typ = micros(c), pa.int64()
-        elif pa.types.is_int8(f.type) or pa.types.is_int16(f.type):
-            c, typ = pc.cast(c, pa.int32()), pa.int32()
-        else:
-            typ = f.type
-        cols.append(c)
-        fields.append(pa.field(f.name, typ, nullable=True))
-    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
-
+from sparkcdc.sinks.iceberg.merge import between, key_range, may_hold, merge
+from sparkcdc.sinks.iceberg.storage import storage_table
 
 _CATALOG_LOCK = threading.Lock()
 
 class IcebergSink(Sink):
     type = "iceberg"
     writer = "pyiceberg"
+    tasks_writer = "key slices, position deletes"
 
     def __init__(self, config: IcebergConfig):
         self.config = config
@@ -111,6 +91,176 @@ class IcebergSink(Sink):
         v = None if t is None else t.properties.get(self.config.batch_property)
         return None if v is None else int(v)
 
+    def last_batch_seen(self) -> int | None:
+        t = self._table()
+        if t is None:
+            return None
+        seen = [int(v) for p in (self.config.batch_property, self.config.files_property)
+                if (v := t.properties.get(p)) is not None]
+        return max(seen) if seen else None
+
+    def _summary(self, batch_id: int, by: str) -> dict[str, str]:
+        """What a snapshot of this sink says of itself: whose and which batch
+        (``files.py`` finds a batch's own files by it), and who wrote its rows."""
+        return {"sparkcdc.app-id": self.config.app_id, "sparkcdc.batch": str(batch_id),
+                "sparkcdc.written-by": by}
+
+    # -- files and changes written by tasks (files.py, changes.py, commit.py) -------------
+
+    @classmethod
+    def may_take_files(cls, options: Mapping[str, Any]) -> bool:
+        warehouse = options.get("warehouse") or options.get("catalog.warehouse") or "?://"
+        version = str(options.get("table-property.format-version", "2"))
+        return files.supported(str(warehouse)) and version == "2"
+
+    def takes_files(self) -> bool:
+        """A table in a local folder, of format v2 (position deletes; pyiceberg writes no
+        v3 manifest), or one the sink will create so."""
+        t = self._table()
+        if t is None:
+            where = self.config.catalog_properties.get("warehouse", "?://")
+            version = self.config.table_properties.get("format-version", "2")
+            return files.supported(where) and version == "2"
+        return files.supported(t.location()) and t.metadata.format_version == 2
+
+    def new_rows(self, changes: ChangeSet) -> pa.Table | None:
+        table = self._table()
+        append, rest = changes.split_new(
+            lambda lo, hi: table is not None and may_hold(table, between(changes.keys[0],
+                                                                           lo, hi)))
+        return append if rest.num_rows == 0 else None
+
+    def ready_for_files(self, schema: pa.Schema) -> None:
+        if self._table() is None:
+            self._create(storage_table(schema.empty_table()).schema)
+
+    def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
+        table = self._table()
+        rows = storage_table(rows).cast(table.schema().as_arrow())
+        wid = files.write_id(self.config.app_id, batch_id)
+        return [files.describe(f, table) for f in files.write_data_files(table, rows, wid)]
+
+    def _has_files_of(self, table, batch_id: int) -> bool:
+        return any((v := table.properties.get(p)) is not None and batch_id <= int(v)
+                   for p in (self.config.batch_property, self.config.files_property))
+
+    def commit_files(self, written: list[dict[str, Any]], schema: pa.Schema,
+                     batch_id: int, final: bool = True) -> WriteResult:
+        table = self._table() or self._create(storage_table(schema.empty_table()).schema)
+        props = {self.config.files_property: str(batch_id)}
+        if final:
+            props[self.config.batch_property] = str(batch_id)
+        done = False
+        for attempt in range(5):  # appends commute: another writer's commit is no conflict
+            if self._has_files_of(table, batch_id):
+                break
+            snap = table.current_snapshot()
+            if not written:  # no rows: the batch id alone, no snapshot
+                with table.transaction() as tx:
+                    tx.set_properties(props)
+                done = True
+                break
+            try:
+                commit(table, task_changes.decode(table, written),
+                       base=snap.snapshot_id if snap else None, properties=props,
+                       summary=self._summary(batch_id, "tasks"))
+                done = True
+                break
+            except CommitConflict:
+                if attempt == 4:
+                    raise
+                table = self._table()
+        self._remove_leftovers(batch_id)
+        if not done:
+            return WriteResult(batch_id, skipped=True)
+        n = sum(int(d["rows"]) for d in written)
+        if final:
+            self._maybe_compact(batch_id)
+        return WriteResult(batch_id, counts={"upsert": n, "appended": n} if n else {})
+
+    @classmethod
+    def may_take_changes(cls, options: Mapping[str, Any]) -> bool:
+        return cls.may_take_files(options)
+
+    def takes_changes(self, keys: tuple[str, ...]) -> bool:
+        return bool(keys) and self.takes_files()
+
+    def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
+                     slices: int) -> KeySlices:
+        table = self._table() or self._create(storage_table(schema.empty_table()).schema)
+        return task_changes.plan_slices(table, keys[0], slices)
+
+    def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
+                      changed_keys: pa.Table, batch_id: int,
+                      replaces: tuple[KeyRange, ...] = ()) -> dict[str, Any]:
+        table = self._table()
+        arrow = table.schema().as_arrow()
+        keys = pa.schema([arrow.field(k) for k in changed_keys.column_names])
+        return task_changes.write_slice(
+            table, slices.parts[index], storage_table(upserts).cast(arrow),
+            storage_table(changed_keys).cast(keys), self.config.app_id, batch_id,
+            replaces).to_dict()
+
+    def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
+                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
+        table = self._table()
+        results = [task_changes.SliceResult.from_dict(w) for w in written]
+        # the batch's own property only: its snapshot files may have been committed before
+        last = table.properties.get(self.config.batch_property)
+        done = last is None or batch_id > int(last)
+        if done:
+            table = task_changes.commit_changes(
+                table, slices.version, results, {self.config.batch_property: str(batch_id)},
+                self._summary(batch_id, "tasks"))
+            self._purge(table, batch_id)
+        self._remove_leftovers(batch_id)
+        if not done:
+            return WriteResult(batch_id, skipped=True)
+        self._maybe_compact(batch_id)
+        return WriteResult(batch_id, counts={
+            "written": sum(int(d["rows"]) for r in results for d in r.data),
+            "marked deleted": sum(r.marked for r in results),
+            "delete files": sum(len(r.deletes) for r in results)})
+
+    def _purge(self, table, batch_id: int) -> None:
+        """The data files a batch left with at least ``purge-deleted-share`` of their rows
+        deleted, rewritten without them (``changes.rewrite``); a commit that meets another
+        writer's is left to the next compaction."""
+        share = self.config.purge_deleted_share
+        tasks = [t for t in table.scan().plan_files()
+                 if t.delete_files and task_changes.deleted_share(t) >= share]
+        if tasks:
+            self._rewrite(table, tasks, batch_id, "purged their deleted rows")
+
+    def _rewrite(self, table, tasks: list, batch_id: int, what: str) -> int:
+        try:
+            n = task_changes.rewrite(table, tasks, self.config.app_id, batch_id)
+        except CommitConflict as e:
+            log.warning("%s: %s; tried again at the next compaction",
+                        ".".join(self.config.identifier), e)
+            return 0
+        log.info("%s: %d data file(s) %s", ".".join(self.config.identifier), n, what)
+        return n
+
+    def _remove_leftovers(self, batch_id: int) -> None:
+        table = self._table()
+        if table is None or not files.supported(table.location()):
+            return
+        prefix = files.write_prefix(self.config.app_id, batch_id)
+        here = files.on_disk(table.location(), prefix)
+        if not here:
+            return
+        own = [s for s in table.snapshots() if s.summary is not None
+               and s.summary.get("sparkcdc.app-id") == self.config.app_id
+               and s.summary.get("sparkcdc.batch") == str(batch_id)]
+        if not own:  # (a batch that wrote no snapshot: nothing tells its files apart)
+            return
+        keep = files.added_by(table, own)
+        gone = files.remove(p for p in here if str(p) not in keep)
+        if gone:
+            log.info("%s: %d file(s) of batch %d no commit names removed",
+                     ".".join(self.config.identifier), gone, batch_id)
+
     def _create(self, schema: pa.Schema):
         cat = self.catalog()
         log.info("creating Iceberg table %s", ".".join(self.config.identifier))
@@ -143,134 +293,69 @@ class IcebergSink(Sink):
             return WriteResult(batch_id, skipped=True)
         key = changes.keys[0]
         appendable, rest = changes.split_new(
-            lambda lo, hi: bool(changes.replaces) or _may_hold(table, _between(key, lo, hi)))
+            lambda lo, hi: bool(changes.replaces) or may_hold(table, between(key, lo, hi)))
         arrow_schema = table.schema().as_arrow()
+        summary = self._summary(batch_id, "driver")
         with table.transaction() as tx:
             new_rows = storage_table(appendable).cast(arrow_schema)
             if new_rows.num_rows:
                 # first, while the transaction's view is the table split_new asked about
-                _claim_range(tx, _key_range(new_rows, key))
+                _claim_range(tx, key_range(new_rows, key))
             if rest.num_rows or changes.replaces:
-                _merge(table, tx, rest, arrow_schema)
+                merge(table, tx, rest, arrow_schema, summary)
             if new_rows.num_rows:
-                tx.append(new_rows)
+                tx.append(new_rows, snapshot_properties=summary)
             tx.set_properties({self.config.batch_property: str(batch_id)})
         counts = changes.counts(appended=appendable.num_rows)
+        self._maybe_compact(batch_id)
+        return WriteResult(batch_id, counts=counts)
+
+    def _maybe_compact(self, batch_id: int) -> None:
         # by batch id, as the delta sink does: short runs compact like a long stream
         every = self.config.compact_every
         if every and (batch_id + 1) % every == 0:
-            n = _compact(self._table())
-            if n:
-                log.info("compacted %d small data files of %s", n,
-                         ".".join(self.config.identifier))
-        return WriteResult(batch_id, counts=counts)
+            self.compact(batch_id)
+
+    def compact(self, batch_id: int) -> int:
+        """Every small data file (under 32 MB) and every data file with delete files
+        rewritten into as few as the writer makes, deletes applied, and those delete files
+        dropped (``changes.rewrite``: one ``replace`` snapshot; the rows are the same, so a
+        crash before or after it changes nothing). Fewer than two small files and none
+        with deletes: nothing to do. Returns the data files rewritten."""
+        table = self._table()
+        if table is None or table.current_snapshot() is None:
+            return 0
+        self._remove_compaction_leftovers(table)
+        tasks = [t for t in table.scan().plan_files()
+                 if t.delete_files or t.file.file_size_in_bytes < SMALL_FILE_BYTES]
+        if len(tasks) < 2 and not any(t.delete_files for t in tasks):
+            return 0
+        return self._rewrite(table, tasks, batch_id, "compacted")
+
+    def _remove_compaction_leftovers(self, table) -> None:
+        """The files of compactions killed before their commit: this app's compaction
+        files that no snapshot of the table's history added and none holds."""
+        if not files.supported(table.location()):
+            return
+        prefix = files.write_prefix(self.config.app_id, 0, files.COMPACTION)[:11]
+        here = files.on_disk(table.location(), prefix)
+        if not here:
+            return
+        own = [s for s in table.snapshots() if s.summary is not None
+               and s.summary.get("sparkcdc.app-id") == self.config.app_id
+               and s.summary.get("sparkcdc.compaction") is not None]
+        keep = files.added_by(table, own) | files.live_paths(table)
+        gone = files.remove(p for p in here if str(p) not in keep)
+        if gone:
+            log.info("%s: %d file(s) of killed compactions removed",
+                     ".".join(self.config.identifier), gone)
 
     def read(self) -> pa.Table:
         t = self._table()
         return pa.table({}) if t is None else t.scan().to_arrow()
 
 
-def _merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema) -> None:
-    """Copy-on-write of the files holding the changes' keys, as one ``overwrite`` snapshot.
-
-    The candidate files are those whose statistics overlap the touched keys' range (pyiceberg
-    prunes by manifest and file statistics), kept only if a touched key lies within the
-    file's own bounds of the first key column: a batch touching the first and last keys of a
-    table of key-sorted files rewrites two files, not all of them. Each file is read once
-    (``Transaction.delete`` would read a file straddling the range a second time to rewrite
-    its rows outside it) and dropped; its untouched rows go back with the new ones. The
-    rows in the ranges of chunks read again (``ChangeSet.replaces``) do not go back: the
-    batch's rows hold those ranges anew."""
-    keys = list(changes.keys)
-    ops = (CLOSE, AMEND) if changes.scd_type == 2 else (UPSERT, PATCH, DELETE)
-    key_schema = pa.schema([arrow_schema.field(k) for k in keys])
-    touched = _distinct(storage_table(changes.key_rows(*ops)).select(keys).cast(key_schema),
-                        keys)
-    span = _key_range(touched, keys[0]) if touched.num_rows else None
-    tasks = (_tasks_holding(table, span, keys[0], touched[keys[0]])
-             if table.current_snapshot() and span is not None else [])
-    if changes.replaces and table.current_snapshot():
-        from pyiceberg.expressions import Or
-
-        ranged = _ranges(changes.replaces)
-        span = ranged if span is None else Or(span, ranged)
-        have = {t.file.file_path for t in tasks}
-        tasks += [t for t in table.scan(row_filter=ranged).plan_files()
-                  if t.file.file_path not in have]
-    current = arrow_schema.empty_table()
-    if tasks:
-        from pyiceberg.expressions import AlwaysTrue
-        from pyiceberg.io.pyarrow import ArrowScan
-
-        current = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(
-            tasks).cast(arrow_schema)
-    is_touched = _touched_mask(current, touched, keys)
-    gone = pc.or_(is_touched, holds_any(changes.replaces, current)) if changes.replaces \
-        else is_touched
-    keep, hit = current.filter(pc.invert(gone)), current.filter(is_touched)
-    if changes.scd_type == 1:
-        new_rows = [storage_table(changes.rows(UPSERT)).cast(arrow_schema),
-                    _patched(storage_table(changes.rows(PATCH)).cast(arrow_schema), hit, keys)]
-    else:
-        is_open = pc.is_null(hit[END_AT])
-        closes = storage_table(changes.key_rows(CLOSE)).cast(
-            pa.schema([arrow_schema.field(n) for n in keys + [END_AT]]))
-        new_rows = [hit.filter(pc.invert(is_open)),
-                    _closed(hit.filter(is_open), closes, keys),
-                    _amended(hit.filter(is_open),
-                             storage_table(changes.rows(AMEND)).cast(arrow_schema), keys),
-                    storage_table(changes.rows(VERSION)).cast(arrow_schema)]
-    rows = pa.concat_tables([keep.select(arrow_schema.names)]
-                            + [r.select(arrow_schema.names) for r in new_rows])
-    if not tasks and not rows.num_rows:
-        return  # deletes of keys the target does not hold
-    assert span is not None  # (tasks or rows: something was touched or replaced)
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
-
-    with tx.update_snapshot().overwrite() as overwrite:
-        # the predicate deletes nothing by itself (the files are named); it is what pyiceberg
-        # validates a retried commit against, so a concurrent writer that changed this range
-        # (another run of the same batch) fails the commit instead of being merged twice
-        overwrite.delete_by_predicate(span)
-        for task in tasks:
-            overwrite.delete_data_file(task.file)
-        if rows.num_rows:
-            # the writer pyiceberg's own append and delete use: added files in this snapshot
-            for data_file in _dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows,
-                                                      io=table.io,
-                                                      write_uuid=overwrite.commit_uuid):
-                overwrite.append_data_file(data_file)
-
-
 SMALL_FILE_BYTES = 32 * 1024**2  # a data file below this is rewritten by compaction
-
-
-def _compact(table) -> int:
-    """Rewrites the table's small data files into as few as the writer makes, in one
-    ``overwrite`` snapshot that names the files it drops; the rows are the same, so a crash
-    before or after it changes nothing. pyiceberg (0.12) has no compaction of its own. Files
-    with delete files (written by another engine) are left alone. Returns the files
-    rewritten (0: fewer than two were small)."""
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
-
-    if table is None or table.current_snapshot() is None:
-        return 0
-    tasks = [t for t in table.scan().plan_files()
-             if not t.delete_files and t.file.file_size_in_bytes < SMALL_FILE_BYTES]
-    if len(tasks) < 2:
-        return 0
-    schema = table.schema().as_arrow()
-    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(
-        tasks).cast(schema)
-    with table.transaction() as tx, tx.update_snapshot().overwrite() as overwrite:
-        for task in tasks:
-            overwrite.delete_data_file(task.file)
-        for data_file in _dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows,
-                                                  io=table.io,
-                                                  write_uuid=overwrite.commit_uuid):
-            overwrite.append_data_file(data_file)
-    return len(tasks)
 
 
 def _claim_range(tx, span) -> None:
@@ -288,156 +373,3 @@ def _claim_range(tx, span) -> None:
         raise RuntimeError(f"iceberg sink: the range {span} was to hold no rows, but holds some")
 
 
-def _may_hold(table, span) -> bool:
-    """Whether the table may hold rows in ``span``, from metadata alone: the files a scan
-    would plan after pruning by partition and column statistics (min/max per file). A table
-    without a snapshot holds nothing."""
-    if table.current_snapshot() is None:
-        return False
-    return next(iter(table.scan(row_filter=span).plan_files()), None) is not None
-
-
-def _tasks_holding(table, span, key: str, values: pa.ChunkedArray) -> list:
-    """Scan tasks of the files that may hold one of ``values`` (the touched keys' first
-    column ``key``): planned by ``span``, then kept only if one of the values lies within the
-    file's lower and upper bound of ``key``. A file without bounds is kept; so is every
-    planned file when the key is not an integer, decimal, string, date or timestamp."""
-    from pyiceberg.conversions import from_bytes
-
-    tasks = list(table.scan(row_filter=span).plan_files())
-    field = table.schema().find_field(key)
-    ordered = _as_bound_values(values, field.field_type)
-    if ordered is None or not tasks:
-        return tasks
-    held = []
-    for task in tasks:
-        lower = (task.file.lower_bounds or {}).get(field.field_id)
-        upper = (task.file.upper_bounds or {}).get(field.field_id)
-        if lower is not None and upper is not None:
-            lo, hi = from_bytes(field.field_type, lower), from_bytes(field.field_type, upper)
-            i = bisect.bisect_left(ordered, lo)
-            if i == len(ordered) or ordered[i] > hi:
-                continue  # no touched key between this file's bounds
-        held.append(task)
-    return held
-
-
-def _as_bound_values(values: pa.ChunkedArray, iceberg_type) -> list | None:
-    """The values sorted, as Python values of the kind ``from_bytes`` decodes bounds to
-    (ints for integers, days for dates, microseconds for timestamps; decimals, strings, which
-    compare as Iceberg's UTF-8 byte order does), or None for other types."""
-    from pyiceberg.types import (
-        DateType,
-        DecimalType,
-        IntegerType,
-        LongType,
-        StringType,
-        TimestampType,
-        TimestamptzType,
-    )
-
-    if isinstance(iceberg_type, DateType):
-        values = pc.cast(values, pa.int32())
-    elif isinstance(iceberg_type, (TimestampType, TimestamptzType)):
-        values = pc.cast(pc.cast(values, pa.timestamp("us", values.type.tz)), pa.int64())
-    elif not isinstance(iceberg_type, (IntegerType, LongType, DecimalType, StringType)):
-        return None
-    return values.take(pc.sort_indices(values)).to_pylist()
-
-
-def _ranges(replaces: tuple[KeyRange, ...]):
-    """The rows of any of ``replaces`` as a pyiceberg filter (dates as ISO text)."""
-    from pyiceberg.expressions import (
-        AlwaysTrue,
-        And,
-        GreaterThanOrEqual,
-        IsNull,
-        LessThan,
-        Or,
-    )
-
-    out = None
-    for r in replaces:
-        def value(v):
-            return v.isoformat() if isinstance(v, dt.date) else v
-
-        cond = AlwaysTrue()
-        if r.start is not None:
-            cond = GreaterThanOrEqual(r.column, value(r.start))
-        if r.end is not None:
-            below = LessThan(r.column, value(r.end))
-            cond = And(cond, below) if r.start is not None else Or(below, IsNull(r.column))
-        out = cond if out is None else Or(out, cond)
-    return out
-
-
-def _distinct(t: pa.Table, keys: list[str]) -> pa.Table:
-    return t.group_by(keys, use_threads=False).aggregate([]).select(keys)
-
-
-def _touched_mask(current: pa.Table, touched: pa.Table, keys: list[str]) -> pa.Array:
-    """Which rows of ``current`` have one of the touched keys: a hash lookup for one key
-    column; for several, a semi join of the key columns and row numbers only (a join that
-    carries every column costs more than the rest of the batch)."""
-    if current.num_rows == 0:
-        return pa.array([], pa.bool_())
-    if len(keys) == 1:
-        return pc.is_in(current[keys[0]], value_set=touched[keys[0]].combine_chunks())
-    rownum = pa.array(np.arange(current.num_rows, dtype=np.int64))
-    probe = current.select(keys).append_column("__row", rownum)
-    hits = probe.join(touched, keys, join_type="left semi")["__row"]
-    return pc.is_in(rownum, value_set=hits.combine_chunks())
-
-
-def _between(key: str, lo, hi):
-    """Rows whose ``key`` lies in ``[lo, hi]`` (dates and timestamps as ISO text)."""
-    from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
-
-    if isinstance(lo, dt.date):
-        lo, hi = lo.isoformat(), hi.isoformat()
-    return And(GreaterThanOrEqual(key, lo), LessThanOrEqual(key, hi))
-
-
-def _key_range(touched: pa.Table, key: str):
-    """Rows whose first key column lies between the touched keys' least and greatest (a
-    filter of two literals; one literal per key makes pyiceberg's expression binding the
-    bottleneck)."""
-    from pyiceberg.expressions import AlwaysTrue
-
-    col = touched[key]
-    if pa.types.is_boolean(col.type) or pa.types.is_binary(col.type):
-        return AlwaysTrue()
-    return _between(key, pc.min(col).as_py(), pc.max(col).as_py())
-
-
-def _patched(patches: pa.Table, current: pa.Table, keys: list[str]) -> pa.Table:
-    """Patch rows with their nulls filled from the current rows (left join on the keys)."""
-    if current.num_rows == 0 or patches.num_rows == 0:
-        return patches
-    values = [c for c in patches.column_names if c not in keys]
-    cur = current.select(keys + values).rename_columns(keys + [f"__cur_{c}" for c in values])
-    joined = patches.join(cur, keys, join_type="left outer")
-    cols = [joined[c] if c in keys else pc.coalesce(joined[c], joined[f"__cur_{c}"])
-            for c in patches.column_names]
-    return pa.Table.from_arrays(cols, schema=patches.schema)
-
-
-def _amended(current: pa.Table, amends: pa.Table, keys: list[str]) -> pa.Table:
-    """The open versions of amended keys: the amend row's values, their own
-    ``__START_AT``."""
-    if current.num_rows == 0 or amends.num_rows == 0:
-        return current.slice(0, 0)
-    starts = current.select(keys + [START_AT])
-    joined = amends.drop_columns([START_AT]).join(starts, keys, join_type="inner")
-    return joined.select(current.column_names)
-
-
-def _closed(current: pa.Table, closes: pa.Table, keys: list[str]) -> pa.Table:
-    """The open versions with ``__END_AT`` set from the close rows."""
-    if current.num_rows == 0:
-        return current
-    ends = closes.rename_columns(keys + ["__new_end"])
-    joined = current.drop_columns([END_AT]).join(ends, keys, join_type="inner")
-    joined = joined.rename_columns([END_AT if c == "__new_end" else c
-                                    for c in joined.column_names])
-    return joined.select(current.column_names)

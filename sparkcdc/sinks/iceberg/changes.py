@@ -1,0 +1,266 @@
+"""A micro-batch's changes written into an Iceberg table by Spark tasks, each owning a slice
+of the keys, merge-on-read: new rows plus *position delete files* (the table spec's
+"Position Delete Files": Parquet rows ``file_path``, ``pos``) marking the rows they replace
+or delete. A batch costs what it changes, not the files that held the old rows.
+
+1. **Slices** (driver, ``plan_slices``): the current snapshot's data files, each with the
+   delete files that apply to it (pyiceberg's scan planning), cut by the first key
+   column's bounds into ``KeySlices`` (``KeySlices.by_ranges``, as for Delta): one key has
+   one writer, one data file one writer of its deletes in a batch.
+2. **Write** (a task, ``write_slice``): the key columns of the slice's files whose bounds
+   hold a changed key are read (by field id), less the positions their delete files
+   delete already, and joined with the changed keys; each file with hits gets one new
+   position delete file beside it, for it alone (file-scoped: its ``file_path`` bounds are
+   the data file's path, so readers match it to that file without reading it); the upserts
+   are written as new data files. The task sends the driver their descriptions.
+3. **Commit** (driver, ``commit_changes``): one snapshot of every slice's files with the
+   batch id, from the snapshot the slices were cut from (``commit.commit``).
+
+Compaction (``rewrite``): data files with their deletes applied, written again, the old
+ones and their file-scoped delete files dropped, in one ``replace`` snapshot; run for the
+files a batch left mostly deleted (``purge-deleted-share``) and every ``compact-every``
+batches for every small file and every file with deletes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any
+from sparkcdc.sinks.iceberg import files
+from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
+
+PATH_ID, POS_ID = 2147483546, 2147483545  # the spec's reserved field ids
+FIELD_ID = b"PARQUET:field_id"
+
+
+def _int_bounds(f: Any, field: Any) -> tuple[int, int] | None:
+    from pyiceberg.conversions import from_bytes
+
+    lo = (f.lower_bounds or {}).get(field.field_id)
+    hi = (f.upper_bounds or {}).get(field.field_id)
+    if lo is None or hi is None:
+        return None
+    return from_bytes(field.field_type, lo), from_bytes(field.field_type, hi)
+
+
+def plan_slices(table, key: str, n: int) -> KeySlices:
+    """The slices of the current snapshot's data files for a batch (step 1). Each part is
+    a tuple of one dict per owned file: its path, rows, spec, partition (encoded as
+    ``files.describe`` does), first-key bounds and the paths of its delete files."""
+    from pyiceberg.types import IntegerType, LongType
+
+    snap = table.current_snapshot()
+    tasks = list(table.scan().plan_files()) if snap is not None else []
+    field = table.schema().find_field(key)
+    integer = isinstance(field.field_type, (IntegerType, LongType))
+    items, ranges = [], []
+    for t in tasks:
+        f = t.file
+        r = _int_bounds(f, field) if integer else None
+        desc = files.describe(f, table)
+        items.append({"path": f.file_path, "rows": f.record_count, "spec": desc["spec"],
+                      "part": desc["part"], "range": r,
+                      "deletes": sorted(d.file_path for d in t.delete_files)})
+        ranges.append(r)
+    if not integer:
+        ranges = [None]
+    return KeySlices.by_ranges(key, items, ranges, [i["rows"] for i in items], n,
+                               snap.snapshot_id if snap is not None else -1)
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    """What a slice's task hands the driver: its new data files and delete files, as
+    ``files.describe`` puts them, and how many stored rows it marked deleted."""
+
+    data: tuple[dict[str, Any], ...]
+    deletes: tuple[dict[str, Any], ...]
+    marked: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"data": list(self.data), "deletes": list(self.deletes), "marked": self.marked}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SliceResult:
+        return cls(tuple(d["data"]), tuple(d["deletes"]), int(d["marked"]))
+
+
+def write_slice(table, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
+                changed_keys: pa.Table, app_id: str, batch_id: int,
+                replaces: tuple[KeyRange, ...] = ()) -> SliceResult:
+    """In a task: one slice's changes (step 2). ``upserts``: rows shaped as the table's
+    Arrow schema; ``changed_keys``: the key columns of every changed key (upserted or
+    deleted), typed as the table stores them; ``owned``: the slice's files. ``replaces``:
+    ranges of chunks read again (``ChangeSet.replaces``): every live row of the slice's
+    files in them is deleted too, the batch's rows holding those ranges anew."""
+    wid = files.write_id(app_id, batch_id)
+    schema = table.schema()
+    key_ids = [schema.find_field(k).field_id for k in changed_keys.column_names]
+    first_key = changed_keys.column_names[0]
+    deletes = []
+    marked = 0
+    lo = hi = None
+    if changed_keys.num_rows:
+        first = changed_keys.column(0)
+        lo, hi = pc.min(first).as_py(), pc.max(first).as_py()
+    for i, item in enumerate(owned):
+        r = item.get("range")
+        near_keys = lo is not None and not (r is not None and (r[1] < lo or r[0] > hi))
+        ranged = tuple(x for x in replaces if _may_hold(r, x, first_key))
+        if not (near_keys or ranged):
+            continue
+        hit = _positions(item, changed_keys, key_ids, ranged, schema)
+        if hit:
+            deletes.append(_write_deletes(table, item, hit, wid, i))
+            marked += len(hit)
+    data = files.write_data_files(table, upserts, wid)
+    return SliceResult(tuple(files.describe(f, table) for f in data),
+                       tuple(deletes), marked)
+
+
+def read_by_ids(path: str, ids: list[int], names: list[str]) -> pa.Table:
+    """The columns of field ids ``ids`` of a Parquet data file, named ``names``: a file
+    names a column as the table did when it was written, and a rename since changes only
+    the table's name for that id."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(files.local(path))
+    by_id = {int(f.metadata[FIELD_ID]): f.name for f in pf.schema_arrow
+             if f.metadata and FIELD_ID in f.metadata}
+    cols = [by_id.get(i, n) for i, n in zip(ids, names)]
+    return pf.read(columns=cols).rename_columns(names)
+
+
+def deleted_positions(delete_paths: list[str], data_path: str) -> pa.Array:
+    """The positions of ``data_path`` that the position delete files delete."""
+    import pyarrow.parquet as pq
+
+    got = []
+    for p in delete_paths:
+        t = pq.read_table(files.local(p), columns=["file_path", "pos"])
+        got.append(t.filter(pc.equal(t["file_path"], data_path))["pos"].combine_chunks())
+    return pa.concat_arrays(got) if got else pa.array([], pa.int64())
+
+
+def _may_hold(bounds: Any, r: KeyRange, first_key: str) -> bool:
+    """Whether a file whose first key lies in ``bounds`` (None: unknown) may hold a row of
+    ``r``; a range of another column may be anywhere."""
+    if bounds is None or r.column != first_key:
+        return True
+    try:
+        return r.meets(bounds[0], bounds[1])
+    except TypeError:  # bounds and range of types that do not compare: look
+        return True
+
+
+def _positions(item: dict[str, Any], changed_keys: pa.Table, key_ids: list[int],
+               replaces: tuple[KeyRange, ...] = (), schema: Any = None) -> list[int]:
+    """The positions in ``item``'s data file of live rows whose key changed, or that lie
+    in one of ``replaces``."""
+    keys = changed_keys.column_names
+    ranged = sorted({r.column for r in replaces if r.column not in keys})
+    ids = key_ids + [schema.find_field(c).field_id for c in ranged]
+    stored = read_by_ids(item["path"], ids, keys + ranged)
+    stored = stored.cast(pa.schema([changed_keys.schema.field(n) if n in keys
+                                    else stored.schema.field(n) for n in stored.column_names]))
+    stored = stored.append_column("__pos", pa.array(range(stored.num_rows), pa.int64()))
+    dead = deleted_positions(item["deletes"], item["path"])
+    if len(dead):
+        stored = stored.filter(pc.invert(pc.is_in(stored["__pos"], value_set=dead)))
+    hit = set(stored.select(keys + ["__pos"]).join(
+        changed_keys, keys, join_type="inner", use_threads=False).column("__pos").to_pylist())
+    if replaces:
+        hit |= set(stored.filter(holds_any(replaces, stored)).column("__pos").to_pylist())
+    return sorted(hit)
+
+
+def _write_deletes(table, item: dict[str, Any], positions: list[int], wid: Any,
+                   n: int) -> dict[str, Any]:
+    """One position delete file for ``item``'s data file alone, beside it; its
+    description (step 2)."""
+    import pyarrow.parquet as pq
+    from pyiceberg.conversions import to_bytes
+    from pyiceberg.manifest import DataFileContent
+    from pyiceberg.types import LongType, StringType
+
+    path = item["path"]
+    where = path.rsplit("/", 1)[0] + f"/{wid}-deletes-{n:05d}.parquet"
+    schema = pa.schema([
+        pa.field("file_path", pa.string(), nullable=False, metadata={FIELD_ID: str(PATH_ID)}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={FIELD_ID: str(POS_ID)})])
+    rows = pa.table([pa.array([path] * len(positions), pa.string()),
+                     pa.array(positions, pa.int64())], schema=schema)
+    out = files.local(where)
+    pq.write_table(rows, out, compression="zstd")
+    # full bounds: file_path's are the data file's path (file-scoped), as Iceberg's own
+    # position delete writers set them
+    lo = {str(PATH_ID): files.b64(to_bytes(StringType(), path)),
+          str(POS_ID): files.b64(to_bytes(LongType(), positions[0]))}
+    hi = {**lo, str(POS_ID): files.b64(to_bytes(LongType(), positions[-1]))}
+    return {"content": int(DataFileContent.POSITION_DELETES), "path": where,
+            "format": "PARQUET", "spec": item["spec"], "part": item["part"],
+            "rows": len(positions), "size": out.stat().st_size,
+            "value_counts": {str(PATH_ID): len(positions), str(POS_ID): len(positions)},
+            "null_value_counts": {str(PATH_ID): 0, str(POS_ID): 0},
+            "lower_bounds": lo, "upper_bounds": hi}
+
+
+def decode(table, described: list[dict[str, Any]]) -> list[Any]:
+    return [files.data_file(d, table) for d in described]
+
+
+def commit_changes(table, base: int, results: list[SliceResult], properties: dict[str, str],
+                   summary: dict[str, str]):
+    """On the driver: every slice's files in one snapshot after ``base`` (step 3)."""
+    added = decode(table, [d for r in results for d in r.data + r.deletes])
+    return commit(table, added, base=None if base < 0 else base, properties=properties,
+                  summary=summary)
+
+
+def deleted_share(task: Any) -> float:
+    """How much of a planned data file its delete files delete (each of ours deletes
+    positions no earlier one does)."""
+    rows = task.file.record_count
+    return sum(d.record_count for d in task.delete_files) / rows if rows else 0.0
+
+
+def file_scoped(delete_file: Any, data_path: str) -> bool:
+    """Whether a position delete file deletes rows of ``data_path`` only (its
+    ``file_path`` bounds are that path)."""
+    lo = (delete_file.lower_bounds or {}).get(PATH_ID)
+    hi = (delete_file.upper_bounds or {}).get(PATH_ID)
+    return lo is not None and lo == hi and lo == data_path.encode()
+
+
+def rewrite(table, tasks: list[Any], app_id: str, batch_id: int) -> int:
+    """Compaction: the data files of ``tasks`` (planned scan tasks) read with their deletes
+    applied and written again, and they and the delete files that were theirs alone
+    dropped, in one ``replace`` snapshot (the rows are the same: a crash before or after
+    it changes nothing). Raises ``CommitConflict`` when another writer committed first;
+    its files are then removed. Returns how many data files were rewritten."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    if not tasks:
+        return 0
+    snap = table.current_snapshot()
+    schema = table.schema().as_arrow()
+    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(
+        tasks).cast(schema)
+    wid = files.write_id(app_id, batch_id, files.COMPACTION)
+    new = files.write_data_files(table, rows, wid)
+    removed = [t.file for t in tasks]
+    removed += [d for t in tasks for d in t.delete_files if file_scoped(d, t.file.file_path)]
+    try:
+        commit(table, new, base=snap.snapshot_id, removed=removed, replace=True,
+               summary={"sparkcdc.app-id": app_id, "sparkcdc.compaction": str(batch_id)})
+    except CommitConflict:
+        for f in new:
+            table.io.delete(f.file_path)
+        raise
+    return len(tasks)

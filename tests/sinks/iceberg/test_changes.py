@@ -1,0 +1,149 @@
+"""Changes written into an Iceberg table by key slices, merge-on-read
+(``sparkcdc/sinks/iceberg/changes.py``, ``commit.py``): new rows plus position delete
+files. Read back by pyiceberg and by iceberg-rust (tests/iceberg_support.py), each judged
+against a plain dict of what the table must hold.
+
+No Spark here: the slices are written one after another as the tasks would (through the
+sink's ``write_changes``), and committed as the driver does (``commit_changes``);
+tests/pipeline/test_task_changes_iceberg.py runs them in Spark tasks."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from iceberg_support import by_iceberg_rust, by_pyiceberg, rows
+
+from sparkcdc import sinks
+from sparkcdc.sinks.iceberg import files
+from sparkcdc.sinks.iceberg.commit import CommitConflict
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string())])
+
+
+def make(tmp_path, n: int, files_of: int, **options):
+    """A table of ``n`` rows in files of ``files_of`` rows (batch 0, from tasks' files)."""
+    sink = sinks.create("iceberg", {"warehouse": str(tmp_path / "wh"), "table": "db.t",
+                                    "app-id": "app", "compact-every": "0", **options})
+    sink.ready_for_files(SCHEMA)
+    written = []
+    for start in range(0, n, files_of):
+        ids = list(range(start, min(n, start + files_of)))
+        written += sink.write_files(pa.table({"id": ids, "v": ids, "s": ["init"] * len(ids)},
+                                             schema=SCHEMA), 0)
+    sink.commit_files(written, SCHEMA, 0)
+    return sink, {i: (i, "init") for i in range(n)}
+
+
+def read(sink) -> dict:
+    t = sink._table()
+    a, b = by_pyiceberg(t), by_iceberg_rust(t)
+    assert rows(a, SCHEMA.names) == rows(b, SCHEMA.names), "the readers disagree"
+    got = a.to_pylist()
+    assert len(got) == len({r["id"] for r in got}), "a key is held twice"
+    return {r["id"]: (r["v"], r["s"]) for r in got}
+
+
+def apply(sink, upserts, deletes, batch: int, slices: int, dead: bool = False):
+    """One batch: planned, each slice written (``dead``: once more by an attempt whose
+    files no commit takes, as a task killed and run again leaves), committed."""
+    plan = sink.plan_changes(("id",), SCHEMA, slices)
+    up = pa.table({"id": [u[0] for u in upserts], "v": [u[1] for u in upserts],
+                   "s": [u[2] for u in upserts]}, schema=SCHEMA)
+    keys = pa.table({"id": pa.array([u[0] for u in upserts] + deletes, pa.int64())})
+    written, left = [], []
+    for i in range(plan.count):
+        mine_up = up.filter(pc.equal(plan.slice_of(up["id"]), i))
+        mine_keys = keys.filter(pc.equal(plan.slice_of(keys["id"]), i))
+        if dead:
+            d = sink.write_changes(plan, i, mine_up, mine_keys, batch)
+            left += [f["path"] for f in d["data"] + d["deletes"]]
+        w = sink.write_changes(plan, i, mine_up, mine_keys, batch)
+        written.append(json.loads(json.dumps(w)))  # as it reaches the driver
+    result = sink.commit_changes(plan, written, batch)
+    assert not any(files.local(p).exists() for p in left), "a dead attempt's files stay"
+    return plan, result
+
+
+@pytest.mark.parametrize("slices", [1, 3])
+def test_random_batches_through_slices_equal_the_expected_table(tmp_path, slices):
+    # six files, ranges apart: up to six slices; no purge (its own test below)
+    sink, want = make(tmp_path, 3000, 500, **{"purge-deleted-share": "1"})
+    rng = random.Random(slices)
+    next_key = 10_000
+    for batch in range(1, 7):
+        keys = rng.sample(sorted(want), 150)
+        deletes, upserts = keys[:50], [(k, rng.randint(0, 10**6), "upd") for k in keys[50:]]
+        for _ in range(30):  # keys new to the table, some between ranges, some past them
+            next_key += rng.choice([1, 1, 977])
+            upserts.append((next_key, next_key, "new"))
+        plan, result = apply(sink, upserts, deletes, batch, slices, dead=batch == 3)
+        for k in deletes:
+            del want[k]
+        want.update({k: (v, s) for k, v, s in upserts})
+        assert read(sink) == want, batch
+        assert result.counts["marked deleted"] == 150 and plan.count == min(slices, 6)
+        (snap,) = [s for s in sink._table().snapshots()
+                   if s.summary.get("sparkcdc.batch") == str(batch)]
+        assert snap.summary.operation.value == "overwrite"
+        assert int(snap.summary["added-position-deletes"]) == 150
+        assert "deleted-data-files" not in snap.summary.additional_properties  # no rewrite
+    assert sink.last_batch_id() == 6
+    # the six first files are still live, marked by delete files, not rewritten
+    tasks = list(sink._table().scan().plan_files())
+    first = [t for t in tasks if t.file.record_count == 500]
+    assert len(first) == 6 and all(t.delete_files for t in first)
+    # a batch Spark runs again after its commit changes nothing, and its files go
+    again = sink.plan_changes(("id",), SCHEMA, slices)
+    w = sink.write_changes(again, 0, pa.table({"id": [1], "v": [1], "s": ["x"]},
+                                              schema=SCHEMA), pa.table({"id": [1]}), 6)
+    assert sink.commit_changes(again, [w], 6).skipped
+    assert not files.local(w["data"][0]["path"]).exists()
+    # compaction applies the deletes: the same rows, no delete file left
+    assert sink.compact(7) == len(tasks)
+    assert read(sink) == want
+    after = list(sink._table().scan().plan_files())
+    assert not any(t.delete_files for t in after)
+    assert sink._table().current_snapshot().summary.operation.value == "replace"
+
+
+def test_a_small_batch_writes_the_change_not_the_table(tmp_path):
+    sink, want = make(tmp_path, 200_000, 50_000)
+    root = files.local(sink._table().location())
+    before = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    keys = random.Random(7).sample(sorted(want), 200)
+    apply(sink, [(k, -k, "upd") for k in keys], [], 1, 2)
+    written = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) - before
+    assert written / len(keys) < 2000, written  # the target of issue 31 (metadata included)
+    got = read(sink)
+    assert all(got[k] == (-k, "upd") for k in keys) and len(got) == 200_000
+
+
+def test_a_file_mostly_deleted_is_rewritten_and_a_conflict_fails_the_batch(tmp_path):
+    sink, want = make(tmp_path, 1000, 250, **{"purge-deleted-share": "0.5"})
+    doomed = list(range(200))  # 80% of the first file
+    apply(sink, [], doomed, 1, 2)
+    for k in doomed:
+        del want[k]
+    assert read(sink) == want
+    tasks = list(sink._table().scan().plan_files())
+    assert not any(t.delete_files for t in tasks)  # purged after the batch
+    assert sum(t.file.record_count for t in tasks) == 800
+    # another writer commits between the plan and the commit: the batch fails, nothing of
+    # it is committed, and run again it applies
+    plan = sink.plan_changes(("id",), SCHEMA, 2)
+    w = [sink.write_changes(plan, i, SCHEMA.empty_table(), pa.table({"id": [500]}), 3)
+         for i in range(plan.count)]
+    apply(sink, [(900, 0, "other")], [], 2, 1)
+    with pytest.raises(CommitConflict):
+        sink.commit_changes(plan, w, 3)
+    assert sink.last_batch_id() == 2
+    apply(sink, [], [500], 3, 2)
+    left = [d["path"] for x in w for d in x["deletes"]]
+    assert left and not any(files.local(p).exists() for p in left)  # the failed run's
+    want[900] = (0, "other")
+    del want[500]
+    assert read(sink) == want
