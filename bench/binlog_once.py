@@ -6,9 +6,13 @@ batches stay flat (docs/benchmarks.md, "The binlog once").
 One table of ``--rows`` rows (``--chunk`` rows a chunk) is captured by ``sparkcdc run
 --until-caught-up`` into Delta, as a user runs it, while a writer updates 50 random rows
 every ~10 ms. Sampled whenever the run's stream commits a batch: the server's
-``Bytes_sent`` and its binlog's size. Printed per batch: its time, the binlog it covered
-(the batch's window), the bytes the server sent; then the run's total: bytes sent less one
-read of the table, over the binlog's growth (the times the binlog went over the wire).
+``Bytes_sent`` and its binlog's size. Printed per batch: its time, the chunks it read, the
+binlog its window read (its two offsets' positions, from the checkpoint), how much the
+binlog grew meanwhile, and the bytes the server sent (windows, the chunks' roll-back reads
+and their selects); then the run's total: bytes sent less one read of the table, over one
+read of the binlog the run wrote (measured the same way after the run, the writer stopped:
+MariaDB sends about 0.83 bytes per byte its binlog grows, MySQL about 1.0), the times the
+binlog went over the wire; and the last quarter's batch time over the first quarter's.
 """
 
 from __future__ import annotations
@@ -42,6 +46,32 @@ def sandbox(kind: str):
 def status(sb) -> tuple[int, int]:
     sent = int(sb.query("SHOW GLOBAL STATUS LIKE 'Bytes_sent'")[0][1])
     return sent, sum(int(r[1]) for r in sb.query("SHOW BINARY LOGS"))
+
+
+def binlog_between(sb, a, b) -> int:
+    """Bytes of binlog from position ``a`` to ``b`` (``BinlogOffset``s, files in order)."""
+    if a.file == b.file:
+        return b.pos - a.pos
+    sizes = {r[0]: int(r[1]) for r in sb.query("SHOW BINARY LOGS")}
+    files = sorted(f for f in sizes if a.file <= f <= b.file)
+    return sizes[a.file] - a.pos + sum(sizes[f] for f in files[1:-1]) + b.pos
+
+
+def one_read(sb, db: str, start, end) -> int:
+    """What one plain read of the binlog from ``start`` to ``end`` costs the server."""
+    from sparkcdc.core.schema import TableId
+    from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+    from sparkcdc.mysql.connection import ConnectionOptions
+
+    i = sb.info
+    conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
+                             password=i.cdc_password)
+    schema = load_table_schema(conn, TableId(db, "t"))
+    before = status(sb)[0]
+    for _ in BinlogReader(conn, random.randint(10_000, 99_999),
+                          {schema.table_id: schema}).read_window(start, end):
+        pass
+    return status(sb)[0] - before
 
 
 def fill(sb, db: str, rows: int) -> None:
@@ -100,49 +130,65 @@ pipeline:
   checkpoint.location: {ckpt}
 """)
         env = {**os.environ, "BENCH_PW": sb.info.cdc_password}
+        from sparkcdc.mysql.offsets import current_offset
+        from sparkcdc.spark.offset_view import position, read_offset, tables_read
+
         w = Updater(sb, db, args.rows)
         w.start()
         time.sleep(2)
+        with sb.admin_connection() as c:
+            start = current_offset(c)
         sent0, log0 = status(sb)
         t0 = time.monotonic()
         p = subprocess.Popen([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml),
                               "--until-caught-up", "--no-progress"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        samples = []  # (batch, seconds since start, bytes sent, binlog size)
+        samples = []  # (batch, its stream folder, seconds since start, bytes sent, binlog)
         seen = -1
         while p.poll() is None:
             commits = list(ckpt.glob("streams/_tables/g*/commits/[0-9]*"))
-            last = max((int(c.name) for c in commits), default=-1)
-            if last > seen:
-                seen = last
-                samples.append((last, time.monotonic() - t0, *status(sb)))
+            last = max(commits, key=lambda c: int(c.name), default=None)
+            if last is not None and int(last.name) > seen:
+                seen = int(last.name)
+                samples.append((seen, last.parent.parent, time.monotonic() - t0, *status(sb)))
             time.sleep(0.05)
         wall = time.monotonic() - t0
         w.halt.set()
         w.join()
         sent1, log1 = status(sb)
+        with sb.admin_connection() as c:
+            end = current_offset(c)
         if p.returncode != 0:
             sys.exit(f"the run failed: {p.stderr[-3000:]}")
+        once = one_read(sb, db, start, end)
+        rows = []
+        prev = (0.0, sent0, log0)
+        for b, stream, s, sent, size in samples:
+            o, before = read_offset(stream, b), read_offset(stream, b - 1)
+            window = (binlog_between(sb, position(before), position(o))
+                      if o and before else 0)
+            chunks = len(o.get("batch_chunks") or ()) if o else 0
+            rows.append((b, s - prev[0], chunks, bool(o and tables_read(o)), window,
+                         size - prev[2], sent - prev[1]))
+            prev = (s, sent, size)
     print(f"{args.server}, {args.rows:,} rows in chunks of {args.chunk:,}, writer: "
-          f"{w.n} statements of 50 updates; run {wall:.1f} s")
-    print("\n| batch | s | server sent (MB) | binlog grew (MB) |\n|---|---|---|---|")
-    prev = (0.0, sent0, log0)
-    times = []
-    for b, s, sent, size in samples:
-        times.append(s - prev[0])
-        print(f"| {b} | {s - prev[0]:.1f} | {(sent - prev[1]) / 1e6:.1f} | "
-              f"{(size - prev[2]) / 1e6:.1f} |")
-        prev = (s, sent, size)
+          f"{w.n} statements of 50 updates; run {wall:.1f} s; load "
+          f"{os.getloadavg()[0]:.1f} at the end")
+    print("\n| batch | s | chunks | window read (MB) | binlog grew (MB) | server sent (MB) |"
+          "\n|---|---:|---:|---:|---:|---:|")
+    for b, secs, chunks, _, window, grew, sent in rows:
+        print(f"| {b} | {secs:.1f} | {chunks} | {window / 1e6:.2f} | {grew / 1e6:.2f} | "
+              f"{sent / 1e6:.2f} |")
     grown = log1 - log0
-    over = (sent1 - sent0 - table_bytes) / grown if grown else float("nan")
-    snap = times[1:-1] or times
-    print(f"\nbinlog grew {grown / 1e6:.1f} MB; the server sent {(sent1 - sent0) / 1e6:.1f} MB,"
-          f" {table_bytes / 1e6:.1f} MB of it one read of the table: the binlog went over "
-          f"the wire {over:.2f} times")
+    over = (sent1 - sent0 - table_bytes) / once if once else float("nan")
+    print(f"\nbinlog grew {grown / 1e6:.1f} MB (one read of it: {once / 1e6:.1f} MB sent); "
+          f"the server sent {(sent1 - sent0) / 1e6:.1f} MB, {table_bytes / 1e6:.1f} MB of it "
+          f"one read of the table: the binlog went over the wire {over:.2f} times")
+    snap = [secs for _, secs, _, reads, *_ in rows if reads]  # the snapshot's batches
     if len(snap) >= 4:
         q = len(snap) // 4
         first, last = statistics.median(snap[:q]), statistics.median(snap[-q:])
-        print(f"batch time, median of the first quarter {first:.1f} s, of the last "
+        print(f"snapshot batch time, median of the first quarter {first:.1f} s, of the last "
               f"{last:.1f} s: {last / first:.2f}x")
     print(json.dumps({"server": args.server, "rows": args.rows, "times_over_wire": over,
                       "wall": wall}))

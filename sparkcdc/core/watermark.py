@@ -8,6 +8,7 @@ and the select) and so check the backfill where it matters.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -189,6 +190,82 @@ class RollbackLog:
             patch.final[rk] = image
             patch.events_applied += 1
         return patch
+
+
+@dataclass(frozen=True)
+class SplitRead:
+    """One chunk of ``read_splits_as_of``: ``[start, end)`` of ``schema``'s table, narrowed
+    by ``where`` when the table is read again in part."""
+
+    schema: TableSchema
+    split_id: str
+    start: Any
+    end: Any
+    where: str | None = None
+
+
+def read_splits_as_of(dialect: SnapshotDialect, splits: Sequence[SplitRead],
+                      as_of: BinlogOffset, log_: RollbackLog, *,
+                      select_all: Callable[[Callable[[SplitRead], Any], Sequence[SplitRead]],
+                                           Iterable[Any]] = map,
+                      hooks: WatermarkHooks | None = None,
+                      backfill: bool = True) -> list[SplitResult]:
+    """Select several chunks, then read one high watermark for them all, and roll each back
+    to ``as_of`` from one window: the binlog between ``as_of`` and the last select is read
+    once, whatever the number of chunks (docs/spark-source.md, "One rollback read per
+    batch"). ``select_all(f, splits)`` runs the selects, concurrently when it is a thread
+    pool's ``map``: each select is one statement, one consistent read, and the high
+    watermark is read after the last of them returns, so it is at or after every one.
+    """
+    hooks = hooks or WatermarkHooks()
+    if log_.as_of != as_of:
+        raise ValueError(f"a rollback log at {log_.as_of} cannot roll back to {as_of}")
+
+    # 1. low watermark: given; it was read on the driver before this task was planned
+    low = as_of
+    log.debug("%d chunks step 1: low watermark %s (fixed by the planner)", len(splits), low)
+    if hooks.after_low_watermark:
+        hooks.after_low_watermark()
+
+    # 2. one consistent select per chunk
+    def select(s: SplitRead):
+        return (dialect.read_chunk(s.schema, s.start, s.end, s.where) if s.where is not None
+                else dialect.read_chunk(s.schema, s.start, s.end))
+
+    selected = list(select_all(select, splits))
+    log.debug("%d chunks step 2: selected %s rows", len(splits),
+              [r.num_rows for r in selected])
+    if hooks.after_select:
+        hooks.after_select()
+
+    # 3. one high watermark, after every select
+    high = dialect.current_offset()
+    log.debug("%d chunks step 3: high watermark %s", len(splits), high)
+    if hooks.after_high_watermark:
+        hooks.after_high_watermark()
+    if high < low:
+        raise OffsetError(f"{splits[0].split_id if splits else 'chunks'}: the binlog position "
+                          f"{high} is behind the planned low watermark {low}",
+                          fix="the server's binlog was reset or the source failed over; "
+                              "restart the query from a new checkpoint location")
+
+    # 4. nothing moved since the low watermark: the rows are exact as of it
+    if high == low or not backfill:
+        log.debug("%d chunks step 4: %s", len(splits),
+                  "no change since the low watermark" if high == low else "backfill skipped")
+        return [SplitResult(rows, low, low, 0, 0) for rows in selected]
+
+    # 5. undo the window [LW, HW) on each chunk, from the one shared window
+    log_.advance(high)
+    out = []
+    for s, rows in zip(splits, selected):
+        patch = log_.patch(s.schema, functools.partial(dialect.in_chunk, s.schema, s.start,
+                                                       s.end))
+        log.debug("%s step 5: shared window to %s (%d events), %d keys rolled back",
+                  s.split_id, log_.end, log_.events, patch.events_applied)
+        out.append(SplitResult(apply_patch(rows, patch, s.schema), low, low, log_.events,
+                               patch.events_applied))
+    return out
 
 
 def read_split_as_of(dialect: SnapshotDialect, schema: TableSchema, split_id: str, start: Any,

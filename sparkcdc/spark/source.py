@@ -27,6 +27,7 @@ import os
 import re
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
@@ -56,7 +57,7 @@ from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import META_COLUMNS, SCHEMA, ChangeRecord, TableEvent
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import StreamFilter, TableProgress
-from sparkcdc.core.watermark import RollbackLog, read_split_as_of
+from sparkcdc.core.watermark import RollbackLog, SplitRead, read_splits_as_of
 from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
 from sparkcdc.mysql.dialect import MySQLDialect
 from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
@@ -267,6 +268,9 @@ class WorkPartition(InputPartition):
     # tables taken again with a new schema since the reader was pickled: ``db.table`` ->
     # ``TableSchema.to_dict()`` (``CDCStreamReader._read_members``)
     schemas: dict = field(default_factory=dict)
+    # chunks selected at once (threads): a task that holds a whole batch's chunks selects
+    # them side by side and rolls them back from one binlog read (``_shared``)
+    selects: int = 1
 
 
 def _group(items: list, server_ids: tuple[int, ...],
@@ -277,6 +281,19 @@ def _group(items: list, server_ids: tuple[int, ...],
         groups[i % n].append(item)
     return [WorkPartition(server_ids[i], g, dict(schemas or {}))
             for i, g in enumerate(groups) if g]
+
+
+def _shared(chunks: list, windows: list, server_ids: tuple[int, ...],
+            schemas: dict | None = None) -> list[WorkPartition]:
+    """A batch's chunks in one task, first, which selects them side by side (one thread per
+    reader id) and rolls them all back from one read of the binlog after the batch's
+    position; its windows in the other tasks. Spread over several tasks, each chunk task
+    read that stretch again (docs/spark-source.md, "One rollback read per batch")."""
+    readers = max(1, len(server_ids) - 1)
+    if len(server_ids) == 1 or not windows:
+        return [WorkPartition(server_ids[0], chunks + windows, dict(schemas or {}), readers)]
+    return ([WorkPartition(server_ids[-1], chunks, dict(schemas or {}), readers)]
+            + _group(windows, server_ids[:-1], schemas))
 
 
 # -- executor-side reading -----------------------------------------------------------------------
@@ -356,38 +373,60 @@ def _read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.Record
     ctx = _with_new_tables(ctx, part)
     dialect = open_dialect(ctx.config, ctx.flavor, ctx.tables, part.server_id)
     logs: dict[str, RollbackLog] = {}  # chunks rolled back to one position share its binlog
+    pool = (ThreadPoolExecutor(part.selects, thread_name_prefix="chunk-select")
+            if part.selects > 1 else None)
     try:
-        for item in part.items:
-            if isinstance(item, ChunkItem):
-                key = json.dumps(item.as_of, sort_keys=True)
-                if key not in logs:
-                    logs[key] = RollbackLog(dialect, BinlogOffset.from_dict(item.as_of),
-                                            ctx.tables)
-                yield from _read_chunk(ctx, dialect, item, logs[key])
-            else:
+        items = part.items
+        i = 0
+        while i < len(items):
+            item = items[i]
+            if not isinstance(item, ChunkItem):
                 yield from read_window(ctx, dialect, item)
+                i += 1
+                continue
+            # the chunks after it as of the same position, a round of selects at once
+            j = i + 1
+            while (j < len(items) and j - i < part.selects
+                   and isinstance(items[j], ChunkItem) and items[j].as_of == item.as_of):
+                j += 1
+            key = json.dumps(item.as_of, sort_keys=True)
+            if key not in logs:
+                logs[key] = RollbackLog(dialect, BinlogOffset.from_dict(item.as_of),
+                                        ctx.tables)
+            yield from _read_chunks(ctx, dialect, items[i:j], logs[key], pool)
+            i = j
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
         dialect.close()
 
 
-def _read_chunk(ctx: ReadContext, dialect, item: ChunkItem,
-                rollback=None) -> Iterator[pa.RecordBatch]:
-
-    split = SnapshotSplit.from_dict(item.split)
-    schema = ctx.tables.get(split.table_id)
-    if schema is None:  # a batch replayed after its table left the query: nobody wants it
+def _read_chunks(ctx: ReadContext, dialect, items: list[ChunkItem], rollback: RollbackLog,
+                 pool: ThreadPoolExecutor | None) -> Iterator[pa.RecordBatch]:
+    """Chunks as of one position: selected (side by side with ``pool``), one high watermark
+    after the last select, each rolled back to the position from the shared ``rollback``."""
+    as_of = rollback.as_of
+    wanted = []
+    for item in items:
+        split = SnapshotSplit.from_dict(item.split)
+        schema = ctx.tables.get(split.table_id)
+        if schema is not None:  # else a batch replayed after its table left the query
+            wanted.append(SplitRead(schema, split.split_id, split.start, split.end,
+                                    split.where))
+    if not wanted:
         return
-    as_of = BinlogOffset.from_dict(item.as_of)
-    result = read_split_as_of(dialect, schema, split.split_id, split.start, split.end, as_of,
-                              backfill=not ctx.config.backfill_skip, log_=rollback,
-                              where=split.where)
-    rows = in_key_order(result.rows, schema.row_key)  # a replay is byte-identical
-    out, shape = ctx.out_schema, ctx.shape
-    if shape == TABLES:  # the table's own columns, in batches of its own
-        from sparkcdc.mysql.types import arrow_schema
+    results = read_splits_as_of(dialect, wanted, as_of, rollback,
+                                select_all=pool.map if pool is not None else map,
+                                backfill=not ctx.config.backfill_skip)
+    for read, result in zip(wanted, results):
+        schema = read.schema
+        rows = in_key_order(result.rows, schema.row_key)  # a replay is byte-identical
+        out, shape = ctx.out_schema, ctx.shape
+        if shape == TABLES:  # the table's own columns, in batches of its own
+            from sparkcdc.mysql.types import arrow_schema
 
-        out, shape = output_schema(arrow_schema(schema)), COLUMNS
-    yield from snapshot_batches(rows, schema, as_of, out, shape, ROWS_PER_ARROW_BATCH)
+            out, shape = output_schema(arrow_schema(schema)), COLUMNS
+        yield from snapshot_batches(rows, schema, as_of, out, shape, ROWS_PER_ARROW_BATCH)
 
 
 def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.RecordBatch]:
@@ -570,6 +609,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._dialect = None
         self._target: BinlogOffset | None = None
         self._sizer: BatchSizer | None = None
+        self._planned = False  # this reader planned a batch: Spark's Python workers run
         self._members_text: str | None = None  # scan.tables.file as last read
         self._members: dict[TableId, int] | None = None
         self._since: dict[TableId, dict] = {}  # members joining from a binlog offset
@@ -712,7 +752,20 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     for t, g in wanted.items())
         assigner.reconcile(wanted, lambda t: d.planner(t)[0], snapshotting, self._since,
                            self._rereads)
-        if snapshotting and assigner.phase == Phase.SNAPSHOTTING:
+        # the first batch a reader plans starts Spark's Python workers (seconds, cold): its
+        # chunks' selects would come that long after the batch's position, and the binlog
+        # written meanwhile would be read twice (their roll-back, the next window). So while
+        # the binlog moves, a query's first batch reads no chunks, only its window (nothing
+        # at all before a table has a finished chunk)
+        warm_up = False
+        if (not self._planned and cfg.startup_mode == "initial"
+                and assigner.phase == Phase.SNAPSHOTTING):
+            if pos == prev.pos:  # moving? (a query's start read it a moment ago)
+                time.sleep(0.1)
+                pos = d.current_offset()
+            warm_up = prev.pos < pos
+        self._planned = True
+        if snapshotting and assigner.phase == Phase.SNAPSHOTTING and not warm_up:
             now = time.monotonic()
             chunks = assigner.assign(self._chunks_per_batch(limit, now), d.planner)
             for c in chunks:
@@ -721,13 +774,14 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._sizer.admitted(len(chunks), now)
         if cfg.startup_mode == "snapshot" and not chunks:
             return start  # snapshot only: nothing after the last chunk
-        if self._target is not None and not chunks:
+        if self._target is not None and not chunks and not warm_up:
             # availableNow: the binlog is read up to the position at the query's start, and
             # no further. A batch with chunks goes to the server's position of now instead:
             # its chunks are rolled back to it with the binlog from there to their own read,
             # so a batch held at the start's position would have every chunk replay all
             # that was written since the query began (quadratic in a long snapshot under
-            # writes). The snapshot has finitely many chunks, so the query still ends.
+            # writes). The snapshot has finitely many chunks, so the query still ends (and
+            # a reader warms up once).
             pos = max(prev.pos, min(pos, self._target))
         if not chunks and prev.pos < pos:
             # a backlog is read in batches of bounded size (the driver collects each); a
@@ -745,23 +799,39 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict):
         s, e = SourceOffset.from_dict(start), SourceOffset.from_dict(end)
-        items: list = []
-        if self.ctx.config.startup_mode != "snapshot" and s.pos < e.pos:
+        cfg = self.ctx.config
+        ids = cfg.server_ids
+        gone = self._taken_again_since(e)
+        chunks = [ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks
+                  if c.table_id not in gone]
+        # the binlog moves (it did since the last batch): every task that reads chunks reads
+        # it from the batch's position to its last select, so the batch's chunks share one
+        # task and that read (``_shared``); on a quiet server nothing is read back and the
+        # chunks spread over the readers
+        shared = bool(chunks) and s.pos != e.pos and len(ids) > 1
+        windows: list = []
+        if cfg.startup_mode != "snapshot" and s.pos < e.pos:
             # a backlog is decoded by several tasks at once, each with its own server id;
             # the sub-windows partition [s.pos, e.pos) exactly, and _seq restores the order
-            cfg = self.ctx.config
-            windows = self._d().split_window(s.pos, e.pos, cfg.binlog_split_bytes,
-                                             len(cfg.server_ids))
-            view_at = s.pos.to_dict() if len(windows) > 1 else None
+            parts = self._d().split_window(s.pos, e.pos, cfg.binlog_split_bytes,
+                                           len(ids) - 1 if shared else len(ids))
+            view_at = s.pos.to_dict() if len(parts) > 1 else None
             covered = s.assigner.still_in(e.assigner).to_dict()
-            items.extend(WindowItem(a.to_dict(), b.to_dict(), covered, s.min_ts_ms, view_at)
-                         for a, b in windows)
-        items.extend(self._joined_since(s, e))
-        gone = self._taken_again_since(e)
-        items.extend(ChunkItem(c.to_dict(), e.pos.to_dict()) for c in e.chunks
-                     if c.table_id not in gone)
-        return _group(items, self.ctx.config.server_ids,
-                      {str(t): x.to_dict() for t, x in self._retaken.items()})
+            windows.extend(WindowItem(a.to_dict(), b.to_dict(), covered, s.min_ts_ms, view_at)
+                           for a, b in parts)
+        windows.extend(self._joined_since(s, e))
+        retaken = {str(t): x.to_dict() for t, x in self._retaken.items()}
+        if (not e.chunks and e.assigner.phase == Phase.SNAPSHOTTING
+                and cfg.startup_mode == "initial"):
+            # a warm-up batch (``latestOffset``): a task per reader id, so that every Python
+            # worker the next batches use is started by it
+            parts = _group(windows, ids, retaken)
+            return parts + [WorkPartition(i, [], retaken) for i in ids[len(parts):]]
+        if shared:
+            return _shared(chunks, windows, ids, retaken)
+        # chunks first: their tasks start first, so their selects come soon after the
+        # batch's position
+        return _group(chunks + windows, ids, retaken)
 
     def _taken_again_since(self, e: SourceOffset) -> set[TableId]:
         """Tables whose chunks in a batch planned at ``e`` are no longer wanted: taken again

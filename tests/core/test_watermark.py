@@ -236,3 +236,74 @@ def test_one_rollback_log_rolls_every_chunk_back_exactly():
                                             chunk)
                     assert got.final == want.final, (ck, n)
             assert log.reads <= len(highs)
+
+
+def test_chunks_selected_side_by_side_share_one_read_and_come_back_exact():
+    """``read_splits_as_of``: chunks selected concurrently (a thread pool's ``map``), each at
+    its own moment after ``as_of``, then one high watermark after the last select: the
+    binlog after ``as_of`` is read once for them all, and each chunk comes back as it was
+    at ``as_of`` (docs/spark-source.md, "One rollback read per batch")."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparkcdc.core.watermark import RollbackLog, SplitRead, read_splits_as_of
+
+    rnd = random.Random(5)
+    for _trial in range(20):
+        state = {i: {"id": i, "v": "0"} for i in range(60)}
+        history = [(0, {k: dict(v) for k, v in state.items()})]  # (pos, state after it)
+        records = []
+        for pos in range(1, 300):
+            k = rnd.randrange(80)
+            if k in state and rnd.random() < 0.2:
+                records.append(dele(pos, k, state.pop(k)["v"]))
+            elif k in state:
+                records.append(upd(pos, (k, state[k]["v"]), (k, str(pos))))
+                state[k] = {"id": k, "v": str(pos)}
+            else:
+                state[k] = {"id": k, "v": str(pos)}
+                records.append(ins(pos, k, str(pos)))
+            history.append((pos, {kk: dict(vv) for kk, vv in state.items()}))
+        a = rnd.randrange(1, 100)
+        d = _SelectingDialect(records, history, a, rnd)
+        bounds = sorted(rnd.sample(range(1, 80), 5))
+        splits = [SplitRead(SCHEMA, f"t:chunk-{i}", lo, hi)
+                  for i, (lo, hi) in enumerate(zip([0, *bounds], [*bounds, 80]))]
+        log = RollbackLog(d, off(a), {T: SCHEMA})
+        with ThreadPoolExecutor(3) as pool:
+            got = read_splits_as_of(d, splits, off(a), log, select_all=pool.map)
+        at_as_of = history[a - 1][1]  # the state after every change before ``a``
+        for s, r in zip(splits, got):
+            want = sorted((x for x in at_as_of.values() if s.start <= x["id"] < s.end),
+                          key=lambda x: x["id"])
+            assert sorted(r.rows.to_pylist(), key=lambda x: x["id"]) == want, s.split_id
+        assert d.reads <= 1  # one read of the binlog, whatever the number of chunks
+
+
+class _SelectingDialect(_WindowDialect):
+    """Each select sees the table a little later than the one before (the binlog's position
+    moves on between them); the high watermark is the position after the last select."""
+
+    ARROW = pa.schema([("id", pa.int32()), ("v", pa.string())])
+
+    def __init__(self, records, history, start, rnd):
+        import threading
+
+        super().__init__(records)
+        self.history, self.rnd = history, rnd
+        self.clock = start
+        self.lock = threading.Lock()
+
+    def read_chunk(self, schema, start, end):
+        with self.lock:
+            self.clock = min(self.clock + self.rnd.randrange(0, 40), len(self.history) - 1)
+            now = self.clock
+        seen = self.history[now][1]  # the state after every change before ``now``
+        return pa.Table.from_pylist([r for r in seen.values() if start <= r["id"] < end],
+                                    schema=self.ARROW)
+
+    def current_offset(self):
+        return off(self.clock + 1)
+
+    def in_chunk(self, schema, start, end, values):
+        return in_range(start, end)(values)
