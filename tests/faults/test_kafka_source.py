@@ -48,7 +48,7 @@ from kafka_source_support import (
 from kill_support import PipelineRuns, count_files
 from sink_support import read_delta
 
-CHILD = Path(__file__).parents[1] / "kill_point_child.py"
+CHILD = Path(__file__).parents[1] / "support" / "kill_point_child.py"
 PARTITIONS = 3
 # the kills, in order: a chosen point (kill_point_child.py) or None (a random moment)
 SCHEDULE = ("write:1", None, "commit:2", None, "write:3", None)

@@ -1,6 +1,6 @@
 """Fault injection: the driver SIGKILLed at seeded random points, snapshot and stream phases.
 
-The source runs in its own process (tests/spark_child.py: Spark's parquet file sink and a
+The source runs in its own process (tests/support/spark_child.py: Spark's parquet file sink and a
 foreachBatch sink that keeps every attempt of every batch), with processing-time triggers,
 under concurrent writers. The parent kills the whole process group (driver, JVM, Python
 workers) at a random moment after a random number of batches -- inside a task, between the

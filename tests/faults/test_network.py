@@ -9,7 +9,7 @@ then a final ``--until-caught-up`` run, and:
 
 * ``verify`` (the API of ``sparkcdc verify``) reports every target equal to its source;
 * the changelog collected from every applied batch (the runner's ``on_batch`` hook) holds
-  each change exactly once, checked per ``_seq`` (tests/faults_support.py).
+  each change exactly once, checked per ``_seq`` (tests/support/faults_support.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 format, on the all-types rows and a stream of inserts, paired and unpaired updates, deletes
 and a snapshot, the same keys and the same messages once read back (by Spark's ``decode``
 and by the kafka source's ``decode_message``), with tombstones in the same places. And
-against its value-by-value predecessor (``tests/arrow_json_oracle.py``) on random batches,
+against its value-by-value predecessor (``tests/support/arrow_json_oracle.py``) on random batches,
 byte for byte: the column-wise writer changed how, never what."""
 
 from __future__ import annotations

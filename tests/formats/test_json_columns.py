@@ -1,7 +1,7 @@
 """Each column's values as JSON text: the values Arrow's kernels write and those written
 one by one, nulls included, text that needs escapes beside text that does not, timestamps
 inside and outside the years Arrow's cast serves; against the value-by-value writer
-(``tests/arrow_json_oracle.py``) where the rendering changed."""
+(``tests/support/arrow_json_oracle.py``) where the rendering changed."""
 
 from __future__ import annotations
 

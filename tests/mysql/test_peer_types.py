@@ -1,6 +1,6 @@
 """The peers' own type tests on a real server: Flink CDC's and Debezium's MySQL type-test
 tables (their DDL, their rows, and the values their tests assert, restated in
-tests/peer_types_flink.py, peer_types_debezium.py and peer_types_debezium_json.py, with
+tests/support/peer_types_flink.py, peer_types_debezium.py and peer_types_debezium_json.py, with
 the file and commit each comes from) are created on MySQL 9.7 and MariaDB 10.11 (the
 ``server`` fixture) and read through sparkcdc's snapshot reader and binlog reader, on the
 inserts and on updates to other values. Both paths must give the peer's value, in

@@ -6,7 +6,7 @@ The pipeline snapshots and streams from the primary under writers; the writers s
 replica catches up, the primary is stopped, the replica promoted and the address pointed at
 it; writers go on against the replica. The stream finds its place in the replica's binlog
 by GTID state and goes on. Then a final catch-up, ``verify`` equal, and the changelog of
-every applied batch holds each change exactly once (tests/faults_support.py).
+every applied batch holds each change exactly once (tests/support/faults_support.py).
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def test_password_not_in_spark_ui_or_driver_log(mariadb, db, tmp_path):
                                      "server-id": f"{base}-{base + 3}"})
     secret = opts["password"]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "ui_child.py"),
+    proc = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "support" / "ui_child.py"),
                            str(tmp_path)], input=json.dumps(opts), capture_output=True,
                           text=True, timeout=900, env=env)
     log = proc.stdout + proc.stderr

@@ -6,7 +6,7 @@ delete files, no stored file rewritten.
 Two tables are snapshotted under a writer, then the writer updates, deletes, re-inserts
 and re-keys rows all over them, and a column is added to one of them between its changes
 (that batch takes the driver's path). Each target equals its source row by row, read by
-pyiceberg and by iceberg-rust (tests/iceberg_support.py); the change snapshots came from
+pyiceberg and by iceberg-rust (tests/support/iceberg_support.py); the change snapshots came from
 the tasks and added delete files, not rewrites, and wrote a small part of the table; after
 compaction (deletes applied, delete files dropped) both readers still read the source.
 

@@ -1,5 +1,5 @@
 """Fixtures of the sink tests: ``make_target`` makes fresh targets of each sink type in turn
-(tests/sink_support.py), so one test runs once per sink."""
+(tests/support/sink_support.py), so one test runs once per sink."""
 
 from __future__ import annotations
 

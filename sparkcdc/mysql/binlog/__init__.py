@@ -9,5 +9,5 @@
   table maps and the binlog column types.
 
 The tests compare this with a reference reader over python-mysql-replication's events
-(tests/library_reader.py), which overrides the reader's ``_open`` and ``_consume``.
+(tests/support/library_reader.py), which overrides the reader's ``_open`` and ``_consume``.
 """

@@ -7,7 +7,7 @@ What the reader owns, and why:
   extension is built), event headers, table maps parsed once per distinct body, and row
   events handed straight to the row decoder, so no per-event work goes through
   python-mysql-replication's event classes. Those classes read the same stream in the
-  tests' reference reader (tests/library_reader.py), which overrides ``_open`` and
+  tests' reference reader (tests/support/library_reader.py), which overrides ``_open`` and
   ``_consume``, the two places the event layer shows.
 * **Positions.** Every stream starts from an explicit file and position. Record offsets
   are the start of their transaction plus two counters (see ``sparkcdc.core.records``). ``events`` counts *every* row event of the transaction,
@@ -450,7 +450,7 @@ class BinlogReader:
                  heartbeat: float | None, beat: list[float]
                  ) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         """The loop over our own event layer (``protocol``); the tests' reference reader
-        (tests/library_reader.py) yields the same records, offsets and boundaries over
+        (tests/support/library_reader.py) yields the same records, offsets and boundaries over
         python-mysql-replication's events."""
 
         flavor = self.flavor
@@ -793,7 +793,7 @@ class BinlogReader:
     def _open(self, start: BinlogOffset, *, blocking: bool, heartbeat: float | None,
               where: Callable[[str], tuple[str, int]] | None = None):
         """The dump stream from ``start`` (the reference reader of the tests,
-        tests/library_reader.py, opens python-mysql-replication's instead)."""
+        tests/support/library_reader.py, opens python-mysql-replication's instead)."""
 
         read_timeout = self.read_timeout
         if heartbeat is not None:

@@ -5,7 +5,7 @@ snapshot reads for the same row (``sparkcdc.mysql.types``). ``PyRowDecoder`` pla
 field decoder per column from the TABLE_MAP's metadata and the captured schema, then walks
 the bytes; the compiled ``fastdecode.CRowDecoder`` makes the same choices in C and falls
 back to these plans for what it does not handle. (The tests' reference reader,
-tests/library_reader.py, adds ``LibraryRowDecoder``: python-mysql-replication's own values,
+tests/support/library_reader.py, adds ``LibraryRowDecoder``: python-mysql-replication's own values,
 lossy, made canonical.)
 The binlog reader (``reader.py``) and the compiled decoder's wrapper (``fastdecode.py``)
 import this module; it imports neither.
@@ -65,7 +65,7 @@ class RowDecoder(Protocol):
     ``decode_rows`` serves our own event layer: ``table_map`` is an ``events.TableMap``
     (``columns`` with the TABLE_MAP metadata), ``mode`` 0 insert, 1 delete, 2 update, and
     ``data`` the event's row images. ``decode`` serves the tests' reference reader
-    (tests/library_reader.py): ``event`` is a python-mysql-replication rows event whose
+    (tests/support/library_reader.py): ``event`` is a python-mysql-replication rows event whose
     header has been read. ``schema`` is the captured table. A decoder may also have
     ``decode_partial_rows(table_map, schema, data)`` for MySQL's PARTIAL_UPDATE_ROWS events
     (both of sparkcdc's do); the reader names a decoder without it when one arrives.

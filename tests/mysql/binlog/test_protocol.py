@@ -1,5 +1,5 @@
 """Our own binlog event layer (``sparkcdc.mysql.binlog.protocol``) against the python-mysql-replication
-based reference (tests/library_reader.py): the same records, offsets and GTIDs on the all-types
+based reference (tests/support/library_reader.py): the same records, offsets and GTIDs on the all-types
 table, on randomized rows, on events larger than 16 MB (several packets), across rotations,
 resumed inside transactions, and with the binlog checksum off, on, and changing between
 files; its table-map parse equals the library's."""

@@ -1,6 +1,6 @@
 """Changes written into an Iceberg table by key slices, merge-on-read
 (``sparkcdc/sinks/iceberg/changes.py``, ``commit.py``): new rows plus position delete
-files. Read back by pyiceberg and by iceberg-rust (tests/iceberg_support.py), each judged
+files. Read back by pyiceberg and by iceberg-rust (tests/support/iceberg_support.py), each judged
 against a plain dict of what the table must hold.
 
 No Spark here: the slices are written one after another as the tasks would (through the

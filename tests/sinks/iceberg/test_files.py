@@ -2,7 +2,7 @@
 (sinks/iceberg/files.py, commit.py): real Spark tasks write the rows they hold with the
 table's field ids, the driver receives only what the manifest needs about each file and
 commits them in one snapshot with the batch id. The table is read back by pyiceberg and by
-iceberg-rust (tests/iceberg_support.py), and each must equal the rows written. A batch
+iceberg-rust (tests/support/iceberg_support.py), and each must equal the rows written. A batch
 committed twice is committed once; the files of attempts that never committed are
 removed."""
 

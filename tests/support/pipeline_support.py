@@ -11,7 +11,7 @@ from sink_support import read_delta
 
 from sparkcdc.pipeline.launch import class_cache
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def tree_env(cache: Path) -> dict[str, str]:

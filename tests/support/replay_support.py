@@ -19,7 +19,7 @@ from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.connection import ConnectionOptions
 
-FIXTURES = Path(__file__).parent / "mysql" / "binlog" / "fixtures" / "mysql8"
+FIXTURES = Path(__file__).parents[1] / "mysql" / "binlog" / "fixtures" / "mysql8"
 FILE = "binlog.000001"
 # MySQL 8.0.27's post-header lengths by event type - 1 (go-mysql's payload test has them)
 POST_HEADERS = bytes([0x38, 0xd, 0x0, 0x8, 0x0, 0x12, 0x0, 0x4, 0x4, 0x4, 0x4, 0x12, 0x0,
