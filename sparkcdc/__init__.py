@@ -24,12 +24,11 @@ def read_snapshot(spark, **options: str):
     """A consistent, lock-free snapshot of the captured tables as a DataFrame, and the
     binlog offset it is consistent at (start a stream there with
     ``scan.startup.mode=specific-offset`` to continue exactly from it)."""
-    from sparkcdc.mysql.options import SourceConfig
-    from sparkcdc.spark.source import discover_tables, open_dialect
+    from sparkcdc.mysql.port import MySQLSource, SourceConfig
 
-    config = SourceConfig.parse(options)
-    tables, flavor = discover_tables(config)
-    with open_dialect(config, flavor, tables) as d:
+    source = MySQLSource(SourceConfig.parse(options))
+    tables, flavor = source.discover()
+    with source.dialect(flavor, tables) as d:
         as_of = d.current_offset()
     register(spark)
     reader = spark.read.format("mysql-cdc").options(**options)

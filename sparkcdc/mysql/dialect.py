@@ -18,9 +18,9 @@ from sparkcdc.core.records import ChangeRecord, TableEvent
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import FinishedSplit
 from sparkcdc.errors import BinlogUnavailable, ConfigError
+from sparkcdc.mysql import types
 from sparkcdc.mysql.binlog import failover
 from sparkcdc.mysql.binlog.reader import BinlogReader, file_start_timestamps
-from sparkcdc.mysql import types
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.locate import Locator
 from sparkcdc.mysql.offsets import current_offset, detect_flavor

@@ -52,16 +52,16 @@ from pyspark.sql.streaming.datasource import (
 
 from sparkcdc.core.assigner import Phase, SplitAssigner
 from sparkcdc.core.batch_size import BatchSizer
-from sparkcdc.core.chunking import ChunkingOptions, SnapshotSplit
+from sparkcdc.core.chunking import SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import META_COLUMNS, SCHEMA, ChangeRecord, TableEvent
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import StreamFilter, TableProgress
 from sparkcdc.core.watermark import RollbackLog, SplitRead, read_splits_as_of
 from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
-from sparkcdc.mysql.dialect import MySQLDialect
 from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
 from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.mysql.port import MySQLSource
 from sparkcdc.mysql.types import arrow_schema
 from sparkcdc.spark.arrow_batches import encode
 from sparkcdc.spark.rows import (
@@ -92,19 +92,9 @@ PROFILE_ENV = "SPARKCDC_PROFILE_DIR"  # set: each task writes a cProfile of its 
 
 def discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | None = None
                     ) -> tuple[dict[TableId, TableSchema], str]:
-    """Validate the server and find the captured tables (sorted) and the server flavor;
-    tables in ``known`` keep the schema given (``discovery.discover``).
-
-    Public for the pipeline layer, which plans its streams from the same result."""
-    from sparkcdc.mysql.validation import validate_server
-
-    info = validate_server(config.connection, list(config.server_ids))
-    chunk_keys = (dict(parse_chunk_key_option(config.chunk_key_columns))
-                  if config.chunk_key_columns else None)
-    tables = discover(config.connection, config.database_name, config.table_name,
-                      config.table_exclude, chunk_keys, known,
-                      skip_helpers=config.online_schema_changes)
-    return dict(sorted(tables.items())), info.flavor
+    """The server checked ready, the captured tables (sorted) and the server's flavor,
+    through the source's port (``MySQLSource.discover``), as the pipeline reads them."""
+    return MySQLSource(config).discover(known)
 
 
 @dataclass(frozen=True)
@@ -153,7 +143,6 @@ def _members_with_schemas(config: SourceConfig) -> dict[TableId, TableSchema] | 
 
 def _load_schemas(config: SourceConfig, tables: list[TableId]) -> dict[TableId, TableSchema]:
     """The schemas of ``tables`` that exist now (with the source's chunk keys)."""
-    from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
 
     chunk_keys = (dict(parse_chunk_key_option(config.chunk_key_columns))
                   if config.chunk_key_columns else None)
@@ -182,18 +171,10 @@ def _data_schema(tables: dict[TableId, TableSchema]) -> pa.Schema | None:
     return None
 
 
-def _chunking(config: SourceConfig) -> ChunkingOptions:
-    return ChunkingOptions(chunk_size=config.chunk_size, factor_lower=config.factor_lower,
-                           factor_upper=config.factor_upper)
-
-
 def open_dialect(config: SourceConfig, flavor: str, tables, server_id: int | None = None):
-    """A dialect for ``tables`` with the source's chunking; ``server_id`` names the binlog
-    reader (one per concurrent reader). Public for the pipeline's verify and DDL paths."""
-
-    return MySQLDialect(config.connection, flavor=flavor,
-                        server_id=server_id or config.server_ids[0], tables=tables,
-                        chunking=_chunking(config), zero_dates_epoch=config.zero_dates_epoch)
+    """A dialect for ``tables`` with the source's chunking (``MySQLSource.dialect``);
+    ``server_id`` names the binlog reader (one per concurrent reader)."""
+    return MySQLSource(config).dialect(flavor, tables, server_id)
 
 
 # -- offsets ------------------------------------------------------------------------------------

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from sparkcdc.core.offsets import file_index
 from sparkcdc.errors import SparkCDCError
-from sparkcdc.mysql.offsets import current_offset
-from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.mysql.port import MySQLSource, SourceConfig
 from sparkcdc.pipeline.commands.console import human_bytes, make_console
 from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
@@ -123,9 +122,7 @@ def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:
     """The source's current binlog position, or (None, why not)."""
 
     try:
-        conn = SourceConfig.parse(defn.source.options_for()).connection
-        with conn.connect() as c:
-            off = current_offset(c)
+        off = MySQLSource(SourceConfig.parse(defn.source.options_for())).position_now()
         return {"file": off.file, "pos": off.pos, "server": off.server}, None
     except Exception as e:  # noqa: BLE001 - status must work with the server down
         return None, str(e).splitlines()[0]

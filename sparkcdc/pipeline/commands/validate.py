@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from sparkcdc.core.schema import TableId
 from sparkcdc.errors import SparkCDCError
-from sparkcdc.mysql.discovery import discover, parse_chunk_key_option
-from sparkcdc.mysql.options import SourceConfig, parse_server_ids
+from sparkcdc.mysql.port import MySQLSource, SourceConfig, parse_server_ids
 from sparkcdc.pipeline.commands.console import make_console
 from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
@@ -60,16 +60,12 @@ def _matches(db: str, table: str, db_re: re.Pattern, tbl_re: re.Pattern,
 
 
 def validate_pipeline(defn: PipelineDef) -> Report:
-    from sparkcdc.mysql.validation import validate_all
-
     report = Report([], {})
     config = SourceConfig.parse(defn.source.options_for())
     conn = config.connection
+    source = MySQLSource(config)
     try:
-        with conn.connect() as c, c.cursor() as cur:
-            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM "
-                        "information_schema.TABLES")
-            visible = cur.fetchall()
+        visible = source.visible_tables()
     except Exception as e:
         report.problems.append(_problem(f"connection to {conn.hostname}:{conn.port}", e))
         return report
@@ -82,8 +78,8 @@ def validate_pipeline(defn: PipelineDef) -> Report:
     gtid_start = config.startup.gtid_set if config.startup_mode == "specific-offset" else None
     warnings: list = []
     try:
-        for p in validate_all(conn, None, databases or None, gtid_start=gtid_start,
-                              warnings=warnings):
+        for p in source.validate(databases or None, gtid_start=gtid_start,
+                                 warnings=warnings):
             report.problems.append(Problem(f"server ({getattr(p, 'check', 'settings')})",
                                            p.message, p.fix))
         report.warnings.extend(Problem(f"server ({getattr(w, 'check', 'settings')})",
@@ -98,15 +94,11 @@ def validate_pipeline(defn: PipelineDef) -> Report:
             f"no table visible to {conn.username!r} matches {patterns}",
             "fix the patterns (the first '.' separates database and table; '\\.' is the "
             "regex dot), or grant SELECT on the database to the CDC user"))
-    chunk_keys = (dict(parse_chunk_key_option(config.chunk_key_columns))
-                  if config.chunk_key_columns else None)
     schemas = {}
     for d, t in matched:
         name = f"{d}.{t}"
         try:
-            found = discover(conn, re.escape(d), re.escape(d) + "\\." + re.escape(t), None,
-                             chunk_keys)
-            schemas[name] = next(iter(found.values()))
+            schemas[name] = source.table_schema(TableId(d, t))
         except Exception as e:
             report.problems.append(_problem(f"table {name}", e))
         report.tables[name] = ", ".join(targets_of(defn, name))

@@ -31,10 +31,15 @@ import pyarrow as pa
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.core.watermark import read_split_as_of
-from sparkcdc.mysql import checksums
-from sparkcdc.mysql.checksums import KeyRange, arrow_row_hashes, hashed_columns
-from sparkcdc.mysql.offsets import current_offset
-from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.mysql.port import ChecksumRange as KeyRange
+from sparkcdc.mysql.port import (
+    MySQLSource,
+    SourceConfig,
+    arrow_row_hashes,
+    hashed_columns,
+    integral_key,
+    plan_ranges,
+)
 from sparkcdc.pipeline.commands.console import make_console
 from sparkcdc.pipeline.commands.status import table_statuses
 from sparkcdc.pipeline.definition import PipelineDef, targets
@@ -93,12 +98,11 @@ class Verifier:
         self.catch_up_timeout = catch_up_timeout
         self.max_keys = max_keys
         self.config = SourceConfig.parse(defn.source.options_for())
+        self.source = MySQLSource(self.config)
 
     def groups(self) -> tuple[dict[str, list[TableSchema]], dict]:
         """Targets and their source tables (from the checkpoint's state, else routing)."""
-        from sparkcdc.spark.source import discover_tables
-
-        discovered, self.flavor = discover_tables(self.config)
+        discovered, self.flavor = self.source.discover()
         found = {str(t): s for t, s in discovered.items()}
         states = Checkpoint(self.defn.checkpoint_dir).load_tables()
         groups: dict[str, list[TableSchema]] = {}
@@ -138,13 +142,11 @@ class Verifier:
         cols = [c for c in hashed_columns(first) if c.name in table.column_names]
         res.skipped_columns = [c.name for c in first.columns if c not in cols]
         keys = list(first.primary_key or (first.chunk_key,))
-        single_int = len(keys) == 1 and checksums.integral_key(first.column(keys[0]))
+        single_int = len(keys) == 1 and integral_key(first.column(keys[0]))
         res.key = keys[0] if single_int else None
-        ranges = (checksums.plan_ranges(*checksums.key_bounds(self.config.connection, schemas,
-                                                                 keys[0]), self.rows_per_range)
-                      if single_int else [KeyRange(0, None, None)])
-        src = checksums.range_sums(self.config.connection, schemas, cols, ranges, res.key,
-                                   self.config.zero_dates_epoch)
+        ranges = (plan_ranges(*self.source.key_bounds(schemas, keys[0]), self.rows_per_range)
+                  if single_int else [KeyRange(0, None, None)])
+        src = self.source.range_sums(schemas, cols, ranges, res.key)
         tgt = self._target_sums(table, cols, ranges, res.key)
         res.ranges = [RangeResult(r, src[r.index], tgt[r.index]) for r in ranges]
         bad = [r.range for r in res.ranges if not r.equal]
@@ -173,8 +175,7 @@ class Verifier:
                 res.rechecks += 1
                 self._wait_caught_up(res.tables, states)
                 table = self._read_target(sink)
-                src = checksums.range_sums(self.config.connection, schemas, cols, bad, res.key,
-                                       self.config.zero_dates_epoch)
+                src = self.source.range_sums(schemas, cols, bad, res.key)
                 tgt = self._target_sums(table, cols, bad, res.key)
                 fresh = {r.index: RangeResult(r, src[r.index], tgt[r.index]) for r in bad}
                 res.ranges = [fresh.get(r.range.index, r) for r in res.ranges]
@@ -232,11 +233,9 @@ class Verifier:
     def _source_as_of(self, schemas, cols, keys, ranges, key, positions) -> dict[int, dict]:
         """Per range, ``{key tuple: row hash}`` of the source rows as of each table's
         position (the chunk is selected now and rolled back with the binlog since)."""
-        from sparkcdc.spark.source import open_dialect
-
         out: dict[int, dict] = {r.index: {} for r in ranges}
         for s in schemas:
-            d = open_dialect(self.config, self.flavor, {s.table_id: s})
+            d = self.source.dialect(self.flavor, {s.table_id: s})
             try:
                 for r in ranges:
                     rows = read_split_as_of(d, s, f"{s.table_id}:verify-{r.index}", r.lo,
@@ -300,10 +299,8 @@ class Verifier:
     def _wait_caught_up(self, tables: list[str], states) -> None:
         """Until every table's committed position reaches the server's current one (or the
         timeout: a stopped pipeline never catches up)."""
-        from sparkcdc.core.offsets import BinlogOffset
 
-        with self.config.connection.connect() as c:
-            now = current_offset(c)
+        now = self.source.position_now()
         deadline = time.monotonic() + self.catch_up_timeout
         while time.monotonic() < deadline:
             sts = {s.table: s for s in table_statuses(self.defn)}
@@ -315,8 +312,7 @@ class Verifier:
             time.sleep(1.0)
 
     def _key_diff(self, res: TargetResult, schemas, cols, keys, ranges, table) -> None:
-        src = checksums.row_hashes(self.config.connection, schemas, cols, keys, ranges, res.key,
-                                   self.config.zero_dates_epoch)
+        src = self.source.row_hashes(schemas, cols, keys, ranges, res.key)
         idx = self._range_index(table, ranges, res.key)
         wanted = {r.index for r in ranges}
         keep = np.isin(idx, list(wanted))

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.mysql import types
+from sparkcdc.mysql import port
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
 
 _TINYINT1 = re.compile(r"tinyint\(1\)")
@@ -37,7 +37,7 @@ def json_columns(schema: TableSchema) -> set[str]:
 def arrow_schema(schema: TableSchema, extras: SourceExtras | None = None) -> pa.Schema:
     """The table's Arrow schema (``mysql.types.arrow_schema``) as the pipeline's rows have
     it after the conversions."""
-    arrow = types.arrow_schema(schema)
+    arrow = port.arrow_schema(schema)
     if extras is None or not extras.tinyint1_as_boolean:
         return arrow
     bools = tinyint1_columns(schema)

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.mysql.options import OPTIONS as SOURCE_OPTIONS
-from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.mysql.port import OPTIONS as SOURCE_OPTIONS
+from sparkcdc.mysql.port import SourceConfig
 from sparkcdc.options import duration_seconds
 from sparkcdc.pipeline.definition import flink_keys
 from sparkcdc.pipeline.definition.model import (

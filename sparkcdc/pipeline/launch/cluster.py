@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.mysql.binlog.fastdecode import default_decoder
+from sparkcdc.mysql.port import default_decoder
 
 log = logging.getLogger("sparkcdc.pipeline")
 

@@ -4,8 +4,6 @@ schemas, and the server's binlog position now."""
 from __future__ import annotations
 
 from sparkcdc.core.schema import TableId, TableSchema
-from sparkcdc.mysql.connection import retry_lost
-from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus
 from sparkcdc.pipeline.run.state import RunState
 
@@ -21,8 +19,6 @@ class Discovery:
         target through the pipeline's stream (``RunState.carried_by_stream``) keeps the
         schema the pipeline holds: only the list of tables and the new tables' columns are
         read (``fresh``: every table's columns)."""
-        from sparkcdc.spark.source import discover_tables
-
         state = self.state
         memo: dict = {}
         known = None if fresh else {
@@ -30,17 +26,11 @@ class Discovery:
             for t, st in state.states.items()
             if st.status == CaptureStatus.ACTIVE and st.schema
             and state.carried_by_stream(st, memo)}
-        tables, state.flavor = discover_tables(state.source_config(), known)
+        tables, state.flavor = state.source().discover(known)
         return {str(t): s for t, s in tables.items()}
 
     def read_now(self) -> None:
         """The server's binlog position now (``RunState.now``): a run with nothing to do
         stops there, and a table gone from discovery is left to the stream until it has
         read that far."""
-        conn = self.state.source_config().connection
-
-        def read_now():
-            with conn.connect() as c:
-                return current_offset(c)
-
-        self.state.now = retry_lost(conn, "reading the binlog position", read_now)
+        self.state.now = self.state.source().position_now()

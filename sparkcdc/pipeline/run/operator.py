@@ -87,12 +87,9 @@ class OperatorRequests:
         (``SplitAssigner``'s rereads). A table still in its snapshot takes the reread once
         its snapshot is done: the assigner waits for that."""
         if where:
-            table = TableId.parse(st.table)
-            try:
-                with self.state.source_config().connection.connect() as c, c.cursor() as cur:
-                    cur.execute(f"SELECT 1 FROM {table.quoted()} WHERE ({where}) LIMIT 0")
-            except Exception as e:  # the server's own words, as the answer
-                return f"the condition does not run on the source: {str(e)[:300]}"
+            why = self.state.source().check_condition(TableId.parse(st.table), where)
+            if why is not None:
+                return f"the condition does not run on the source: {why}"
         st.reread = {"id": int((st.reread or {}).get("id", 0)) + 1, "where": where}
         st.note = f"snapshot where {where}" if where else "snapshot requested (read again)"
         self.stream.dirty = True  # the members file carries it to the running stream

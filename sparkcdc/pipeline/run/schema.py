@@ -16,13 +16,7 @@ import pyarrow as pa
 from sparkcdc.core.records import DDL, TRUNCATE
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import SchemaChangeStop, SchemaError, SparkCDCError
-from sparkcdc.mysql import online_schema
-from sparkcdc.mysql.binlog.reader import load_table_schema
-from sparkcdc.mysql.ddl import table_fate
-from sparkcdc.mysql.discovery import filled_by_server
-from sparkcdc.mysql.offsets import current_offset
-from sparkcdc.mysql.snapshot import read_table
-from sparkcdc.mysql.types import arrow_schema
+from sparkcdc.mysql.port import arrow_schema, online_swap, table_fate
 from sparkcdc.pipeline.run.checkpoint import Gone, TableState
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState, StopRun, TakeAgain, schema_of
@@ -213,8 +207,7 @@ class SchemaInStream:
             # the swapped-in table is the tool's copy, every value of it possibly new
             fill.update(c["name"] for c in st.columns)
         elif d.added:
-            fill.update(filled_by_server(state.source_config().connection, new.table_id,
-                                         list(d.added)))
+            fill.update(state.source().filled_by_server(new.table_id, list(d.added)))
         st.schema, run.schema = new.to_dict(), new
         st.note = f"{behavior}: {d.describe()}"
         run.rows_schema = self.shapes.rows_schema(st, run.shaper)
@@ -226,7 +219,7 @@ class SchemaInStream:
         tool's swap of the table, read as an ALTER of it
         (``scan.parse.online.schema.changes.enabled``)."""
         return bool(self.state.source_config().online_schema_changes
-                    and online_schema.swap(statement, use, st.table))
+                    and online_swap(statement, use, st.table))
 
     def _filled_rows(self, run: TableRun, columns: list[str]) -> pa.Table:
         """The table's current rows, read from the source, as changes that come after
@@ -239,13 +232,12 @@ class SchemaInStream:
         from sparkcdc.spark.rows import COLUMNS, POST, output_schema, snapshot_batches
 
         st = run.state
-        conn = self.state.source_config().connection
-        schema = load_table_schema(conn, run.schema.table_id)  # as it is now
-        with conn.connect() as c:
-            now = current_offset(c)  # after the batch's end: these rows sort after its rows
+        source = self.state.source()
+        schema = source.schema_now(run.schema.table_id)
+        now = source.position_now()  # after the batch's end: these rows sort after its rows
         out = output_schema(arrow_schema(schema))
         parts = []
-        for chunk in read_table(conn, schema):
+        for chunk in source.current_rows(schema):
             rows = pa.Table.from_batches(  # updates: keys the target holds, not new ones
                 list(snapshot_batches(chunk, schema, now, out, COLUMNS, kind=POST)), out)
             parts.append(conform(self.shapes.transformed(run, rows), run.rows_schema))
@@ -264,12 +256,11 @@ class SchemaInStream:
         if off is None:
             return None
         end = ov.position(off)
-        conn = self.state.source_config().connection
+        source = self.state.source()
         try:
-            with conn.connect() as c:
-                before = current_offset(c)
-                schema = load_table_schema(conn, TableId.parse(st.table))
-                after = current_offset(c)
+            before = source.position_now()
+            schema = source.schema_now(TableId.parse(st.table))
+            after = source.position_now()
         except SparkCDCError:
             return None  # gone (renamed or dropped: discovery sees it), or the server away
         if (before.file, before.pos) == (after.file, after.pos) == (end.file, end.pos):

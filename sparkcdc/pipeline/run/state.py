@@ -24,7 +24,7 @@ from typing import NoReturn
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
-from sparkcdc.mysql.options import SourceConfig
+from sparkcdc.mysql.port import MySQLSource, SourceConfig
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.definition import targets as _targets
 from sparkcdc.pipeline.definition.routing import transform_of
@@ -123,6 +123,10 @@ class RunState:
         if self._config is None:
             self._config = SourceConfig.parse(self.defn.source.options_for())
         return self._config
+
+    def source(self) -> MySQLSource:
+        """The source, through its port: what the run asks of the server."""
+        return MySQLSource(self.source_config())
 
     def sink_kind(self) -> str:
         return sink_class(self.defn.sink.type).kind

@@ -16,7 +16,7 @@ from typing import Any
 
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import ConfigError
-from sparkcdc.mysql.options import parse_server_ids
+from sparkcdc.mysql.port import parse_server_ids
 from sparkcdc.pipeline.definition.routing import Shaper
 from sparkcdc.pipeline.run.checkpoint import TableState, read_json, write_json
 from sparkcdc.pipeline.run.life import RunLife

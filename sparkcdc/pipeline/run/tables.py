@@ -296,9 +296,7 @@ class TableLifecycle:
             if pos is None:
                 continue
             if files is None:
-                with state.source_config().connection.connect() as c, c.cursor() as cur:
-                    cur.execute("SHOW BINARY LOGS")
-                    files = [r[0] for r in cur.fetchall()]
+                files = state.source().binlog_files()
             if pos.file in files:
                 continue
             have = f"{files[0]} .. {files[-1]}" if files else "no binlog files"

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import SchemaError
-from sparkcdc.mysql.ddl import column_renames
-from sparkcdc.mysql.types import STRING, parse_column_type
+from sparkcdc.mysql.port import STRING, column_renames, parse_column_type
 
 
 @dataclass(frozen=True)
