@@ -83,7 +83,7 @@ def test_purged_binlog_fails_clearly_then_resnapshots(spark, server, tmp_path):
     defn = _pipeline(server, tmp_path, None)
     ckpt = Checkpoint(defn.pipeline.checkpoint_location)
     Runner(defn, spark, until_caught_up=True).run()  # both snapshotted, positions in file 1
-    a_dir = ckpt.group_dir(0)  # the pipeline's stream: both tables
+    a_dir = ckpt.pipeline_stream_dir(0)  # the pipeline stream: both tables
     shutil.copytree(a_dir, tmp_path / "a_at_file1")
 
     server.execute("FLUSH BINARY LOGS")
@@ -114,7 +114,7 @@ def test_purged_binlog_fails_clearly_then_resnapshots(spark, server, tmp_path):
     states = Checkpoint(defn.pipeline.checkpoint_location).load_tables()
     assert (states["shop.a"].generation, states["shop.b"].generation) == (1, 1)
     assert states["shop.a"].note == states["shop.b"].note == "resnapshot: binlog purged"
-    assert states["shop.a"].group == states["shop.b"].group == 1  # a new stream
+    assert states["shop.a"].stream_generation == states["shop.b"].stream_generation == 1  # a new stream
     a = _target(defn, "shop.a")
     assert sorted(a) == list(range(11, 46))  # the deleted rows are gone
     assert a[31] == -31 and a[45] == 45

@@ -26,7 +26,7 @@ from sink_support import read_delta
 
 from sparkcdc.pipeline.commands.status import table_statuses
 from sparkcdc.pipeline.definition import parse_pipeline
-from sparkcdc.pipeline.run.checkpoint import GROUP_KEY, Checkpoint
+from sparkcdc.pipeline.run.checkpoint import STREAM_KEY, Checkpoint
 from sparkcdc.pipeline.run.loop import Runner
 
 
@@ -67,7 +67,7 @@ def test_many_tables_one_query(spark, mariadb, db, tmp_path):
     t0 = time.monotonic()
     runner = _run(defn, spark)
     first = time.monotonic() - t0
-    assert _streams(tmp_path) == [GROUP_KEY]  # one streaming query, whatever the count
+    assert _streams(tmp_path) == [STREAM_KEY]  # one streaming query, whatever the count
     assert len({id(r.query) for r in runner.runs.values()}) == 1
     assert len(runner.runs) == n
     for t in names:
@@ -82,7 +82,7 @@ def test_many_tables_one_query(spark, mariadb, db, tmp_path):
     t0 = time.monotonic()
     _run(defn, spark)
     catch_up = time.monotonic() - t0
-    assert _streams(tmp_path) == [GROUP_KEY]
+    assert _streams(tmp_path) == [STREAM_KEY]
     for t in names:
         assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
     sts = {s.table: s for s in table_statuses(defn)}
@@ -96,7 +96,7 @@ def test_ddl_new_and_dropped_table_before_one_run(spark, mariadb, db, tmp_path):
                     database=db)
     defn = _defn(mariadb, db, tmp_path)
     _run(defn, spark)
-    assert _streams(tmp_path) == [GROUP_KEY]
+    assert _streams(tmp_path) == [STREAM_KEY]
     # in one go: rows before and after a column is added, a new table, a dropped one
     mariadb.execute("UPDATE a SET v = 100 WHERE id = 1",
                     "ALTER TABLE a ADD COLUMN w VARCHAR(5)",
@@ -112,7 +112,7 @@ def test_ddl_new_and_dropped_table_before_one_run(spark, mariadb, db, tmp_path):
     assert sorted(_target(tmp_path, db, "c")) == list(range(1, 21))  # the target is kept
     states = Checkpoint(tmp_path / "ckpt").load_tables()
     assert states[f"{db}.c"].status == "dropped"
-    assert states[f"{db}.d"].group == states[f"{db}.b"].group == 0  # in the one stream
+    assert states[f"{db}.d"].stream_generation == states[f"{db}.b"].stream_generation == 0  # in the one stream
     # and all of them go on
     mariadb.execute("UPDATE a SET w = 'y' WHERE id = 3", "INSERT INTO d VALUES (31, 31)",
                     "UPDATE b SET v = 0", database=db)
@@ -158,7 +158,7 @@ pipeline:
     with_transform = parse_pipeline(text, "one.yaml", env={"TEST_PW": mariadb.info.cdc_password})
     _run(with_transform, spark)
     states = Checkpoint(tmp_path / "ckpt").load_tables()
-    assert {t: states[f"{db}.{t}"].group for t in "abc"} == {"a": 0, "b": 0, "c": 0}
+    assert {t: states[f"{db}.{t}"].stream_generation for t in "abc"} == {"a": 0, "b": 0, "c": 0}
     assert states[f"{db}.b"].generation == 0  # not taken again
     mariadb.execute("UPDATE b SET v = 0 WHERE id = 10", "UPDATE c SET v = -1 WHERE id = 3",
                     "UPDATE c SET v = 100 WHERE id = 4", database=db)
@@ -169,7 +169,7 @@ pipeline:
     assert sorted(c) == [i for i in range(1, 31) if i != 3]  # id 3 left the filter
     assert (c[4]["v"], c[4]["v2"], c[7]["v2"]) == (100, 200, 14)
     assert str(c[7]["at"]) == "2024-01-01 00:00:00"  # a DATETIME keeps its wall time
-    assert _streams(tmp_path) == [GROUP_KEY]
+    assert _streams(tmp_path) == [STREAM_KEY]
 
 
 def test_tables_come_and_go_inside_the_running_query(spark, mariadb, db, tmp_path):
@@ -191,7 +191,7 @@ def test_tables_come_and_go_inside_the_running_query(spark, mariadb, db, tmp_pat
     t.start()
     try:
         wait_for(lambda: len(_target_or_empty(tmp_path, db, "a")) == 100, 120, "a's snapshot")
-        query = runner.group_query
+        query = runner.stream_query
         run_id = query.runId
         mariadb.execute("CREATE TABLE c (id INT PRIMARY KEY, v INT)",
                         f"INSERT INTO c SELECT seq, seq FROM {seq(mariadb, 700)}",
@@ -203,11 +203,11 @@ def test_tables_come_and_go_inside_the_running_query(spark, mariadb, db, tmp_pat
                  and 100 not in _target_or_empty(tmp_path, db, "a"), 60, "the changes")
         wait_for(lambda: {s.table: s.status for s in table_statuses(defn)}.get(f"{db}.b")
                  == "dropped", 30, "b dropped")
-        assert runner.group_query is query and query.isActive and query.runId == run_id
+        assert runner.stream_query is query and query.isActive and query.runId == run_id
         assert _target(tmp_path, db, "a") == _source(mariadb, db, "a")
         assert _target(tmp_path, db, "c") == _source(mariadb, db, "c")
         assert len(_target(tmp_path, db, "b")) == 10  # a dropped table's target is kept
-        assert _streams(tmp_path) == [GROUP_KEY]
+        assert _streams(tmp_path) == [STREAM_KEY]
     finally:
         runner.stop()
         t.join(60)
@@ -259,7 +259,7 @@ def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
     st = Checkpoint(tmp_path / "ckpt").load_tables()
     assert st[f"{db}.r1"].status == "dropped" and st[f"{db}.r1"].note == f"renamed to {db}.r2"
     assert st[f"{db}.r2"].note == f"renamed from {db}.r1"
-    assert st[f"{db}.r2"].group == 0 and _streams(tmp_path) == [GROUP_KEY]  # no own stream
+    assert st[f"{db}.r2"].stream_generation == 0 and _streams(tmp_path) == [STREAM_KEY]  # no own stream
     assert st[f"{db}.c"].status == "active" and st[f"{db}.c"].generation == 1
     mariadb.execute("UPDATE r2 SET v = 'later' WHERE id = 3", "UPDATE c SET v = 'x'",
                     database=db)
@@ -298,7 +298,7 @@ pipeline:
                     "UPDATE a SET w = 9 WHERE id = 1", "INSERT INTO b VALUES (31, 31)",
                     database=db)
     _run(defn, spark)
-    assert _streams(tmp_path) == [GROUP_KEY]
+    assert _streams(tmp_path) == [STREAM_KEY]
     for t in "ab":
         log = sinks.create("files", {"path": str(tmp_path / "log" / db / t),
                                      "format": fmt}).changelog(spark)
@@ -328,9 +328,9 @@ def test_a_table_of_a_stream_of_its_own_joins_the_pipelines_stream(spark, mariad
     a = states[f"{db}.a"]
     own = tmp_path / "ckpt" / "streams" / f"{db}.a" / f"g{a.generation}"
     for part in ("offsets", "commits"):  # the same batches, as a stream of its own
-        shutil.copytree(ck.group_dir(a.group) / part, own / part)
-    a.group = None
-    ck.save_tables("one", states, ck.load_group())
+        shutil.copytree(ck.pipeline_stream_dir(a.stream_generation) / part, own / part)
+    a.stream_generation = None
+    ck.save_tables("one", states, ck.load_stream_generation())
     assert ck.last_planned(a) is not None
     mariadb.execute("UPDATE a SET v = -v WHERE id <= 3",
                     "ALTER TABLE a ADD COLUMN w VARCHAR(4) DEFAULT 'd'",
@@ -340,6 +340,6 @@ def test_a_table_of_a_stream_of_its_own_joins_the_pipelines_stream(spark, mariad
     for t in "ab":
         assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
     after = Checkpoint(tmp_path / "ckpt").load_tables()[f"{db}.a"]
-    assert after.group is not None and after.generation == a.generation + 1, after
-    members = json.loads(ck.group_members_path(after.group).read_text())
+    assert after.stream_generation is not None and after.generation == a.generation + 1, after
+    members = json.loads(ck.members_path(after.stream_generation).read_text())
     assert f"{db}.a" in members["since"]  # it joined from its target's position

@@ -144,9 +144,10 @@ class TableState:
     note: str = ""
     paused_at: dict | None = None  # where a paused table resumes (its target's last batch end)
     reread: dict | None = None  # {"id", "where"}: read again in part (``snapshot --where``)
-    group: int | None = None  # read by the pipeline's stream, this generation of it; None:
-    #                           not yet, or, in a checkpoint from before, by a stream of its
-    #                           own (``generation``; it joins at the next start)
+    # read by the pipeline stream, this generation of it; None: not yet, or, in a checkpoint
+    # from before, by a stream of its own (``generation``; it joins at the next start). The
+    # state file names it "group", as it always has, so older checkpoints read the same
+    stream_generation: int | None = None
     targets: list | None = None  # every target when routes fan the table out (``target``
     #                              is the first); fixed when the table is first captured
     # the schema fields (schema, columns, pending_ddl) as they were when the last
@@ -155,17 +156,22 @@ class TableState:
     batch_start: dict | None = None
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "start": self.start.to_dict(), "status": self.status.value,
-                "gone": self.gone.to_dict() if self.gone is not None else None}
+        out = {**self.__dict__, "start": self.start.to_dict(), "status": self.status.value,
+               "gone": self.gone.to_dict() if self.gone is not None else None}
+        out["group"] = out.pop("stream_generation")  # the state file's name for it
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> TableState:
+        d = dict(d)
+        generation = d.pop("group", None)
         return cls(**{**d, "start": Start.from_dict(d.get("start") or {}),
                       "status": CaptureStatus(d.get("status", "active")),
-                      "gone": Gone.from_dict(d["gone"]) if d.get("gone") else None})
+                      "gone": Gone.from_dict(d["gone"]) if d.get("gone") else None,
+                      "stream_generation": generation})
 
 
-GROUP_KEY = "_tables"  # the pipeline stream's directory (a table's key always has a dot)
+STREAM_KEY = "_tables"  # the pipeline stream's directory (a table's key always has a dot)
 
 
 class Checkpoint:
@@ -188,26 +194,29 @@ class Checkpoint:
         data = read_json(self.state_path) or {}
         return {k: TableState.from_dict(v) for k, v in data.get("tables", {}).items()}
 
-    def load_group(self) -> int:
-        """The generation of the pipeline's stream (0 before the first)."""
+    def load_stream_generation(self) -> int:
+        """The generation of the pipeline stream (0 before the first)."""
         return int((read_json(self.state_path) or {}).get("group", 0))
 
-    def save_tables(self, name: str, tables: dict[str, TableState], group: int = 0) -> None:
-        write_json(self.state_path, {"version": STATE_VERSION, "name": name, "group": group,
+    def save_tables(self, name: str, tables: dict[str, TableState],
+                    stream_generation: int = 0) -> None:
+        write_json(self.state_path, {"version": STATE_VERSION, "name": name,
+                                     "group": stream_generation,
                                      "tables": {k: v.to_dict() for k, v in tables.items()}})
 
-    def group_dir(self, generation: int) -> Path:
-        return self.root / "streams" / GROUP_KEY / f"g{generation}"
+    def pipeline_stream_dir(self, generation: int) -> Path:
+        """Spark's checkpoint of the pipeline stream's generation ``generation``."""
+        return self.root / "streams" / STREAM_KEY / f"g{generation}"
 
-    def group_members_path(self, generation: int) -> Path:
+    def members_path(self, generation: int) -> Path:
         """The tables the pipeline's stream reads, and their generations (the source's
         ``scan.tables.file``): beside its Spark checkpoint, rewritten as tables come and go."""
-        return self.root / "streams" / GROUP_KEY / f"g{generation}.tables.json"
+        return self.root / "streams" / STREAM_KEY / f"g{generation}.tables.json"
 
     def stream_dir(self, st: TableState) -> Path:
         """Spark's checkpoint of the stream that reads ``st``: the pipeline's or its own."""
-        if st.group is not None:
-            return self.group_dir(st.group)
+        if st.stream_generation is not None:
+            return self.pipeline_stream_dir(st.stream_generation)
         return self.root / "streams" / stream_key(st.table) / f"g{st.generation}"
 
     def live_path(self, table: str) -> Path:
@@ -239,8 +248,8 @@ class Checkpoint:
     def last_committed(self, st: TableState) -> int | None:
         return self._last(self.stream_dir(st) / "commits")
 
-    def group_last_planned(self, generation: int) -> int | None:
-        return self._last(self.group_dir(generation) / "offsets")
+    def stream_last_planned(self, generation: int) -> int | None:
+        return self._last(self.pipeline_stream_dir(generation) / "offsets")
 
     def _last(self, d: Path) -> int | None:
         b = self._batches(d)

@@ -116,7 +116,7 @@ class Runner:
         return self.state.runs
 
     @property
-    def group_query(self):
+    def stream_query(self):
         """The pipeline stream's query (None before it starts)."""
         return self.stream.query
 
@@ -153,7 +153,7 @@ class Runner:
         with stop_on_signals(self.stop):  # Ctrl-C, SIGTERM: the loop ends at its step
             try:
                 state.states = self.ckpt.load_tables()
-                state.generation = self.ckpt.load_group()
+                state.generation = self.ckpt.load_stream_generation()
                 if self._work_waits():
                     self.life.begin_session()  # its JVM starts while tables are discovered
                 found = self.discovery.discover()
@@ -236,7 +236,7 @@ class Runner:
             return bool(sc.diff(schema_of(st_), found[t])
                         and not self.state.carried_by_stream(st_, memo))
 
-        tables = [r.state.table for r in self.state.runs.values() if r.state.group is not None]
+        tables = [r.state.table for r in self.state.runs.values() if r.state.stream_generation is not None]
         if any(t not in found or changed(t) for t in tables):
             self._reconcile(found)
             stream.dirty = True

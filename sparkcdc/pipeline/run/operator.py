@@ -108,7 +108,7 @@ class OperatorRequests:
         sink.close()
         # a table paused in its snapshot is emptied and snapshotted again on resume
         at = self.tables.target_position(st, offset, snapshot_done)
-        st.group = None
+        st.stream_generation = None
         st.status = CaptureStatus.PAUSED
         st.paused_at = at
         st.note = "paused" if at else "paused in its snapshot (taken again on resume)"

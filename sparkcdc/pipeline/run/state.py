@@ -195,13 +195,13 @@ class RunState:
         pipeline's stream (``stream_schema.py``): it is in it, past its snapshot (a change
         during the snapshot takes it again), and no change of it waits for the loop.
         ``memo`` keeps the stream's last committed offset for a look over many tables."""
-        if st.group is None or st.table in self.handed:
+        if st.stream_generation is None or st.table in self.handed:
             return False
         memo = {} if memo is None else memo
-        if st.group not in memo:
+        if st.stream_generation not in memo:
             b = self.ckpt.last_committed(st)
-            memo[st.group] = self.ckpt.offset(st, b) if b is not None else None
-        off = memo[st.group]
+            memo[st.stream_generation] = self.ckpt.offset(st, b) if b is not None else None
+        off = memo[st.stream_generation]
         return off is not None and ov.table_phase(off, st.table) == "done"
 
     def streaming_at(self, st: TableState, batch_id: int) -> bool:
@@ -222,4 +222,4 @@ class RunState:
     def has_own_stream(self, st: TableState) -> bool:
         """Whether a stream of its own read the table (a checkpoint from before every table
         took the pipeline's stream): it joins the pipeline's stream at its next start."""
-        return st.group is None and self.ckpt.last_planned(st) is not None
+        return st.stream_generation is None and self.ckpt.last_planned(st) is not None

@@ -50,14 +50,14 @@ class PipelineStream:
         """The table joins the stream (at the next ``sync``): a running table of it."""
         state = self.state
         sink = state.sink_for(st)
-        if st.group != state.generation:
+        if st.stream_generation != state.generation:
             # its target's batch ids go on after its last one: the stream's next batch, the
             # first that can carry its rows, maps to the next id of its target
             last = sink.last_batch_id()
             nxt = st.batch_base if last is None else max(last + 1, st.batch_base)
-            planned = state.ckpt.group_last_planned(state.generation)
+            planned = state.ckpt.stream_last_planned(state.generation)
             st.batch_base = nxt - (planned + 1 if planned is not None else 0)
-            st.group = state.generation  # saved before the stream starts (sync)
+            st.stream_generation = state.generation  # saved before the stream starts (sync)
         run = TableRun(st, schema, sink, shaper, keys)
         live = read_json(state.ckpt.live_path(st.table)) or {}
         if live.get("generation") == st.generation:  # counts go on across runs
@@ -81,7 +81,7 @@ class PipelineStream:
         state = self.state
         q = self.query
         running = q is not None and q.isActive
-        members = {t: r for t, r in state.runs.items() if r.state.group is not None}
+        members = {t: r for t, r in state.runs.items() if r.state.stream_generation is not None}
         state.members = members
         if not members:
             if running:
@@ -90,7 +90,7 @@ class PipelineStream:
             return
         state.save()  # every table's state is on disk before the stream reads it
         gen = state.generation
-        members_file = state.ckpt.group_members_path(gen)
+        members_file = state.ckpt.members_path(gen)
         write_json(members_file, {
             "generations": {t: r.state.generation for t, r in sorted(members.items())},
             # as discovered (the source takes them instead of a discovery of its own)
@@ -117,7 +117,7 @@ class PipelineStream:
                               **self._upsert_only()})
         df = self.life.spark.readStream.format("mysql-cdc").options(**opts).load()
         writer = (df.writeStream.foreachBatch(self.foreach_batch)
-                  .option("checkpointLocation", str(state.ckpt.group_dir(gen)))
+                  .option("checkpointLocation", str(state.ckpt.pipeline_stream_dir(gen)))
                   .queryName(f"{state.settings.name}:tables:g{gen}"))
         self.query = self._trigger(writer).start()
         self._query_gen = gen

@@ -86,7 +86,7 @@ class TableLifecycle:
         ``start``, its target's batch ids going on after ``last`` (the last one it has),
         with ``schema`` when it changed; nothing of the one before waits for it."""
         st.start = start
-        st.group = None  # joins the pipeline's stream again, under the new generation
+        st.stream_generation = None  # joins the pipeline's stream again, under the new generation
         st.generation += 1
         # past every batch id the target holds any part of: a batch that failed after its
         # snapshot files were committed (Delta's ``<app-id>#files``) must not be reused,
@@ -233,7 +233,7 @@ class TableLifecycle:
         log.warning("table %s was renamed to %s: it goes on into %s, %s", st.table,
                     new_name, st.target, how)
         st.status = CaptureStatus.DROPPED
-        st.group = None
+        st.stream_generation = None
         state.states[new_name] = nst
         state.save()
         self.start(nst, new_schema)
@@ -247,7 +247,7 @@ class TableLifecycle:
         log.warning("table %s is gone from the source: its stream stops, target %s is kept",
                     st.table, st.target)
         self.stop(st)  # the pipeline's stream goes on without it
-        st.group = None
+        st.stream_generation = None
         st.status = CaptureStatus.DROPPED
         st.note = note or "dropped on the source"
         self.state.save()
@@ -311,7 +311,7 @@ class TableLifecycle:
                               "checkpoint.location; keep binlogs longer than the pipeline is "
                               "ever stopped (binlog_expire_logs_seconds / expire_logs_days, "
                               "docs/operations.md)")
-            if st.group is not None and st.group == state.generation:
+            if st.stream_generation is not None and st.stream_generation == state.generation:
                 # the pipeline's stream cannot go on from a purged file: a new one starts,
                 # and every table it read is taken again in it (each fails above first)
                 state.generation += 1
