@@ -19,7 +19,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
-from sparkcdc.sinks.base import KeyRange
+from sparkcdc.sinks.base import KeyRange, Sink
+
+
+class SQLSink(Sink):
+    """The base of the SQL sinks: a database the tasks reach as the driver does, so every
+    target takes the rows of its snapshot chunks and its changes from Spark tasks (they
+    load staging tables; the driver applies them in one transaction with the batch id).
+    A table without a key has nothing to slice its changes by."""
+
+    tasks_writer = "hash slices, staging tables"
+
+    @classmethod
+    def may_take_files(cls, options: Mapping[str, Any]) -> bool:
+        return True
+
+    def takes_files(self) -> bool:
+        return True
+
+    @classmethod
+    def may_take_changes(cls, options: Mapping[str, Any]) -> bool:
+        return True
+
+    def takes_changes(self, keys: tuple[str, ...]) -> bool:
+        return bool(keys)
 
 
 def arrow_kind(t: pa.DataType) -> str | None:

@@ -47,7 +47,6 @@ from sparkcdc.sinks.base import (
     ChangeSet,
     KeyRange,
     KeySlices,
-    Sink,
     WriteResult,
     check_key_not_null,
     log,
@@ -59,6 +58,7 @@ from sparkcdc.sinks.mysql.config import MySQLConfig
 from sparkcdc.sinks.sql import (
     STAGE_CHANGES,
     STAGE_FILES,
+    SQLSink,
     clear_ranges,
     column_kind,
     plain_text,
@@ -126,10 +126,9 @@ def chunks(tuples: pa.Array, max_bytes: int) -> Iterator[str]:
         yield ",".join(rows[start:])
 
 
-class MySQLSink(Sink):
+class MySQLSink(SQLSink):
     type = "mysql"
     writer = "pymysql"
-    tasks_writer = "hash slices, staging tables"
 
     def __init__(self, config: MySQLConfig):
         self.config = config
@@ -410,22 +409,7 @@ class MySQLSink(Sink):
             cur.execute(f"DROP TEMPORARY TABLE {stage}")
         self._insert(cur, changes.rows(VERSION), None)
 
-    # -- rows from the tasks: staging tables loaded by Spark tasks ----------------------
-
-    @classmethod
-    def may_take_files(cls, options: Mapping[str, Any]) -> bool:
-        return True
-
-    def takes_files(self) -> bool:
-        """Any target: the tasks reach the server as the driver does."""
-        return True
-
-    @classmethod
-    def may_take_changes(cls, options: Mapping[str, Any]) -> bool:
-        return True
-
-    def takes_changes(self, keys: tuple[str, ...]) -> bool:
-        return bool(keys)
+    # -- rows from the tasks: staging tables loaded by Spark tasks (``SQLSink``) -------
 
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         """In a task: the rows new to the target, asked of its primary key as the driver's

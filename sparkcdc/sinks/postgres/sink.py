@@ -41,14 +41,13 @@ from sparkcdc.sinks.base import (
     ChangeSet,
     KeyRange,
     KeySlices,
-    Sink,
     WriteResult,
     check_key_not_null,
     log,
 )
 from sparkcdc.sinks.postgres import staging
 from sparkcdc.sinks.postgres.config import PostgresConfig
-from sparkcdc.sinks.sql import clear_ranges, column_kind, plain_text, sql_type
+from sparkcdc.sinks.sql import SQLSink, clear_ranges, column_kind, plain_text, sql_type
 
 # the column type of each Arrow kind (sparkcdc.sinks.sql.arrow_kind)
 PG_TYPES = {
@@ -100,10 +99,9 @@ def copy_text(table: pa.Table) -> bytes:
     return lines.buffers()[2].to_pybytes()[start:end]
 
 
-class PostgresSink(Sink):
+class PostgresSink(SQLSink):
     type = "postgres"
     writer = "psycopg"
-    tasks_writer = "hash slices, staging tables"
 
     def __init__(self, config: PostgresConfig):
         self.config = config
@@ -403,22 +401,8 @@ class PostgresSink(Sink):
         cur.execute(sql("INSERT INTO {} ({}) SELECT {} FROM {} WHERE {} = 'version'").format(
             self._target, col_list, col_list, stage, I(OP)))
 
-    # -- rows from the tasks: staging tables loaded by Spark tasks (staging.py) ----------
-
-    @classmethod
-    def may_take_files(cls, options: Mapping[str, Any]) -> bool:
-        return True
-
-    def takes_files(self) -> bool:
-        """Any target: the tasks reach the server as the driver does."""
-        return True
-
-    @classmethod
-    def may_take_changes(cls, options: Mapping[str, Any]) -> bool:
-        return True
-
-    def takes_changes(self, keys: tuple[str, ...]) -> bool:
-        return bool(keys)
+    # -- rows from the tasks: staging tables loaded by Spark tasks (``SQLSink``,
+    #    staging.py) -------------------------------------------------------------------
 
     def _exists(self, cur) -> bool:
         cur.execute("SELECT to_regclass(%s)", (f'"{self.config.schema}"."{self.config.table}"',))
