@@ -29,7 +29,7 @@ import pyarrow as pa
 from sparkcdc.core.chunking import ChunkingOptions
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import Column, TableId, TableSchema
-from sparkcdc.errors import ServerConfigError
+from sparkcdc.errors import ConfigError, SchemaError, ServerConfigError
 from sparkcdc.mysql import checksums, online_schema
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
 from sparkcdc.mysql.binlog.reader import load_table_schema
@@ -115,6 +115,25 @@ class MySQLSource:
                          re.escape(table_id.database) + "\\." + re.escape(table_id.table),
                          None, chunk_keys)
         return next(iter(found.values()))
+
+    def schemas_of(self, tables: list[TableId]) -> dict[TableId, TableSchema]:
+        """The schemas of ``tables`` that exist now, with the source's chunk keys; a table
+        gone is left out (none found: empty)."""
+        import logging
+        import re
+
+        c = self.config
+        chunk_keys = (dict(parse_chunk_key_option(c.chunk_key_columns))
+                      if c.chunk_key_columns else None)
+        dbs = "|".join(re.escape(d) for d in sorted({t.database for t in tables}))
+        names = "|".join(re.escape(t.database) + "\\." + re.escape(t.table)
+                         for t in sorted(tables))
+        try:
+            return discover(self.connection, dbs, names, None, chunk_keys)
+        except (ConfigError, SchemaError) as e:  # none of them exists (any more)
+            logging.getLogger(__name__).info("tables %s: not found (%s)",
+                                             ", ".join(map(str, tables)), e)
+            return {}
 
     def schema_now(self, table_id: TableId) -> TableSchema:
         """A table's schema as information_schema gives it now."""

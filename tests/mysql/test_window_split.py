@@ -23,7 +23,8 @@ from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.window_split import bound_window, split_window, window_bytes
-from sparkcdc.spark.source import MySQLCDCDataSource, WindowItem
+from sparkcdc.spark.read import WindowItem
+from sparkcdc.spark.source import MySQLCDCDataSource
 
 pytestmark = pytest.mark.timeout(600)
 
