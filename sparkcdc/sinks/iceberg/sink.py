@@ -47,7 +47,14 @@ from sparkcdc.sinks.iceberg import changes as task_changes
 from sparkcdc.sinks.iceberg import files
 from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
 from sparkcdc.sinks.iceberg.config import IcebergConfig
-from sparkcdc.sinks.iceberg.merge import between, key_range, may_hold, merge
+from sparkcdc.sinks.iceberg.merge import (
+    Rewrite,
+    between,
+    key_range,
+    may_hold,
+    overwrite,
+    plan_merge,
+)
 from sparkcdc.sinks.iceberg.storage import storage_table
 
 _CATALOG_LOCK = threading.Lock()
@@ -296,19 +303,45 @@ class IcebergSink(Sink):
             lambda lo, hi: bool(changes.replaces) or may_hold(table, between(key, lo, hi)))
         arrow_schema = table.schema().as_arrow()
         summary = self._summary(batch_id, "driver")
-        with table.transaction() as tx:
-            new_rows = storage_table(appendable).cast(arrow_schema)
-            if new_rows.num_rows:
-                # first, while the transaction's view is the table split_new asked about
-                _claim_range(tx, key_range(new_rows, key))
-            if rest.num_rows or changes.replaces:
-                merge(table, tx, rest, arrow_schema, summary)
-            if new_rows.num_rows:
-                tx.append(new_rows, snapshot_properties=summary)
-            tx.set_properties({self.config.batch_property: str(batch_id)})
+        new_rows = storage_table(appendable).cast(arrow_schema)
+        rewrite = (plan_merge(table, rest, arrow_schema)
+                   if rest.num_rows or changes.replaces else None)
+        if rewrite is not None and rewrite.drops_deletes():
+            self._commit_rewrite(table, rewrite, new_rows, batch_id, summary)
+        else:
+            with table.transaction() as tx:
+                if new_rows.num_rows:
+                    # first, while the transaction's view is the table split_new asked about
+                    _claim_range(tx, key_range(new_rows, key))
+                if rewrite is not None:
+                    overwrite(table, tx, rewrite, summary)
+                if new_rows.num_rows:
+                    tx.append(new_rows, snapshot_properties=summary)
+                tx.set_properties({self.config.batch_property: str(batch_id)})
         counts = changes.counts(appended=appendable.num_rows)
         self._maybe_compact(batch_id)
         return WriteResult(batch_id, counts=counts)
+
+    def _commit_rewrite(self, table, rewrite: Rewrite, new_rows: pa.Table, batch_id: int,
+                        summary: dict[str, str]) -> None:
+        """A copy-on-write merge over files that have delete files (a table the tasks
+        wrote changes into), and the batch's new rows, in one snapshot of the sink's own
+        (``commit.py``): the dropped data files' file-scoped delete files go with them, so
+        none is left pointing at a file no snapshot holds. Its base is the snapshot it was
+        planned from: another writer's commit since fails the batch (``CommitConflict``),
+        and Spark runs it again, planned anew."""
+        rows = pa.concat_tables([rewrite.rows, new_rows.select(rewrite.rows.column_names)])
+        wid = files.write_id(self.config.app_id, batch_id)
+        new = files.write_data_files(table, rows, wid)
+        removed = [t.file for t in rewrite.tasks]
+        removed += [d for t in rewrite.tasks for d in t.delete_files
+                    if task_changes.file_scoped(d, t.file.file_path)]
+        try:
+            commit(table, new, base=table.current_snapshot().snapshot_id, removed=removed,
+                   properties={self.config.batch_property: str(batch_id)}, summary=summary)
+        except CommitConflict:  # nothing committed (any other error: the batch's leftovers)
+            files.remove(files.local(f.file_path) for f in new)
+            raise
 
     def _maybe_compact(self, batch_id: int) -> None:
         # by batch id, as the delta sink does: short runs compact like a long stream

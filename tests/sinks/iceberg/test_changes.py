@@ -147,3 +147,46 @@ def test_a_file_mostly_deleted_is_rewritten_and_a_conflict_fails_the_batch(tmp_p
     want[900] = (0, "other")
     del want[500]
     assert read(sink) == want
+
+
+def live_deletes(table) -> dict[str, str]:
+    """Every position delete file of the table's current snapshot, to the data file its
+    ``file_path`` bounds name (file-scoped, as the tasks write them)."""
+    from pyiceberg.manifest import ManifestContent
+
+    from sparkcdc.sinks.iceberg.changes import PATH_ID
+
+    out = {}
+    for m in table.current_snapshot().manifests(table.io):
+        if m.content != ManifestContent.DELETES:
+            continue
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+            out[e.data_file.file_path] = e.data_file.lower_bounds[PATH_ID].decode()
+    return out
+
+
+def test_the_drivers_rewrite_of_a_file_drops_its_delete_files(tmp_path):
+    from sparkcdc.sinks.base import NEW, OP, UPSERT, ChangeSet
+
+    sink, want = make(tmp_path, 1000, 250)
+    apply(sink, [(10, -1, "upd")], [20, 30], 1, 2)  # the first file: one delete file
+    (held,) = set(live_deletes(sink._table()).values())
+    # the driver's path (a batch with a schema change, say) updates a key of that file:
+    # copy-on-write, the file and its delete file dropped in one snapshot
+    rows = pa.table({"id": [40, 5000], "v": [-2, 5000], "s": ["drv", "new"],
+                     OP: [UPSERT, UPSERT], NEW: [False, True]},
+                    schema=SCHEMA.append(pa.field(OP, pa.string())).append(
+                        pa.field(NEW, pa.bool_())))
+    assert not sink.write(ChangeSet(rows, ("id",), tuple(SCHEMA.names)), 2).skipped
+    for k in (20, 30):
+        del want[k]
+    want.update({10: (-1, "upd"), 40: (-2, "drv"), 5000: (5000, "new")})
+    assert read(sink) == want
+    table = sink._table()
+    live = {t.file.file_path for t in table.scan().plan_files()}
+    assert held not in live
+    assert all(d in live for d in live_deletes(table).values()), "a delete file outlived its file"
+    snap = table.current_snapshot()
+    assert snap.summary["sparkcdc.batch"] == "2" and sink.last_batch_id() == 2
+    assert int(snap.summary["removed-position-delete-files"]) >= 1
+    assert sink.write(ChangeSet(rows, ("id",), tuple(SCHEMA.names)), 2).skipped
