@@ -149,15 +149,19 @@ def on_disk(location: str, prefix: str) -> list[Path]:
     return out
 
 
-def live_paths(table) -> set[str]:
-    """Every data and delete file of the table's current snapshot, as local paths."""
-    snap = table.current_snapshot()
-    if snap is None:
-        return set()
-    out = set()
-    for m in snap.manifests(table.io):
-        for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
-            out.add(str(local(e.data_file.file_path)))
+def referenced(table) -> set[str]:
+    """Every data and delete file any snapshot of the table's current metadata names (live,
+    existing or deleted in it), as local paths: what a file of this app's must be named by
+    to stay. Each manifest is read once, however many snapshots share it."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    for s in table.snapshots():
+        for m in s.manifests(table.io):
+            if m.manifest_path in seen:
+                continue
+            seen.add(m.manifest_path)
+            for e in m.fetch_manifest_entry(table.io, discard_deleted=False):
+                out.add(str(local(e.data_file.file_path)))
     return out
 
 

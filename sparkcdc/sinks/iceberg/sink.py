@@ -68,6 +68,7 @@ class IcebergSink(Sink):
         self.config = config
         require("pyiceberg", "iceberg")
         self._catalog = None
+        self._swept = False  # the leftovers of killed compactions looked for (first commit)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> IcebergSink:
@@ -250,20 +251,28 @@ class IcebergSink(Sink):
         return n
 
     def _remove_leftovers(self, batch_id: int) -> None:
+        """The files of ``batch_id`` (committed, or found committed) that no commit
+        names: attempts that died, a run of the batch found committed. The first call of a
+        sink (a run's first commit) also removes the files of compactions killed before
+        their commit, so they do not wait for the next compaction."""
         table = self._table()
         if table is None or not files.supported(table.location()):
             return
-        prefix = files.write_prefix(self.config.app_id, batch_id)
-        here = files.on_disk(table.location(), prefix)
+        if not self._swept:
+            self._swept = True
+            self._remove_compaction_leftovers(table)
+        here = files.on_disk(table.location(), files.write_prefix(self.config.app_id, batch_id))
         if not here:
             return
         own = [s for s in table.snapshots() if s.summary is not None
                and s.summary.get("sparkcdc.app-id") == self.config.app_id
                and s.summary.get("sparkcdc.batch") == str(batch_id)]
-        if not own:  # (a batch that wrote no snapshot: nothing tells its files apart)
-            return
-        keep = files.added_by(table, own)
-        gone = files.remove(p for p in here if str(p) not in keep)
+        added = files.added_by(table, own)
+        left = [p for p in here if str(p) not in added]
+        if left:  # (its snapshot expired, say: any file the metadata names stays)
+            named = files.referenced(table)
+            left = [p for p in left if str(p) not in named]
+        gone = files.remove(left)
         if gone:
             log.info("%s: %d file(s) of batch %d no commit names removed",
                      ".".join(self.config.identifier), gone, batch_id)
@@ -366,19 +375,17 @@ class IcebergSink(Sink):
         return self._rewrite(table, tasks, batch_id, "compacted")
 
     def _remove_compaction_leftovers(self, table) -> None:
-        """The files of compactions killed before their commit: this app's compaction
-        files that no snapshot of the table's history added and none holds."""
+        """The files of compactions (and purges) killed before their commit: this app's
+        compaction files that no snapshot of the table's current metadata names, whatever
+        snapshots were expired since they were written."""
         if not files.supported(table.location()):
             return
         prefix = files.write_prefix(self.config.app_id, 0, files.COMPACTION)[:11]
         here = files.on_disk(table.location(), prefix)
         if not here:
             return
-        own = [s for s in table.snapshots() if s.summary is not None
-               and s.summary.get("sparkcdc.app-id") == self.config.app_id
-               and s.summary.get("sparkcdc.compaction") is not None]
-        keep = files.added_by(table, own) | files.live_paths(table)
-        gone = files.remove(p for p in here if str(p) not in keep)
+        named = files.referenced(table)
+        gone = files.remove(p for p in here if str(p) not in named)
         if gone:
             log.info("%s: %d file(s) of killed compactions removed",
                      ".".join(self.config.identifier), gone)
