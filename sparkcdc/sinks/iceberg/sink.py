@@ -171,7 +171,8 @@ class IcebergSink(Sink):
             try:
                 commit(table, task_changes.decode(table, written),
                        base=snap.snapshot_id if snap else None, properties=props,
-                       summary=self._summary(batch_id, "tasks"))
+                       summary=self._summary(batch_id, "tasks"),
+                       name=files.write_id(self.config.app_id, batch_id))
                 done = True
                 break
             except CommitConflict:
@@ -219,7 +220,7 @@ class IcebergSink(Sink):
         if done:
             table = task_changes.commit_changes(
                 table, slices.version, results, {self.config.batch_property: str(batch_id)},
-                self._summary(batch_id, "tasks"))
+                self._summary(batch_id, "tasks"), files.write_id(self.config.app_id, batch_id))
             self._purge(table, batch_id)
         self._remove_leftovers(batch_id)
         if not done:
@@ -267,8 +268,8 @@ class IcebergSink(Sink):
         own = [s for s in table.snapshots() if s.summary is not None
                and s.summary.get("sparkcdc.app-id") == self.config.app_id
                and s.summary.get("sparkcdc.batch") == str(batch_id)]
-        added = files.added_by(table, own)
-        left = [p for p in here if str(p) not in added]
+        written = files.written_by(table, own)
+        left = [p for p in here if str(p) not in written]
         if left:  # (its snapshot expired, say: any file the metadata names stays)
             named = files.referenced(table)
             left = [p for p in left if str(p) not in named]
@@ -347,7 +348,8 @@ class IcebergSink(Sink):
                     if task_changes.file_scoped(d, t.file.file_path)]
         try:
             commit(table, new, base=table.current_snapshot().snapshot_id, removed=removed,
-                   properties={self.config.batch_property: str(batch_id)}, summary=summary)
+                   properties={self.config.batch_property: str(batch_id)}, summary=summary,
+                   name=wid)
         except CommitConflict:  # nothing committed (any other error: the batch's leftovers)
             files.remove(files.local(f.file_path) for f in new)
             raise

@@ -265,3 +265,36 @@ def _ancestors_to(table, snapshot_id: int) -> set[int]:
         out.add(s.snapshot_id)
         s = table.snapshot_by_id(s.parent_snapshot_id) if s.parent_snapshot_id else None
     return out
+
+
+def orphans(table) -> list:
+    """Files in the table's data and metadata folders that its metadata does not name
+    (the metadata files themselves aside)."""
+    root = files.local(table.location())
+    named = files.referenced(table)
+    return [p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".metadata.json")
+            and str(p) not in named]
+
+
+def test_a_commit_killed_in_the_catalog_leaves_nothing_once_the_batch_commits(tmp_path,
+                                                                             monkeypatch):
+    sink, want = make(tmp_path, 1000, 250)
+
+    class Killed(BaseException):
+        pass
+
+    def die(*_a, **_k):
+        raise Killed
+
+    plan = sink.plan_changes(("id",), SCHEMA, 2)
+    w = [sink.write_changes(plan, i, SCHEMA.empty_table(), pa.table({"id": [300, 600]}), 1)
+         for i in range(plan.count)]
+    with monkeypatch.context() as m:  # the manifests written, the catalog never told
+        m.setattr(type(sink._table()), "_do_commit", die)
+        with pytest.raises(Killed):
+            sink.commit_changes(plan, w, 1)
+    assert orphans(sink._table()), "the killed commit left nothing to remove"
+    apply(sink, [], [300, 600], 1, 2)  # the batch run again
+    del want[300], want[600]
+    assert read(sink) == want
+    assert orphans(sink._table()) == []
