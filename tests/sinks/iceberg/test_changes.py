@@ -15,7 +15,7 @@ import random
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from iceberg_support import by_iceberg_rust, by_pyiceberg, rows
+from iceberg_support import by_iceberg_rust, by_pyiceberg, orphans, rows
 
 from sparkcdc import sinks
 from sparkcdc.sinks.iceberg import files
@@ -265,15 +265,6 @@ def _ancestors_to(table, snapshot_id: int) -> set[int]:
         out.add(s.snapshot_id)
         s = table.snapshot_by_id(s.parent_snapshot_id) if s.parent_snapshot_id else None
     return out
-
-
-def orphans(table) -> list:
-    """Files in the table's data and metadata folders that its metadata does not name
-    (the metadata files themselves aside)."""
-    root = files.local(table.location())
-    named = files.referenced(table)
-    return [p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".metadata.json")
-            and str(p) not in named]
 
 
 def test_a_commit_killed_in_the_catalog_leaves_nothing_once_the_batch_commits(tmp_path,
