@@ -351,7 +351,8 @@ class IcebergSink(Sink):
                    properties={self.config.batch_property: str(batch_id)}, summary=summary,
                    name=wid)
         except CommitConflict:  # nothing committed (any other error: the batch's leftovers)
-            files.remove(files.local(f.file_path) for f in new)
+            for f in new:  # (through the table's io: a remote table takes this path too)
+                table.io.delete(f.file_path)
             raise
 
     def _maybe_compact(self, batch_id: int) -> None:
