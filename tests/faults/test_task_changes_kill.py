@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import time
 
@@ -34,7 +35,7 @@ def test_changes_by_slices_killed_at_random_points_end_equal_to_source(kind, mar
     rnd = random.Random(SEED + 31 + (kind == "iceberg"))
     make_tables(mariadb, db)
     target = Target(kind, request, tmp_path, db)
-    run = KillableRun(mariadb, db, target, tmp_path)
+    run = KillableRun(mariadb, db, target, tmp_path, extra_args=("-v",))  # the batches' lines
     start = run.start
 
     p = start(0)
@@ -44,7 +45,10 @@ def test_changes_by_slices_killed_at_random_points_end_equal_to_source(kind, mar
                  "the first snapshot")
         writer.start()
         for k in range(1, 6):  # five kills while the changes stream in
-            time.sleep(rnd.uniform(3.0, 12.0))
+            # once the run writes batches (its start-up takes longer than most moments)
+            wait_for(lambda k=k: "sparkcdc.pipeline: batch" in run.log(k - 1, 10**9), 180,
+                     f"run {k - 1}'s batches")
+            time.sleep(rnd.uniform(0.5, 6.0))
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
             p = start(k)
@@ -61,6 +65,8 @@ def test_changes_by_slices_killed_at_random_points_end_equal_to_source(kind, mar
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     assert writer.ops.get("delete", 0) > 20, writer.ops
+    logs = "".join(run.log(k, 10**9) for k in range(6))
+    assert re.search(r"-> .* from \d+ task\(s\): \{", logs), "no changes committed from the tasks"
     for t in "ab":
         if kind == "delta":
             _delta_checks(tmp_path / "lake" / target.out / t)
