@@ -26,6 +26,8 @@ from iceberg_support import orphans
 from reread_support import KillableRun, Target, Writer, make_tables, source_rows
 from sink_support import delta_log_adds
 
+COMMITTED = re.compile(r"-> .* from \d+ task\(s\): \{")  # a target's changes committed
+
 
 @pytest.mark.faults
 @pytest.mark.timeout(1800)
@@ -45,10 +47,11 @@ def test_changes_by_slices_killed_at_random_points_end_equal_to_source(kind, mar
                  "the first snapshot")
         writer.start()
         for k in range(1, 6):  # five kills while the changes stream in
-            # once the run writes batches (its start-up takes longer than most moments)
-            wait_for(lambda k=k: "sparkcdc.pipeline: batch" in run.log(k - 1, 10**9), 180,
-                     f"run {k - 1}'s batches")
-            time.sleep(rnd.uniform(0.5, 6.0))
+            # once the run committed changes from the tasks (its start-up and the replay
+            # of the batch the last kill cut take longer than most moments)
+            wait_for(lambda k=k: COMMITTED.search(run.log(k - 1, 10**9)), 300,
+                     f"run {k - 1}'s changes")
+            time.sleep(rnd.uniform(0.0, 5.0))
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
             p = start(k)
@@ -66,7 +69,7 @@ def test_changes_by_slices_killed_at_random_points_end_equal_to_source(kind, mar
             p.wait()
     assert writer.ops.get("delete", 0) > 20, writer.ops
     logs = "".join(run.log(k, 10**9) for k in range(6))
-    assert re.search(r"-> .* from \d+ task\(s\): \{", logs), "no changes committed from the tasks"
+    assert COMMITTED.search(logs), "no changes committed from the tasks"
     for t in "ab":
         if kind == "delta":
             _delta_checks(tmp_path / "lake" / target.out / t)
