@@ -24,7 +24,6 @@ from cli_support import wait_for
 from faults_support import SEED
 from iceberg_support import orphans
 from reread_support import KillableRun, Target, Writer, make_tables, source_rows
-from sink_support import delta_log_adds
 
 COMMITTED = re.compile(r"-> .* from \d+ task\(s\): \{")  # a target's changes committed
 
@@ -83,22 +82,24 @@ def test_changes_by_slices_killed_at_random_points_end_equal_to_source(kind, mar
 
 
 def _delta_checks(root) -> None:
-    adds = delta_log_adds(root)
     # every folder any commit ever named (files a later purge or compaction removed stay
     # until VACUUM); the others are attempts that died, which must be gone
     named = set()
+    vectors = 0
     for f in (root / "_delta_log").glob("*.json"):
         for line in f.read_text().splitlines():
             a = json.loads(line).get("add")
             if a:
                 named.add(a["path"].split("/", 1)[0])
                 vec = a.get("deletionVector") or {}
+                vectors += bool(vec)
                 if vec.get("storageType") == "u":
                     named.add(vec["pathOrInlineDv"][:-20].rstrip("/"))
     left = {d.name for d in root.iterdir() if d.name.startswith("sc-")} - named
     # a folder of a batch still to commit may remain only for the last batch's attempt
     assert len(left) <= 1, left
-    assert any(dv for _p, _pv, dv in adds), "no change was marked in a deletion vector"
+    # (in the log's history: a compaction near the end leaves no live file with one)
+    assert vectors, "no change was marked in a deletion vector"
     engines = [json.loads(line).get("commitInfo", {}).get("engineInfo")
                for f in (root / "_delta_log").glob("*.json")
                for line in f.read_text().splitlines()]
