@@ -26,3 +26,15 @@ def by_iceberg_rust(table) -> pa.Table:
 def rows(t: pa.Table, names: list[str]) -> list[tuple]:
     """The rows as sorted tuples of ``names`` (each reader orders its own way)."""
     return sorted(tuple(r[n] for n in names) for r in t.select(names).to_pylist())
+
+
+def orphans(table) -> list:
+    """Files in the table's data and metadata folders that no snapshot of its metadata names
+    (data and delete files, manifests, manifest lists; the metadata files aside): what a
+    killed attempt left and nothing removed."""
+    from sparkcdc.sinks.iceberg import files
+
+    root = files.local(table.location())
+    named = files.referenced(table)
+    return sorted(p for p in root.rglob("*") if p.is_file()
+                  and not p.name.endswith(".metadata.json") and str(p) not in named)

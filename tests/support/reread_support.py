@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import deltalake
+import iceberg_support
 import pyarrow as pa
 from server_support import seq
 from sink_support import read_delta
@@ -37,11 +38,11 @@ def make_tables(mariadb, db: str, rows: int = ROWS) -> None:
 def pipeline_yaml(source: str, target: Target, ckpt: Path) -> str:
     """A pipeline over ``source`` (a ``source:`` block) into ``target``'s sink, chunks of
     50 rows, a batch a second."""
+    routes = "".join(f"""  - source-table: {target.db}.(\\.*)
+    sink-table: {out}.$1
+""" for out in target.outs)
     return (source + "  scan.incremental.snapshot.chunk.size: 50\n" + "sink:\n" + target.yaml()
-            + f"""route:
-  - source-table: {target.db}.(\\.*)
-    sink-table: {target.out}.$1
-pipeline:
+            + "route:\n" + routes + f"""pipeline:
   name: reread
   parallelism: 1
   checkpoint.location: {ckpt}
@@ -130,11 +131,17 @@ def source_rows(mariadb, db, table, columns=COLUMNS) -> dict:
 
 class Target:
     """One sink kind's targets, read back with a reader of their own (deltalake, SQL, a
-    ``read_committed`` Kafka consumer whose changelog is replayed per key)."""
+    ``read_committed`` Kafka consumer whose changelog is replayed per key; Iceberg by
+    pyiceberg and iceberg-rust, which must agree). ``sink_options``: more options of the
+    sink; ``fan_out``: each table routed to a second target too, in ``<db>_u`` (``outs``:
+    the namespaces, ``out`` the first)."""
 
-    def __init__(self, kind: str, request, tmp_path: Path, db: str):
+    def __init__(self, kind: str, request, tmp_path: Path, db: str,
+                 sink_options: dict[str, str] | None = None, fan_out: bool = False):
         self.kind, self.db, self.tmp_path = kind, db, tmp_path
         self.out = f"{db}_t"
+        self.outs = (self.out, f"{db}_u") if fan_out else (self.out,)
+        self.sink_options = dict(sink_options or {})
         if kind == "postgres":
             self.pg = request.getfixturevalue("pg_server")
         if kind == "kafka":
@@ -143,6 +150,9 @@ class Target:
             self.my = request.getfixturevalue("mariadb")
 
     def yaml(self) -> str:
+        return self._yaml() + "".join(f"  {k}: {v}\n" for k, v in self.sink_options.items())
+
+    def _yaml(self) -> str:
         if self.kind == "delta":
             return f"  type: delta\n  path: {self.tmp_path}/lake\n"
         if self.kind == "postgres":
@@ -158,9 +168,9 @@ class Target:
         return (f"  type: kafka\n  properties.bootstrap.servers: "
                 f"{self.broker.bootstrap_servers}\n  value.format: debezium-json\n")
 
-    def rows(self, table: str, columns=COLUMNS) -> dict:
+    def rows(self, table: str, columns=COLUMNS, out: str | None = None) -> dict:
         if self.kind == "delta":
-            path = str(self.tmp_path / "lake" / self.out / table)
+            path = str(self.tmp_path / "lake" / (out or self.out) / table)
             if not deltalake.DeltaTable.is_deltatable(path):
                 return {}
             got = read_delta(deltalake.DeltaTable(path)).to_pylist()
@@ -183,7 +193,14 @@ class Target:
             assert len(got) == len({r[0] for r in got}), "a key is held twice"
             return {r[0]: tuple(r[1:]) for r in got}
         if self.kind == "iceberg":
-            got = self._iceberg(table).read().to_pylist()
+            t = self.iceberg(table, out)._table()
+            if t is None:
+                return {}
+            names = ["id", *columns]
+            got = iceberg_support.by_pyiceberg(t).to_pylist()
+            other = iceberg_support.rows(iceberg_support.by_iceberg_rust(t), names) if got else []  # (no snapshot: none)
+            assert other == sorted(tuple(r[n] for n in names) for r in got), \
+                "pyiceberg and iceberg-rust read the table differently"
             assert len(got) == len({r["id"] for r in got}), "a key is held twice"
             return {r["id"]: tuple(r.get(c) for c in columns) for r in got}
         sink = sinks.create("kafka", self.broker.info.sink_options(topic=f"{self.out}.{table}"))
@@ -213,9 +230,10 @@ class Target:
         assert len(got) == len({r["id"] for r in got}), "a key is held twice"
         return {r["id"]: tuple(r.get(c) for c in columns) for r in got}
 
-    def _iceberg(self, table: str):
+    def iceberg(self, table: str, out: str | None = None):
+        """The Iceberg sink of a target (its pyiceberg table: ``._table()``)."""
         return sinks.create("iceberg", {"warehouse": f"{self.tmp_path}/warehouse",
-                                        "table": f"{self.out}.{table}"})
+                                        "table": f"{out or self.out}.{table}"})
 
     def truncates(self, table: str) -> int:
         """How many truncate events the table's topic holds in its partition 0 (a Kafka
@@ -255,7 +273,7 @@ class Target:
             self.my.execute(f"INSERT INTO `{table}` (id, v, s) VALUES ({key}, 1, 'stray')",
                             database=self.out)
         elif self.kind == "iceberg":
-            t = self._iceberg(table)._table()
+            t = self.iceberg(table)._table()
             one = t.scan(limit=1).to_arrow()
             one = one.set_column(one.schema.get_field_index("id"), one.schema.field("id"),
                                  pa.array([key], one.schema.field("id").type))
@@ -324,9 +342,14 @@ class KillableRun:
         self.cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(self.yaml_path),
                     "--no-progress", "--master", "local[2]", *extra_args]
 
-    def start(self, k: int):
+    def start(self, k: int, env: dict[str, str] | None = None):
+        """The k-th run, ``env`` added to its environment."""
         import subprocess
 
         log = open(self.tmp_path / f"run-{k}.log", "w")  # noqa: SIM115 - the child's, till killed
-        return subprocess.Popen(self.cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(self.cmd, env={**self.env, **(env or {})}, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log(self, k: int, chars: int = 3000) -> str:
+        """The end of the k-th run's output."""
+        return (self.tmp_path / f"run-{k}.log").read_text(errors="replace")[-chars:]

@@ -215,11 +215,12 @@ def decode(table, described: list[dict[str, Any]]) -> list[Any]:
 
 
 def commit_changes(table, base: int, results: list[SliceResult], properties: dict[str, str],
-                   summary: dict[str, str]):
-    """On the driver: every slice's files in one snapshot after ``base`` (step 3)."""
+                   summary: dict[str, str], name: Any = None):
+    """On the driver: every slice's files in one snapshot after ``base`` (step 3), its
+    manifests named by the write id ``name``."""
     added = decode(table, [d for r in results for d in r.data + r.deletes])
     return commit(table, added, base=None if base < 0 else base, properties=properties,
-                  summary=summary)
+                  summary=summary, name=name)
 
 
 def deleted_share(task: Any) -> float:
@@ -258,7 +259,8 @@ def rewrite(table, tasks: list[Any], app_id: str, batch_id: int) -> int:
     removed += [d for t in tasks for d in t.delete_files if file_scoped(d, t.file.file_path)]
     try:
         commit(table, new, base=snap.snapshot_id, removed=removed, replace=True,
-               summary={"sparkcdc.app-id": app_id, "sparkcdc.compaction": str(batch_id)})
+               summary={"sparkcdc.app-id": app_id, "sparkcdc.compaction": str(batch_id)},
+               name=files.write_id(app_id, batch_id, files.COMPACTION))
     except CommitConflict:
         for f in new:
             table.io.delete(f.file_path)

@@ -66,11 +66,14 @@ def _delete_writer(format_version: int):
 
 def commit(table, added: Iterable[Any], *, base: int | None, removed: Iterable[Any] = (),
            properties: Mapping[str, str] | None = None,
-           summary: Mapping[str, str] | None = None, replace: bool = False):
+           summary: Mapping[str, str] | None = None, replace: bool = False,
+           name: uuid.UUID | None = None):
     """``added`` data and delete files (``DataFile``s) and ``removed`` ones in one snapshot
     of ``table`` (a pyiceberg ``Table``), with ``properties`` set, as the table's next
     snapshot after ``base`` (module docstring). ``replace``: the rows stay the same (a
-    compaction). Returns the table as committed."""
+    compaction). ``name``: the write id (``files.write_id``) the manifests and the manifest
+    list are named by, so those of a commit killed before the catalog took it are found and
+    removed as its data files are. Returns the table as committed."""
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.manifest import (
         DataFileContent,
@@ -107,7 +110,7 @@ def commit(table, added: Iterable[Any], *, base: int | None, removed: Iterable[A
     version = meta.format_version
     snapshot_id = meta.new_snapshot_id()
     seq = meta.next_sequence_number()
-    commit_uuid = uuid.uuid4()
+    commit_uuid = name or uuid.uuid4()
     codec = meta.properties.get(TableProperties.WRITE_AVRO_COMPRESSION,
                                 TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT)
     locations = table.location_provider()

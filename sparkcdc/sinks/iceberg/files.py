@@ -14,8 +14,9 @@ first twelve bytes say which app id (a digest), what kind (``b``: a batch's rows
 deletes; ``c``: a compaction) and which batch, and whose last four are random (one task
 attempt). A file of a batch that no commit names (an attempt that died, a run of a batch
 that found it committed) is known by that prefix and removed once the batch is committed
-(``leftovers``); another writer's files (another app id into the same table) are never
-touched.
+(``IcebergSink._remove_leftovers``), and so are the manifests of a commit killed before the
+catalog took it (``commit.commit`` names them by the write id); another writer's files
+(another app id into the same table) are never touched.
 
 Only tables in the local file system are written so (``supported``): the removal lists the
 table's data folder.
@@ -138,37 +139,46 @@ def data_file(d: dict[str, Any], table) -> Any:
 
 
 def on_disk(location: str, prefix: str) -> list[Path]:
-    """The files under the table's data folder whose name holds a write id starting with
-    ``prefix``."""
-    base = local(location) / "data"
-    if not base.is_dir():
-        return []
+    """The files under the table's data and metadata folders whose name holds a write id
+    starting with ``prefix`` (data and delete files; manifests and manifest lists)."""
     out = []
-    for root, _dirs, names in os.walk(base):
-        out += [Path(root) / n for n in names if prefix in n]
+    for folder in ("data", "metadata"):
+        base = local(location) / folder
+        if not base.is_dir():
+            continue
+        for root, _dirs, names in os.walk(base):
+            out += [Path(root) / n for n in names if prefix in n]
     return out
 
 
-def live_paths(table) -> set[str]:
-    """Every data and delete file of the table's current snapshot, as local paths."""
-    snap = table.current_snapshot()
-    if snap is None:
-        return set()
-    out = set()
-    for m in snap.manifests(table.io):
-        for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
-            out.add(str(local(e.data_file.file_path)))
+def referenced(table) -> set[str]:
+    """Every file any snapshot of the table's current metadata names (data and delete
+    files live, existing or deleted in it, manifests, manifest lists), as local paths: what
+    a file of this app's must be named by to stay. Each manifest is read once, however
+    many snapshots share it."""
+    out: set[str] = set()
+    for s in table.snapshots():
+        out.add(str(local(s.manifest_list)))
+        for m in s.manifests(table.io):
+            if str(local(m.manifest_path)) in out:
+                continue
+            out.add(str(local(m.manifest_path)))
+            for e in m.fetch_manifest_entry(table.io, discard_deleted=False):
+                out.add(str(local(e.data_file.file_path)))
     return out
 
 
-def added_by(table, snapshots: Iterable[Any]) -> set[str]:
-    """The files ``snapshots`` of the table added (the entries of their own manifests), as
-    local paths."""
+def written_by(table, snapshots: Iterable[Any]) -> set[str]:
+    """The files ``snapshots`` of the table wrote: the data and delete files they added
+    (the entries of their own manifests), their manifests and manifest lists, as local
+    paths."""
     out = set()
     for s in snapshots:
+        out.add(str(local(s.manifest_list)))
         for m in s.manifests(table.io):
             if m.added_snapshot_id != s.snapshot_id:
                 continue
+            out.add(str(local(m.manifest_path)))
             for e in m.fetch_manifest_entry(table.io, discard_deleted=False):
                 if e.snapshot_id == s.snapshot_id:
                     out.add(str(local(e.data_file.file_path)))

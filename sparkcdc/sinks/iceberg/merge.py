@@ -1,13 +1,17 @@
 """The Iceberg sink's copy-on-write merge, the driver's path for changes (``IcebergSink.write``):
-the data files whose first-key bounds hold a touched key read once, dropped, and their
-untouched rows written back with the new and patched ones (SCD2: closed versions) in one
-``overwrite`` snapshot; and the key-range questions the append path asks of file
+the data files whose first-key bounds hold a touched key read once (their delete files
+applied), dropped, and their untouched rows written back with the new and patched ones
+(SCD2: closed versions) in one ``overwrite`` snapshot (``plan_merge``, then pyiceberg's
+``overwrite``, or the sink's own commit when a dropped file has delete files, which go with
+it); and the key-range questions the append path asks of file
 statistics. In a pipeline, tasks write changes merge-on-read instead (``changes.py``)."""
 
 from __future__ import annotations
 
 import bisect
 import datetime as dt
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,18 +33,35 @@ from sparkcdc.sinks.base import (
 from sparkcdc.sinks.iceberg.storage import storage_table
 
 
-def merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema,
-           summary: dict[str, str]) -> None:
-    """Copy-on-write of the files holding the changes' keys, as one ``overwrite`` snapshot.
+@dataclass(frozen=True)
+class Rewrite:
+    """A copy-on-write merge, planned: the scan ``tasks`` of the files it drops (each with
+    the delete files that apply to it), the ``rows`` written in their place (their
+    untouched rows and the new and patched ones), and ``span``, the rows it changes (what a
+    retried commit is validated against)."""
+
+    tasks: list
+    rows: pa.Table
+    span: Any
+
+    def drops_deletes(self) -> bool:
+        """Whether a dropped file has delete files: pyiceberg's overwrite cannot drop them
+        with it (``commit.py``), so the sink commits this merge itself."""
+        return any(t.delete_files for t in self.tasks)
+
+
+def plan_merge(table, changes: ChangeSet, arrow_schema: pa.Schema) -> Rewrite | None:
+    """Copy-on-write of the files holding the changes' keys, planned (None: nothing to do,
+    deletes of keys the target does not hold).
 
     The candidate files are those whose statistics overlap the touched keys' range (pyiceberg
     prunes by manifest and file statistics), kept only if a touched key lies within the
     file's own bounds of the first key column: a batch touching the first and last keys of a
     table of key-sorted files rewrites two files, not all of them. Each file is read once
     (``Transaction.delete`` would read a file straddling the range a second time to rewrite
-    its rows outside it) and dropped; its untouched rows go back with the new ones. The
-    rows in the ranges of chunks read again (``ChangeSet.replaces``) do not go back: the
-    batch's rows hold those ranges anew."""
+    its rows outside it), with its delete files applied, and dropped; its untouched rows go
+    back with the new ones. The rows in the ranges of chunks read again
+    (``ChangeSet.replaces``) do not go back: the batch's rows hold those ranges anew."""
     keys = list(changes.keys)
     ops = (CLOSE, AMEND) if changes.scd_type == 2 else (UPSERT, PATCH, DELETE)
     key_schema = pa.schema([arrow_schema.field(k) for k in keys])
@@ -83,23 +104,29 @@ def merge(table, tx, changes: ChangeSet, arrow_schema: pa.Schema,
     rows = pa.concat_tables([keep.select(arrow_schema.names)]
                             + [r.select(arrow_schema.names) for r in new_rows])
     if not tasks and not rows.num_rows:
-        return  # deletes of keys the target does not hold
+        return None
     assert span is not None  # (tasks or rows: something was touched or replaced)
+    return Rewrite(tasks, rows, span)
+
+
+def overwrite(table, tx, rewrite: Rewrite, summary: dict[str, str]) -> None:
+    """A planned merge whose files have no delete files, as one pyiceberg ``overwrite``
+    snapshot of ``tx``."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
+    with tx.update_snapshot(snapshot_properties=summary).overwrite() as snapshot:
         # the predicate deletes nothing by itself (the files are named); it is what pyiceberg
         # validates a retried commit against, so a concurrent writer that changed this range
         # (another run of the same batch) fails the commit instead of being merged twice
-        overwrite.delete_by_predicate(span)
-        for task in tasks:
-            overwrite.delete_data_file(task.file)
-        if rows.num_rows:
+        snapshot.delete_by_predicate(rewrite.span)
+        for task in rewrite.tasks:
+            snapshot.delete_data_file(task.file)
+        if rewrite.rows.num_rows:
             # the writer pyiceberg's own append and delete use: added files in this snapshot
-            for data_file in _dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows,
-                                                      io=table.io,
-                                                      write_uuid=overwrite.commit_uuid):
-                overwrite.append_data_file(data_file)
+            for data_file in _dataframe_to_data_files(table_metadata=tx.table_metadata,
+                                                      df=rewrite.rows, io=table.io,
+                                                      write_uuid=snapshot.commit_uuid):
+                snapshot.append_data_file(data_file)
 
 
 def may_hold(table, span) -> bool:

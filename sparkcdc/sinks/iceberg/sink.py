@@ -47,7 +47,14 @@ from sparkcdc.sinks.iceberg import changes as task_changes
 from sparkcdc.sinks.iceberg import files
 from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
 from sparkcdc.sinks.iceberg.config import IcebergConfig
-from sparkcdc.sinks.iceberg.merge import between, key_range, may_hold, merge
+from sparkcdc.sinks.iceberg.merge import (
+    Rewrite,
+    between,
+    key_range,
+    may_hold,
+    overwrite,
+    plan_merge,
+)
 from sparkcdc.sinks.iceberg.storage import storage_table
 
 _CATALOG_LOCK = threading.Lock()
@@ -61,6 +68,7 @@ class IcebergSink(Sink):
         self.config = config
         require("pyiceberg", "iceberg")
         self._catalog = None
+        self._swept = False  # the leftovers of killed compactions looked for (first commit)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> IcebergSink:
@@ -163,7 +171,8 @@ class IcebergSink(Sink):
             try:
                 commit(table, task_changes.decode(table, written),
                        base=snap.snapshot_id if snap else None, properties=props,
-                       summary=self._summary(batch_id, "tasks"))
+                       summary=self._summary(batch_id, "tasks"),
+                       name=files.write_id(self.config.app_id, batch_id))
                 done = True
                 break
             except CommitConflict:
@@ -211,7 +220,7 @@ class IcebergSink(Sink):
         if done:
             table = task_changes.commit_changes(
                 table, slices.version, results, {self.config.batch_property: str(batch_id)},
-                self._summary(batch_id, "tasks"))
+                self._summary(batch_id, "tasks"), files.write_id(self.config.app_id, batch_id))
             self._purge(table, batch_id)
         self._remove_leftovers(batch_id)
         if not done:
@@ -243,20 +252,28 @@ class IcebergSink(Sink):
         return n
 
     def _remove_leftovers(self, batch_id: int) -> None:
+        """The files of ``batch_id`` (committed, or found committed) that no commit
+        names: attempts that died, a run of the batch found committed. The first call of a
+        sink (a run's first commit) also removes the files of compactions killed before
+        their commit, so they do not wait for the next compaction."""
         table = self._table()
         if table is None or not files.supported(table.location()):
             return
-        prefix = files.write_prefix(self.config.app_id, batch_id)
-        here = files.on_disk(table.location(), prefix)
+        if not self._swept:
+            self._swept = True
+            self._remove_compaction_leftovers(table)
+        here = files.on_disk(table.location(), files.write_prefix(self.config.app_id, batch_id))
         if not here:
             return
         own = [s for s in table.snapshots() if s.summary is not None
                and s.summary.get("sparkcdc.app-id") == self.config.app_id
                and s.summary.get("sparkcdc.batch") == str(batch_id)]
-        if not own:  # (a batch that wrote no snapshot: nothing tells its files apart)
-            return
-        keep = files.added_by(table, own)
-        gone = files.remove(p for p in here if str(p) not in keep)
+        written = files.written_by(table, own)
+        left = [p for p in here if str(p) not in written]
+        if left:  # (its snapshot expired, say: any file the metadata names stays)
+            named = files.referenced(table)
+            left = [p for p in left if str(p) not in named]
+        gone = files.remove(left)
         if gone:
             log.info("%s: %d file(s) of batch %d no commit names removed",
                      ".".join(self.config.identifier), gone, batch_id)
@@ -296,19 +313,47 @@ class IcebergSink(Sink):
             lambda lo, hi: bool(changes.replaces) or may_hold(table, between(key, lo, hi)))
         arrow_schema = table.schema().as_arrow()
         summary = self._summary(batch_id, "driver")
-        with table.transaction() as tx:
-            new_rows = storage_table(appendable).cast(arrow_schema)
-            if new_rows.num_rows:
-                # first, while the transaction's view is the table split_new asked about
-                _claim_range(tx, key_range(new_rows, key))
-            if rest.num_rows or changes.replaces:
-                merge(table, tx, rest, arrow_schema, summary)
-            if new_rows.num_rows:
-                tx.append(new_rows, snapshot_properties=summary)
-            tx.set_properties({self.config.batch_property: str(batch_id)})
+        new_rows = storage_table(appendable).cast(arrow_schema)
+        rewrite = (plan_merge(table, rest, arrow_schema)
+                   if rest.num_rows or changes.replaces else None)
+        if rewrite is not None and rewrite.drops_deletes():
+            self._commit_rewrite(table, rewrite, new_rows, batch_id, summary)
+        else:
+            with table.transaction() as tx:
+                if new_rows.num_rows:
+                    # first, while the transaction's view is the table split_new asked about
+                    _claim_range(tx, key_range(new_rows, key))
+                if rewrite is not None:
+                    overwrite(table, tx, rewrite, summary)
+                if new_rows.num_rows:
+                    tx.append(new_rows, snapshot_properties=summary)
+                tx.set_properties({self.config.batch_property: str(batch_id)})
         counts = changes.counts(appended=appendable.num_rows)
         self._maybe_compact(batch_id)
         return WriteResult(batch_id, counts=counts)
+
+    def _commit_rewrite(self, table, rewrite: Rewrite, new_rows: pa.Table, batch_id: int,
+                        summary: dict[str, str]) -> None:
+        """A copy-on-write merge over files that have delete files (a table the tasks
+        wrote changes into), and the batch's new rows, in one snapshot of the sink's own
+        (``commit.py``): the dropped data files' file-scoped delete files go with them, so
+        none is left pointing at a file no snapshot holds. Its base is the snapshot it was
+        planned from: another writer's commit since fails the batch (``CommitConflict``),
+        and Spark runs it again, planned anew."""
+        rows = pa.concat_tables([rewrite.rows, new_rows.select(rewrite.rows.column_names)])
+        wid = files.write_id(self.config.app_id, batch_id)
+        new = files.write_data_files(table, rows, wid)
+        removed = [t.file for t in rewrite.tasks]
+        removed += [d for t in rewrite.tasks for d in t.delete_files
+                    if task_changes.file_scoped(d, t.file.file_path)]
+        try:
+            commit(table, new, base=table.current_snapshot().snapshot_id, removed=removed,
+                   properties={self.config.batch_property: str(batch_id)}, summary=summary,
+                   name=wid)
+        except CommitConflict:  # nothing committed (any other error: the batch's leftovers)
+            for f in new:  # (through the table's io: a remote table takes this path too)
+                table.io.delete(f.file_path)
+            raise
 
     def _maybe_compact(self, batch_id: int) -> None:
         # by batch id, as the delta sink does: short runs compact like a long stream
@@ -333,19 +378,17 @@ class IcebergSink(Sink):
         return self._rewrite(table, tasks, batch_id, "compacted")
 
     def _remove_compaction_leftovers(self, table) -> None:
-        """The files of compactions killed before their commit: this app's compaction
-        files that no snapshot of the table's history added and none holds."""
+        """The files of compactions (and purges) killed before their commit: this app's
+        compaction files that no snapshot of the table's current metadata names, whatever
+        snapshots were expired since they were written."""
         if not files.supported(table.location()):
             return
         prefix = files.write_prefix(self.config.app_id, 0, files.COMPACTION)[:11]
         here = files.on_disk(table.location(), prefix)
         if not here:
             return
-        own = [s for s in table.snapshots() if s.summary is not None
-               and s.summary.get("sparkcdc.app-id") == self.config.app_id
-               and s.summary.get("sparkcdc.compaction") is not None]
-        keep = files.added_by(table, own) | files.live_paths(table)
-        gone = files.remove(p for p in here if str(p) not in keep)
+        named = files.referenced(table)
+        gone = files.remove(p for p in here if str(p) not in named)
         if gone:
             log.info("%s: %d file(s) of killed compactions removed",
                      ".".join(self.config.identifier), gone)

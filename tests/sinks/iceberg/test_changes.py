@@ -15,7 +15,7 @@ import random
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from iceberg_support import by_iceberg_rust, by_pyiceberg, rows
+from iceberg_support import by_iceberg_rust, by_pyiceberg, orphans, rows
 
 from sparkcdc import sinks
 from sparkcdc.sinks.iceberg import files
@@ -147,3 +147,145 @@ def test_a_file_mostly_deleted_is_rewritten_and_a_conflict_fails_the_batch(tmp_p
     want[900] = (0, "other")
     del want[500]
     assert read(sink) == want
+
+
+def live_deletes(table) -> dict[str, str]:
+    """Every position delete file of the table's current snapshot, to the data file its
+    ``file_path`` bounds name (file-scoped, as the tasks write them)."""
+    from pyiceberg.manifest import ManifestContent
+
+    from sparkcdc.sinks.iceberg.changes import PATH_ID
+
+    out = {}
+    for m in table.current_snapshot().manifests(table.io):
+        if m.content != ManifestContent.DELETES:
+            continue
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+            out[e.data_file.file_path] = e.data_file.lower_bounds[PATH_ID].decode()
+    return out
+
+
+def driver_batch(sink, upserts: list, new: list, batch: int):
+    """A batch written by the driver's path (a batch with a schema change, say): upserts
+    of (key, v, s), ``new`` telling which keys the source did not hold."""
+    from sparkcdc.sinks.base import NEW, OP, UPSERT, ChangeSet
+
+    rows = pa.table({"id": [u[0] for u in upserts], "v": [u[1] for u in upserts],
+                     "s": [u[2] for u in upserts], OP: [UPSERT] * len(upserts), NEW: new},
+                    schema=SCHEMA.append(pa.field(OP, pa.string())).append(
+                        pa.field(NEW, pa.bool_())))
+    return sink.write(ChangeSet(rows, ("id",), tuple(SCHEMA.names)), batch)
+
+
+def test_the_drivers_rewrite_of_a_file_drops_its_delete_files(tmp_path):
+    sink, want = make(tmp_path, 1000, 250)
+    apply(sink, [(10, -1, "upd")], [20, 30], 1, 2)  # the first file: one delete file
+    (held,) = set(live_deletes(sink._table()).values())
+    # the driver's path updates a key of that file: copy-on-write, the file and its delete
+    # file dropped in one snapshot
+    batch = [(40, -2, "drv"), (5000, 5000, "new")]
+    assert not driver_batch(sink, batch, [False, True], 2).skipped
+    for k in (20, 30):
+        del want[k]
+    want.update({10: (-1, "upd"), 40: (-2, "drv"), 5000: (5000, "new")})
+    assert read(sink) == want
+    table = sink._table()
+    live = {t.file.file_path for t in table.scan().plan_files()}
+    assert held not in live
+    assert all(d in live for d in live_deletes(table).values()), "a delete file outlived its file"
+    snap = table.current_snapshot()
+    assert snap.summary["sparkcdc.batch"] == "2" and sink.last_batch_id() == 2
+    assert int(snap.summary["removed-position-delete-files"]) >= 1
+    assert driver_batch(sink, batch, [False, True], 2).skipped
+
+
+def test_a_killed_compactions_files_go_and_what_the_metadata_names_stays(tmp_path,
+                                                                         monkeypatch):
+    from sparkcdc.sinks.iceberg import changes
+
+    sink, want = make(tmp_path, 1000, 250)
+    apply(sink, [(10, -1, "upd")], [20], 1, 2)
+    assert sink.compact(2) > 0  # the first compaction: its files are live
+    first = sink._table().current_snapshot().snapshot_id
+    apply(sink, [(11, -1, "upd")], [21], 3, 2)
+    kept = sink._table().current_snapshot().snapshot_id  # holds the first compaction's files
+    # the driver's path rewrites them: not live any more, still named by `kept`, and the
+    # snapshot that added them expired
+    driver_batch(sink, [(12, -1, "upd")], [False], 4)
+    with sink._table().maintenance.expire_snapshots() as expire:
+        expire.by_ids(sorted(_ancestors_to(sink._table(), first)))
+    assert first not in {s.snapshot_id for s in sink._table().snapshots()}
+
+    class Killed(BaseException):
+        pass
+
+    def die(*_a, **_k):
+        raise Killed
+
+    def killed_compaction(s, batch: int) -> list:
+        """A compaction of ``s`` killed between its files and its commit; its files."""
+        apply(s, [(batch, -1, "upd")], [batch + 100], batch, 2)
+        with monkeypatch.context() as m:
+            m.setattr(changes, "commit", die)
+            with pytest.raises(Killed):
+                s.compact(batch + 1)
+        want.pop(batch + 100)
+        want[batch] = (-1, "upd")
+        named = files.referenced(s._table())
+        dead = [p for p in files.on_disk(s._table().location(), prefix) if str(p) not in named]
+        assert dead, "the killed compaction wrote no file"
+        return dead
+
+    prefix = files.write_prefix("app", 0, files.COMPACTION)[:11]
+    # the next compaction removes them, and nothing a snapshot names (`kept`'s files: the
+    # snapshot that added them is expired)
+    dead = killed_compaction(sink, 5)
+    assert sink.compact(7) > 0
+    assert not any(p.exists() for p in dead)
+    assert all(files.local(p).exists() for p in files.referenced(sink._table()))
+    # and so does the next run's first commit, without waiting for a compaction
+    dead = killed_compaction(sink, 8)
+    again = sinks.create("iceberg", {"warehouse": str(tmp_path / "wh"), "table": "db.t",
+                                     "app-id": "app", "compact-every": "0"})
+    apply(again, [(13, -1, "upd")], [23], 10, 2)
+    assert not any(p.exists() for p in dead)
+    assert all(files.local(p).exists() for p in files.referenced(again._table()))
+    for k in (20, 21, 23):
+        del want[k]
+    want.update({k: (-1, "upd") for k in (10, 11, 12, 13)})
+    assert read(again) == want
+    old = again._table().scan(snapshot_id=kept).to_arrow()  # time travel still reads
+    assert old.num_rows == 998
+
+
+def _ancestors_to(table, snapshot_id: int) -> set[int]:
+    """``snapshot_id`` and the snapshots before it."""
+    out, s = set(), table.snapshot_by_id(snapshot_id)
+    while s is not None:
+        out.add(s.snapshot_id)
+        s = table.snapshot_by_id(s.parent_snapshot_id) if s.parent_snapshot_id else None
+    return out
+
+
+def test_a_commit_killed_in_the_catalog_leaves_nothing_once_the_batch_commits(tmp_path,
+                                                                             monkeypatch):
+    sink, want = make(tmp_path, 1000, 250)
+
+    class Killed(BaseException):
+        pass
+
+    def die(*_a, **_k):
+        raise Killed
+
+    plan = sink.plan_changes(("id",), SCHEMA, 2)
+    w = [sink.write_changes(plan, i, SCHEMA.empty_table(), pa.table({"id": [300, 600]}), 1)
+         for i in range(plan.count)]
+    with monkeypatch.context() as m:  # the manifests written, the catalog never told
+        m.setattr(type(sink._table()), "_do_commit", die)
+        with pytest.raises(Killed):
+            sink.commit_changes(plan, w, 1)
+    assert orphans(sink._table()), "the killed commit left nothing to remove"
+    apply(sink, [], [300, 600], 1, 2)  # the batch run again
+    del want[300], want[600]
+    assert read(sink) == want
+    assert orphans(sink._table()) == []
