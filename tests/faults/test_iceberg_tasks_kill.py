@@ -5,7 +5,7 @@ again: every target ends equal to its source row by row (read by pyiceberg and b
 iceberg-rust, which must agree), and no file is left in a table's folders that its
 metadata does not name.
 
-The kills come from inside the run (tests/task_kill_points.py: the whole session, the CLI,
+The kills come from inside the run (tests/support/task_kill_points.py: the whole session, the CLI,
 the JVM, Spark's daemon and workers, SIGKILLed by the process that reaches the point), in
 this order:
 

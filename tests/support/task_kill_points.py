@@ -2,7 +2,7 @@
 Python daemon and workers, as a machine that dies takes them) at a chosen point of a
 target's writes, from the process that reaches it, where a kill from outside lands only by
 luck. In a Spark task as well as on the driver: the points are installed in every Python
-process of the run by ``tests/task_kill_site/sitecustomize.py`` (its folder on the run's
+process of the run by ``tests/support/task_kill_site/sitecustomize.py`` (its folder on the run's
 ``PYTHONPATH``, which Spark's workers inherit), when ``SPARKCDC_TEST_KILL`` names one:
 
   task-files      in a task, a sink's ``write_files`` wrote a snapshot's rows as files; the
@@ -124,7 +124,7 @@ def install() -> None:
         elif kind == "committed":
             _after(cls, "commit_changes", point, nth)
         elif kind != "compaction":
-            raise SystemExit(f"{POINT}={point!r}: not a kill point (tests/task_kill_points.py)")
+            raise SystemExit(f"{POINT}={point!r}: not a kill point (tests/support/task_kill_points.py)")
     if kind == "compaction":
         from sparkcdc.sinks.iceberg import changes
 

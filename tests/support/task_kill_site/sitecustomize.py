@@ -1,5 +1,5 @@
 """Imported by every Python process whose path holds this folder (a run of the kill-point
-tests: tests/task_kill_points.py): with ``SPARKCDC_TEST_KILL`` set, its point installed."""
+tests: tests/support/task_kill_points.py): with ``SPARKCDC_TEST_KILL`` set, its point installed."""
 
 import os
 import sys
