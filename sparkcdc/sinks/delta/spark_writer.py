@@ -343,3 +343,61 @@ def write_changes(sink: Any, table: pa.Table, keys: tuple[str, ...], batch_id: i
     frame = spark.createDataFrame(table, schema=from_arrow_schema(
         table.schema, prefer_timestamp_ntz=True))
     return write_frame(sink, frame, keys, batch_id, replaces, scd_type)
+
+
+# -- schema evolution through Spark (sinks/delta/evolution.py hands it over) ----------------
+
+def evolve(sink: Any, changes: list[Any]) -> None:
+    """``changes`` (``sinks.evolution.Change``s the table does not show yet) made by Spark:
+    an added column in the table's metadata (``ALTER TABLE ... ADD COLUMNS``); a drop or
+    a rename as metadata too where the table has column mapping (``name`` mode), else, as
+    a retype or a copy, by rewriting the table in one overwrite commit that replaces its
+    schema (the batch ids, app transactions, stay in the log)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    spark = session(sink)
+    cfg: DeltaConfig = sink.config
+    table = ident(cfg.path)
+    mapped = ((sink._table().metadata().configuration or {}).get("delta.columnMapping.mode")
+              == "name")
+
+    def spark_type(t: pa.DataType) -> str:  # as the table stores it: TIME as microseconds
+        stored = pa.int64() if pa.types.is_duration(t) else t
+        return from_arrow_type(stored, prefer_timestamp_ntz=True).simpleString()
+
+    with _spark_errors(cfg.path):
+        adds = [c for c in changes if c.kind == "add"]
+        if adds:
+            spark.sql(f"ALTER TABLE {table} ADD COLUMNS ("
+                      + ", ".join(f"{_q(c.name)} {spark_type(c.type)}" for c in adds) + ")")
+        rest = [c for c in changes if c.kind != "add"]
+        if mapped and all(c.kind in ("drop", "rename") for c in rest):
+            for c in rest:
+                spark.sql(f"ALTER TABLE {table} DROP COLUMN {_q(c.name)}" if c.kind == "drop"
+                          else f"ALTER TABLE {table} RENAME COLUMN {_q(c.name)} TO "
+                               f"{_q(c.new_name)}")
+            return
+        if not rest:
+            return
+        df = spark.read.format("delta").load(cfg.path)
+        for c in rest:
+            if c.kind == "drop":
+                df = df.drop(c.name)
+            elif c.kind == "rename":
+                df = df.withColumnRenamed(c.name, c.new_name)
+            elif c.kind == "retype":
+                df = df.withColumn(c.name, F.col(c.name).cast(spark_type(c.type)))
+            elif c.kind == "copy":
+                df = df.withColumn(c.new_name, F.coalesce(F.col(c.new_name),
+                                                          F.col(c.name).cast(
+                                                              df.schema[c.new_name].dataType)))
+        (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+         .option("userMetadata", "sparkcdc.schema-change: "
+                 + "; ".join(c.describe() for c in rest)).save(cfg.path))
+
+
+def empty(sink: Any) -> None:
+    """Every row deleted by Spark's ``DELETE`` (deletion vectors where the table has them)."""
+    with _spark_errors(sink.config.path):
+        session(sink).sql(f"DELETE FROM {ident(sink.config.path)}").collect()
