@@ -138,6 +138,8 @@ class TargetWriter:
         batch is written; with the batch id as applied when nothing else of the table is in
         the batch (``rest``: the tables with rows or events handed back)."""
         state = self.state
+        if not out.files:
+            return  # (no table of the batch had its rows written as files)
         written: dict[str, int] = {}
         for (table, target), files in sorted(out.files.items()):
             run = state.members.get(table)
