@@ -82,8 +82,12 @@ def run(yaml_path: Path, mariadb, cwd: Path) -> str:
                         "--until-caught-up", "--no-progress", "--master", "local[2]"],
                        capture_output=True, text=True, env=env, cwd=cwd, timeout=900,
                        check=False)
-    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-5000:])
-    return p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    n = len(list(cwd.glob("run-*.log")))
+    (cwd / f"run-{n}.log").write_text(out)  # the whole log, for a failure's reader
+    errors = [ln for ln in out.splitlines() if "Error" in ln or " ERROR " in ln]
+    assert p.returncode == 0, (cwd / f"run-{n}.log", errors[-20:])
+    return out
 
 
 def source_rows(mariadb, db: str, t: str) -> dict:
