@@ -47,13 +47,13 @@ DELTA_CONF = {
 READER = """\
 import json, sys
 from pyspark.sql import SparkSession
-conf, path = json.loads(sys.argv[1]), sys.argv[2]
+conf, paths = json.loads(sys.argv[1]), sys.argv[2:]
 b = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
 for k, v in conf.items():
     b = b.config(k, v)
 spark = b.getOrCreate()
-print("RESULT " + json.dumps([r.asDict() for r in spark.read.format("delta").load(path)
-                              .collect()], default=str))
+print("RESULT " + json.dumps([[r.asDict() for r in spark.read.format("delta").load(p)
+                               .collect()] for p in paths], default=str))
 """
 
 
@@ -100,16 +100,17 @@ def by_key(rows: list[dict]) -> dict:
     return out
 
 
-def spark_rows(tmp: Path, path: Path) -> dict:
-    """The table as another Spark process with delta-spark reads it."""
+def spark_rows(tmp: Path, *paths: Path) -> list[dict]:
+    """The tables as another Spark process with delta-spark reads them."""
     script = tmp / "reader.py"
     script.write_text(READER)
-    p = subprocess.run([sys.executable, str(script), json.dumps(DELTA_CONF), str(path)],
+    p = subprocess.run([sys.executable, str(script), json.dumps(DELTA_CONF),
+                        *map(str, paths)],
                        capture_output=True, text=True, cwd=tmp, timeout=600, check=False,
                        env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     assert p.returncode == 0, p.stderr[-3000:]
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return by_key(json.loads(line[len("RESULT "):]))
+    return [by_key(rows) for rows in json.loads(line[len("RESULT "):])]
 
 
 def commits(root: Path) -> list[list[dict]]:
@@ -117,6 +118,7 @@ def commits(root: Path) -> list[list[dict]]:
             for f in sorted((root / "_delta_log").glob("*.json"))]
 
 
+@pytest.mark.timeout(1800)  # five runs of `sparkcdc run`, each its own JVM
 def test_spark_delta_appends_the_snapshot_and_merges_the_changes(mariadb, db, tmp_path):
     assert DELTA_JARS, "scripts/fetch_jars.sh delta fetches delta-spark's jars into .jars/delta"
     for t in "ab":
@@ -152,10 +154,11 @@ def test_spark_delta_appends_the_snapshot_and_merges_the_changes(mariadb, db, tm
     assert writer.ops.get("rekey", 0) > 0, writer.ops
     logged += run(yaml_path, mariadb, tmp_path)
 
+    by_spark = dict(zip("ab", spark_rows(tmp_path, roots["a"], roots["b"])))
     for t in "ab":
         want = source_rows(mariadb, db, t)
         assert by_key(read_delta(roots[t], ["id", "v", "s"]).to_pylist()) == want, t
-        assert spark_rows(tmp_path, roots[t]) == want, t  # readers agree
+        assert by_spark[t] == want, t  # readers agree
         log = commits(roots[t])
         engines = {a["commitInfo"].get("engineInfo", "") for c in log[1:] for a in c
                    if "commitInfo" in a}
