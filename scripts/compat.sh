@@ -6,7 +6,7 @@
 # Each cell is python:pyspark[:delta], one venv in .venv-compat/ (installed once, again when
 # pyproject.toml or setup.py change). A cell marked delta also runs the tests that need
 # delta-spark in the Spark session (marker spark_delta): delta-spark 4.4 runs on PySpark 4.2,
-# and its jars come from scripts/fetch_jars.sh. Pythons are found on PATH or under pyenv.
+# and its jars come from scripts/fetch_jars.sh (Spark's own Delta writer, the catalog). Pythons are found on PATH or under pyenv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,11 +15,14 @@ TESTS=(tests/spark/test_versions.py tests/core/test_watermark.py tests/core/test
        tests/mysql/test_types.py tests/mysql/binlog/test_fastdecode.py tests/spark/test_source.py
        tests/sinks/test_sinks.py tests/pipeline/test_pipeline.py tests/pipeline/test_schema_in_stream.py
        tests/test_cli.py tests/sinks/delta/test_catalog.py tests/sinks/delta/test_changes.py
+       tests/sinks/delta/test_spark_writer.py tests/pipeline/test_spark_delta.py
        tests/pipeline/launch/test_warm_python.py)
 stamp_of() { cat pyproject.toml setup.py | sha1sum | cut -c1-12; }
 
-find_python() {  # python3.X on PATH, else pyenv's newest 3.X
-    if command -v "python$1" >/dev/null 2>&1; then command -v "python$1"; return; fi
+find_python() {  # python3.X on PATH (one that runs: a pyenv shim may not), else pyenv's newest 3.X
+    if command -v "python$1" >/dev/null 2>&1 && "python$1" -c "" >/dev/null 2>&1; then
+        command -v "python$1"; return
+    fi
     local root=${PYENV_ROOT:-$HOME/.pyenv}
     local found
     found=$(ls -d "$root"/versions/"$1".*/bin/"python$1" 2>/dev/null | sort -V | tail -1 || true)

@@ -97,15 +97,20 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
 
 
 def writer_of(defn: PipelineDef, table: str) -> str:
-    """Who writes the table's targets: the snapshot's rows by the tasks that read them,
-    where every target takes files, its changes by key-slice tasks where every target also
-    takes changes (docs/sinks.md), and the rest by the driver's writer."""
+    """Who writes the table's targets: Spark's own writer where the sink's options and the
+    pipeline's ``spark`` section give it (``Sink.writer_for``); else the snapshot's rows by
+    the tasks that read them, where every target takes files, its changes by key-slice
+    tasks where every target also takes changes (docs/sinks.md), and the rest by the
+    driver's writer."""
     try:
         cls = sink_class(defn.sink.type)
     except SparkCDCError:
         return "?"
     options = [targets.target_options(defn.sink.type, defn.sink.options, t)
                for t in targets_of(defn, table)]
+    spark_writers = {cls.writer_for(o, defn.pipeline.spark) for o in options}
+    if len(spark_writers) == 1 and "" not in spark_writers:  # Spark's own writer takes them
+        return spark_writers.pop()
     local = (cls.kind == "merge" and transform_of(defn, table) is None
              and all(cls.may_take_files(o) for o in options))
     files = local and defn.pipeline.snapshot_from_tasks

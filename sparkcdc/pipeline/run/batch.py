@@ -74,11 +74,12 @@ class MicroBatch:
         self._replacing = self._replaced(batch_id)
         plans = self._file_plans(batch_id)
         changing = self._change_plans(batch_id)
+        framing = self._frame_plans(batch_id)
         staged = None
         try:
-            if plans or changing:
+            if plans or changing or framing:
                 self.writer.ready_for_files(sorted(set(plans) | set(changing)))
-                out, staged = self._in_tasks(df, plans, changing)
+                out, staged = self._in_tasks(df, plans, {**changing, **framing})
                 decoded = decode_tables(out.handed_back())
                 # a table with schema events in the batch takes the driver's path whole
                 evented = out.kept & set(decoded)
@@ -86,19 +87,21 @@ class MicroBatch:
                     self._hand_back(out, staged, evented)
                     decoded = decode_tables(out.handed_back())
                 # a table with chunks read again clears their ranges, rows or none
-                in_tasks = {t: changing[t] for t in (out.kept | {
-                    t for t in changing if changing[t].replaces}) - evented}
+                in_tasks = _kept(changing, out.kept, evented)
+                framed = _kept(framing, out.kept, evented)
                 # first: the rest of a table's batch records its batch id
                 self.writer.commit_files(out, batch_id, set(decoded) | set(in_tasks))
                 if in_tasks:
                     self.writer.write_changes_in_tasks(staged, in_tasks, batch_id)
+                if framed:
+                    self.writer.write_frames(staged, framed, batch_id)
             else:
                 decoded = decode_tables(df.toArrow())
         finally:
             if staged is not None:
                 staged.unpersist()
         for t in self._replacing:  # no rows, but a range to clear: written all the same
-            if t not in decoded and t not in changing:
+            if t not in decoded and t not in changing and t not in framing:
                 decoded[t] = TableChanges()
         work = [(members[t], ch) for t, ch in decoded.items()
                 if t in members and t not in state.handed
@@ -193,6 +196,37 @@ class MicroBatch:
                 for target in state.targets(st)), self._replacing.get(t, ()))
         return plans
 
+    def _frame_plans(self, batch_id: int) -> dict[str, ChangePlan]:
+        """The tables whose changes in this batch Spark's own writer of their targets
+        writes from a DataFrame (``task_frames``, ``Sink.takes_frames``): as
+        ``_change_plans`` says, for targets that every one takes frames."""
+        state = self.state
+        if self.writer.on_batch is not None or state.sink_kind() != "merge":
+            return {}
+        plans: dict[str, ChangePlan] = {}
+        for t, run in state.members.items():
+            st = run.state
+            if (t in state.handed or st.gone is not None or st.pending_ddl
+                    or run.shaper.active or not self._takes_frames(run)):
+                continue
+            spec = run.shaper.spec(run.keys)
+            off = state.ckpt.offset(st, batch_id)
+            if not plannable(spec) or off is None or int(
+                    ov.table_entry(off, t).get("generation", 0)) != st.generation:
+                continue
+            creation = tuple(sorted(state.creation(t).items()))
+            plans[t] = ChangePlan(t, run.schema, run.rows_schema, spec, run.keys, tuple(
+                TargetWrite(target, st.app_id, st.batch_base + batch_id, creation)
+                for target in state.targets(st)), self._replacing.get(t, ()))
+        return plans
+
+    @staticmethod
+    def _takes_frames(run: TableRun) -> bool:
+        if run.takes_frames is None:
+            run.takes_frames = all(s.takes_frames(run.keys)
+                                   for s in targets.each_sink(run.sink))
+        return run.takes_frames
+
     @staticmethod
     def _takes_files(run: TableRun) -> bool:
         if run.takes_files is None:
@@ -268,7 +302,17 @@ class MicroBatch:
         the driver's writers are the fastest)."""
         if self.state.sink_kind() != "merge":
             return False  # a changelog is written by Spark's own writer, from the driver
+        if any(self._takes_frames(r) for r in self.state.members.values()):
+            return False  # Spark's own writer writes with the driver's session
         how = self.state.settings.write_on
         if how != "auto":
             return how == "executors"
         return not str(self.life.spark.sparkContext.master).startswith("local")
+
+
+def _kept(plans: dict[str, ChangePlan], kept: set[str], evented: set[str]
+          ) -> dict[str, ChangePlan]:
+    """The planned tables whose rows the tasks kept, or whose chunks read again clear
+    their ranges (rows or none), less those with schema events (the driver's path)."""
+    return {t: plans[t] for t in ((kept & set(plans)) | {t for t in plans if plans[t].replaces})
+            - evented}

@@ -41,6 +41,7 @@ class TableRun:
     published: bool = False  # its target is named where readers look (Sink.publish)
     takes_files: bool | None = None  # every target takes files from tasks (Sink.takes_files)
     takes_changes: bool | None = None  # every target takes changes (Sink.takes_changes)
+    takes_frames: bool | None = None  # Spark's own writer writes every target (takes_frames)
     ready_for_files: bool = False  # its targets exist for tasks' files (Sink.ready_for_files)
     gone: Any = None  # a Gone: a drop, rename or new key met in the batch being written (its state's
     #                           ``gone`` once the rows before it are)

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow, reduce_changes
 from sparkcdc.pipeline.definition import targets
-from sparkcdc.pipeline.run import task_changes
+from sparkcdc.pipeline.run import task_changes, task_frames
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState
@@ -138,6 +138,8 @@ class TargetWriter:
         batch is written; with the batch id as applied when nothing else of the table is in
         the batch (``rest``: the tables with rows or events handed back)."""
         state = self.state
+        if not out.files:
+            return  # (no table of the batch had its rows written as files)
         written: dict[str, int] = {}
         for (table, target), files in sorted(out.files.items()):
             run = state.members.get(table)
@@ -209,6 +211,41 @@ class TargetWriter:
             run.change_rows[batch_id] = run.change_rows.get(batch_id, 0) + n
             if table in newest:
                 run.emit_lag = max(0.0, time.time() - newest[table] / 1e6)
+            if not run.published:
+                run.published = run.sink.publish(self.life.spark)
+
+    def write_frames(self, staged: Any, plans: dict[str, ChangePlan], batch_id: int) -> None:
+        """The changes of ``plans``' tables, kept on the executors by the batch's first
+        stage (``staged``), reduced there into one DataFrame per table
+        (``task_frames``) and written by Spark's own writer of each target
+        (``Sink.write_frame``), each with its batch id. One table after another: a MERGE
+        is one Spark job of its own, spread over the cluster."""
+        state = self.state
+        defn = state.defn
+        parts = max(1, int(self.life.spark.sparkContext.defaultParallelism))
+        for table, plan in sorted(plans.items()):
+            run = state.members[table]
+            frame = task_frames.reduced_frame(staged, plan, defn.sink.type,
+                                              dict(defn.sink.options), defn.source.extras,
+                                              parts).persist()
+            written = 0
+            try:
+                with state.locks(run.state):
+                    if not state.running(run):
+                        continue
+                    sinks = dict(zip(state.targets(run.state), targets.each_sink(run.sink)))
+                    for w in plan.writes:
+                        result = sinks[w.target].write_frame(frame, run.keys, w.batch_id,
+                                                             plan.replaces)
+                        log.info("batch %d: %s -> %s by Spark's writer: %s", batch_id, table,
+                                 w.target, "skipped (has the batch)" if result.skipped
+                                 else result.counts)
+                        counts = result.counts or {}
+                        written = max(written, sum(int(v) for k, v in counts.items()
+                                                   if k != "appended"))
+            finally:
+                frame.unpersist()
+            run.change_rows[batch_id] = run.change_rows.get(batch_id, 0) + written
             if not run.published:
                 run.published = run.sink.publish(self.life.spark)
 

@@ -27,6 +27,11 @@ OPTIONS = {
                                     "has it are written by Spark tasks as new rows plus "
                                     "deletion vectors (docs/sinks.md); false: no new table "
                                     "gets it"),
+    "writer": Opt("auto", "auto, spark or sparkcdc: who writes the table. spark: Spark's own "
+                          "Delta (delta-spark's MERGE with deletion vectors, from the "
+                          "micro-batch's DataFrame), which the pipeline's Spark session must "
+                          "have; sparkcdc: sparkcdc's own Delta writers (Spark tasks and "
+                          "delta-rs); auto: spark when the session has Delta, else sparkcdc"),
     "catalog": Opt(None, "a Spark catalog (such as spark_catalog) that also names the table, "
                          "as 'catalog-table'; needs Delta Lake in the Spark session"),
     "catalog-table": Opt(None, "the table's name 'database.table' in 'catalog' (a pipeline "
@@ -35,6 +40,7 @@ OPTIONS = {
 STORAGE_PREFIX = "storage."  # storage.<key> -> delta-rs storage_options
 PROPERTY_PREFIX = "table-property."  # table-property.<key> -> the table's configuration
 PREFIXES = (STORAGE_PREFIX, PROPERTY_PREFIX)  # option names taken as a group
+WRITERS = ("auto", "spark", "sparkcdc")
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class DeltaConfig:
     table_properties: dict[str, str] = field(default_factory=dict)  # set when it is created
     deletion_vectors: bool = True  # a table created gets the feature (sinks/delta/changes.py)
     purge_deleted_share: float = 0.2  # files with this much deleted are rewritten (changes.purge)
+    writer: str = "auto"  # auto | spark | sparkcdc (sinks/delta/spark_writer.py)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
@@ -67,6 +74,7 @@ class DeltaConfig:
                    target_file_size=o.integer("target-file-size", lo=1),
                    deletion_vectors=o.flag("deletion-vectors"),
                    purge_deleted_share=o.share("purge-deleted-share"),
+                   writer=o.choice("writer", WRITERS),
                    storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
                    table_properties=o.prefixed[PROPERTY_PREFIX],
                    catalog_table=(table_name_parts("delta", "catalog-table", name, 2)

@@ -1,6 +1,7 @@
 """Schema evolution of a Delta target: columns are added in the table's metadata; anything
 else rewrites the table, because delta-rs cannot rename, drop or retype a column in place
-(that needs Delta's column mapping, which it does not write). The rows are read, changed in
+(that needs Delta's column mapping, which it does not write). A table Spark's own Delta
+writes (``writer: spark``) is changed by Spark (``spark_writer.evolve``). The rows are read, changed in
 Arrow and written back as one overwrite commit that also replaces the schema; the app
 transactions (the batch ids) stay in the log."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from sparkcdc.sinks.delta import spark_writer
 from sparkcdc.sinks.delta.sink import read_table, storage_table
 from sparkcdc.sinks.evolution import Change, arrow_change
 
@@ -29,6 +31,9 @@ def stored_columns(sink) -> pa.Schema | None:
 def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
     import deltalake
 
+    if sink.uses_spark:  # Spark's own Delta writes the table: it changes it too
+        spark_writer.evolve(sink, changes)
+        return
     if all(c.kind == "add" for c in changes):
         _add_columns(sink, [pa.field(c.name, c.type) for c in changes])
         return
@@ -63,6 +68,9 @@ def _add_columns(sink, fields: list[pa.Field]) -> None:
 def empty(sink) -> None:
     import deltalake
 
+    if sink.uses_spark:
+        spark_writer.empty(sink)
+        return
     cfg = sink.config
     if deltalake.DeltaTable.is_deltatable(cfg.path, cfg.storage_options):
         deltalake.DeltaTable(cfg.path, storage_options=cfg.storage_options).delete()

@@ -47,10 +47,12 @@ from sparkcdc.sinks.base import (
     backtick as _q,
 )
 from sparkcdc.sinks.delta import changes as task_changes
-from sparkcdc.sinks.delta import files
+from sparkcdc.sinks.delta import files, spark_writer
 from sparkcdc.sinks.delta.catalog import publish
 from sparkcdc.sinks.delta.config import DeltaConfig
 from sparkcdc.sinks.delta.log import DeltaLog
+from sparkcdc.sinks.delta.predicates import in_range as _in_range
+from sparkcdc.sinks.delta.predicates import literal as _literal
 
 DELETION_VECTORS = "deletionVectors"
 
@@ -71,10 +73,34 @@ class DeltaSink(Sink):
     def __init__(self, config: DeltaConfig):
         self.config = config
         self._dl = require("deltalake", "delta")
+        self.spark: Any = None  # the pipeline's session, once it names the writer (publish)
+        # Spark's own Delta writes the table (``spark_writer``): ``writer: spark``, or
+        # ``auto`` in a session with Delta, decided in ``publish``
+        self.uses_spark = config.writer == "spark"
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
         return cls(DeltaConfig.parse(options))
+
+    @classmethod
+    def writer_for(cls, options: Mapping[str, Any], spark_conf: Mapping[str, str]) -> str:
+        """Spark's Delta for ``writer: spark``, and for ``auto`` when the pipeline's
+        ``spark`` section gives the session Delta's extension (status reads the YAML only:
+        a session given Delta another way, such as Databricks', shows when it runs)."""
+        writer = str(options.get("writer", "auto"))
+        if writer == "spark" or (writer == "auto" and spark_writer.EXTENSION in
+                                 spark_conf.get("spark.sql.extensions", "")):
+            return spark_writer.NAME
+        return ""
+
+    def writes_with_spark(self, spark: Any) -> bool:
+        """Whether Spark's own Delta writes the target in the session ``spark``
+        (``writer``); ``writer: spark`` without Delta in it is a ``ConfigError`` here, when
+        the table joins, before anything is written."""
+        if self.spark is None:
+            self.spark = spark
+            self.uses_spark = spark_writer.chosen(self.config, spark)
+        return self.uses_spark
 
     def _table(self):
         dl = self._dl
@@ -83,6 +109,7 @@ class DeltaSink(Sink):
         return dl.DeltaTable(self.config.path, storage_options=self.config.storage_options)
 
     def publish(self, spark) -> bool:
+        self.writes_with_spark(spark)
         if self.config.catalog is None:
             return True
 
@@ -108,14 +135,27 @@ class DeltaSink(Sink):
 
     def takes_files(self) -> bool:
         """A table in a local folder without column mapping (its files name columns by
-        their physical names, which the tasks' writer would not)."""
-        if not files.supported(self.config.path):
+        their physical names, which the tasks' writer would not), unless Spark's own Delta
+        writes it."""
+        if self.uses_spark or not files.supported(self.config.path):
             return False
         props = self.config.table_properties
         t = self._table()
         if t is not None:
             props = t.metadata().configuration or {}
         return props.get("delta.columnMapping.mode", "none") == "none"
+
+    # -- Spark's own Delta, from the micro-batch's DataFrame (spark_writer.py) ------------
+
+    def takes_frames(self, keys: tuple[str, ...]) -> bool:
+        return self.uses_spark and bool(keys)
+
+    def frame_rows(self, rows: pa.Table) -> pa.Table:
+        return storage_table(rows)
+
+    def write_frame(self, frame: Any, keys: tuple[str, ...], batch_id: int,
+                    replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
+        return spark_writer.write_frame(self, frame, keys, batch_id, replaces)
 
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         table = self._table()
@@ -269,6 +309,10 @@ class DeltaSink(Sink):
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
         dl = self._dl
         check_key_not_null(changes)
+        if self.uses_spark:
+            return spark_writer.write_changes(self, storage_table(changes.table),
+                                              changes.keys, batch_id, changes.replaces,
+                                              changes.scd_type)
         target_schema = storage_table(changes.rows()).schema
         table = self._table() or self._create(target_schema)
         last = table.transaction_version(self.config.app_id)
@@ -368,39 +412,6 @@ def _may_hold(table, key: str, lo: Any, hi: Any) -> bool:
     overlap = pc.and_(pc.less_equal(mins, pa.scalar(hi, t)),
                       pc.greater_equal(maxs, pa.scalar(lo, t)))
     return bool(pc.any(overlap).as_py())
-
-
-def _literal(value: Any, t: pa.DataType) -> str | None:
-    """A SQL literal for delta-rs' predicate, for the types whose text is unambiguous;
-    None for others (the merge is then not narrowed by that column, which is only slower)."""
-    if pa.types.is_integer(t):
-        return str(int(value))
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "'" + str(value).replace("'", "''") + "'"
-    if pa.types.is_date32(t):
-        return f"CAST('{value.isoformat()}' AS DATE)"
-    return None
-
-
-def _in_range(r: KeyRange, t: pa.DataType) -> str:
-    """``r`` as delta-rs' SQL over the target (alias ``t``)."""
-    col = f"t.{_q(r.column)}"
-
-    def lit(v: Any) -> str:
-        if pa.types.is_decimal(t):
-            return f"CAST('{v:f}' AS DECIMAL({t.precision}, {t.scale}))"
-        text = _literal(v, t)
-        if text is None:
-            raise SchemaError(f"a chunk read again bounds {r.column} ({t}), which the delta "
-                              "sink cannot compare", fix="a bug: the pipeline gives ranges "
-                              "of integer, decimal and date columns only")
-        return text
-
-    conds = [f"{col} {op} {lit(v)}" for op, v in ((">=", r.start), ("<", r.end))
-             if v is not None]
-    if r.start is None and r.end is not None:
-        return f"({conds[0]} OR {col} IS NULL)"
-    return "(" + (" AND ".join(conds) or "TRUE") + ")"
 
 
 def _narrowing(rest: ChangeSet, partition_by: tuple[str, ...]) -> str:
