@@ -3,7 +3,7 @@ own binlog tool (issue 33).
 
     .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000]
         [--json-rows 3000] [--json-updates 1000] [--rounds 3]
-        [--servers mariadb,mysql,mysql-compressed] [--json out.json]
+        [--servers mariadb,mysql,mysql-compressed] [--profile] [--json out.json]
 
 One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
 ``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``. Each
@@ -30,15 +30,20 @@ The tools' CPU-seconds are their process's (bench/proctree.py). The server's own
 no figure. The median of the rounds is reported per server and reader: records/s (the
 sparkcdc reader's count for all three), wall and CPU seconds, the load average at each
 run's start, and the ratios: the reader on MySQL against the reader on MariaDB, and the
-reader against the tool on the same server. The result goes to stdout (and ``--json``);
+reader against the tool on the same server. ``--profile``: after the rounds, one more read
+by the sparkcdc reader per server under cProfile, its top functions by own time (where the
+servers differ). The result goes to stdout (and ``--json``);
 docs/benchmarks.md ("MySQL") and docs/mysql-findings.md quote it.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import shutil
 import statistics
 import sys
@@ -158,6 +163,18 @@ class Server:
                 shutil.rmtree(raw, ignore_errors=True)
         return {"wall_s": m.seconds, "cpu_s": m.cpu_s, "load": before}
 
+    def profile(self, server_id: int, top: int = 14) -> str:
+        reader = BinlogReader(self.conn, server_id, self.tables)
+        prof = cProfile.Profile()
+        prof.enable()
+        sum(1 for _ in reader.read_window(self.start, self.end))
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+        keep = [ln.replace(str(ROOT) + "/", "") for ln in buf.getvalue().splitlines()
+                if ln.strip() and ("ncalls" in ln or ln.lstrip()[:1].isdigit())]
+        return "\n".join(keep)
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -167,6 +184,7 @@ def main() -> None:
     ap.add_argument("--json-updates", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--servers", default="mariadb,mysql,mysql-compressed")
+    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -174,6 +192,7 @@ def main() -> None:
     kinds = a.servers.split(",")
     log = Path(servers.raw_folder("mariadb")) / "tools.log"
     made: list[Server] = []
+    profiles: dict[str, str] = {}
     try:
         for k in kinds:
             made.append(Server(k, a))
@@ -205,6 +224,10 @@ def main() -> None:
                             "walls": [round(x["wall_s"], 2) for x in rs],
                             "loads": [round(x["load"], 1) for x in rs],
                             "load_seconds": round(s.made_s, 1)})
+        if a.profile:
+            for s in made:
+                sid += 1
+                profiles[s.kind] = s.profile(sid)
     finally:
         for s in made:
             s.sb.stop()
@@ -225,8 +248,11 @@ def main() -> None:
             line += (f"; {base['wall_s'] / mine['wall_s']:.2f}x its MariaDB speed (wall), "
                      f"{base['cpu_s'] / mine['cpu_s']:.2f}x per CPU-second")
         print(line)
+    for kind, text in profiles.items():
+        print(f"\nthe reader on {kind}, cProfile, by own time:\n{text}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"started": started, "results": out}, indent=1))
+        Path(a.json).write_text(json.dumps({"started": started, "results": out,
+                                            "profiles": profiles}, indent=1))
 
 
 if __name__ == "__main__":
