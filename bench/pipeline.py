@@ -336,8 +336,10 @@ def render(b: Bench, started: str) -> str:
            "`sparkcdc run pipeline.yaml --until-caught-up` "
            f"as a whole process (JVM start included), {a.rounds} rounds, sinks interleaved "
            f"within each round, medians reported. One table of {a.rows:,} rows and 11 "
-           f"columns; catch-up is {a.updates:,} row updates in 10,000-row transactions; "
-           "*idle* is a run with nothing to do. CPU-s and peak PSS are of the whole process "
+           "columns; "
+           + (f"catch-up is {a.updates:,} row updates in 10,000-row transactions; "
+              if "catchup" in a.phases else "snapshot only (`--phases snapshot`); ")
+           + "*idle* is a run with nothing to do. CPU-s and peak PSS are of the whole process "
            "tree (CLI, JVM, Python workers). Every target was checked against the source "
            "after each run. "
            f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB; "
@@ -379,7 +381,7 @@ def render(b: Bench, started: str) -> str:
             snap = r.get("snapshot") if isinstance(r, dict) else None
             if snap and "cpu_s" in snap[0] and r is not b.results[servers.tool_name(
                     a.server, "dump")]:
-                out.append(f"- {name}, snapshot: {d_s / _median(snap, 'seconds'):.2f}x the "
+                out.append(f"- {name}, snapshot: {d_s / _median(snap, 'seconds'):.3f}x the "
                            f"speed of `{servers.tool_name(a.server, 'dump')}` (wall), "
                            f"{_median(snap, 'cpu_s') / d_c:.1f}x its CPU-seconds")
     out += ["", "Raw log of this run:", "", "```", *LOG[-60:], "```", "", end]
