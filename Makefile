@@ -91,6 +91,9 @@ bench: setup
 	$(PY) bench/tables.py
 	$(PY) bench/flink.py
 	$(PY) bench/kafka.py
+	$(PY) bench/pipeline.py --server mysql --sinks delta
+	$(PY) bench/flink.py --server mysql
+	$(PY) bench/mysql_reader.py
 
 clean:
 	rm -rf $(VENV) .venv-compat .venv-flink .pytest_cache build *.egg-info

@@ -1,11 +1,12 @@
 """sparkcdc against Flink CDC itself: one MariaDB, one table, the same parallelism (issue 19).
 
-    .venv/bin/python bench/flink.py [--rows 2000000] [--updates 1000000] [--rounds 3]
-        [--parallelism 2] [--chunk-size 8096] [--only snapshot,catchup]
-        [--no-write-docs] [--json PATH]
+    .venv/bin/python bench/flink.py [--server mariadb|mysql] [--rows 2000000]
+        [--updates 1000000] [--rounds 3] [--parallelism 2] [--chunk-size 8096]
+        [--only snapshot,catchup] [--no-write-docs] [--json PATH]
 
-Two whole processes, each timed from its launch, on one sandbox MariaDB 10.11 (which reports
-itself as it is: Flink CDC 3.5 accepts it):
+Two whole processes, each timed from its launch, on one sandbox server: MariaDB 10.11 (which
+reports itself as it is: Flink CDC 3.5 accepts it), or with ``--server mysql`` MySQL 9.7,
+the server Flink CDC supports (bench/servers.py):
 
 - **sparkcdc**: a new Spark session (``local[P]``), the ``mysql-cdc`` source into Spark's
   ``noop`` sink. Snapshot: the batch read (``spark.read``, what a one-off snapshot is), its
@@ -24,12 +25,13 @@ each tool's own defaults otherwise. For each round the tools take turns (the ord
 round, so the machine's drift hits both alike); the median of the rounds is reported, with
 the load average at each run's start. Each run reports the whole process (launch to the last
 row: interpreter, JVM, session or cluster, planning, reading), the start-up part of it (launch
-to a ready Spark session, or to PyFlink's JVM with its local cluster up), and the peak RSS
-and PSS of its process tree (Python, the JVM, Spark's Python workers), sampled every 0.2 s.
+to a ready Spark session, or to PyFlink's JVM with its local cluster up), the CPU-seconds
+and the peak RSS and PSS of its process tree (Python, the JVM, Spark's Python workers),
+sampled every 0.2 s (CPU: or, if larger, the tree's rusage at its end).
 An update is two change records in both (before and after image: sparkcdc's
 ``update_preimage`` and ``update_postimage``, Flink's -U and +U), so the catch-up counts
 2 x ``--updates`` records and reports updates/s. Results go to docs/benchmarks.md between
-the ``flink`` markers.
+the ``flink`` markers (``flink-mysql`` for MySQL).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -51,12 +54,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from proctree import tree_memory_mb
-from throughput import COLUMNS_DDL, FILL, LOG, machine, publish, say
+import servers
+from proctree import own_cpu_s, tree_memory_mb, tree_pids
+from throughput import COLUMNS_DDL, LOG, machine, publish, say
 
 DB = "bench"
 TABLE = "orders"
-BEGIN, END = "<!-- flink:begin -->", "<!-- flink:end -->"
+
+
+def markers(server: str) -> tuple[str, str]:
+    name = "flink" if server == "mariadb" else f"flink-{server}"
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 FLINK_PY = ROOT / ".venv-flink" / "bin" / "python"
 FLINK_JARS = ROOT / ".jars" / "flink"
 # the table of bench/throughput.py (COLUMNS_DDL) in Flink SQL's types, as Flink CDC maps them
@@ -86,11 +94,13 @@ def run_child(cmd: list[str], cfg: dict, work: Path, timeout: float) -> dict:
     with os.fdopen(fd, "w") as f:
         json.dump(cfg, f)
     peak = {"rss": 0.0, "pss": 0.0}
+    cpu: dict[int, float] = {}
     before = round(os.getloadavg()[0], 1)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     try:
         with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
             t0 = time.monotonic()
+            reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
             p = subprocess.Popen([*cmd, str(path)], stdout=out, stderr=err, env=env,
                                  cwd=str(work))
             stop = threading.Event()
@@ -99,6 +109,8 @@ def run_child(cmd: list[str], cfg: dict, work: Path, timeout: float) -> dict:
                 while not stop.is_set():
                     rss, pss = tree_memory_mb(p.pid)
                     peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
+                    for q in tree_pids(p.pid):
+                        cpu[q] = max(cpu.get(q, 0.0), own_cpu_s(q))
                     stop.wait(0.2)
 
             th = threading.Thread(target=sample, daemon=True)
@@ -113,6 +125,8 @@ def run_child(cmd: list[str], cfg: dict, work: Path, timeout: float) -> dict:
                 stop.set()
                 th.join()
             t_exit = time.monotonic()
+            now = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its reaped
+            waited = (now.ru_utime + now.ru_stime) - (reaped.ru_utime + reaped.ru_stime)
     finally:
         path.unlink(missing_ok=True)
     lines = [x for x in (work / "stdout").read_text(errors="replace").splitlines()
@@ -126,6 +140,7 @@ def run_child(cmd: list[str], cfg: dict, work: Path, timeout: float) -> dict:
             "submit_s": round(res["t_submit"] - t0, 2),
             "work_s": round(res["t_done"] - res["t_submit"], 2),
             "exit_s": round(t_exit - t0, 2), "records": res["records"],
+            "cpu_s": round(max(sum(cpu.values()), waited), 1),
             "rss_mb": round(peak["rss"]), "pss_mb": round(peak["pss"]), "load": before,
             **{k: res[k] for k in ("job_state", "batches") if k in res}}
 
@@ -141,22 +156,17 @@ class Bench:
         self._runs = 0
 
     def start(self) -> None:
-        from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
-
-        self.sb = MariaDBSandbox(ServerSettings(
-            time_zone="+00:00",  # Flink CDC is told the server's zone (server-time-zone)
-            extra_args=("--innodb-buffer-pool-size=3G", "--innodb-log-file-size=1G",
-                        "--max-binlog-size=1G")), name="bench-flink", base_dir=self.tmp)
+        # Flink CDC is told the server's zone (server-time-zone)
+        self.sb = servers.sandbox(self.args.server, "bench-flink", base_dir=self.tmp,
+                                  time_zone="+00:00")
         self.sb.start()
-        version = self.sb.query("SELECT @@version")[0][0]
+        self.version = version = servers.version(self.sb)
         self.sb.execute(f"CREATE DATABASE {DB}",
                         f"CREATE TABLE {DB}.{TABLE} {COLUMNS_DDL}")
         t0 = time.monotonic()
-        for lo in range(0, self.args.rows, 1_000_000):
-            n = min(1_000_000, self.args.rows - lo)
-            self.sb.execute(f"INSERT INTO {TABLE} " + FILL.format(n=n, lo=lo), database=DB)
-        say(f"sandbox MariaDB {version} on port {self.sb.info.port}; {self.args.rows:,} rows "
-            f"loaded in {time.monotonic() - t0:.1f} s")
+        servers.fill(self.sb, TABLE, self.args.rows, DB)
+        say(f"sandbox {self.args.server} {version} on port {self.sb.info.port}; "
+            f"{self.args.rows:,} rows loaded in {time.monotonic() - t0:.1f} s")
 
     def stop(self) -> None:
         self.sb.stop()
@@ -233,11 +243,10 @@ class Bench:
                 res[name].append(x)
                 say(f"{section} / {name} round {r + 1}: {x['records']:,} records, whole "
                     f"{x['whole_s']} s (start-up {x['startup_s']} s, after submit "
-                    f"{x['work_s']} s), peak RSS {x['rss_mb']:,} MB, PSS {x['pss_mb']:,} MB")
+                    f"{x['work_s']} s), {x['cpu_s']} CPU-s, peak RSS {x['rss_mb']:,} MB, PSS {x['pss_mb']:,} MB")
 
     def position(self) -> tuple[str, int]:
-        row = self.sb.query("SHOW MASTER STATUS")[0]
-        return row[0], int(row[1])
+        return servers.binlog_position(self.sb)
 
     def snapshot(self) -> None:
         n = self.args.rows
@@ -287,12 +296,16 @@ def flink_versions() -> dict:
 def render(b: Bench, started: str) -> str:
     a, m = b.args, machine()
     versions = {**m["versions"], **flink_versions()}
-    out = [BEGIN, "", "## Against Flink CDC itself (issue 19)", "",
-           f"`bench/flink.py` (`make bench`), run {started}: sparkcdc's `mysql-cdc` source into "
+    begin, end = markers(a.server)
+    title = ("## Against Flink CDC itself (issue 19)" if a.server == "mariadb" else
+             f"## Against Flink CDC itself, on {b.version} (issue 33)")
+    out = [begin, "", title, "",
+           f"`bench/flink.py --server {a.server}`, run {started}: sparkcdc's `mysql-cdc` source into "
            f"Spark's `noop` sink (`local[{a.parallelism}]`) against Flink CDC's `mysql-cdc` "
            f"connector under PyFlink into a `blackhole` table (a local cluster, parallelism "
-           f"{a.parallelism}, no Python on the records' path), on one sandbox MariaDB (as it "
-           f"reports itself) and one table of {a.rows:,} rows and 11 columns; chunk size "
+           f"{a.parallelism}, no Python on the records' path), on one sandbox server "
+           f"({b.version}, as it reports itself) and one table of {a.rows:,} rows and 11 "
+           "columns; chunk size "
            f"{a.chunk_size:,} and {a.parallelism} server ids for both. Each run is a whole "
            "process timed from its launch to its last record: snapshot = the batch read "
            "(sparkcdc) and `scan.startup.mode` `snapshot`, a bounded job (Flink CDC); "
@@ -312,28 +325,28 @@ def render(b: Bench, started: str) -> str:
         unit, count, title = units[section]
         out += [f"### {title} ({count:,} {unit})", "",
                 (f"| tool | {unit}/s, whole process | {unit}/s after start-up | whole s | "
-                 "start-up s | peak RSS MB | peak PSS MB | load |"),
-                "|---|---:|---:|---|---|---:|---:|---|"]
+                 "start-up s | CPU-s | peak RSS MB | peak PSS MB | load |"),
+                "|---|---:|---:|---|---|---:|---:|---:|---|"]
         rates = {}
         for name, rs in runs.items():
             ok = _ok(rs)
             if not ok:
                 out.append(f"| {name} | failed: {rs[0]['failed'] if rs else 'not run'} "
-                           "| | | | | | |")
+                           "| | | | | | | |")
                 continue
             whole, startup = _med(ok, "whole_s"), _med(ok, "startup_s")
             rates[name] = (count / whole, count / (whole - startup))
             out.append(f"| {name} | {rates[name][0]:,.0f} | {rates[name][1]:,.0f} | "
                        f"{', '.join(str(r['whole_s']) for r in ok)} | "
                        f"{', '.join(str(r['startup_s']) for r in ok)} | "
-                       f"{max(r['rss_mb'] for r in ok):,} | {max(r['pss_mb'] for r in ok):,} | "
+                       f"{_med(ok, 'cpu_s'):.1f} | {max(r['rss_mb'] for r in ok):,} | {max(r['pss_mb'] for r in ok):,} | "
                        f"{', '.join(str(r['load']) for r in ok)} |")
         if len(rates) == 2:
             s, f = rates[SPARKCDC], rates[FLINK]
             out += ["", (f"sparkcdc / Flink CDC: {s[0] / f[0]:.2f}x whole process, "
                          f"{s[1] / f[1]:.2f}x after start-up.")]
         out.append("")
-    out += ["Raw log of this run:", "", "```", *LOG[-40:], "```", "", END]
+    out += ["Raw log of this run:", "", "```", *LOG[-40:], "```", "", end]
     return "\n".join(out)
 
 
@@ -383,6 +396,7 @@ def main() -> None:
         sparkcdc_child(sys.argv[2])
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--server", choices=servers.SERVERS, default="mariadb")
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--updates", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
@@ -407,7 +421,8 @@ def main() -> None:
             getattr(b, section.strip())()
     finally:
         b.stop()
-    publish(render(b, started), b.results, args.json, BEGIN, END, not args.no_write_docs)
+    publish(render(b, started), b.results, args.json, *markers(args.server),
+            not args.no_write_docs)
 
 
 if __name__ == "__main__":

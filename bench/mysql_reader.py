@@ -1,26 +1,50 @@
-"""The binlog reader's speed on MySQL beside MariaDB, for the same changes (issue 33).
+"""The binlog reader on MySQL beside MariaDB, for the same changes, and beside each server's
+own binlog tool (issue 33).
 
-    .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000] [--rounds 3]
-        [--servers mariadb,mysql,mysql-compressed] [--json out.json]
+    .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000]
+        [--json-rows 3000] [--json-updates 1000] [--rounds 3]
+        [--servers mariadb,mysql,mysql-compressed] [--profile] [--json out.json]
 
-One sandbox per server: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
+One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
 ``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``. Each
-gets the same change load, made by a stored procedure on the server: ``--inserts``
-single-row INSERT transactions, then ``--updates`` UPDATE transactions of 10 rows each, on
-one table of six columns (no JSON column): a transaction per few rows, where per-transaction
-costs (the GTID state) show. Then ``BinlogReader.read_window`` (the compiled decoder) reads
-the whole window ``--rounds`` times; the median of records/s is reported, with the reader's
-CPU seconds (this process's, the server's not included) beside the wall time, and the load
-average. The result goes to stdout (and ``--json``); docs/mysql-findings.md quotes it.
+gets the same change load, made by one stored procedure on the server, in a binlog file of
+its own (``FLUSH BINARY LOGS`` before and after): ``--inserts`` single-row INSERT
+transactions and ``--updates`` UPDATE transactions of 10 rows on a table of six columns
+(a transaction per few rows, where per-transaction costs such as the GTID state show), then
+``--json-rows`` single-row INSERTs of a JSON document and ``--json-updates`` transactions of
+``JSON_SET`` on 10 rows each (binary JSON on MySQL; with PARTIAL_JSON, logged as diffs).
 
-The machine should be idle: run it when ``uptime`` shows a load under about 1.5.
+Then, round by round, each server in turn (the order rotates each round, so the machine's
+drift hits every server alike), three readers of that file:
+
+- **sparkcdc**: ``BinlogReader.read_window`` with the compiled decoder, in this process,
+  from the offset before the load to the offset after it; every record counted. Its CPU
+  seconds are this process's (``time.process_time``);
+- **the server's tool, raw**: ``mysqlbinlog`` / ``mariadb-binlog --read-from-remote-server
+  --raw``: the file's bytes fetched over the replication protocol and written to a file
+  (what any binlog reader pays before decoding);
+- **the server's tool, decoded**: the same with ``--base64-output=decode-rows -v``: every
+  event parsed and every row printed as pseudo-SQL, to /dev/null.
+
+The tools' CPU-seconds are their process's (bench/proctree.py). The server's own CPU is in
+no figure. The median of the rounds is reported per server and reader: records/s (the
+sparkcdc reader's count for all three), wall and CPU seconds, the load average at each
+run's start, and the ratios: the reader on MySQL against the reader on MariaDB, and the
+reader against the tool on the same server. ``--profile``: after the rounds, one more read
+by the sparkcdc reader per server under cProfile, its top functions by own time (where the
+servers differ). The result goes to stdout (and ``--json``);
+docs/benchmarks.md ("MySQL") and docs/mysql-findings.md quote it.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
+import shutil
 import statistics
 import sys
 import time
@@ -28,20 +52,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import servers
+from proctree import measure
 
 from sparkcdc.core.schema import TableId
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
-from sparkcdc.testing.mariadb import MariaDBSandbox
-from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings
 
 PROCEDURE = """
-CREATE PROCEDURE load_changes(n_inserts INT, n_updates INT)
+CREATE PROCEDURE load_changes(n_inserts INT, n_updates INT, n_json INT, n_json_updates INT)
 BEGIN
   DECLARE i INT DEFAULT 0;
   WHILE i < n_inserts DO
-    INSERT INTO t VALUES (i, i * 7, CONCAT('row ', i), i / 3, 
+    INSERT INTO t VALUES (i, i * 7, CONCAT('row ', i), i / 3,
                           TIMESTAMP '2024-01-01 00:00:00' + INTERVAL i SECOND, i % 2);
     SET i = i + 1;
   END WHILE;
@@ -51,72 +77,182 @@ BEGIN
       AND id < (i * 10) % n_inserts + 10;
     SET i = i + 1;
   END WHILE;
+  SET i = 0;
+  WHILE i < n_json DO
+    INSERT INTO tj VALUES (i, JSON_OBJECT('n', i, 's', CONCAT('row ', i),
+      'a', JSON_ARRAY(i, i + 1, i + 2), 'o', JSON_OBJECT('x', i / 3, 'y', 'text')));
+    SET i = i + 1;
+  END WHILE;
+  SET i = 0;
+  WHILE i < n_json_updates DO
+    UPDATE tj SET j = JSON_SET(j, '$.n', i, '$.o.y', CONCAT('v', i))
+      WHERE id >= (i * 10) % n_json AND id < (i * 10) % n_json + 10;
+    SET i = i + 1;
+  END WHILE;
 END
 """
+TOOLS = ("sparkcdc reader", "tool raw", "tool decoded")
 
 
 def sandbox(kind: str):
-    if kind == "mariadb":
-        return MariaDBSandbox(name="bench-reader-mariadb")
-    if kind == "mysql":
-        return MySQLSandbox(name="bench-reader-mysql")
     if kind == "mysql-compressed":
-        return MySQLSandbox(name="bench-reader-mysqlz", settings=MySQLSettings(extra_args=(
-            "--binlog-transaction-compression=ON", "--binlog-row-value-options=PARTIAL_JSON")))
-    raise SystemExit(f"unknown server {kind!r}")
+        return servers.sandbox("mysql", "bench-reader-mysqlz", extra_args=(
+            "--binlog-transaction-compression=ON", "--binlog-row-value-options=PARTIAL_JSON"))
+    return servers.sandbox(kind, f"bench-reader-{kind}")
 
 
-def measure(kind: str, inserts: int, updates: int, rounds: int) -> dict:
-    with sandbox(kind) as sb:
-        i = sb.info
-        conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
-                                 password=i.cdc_password)
-        sb.execute("CREATE DATABASE bench")
-        sb.execute("CREATE TABLE t (id INT PRIMARY KEY, a BIGINT, b VARCHAR(200), "
-                   "c DOUBLE, d DATETIME, e TINYINT)", PROCEDURE, database="bench")
-        start = current_offset(conn)
+class Server:
+    """One sandbox with the change load in a binlog file of its own."""
+
+    def __init__(self, kind: str, a: argparse.Namespace):
+        self.kind = kind
+        self.sb = sandbox(kind)
+        self.sb.start()
+        i = self.sb.info
+        self.conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
+                                      password=i.cdc_password)
+        self.sb.execute("CREATE DATABASE bench")
+        self.sb.execute("CREATE TABLE t (id INT PRIMARY KEY, a BIGINT, b VARCHAR(200), "
+                        "c DOUBLE, d DATETIME, e TINYINT)",
+                        "CREATE TABLE tj (id INT PRIMARY KEY, j JSON)", PROCEDURE,
+                        database="bench")
+        self.sb.execute("FLUSH BINARY LOGS")
+        self.start = current_offset(self.conn)
         t0 = time.perf_counter()
-        sb.execute(f"CALL load_changes({inserts}, {updates})", database="bench")
-        made = time.perf_counter() - t0
-        end = current_offset(conn)
-        version = sb.query("SELECT VERSION()")[0][0]
-        schema = load_table_schema(conn, TableId("bench", "t"))
-        runs = []
-        for r in range(rounds):
-            reader = BinlogReader(conn, 7600 + r, {schema.table_id: schema})
+        self.sb.execute(f"CALL load_changes({a.inserts}, {a.updates}, {a.json_rows}, "
+                        f"{a.json_updates})", database="bench")
+        self.made_s = time.perf_counter() - t0
+        self.end = current_offset(self.conn)
+        self.sb.execute("FLUSH BINARY LOGS")
+        if self.start.file != self.end.file:
+            raise SystemExit(f"{kind}: the load spans {self.start.file}..{self.end.file}; "
+                             "one file was expected (--max-binlog-size)")
+        self.file = self.start.file
+        self.binlog_bytes = self.end.pos
+        self.version = servers.version(self.sb)
+        self.tables = {s.table_id: s for s in (
+            load_table_schema(self.conn, TableId("bench", n)) for n in ("t", "tj"))}
+        print(f"{kind} {self.version}: the load took {self.made_s:.1f} s, {self.file} "
+              f"{self.binlog_bytes:,} bytes", flush=True)
+        self.records: int | None = None
+
+    def read(self, tool: str, server_id: int, log: Path) -> dict:
+        before = os.getloadavg()[0]
+        if tool == "sparkcdc reader":
+            reader = BinlogReader(self.conn, server_id, self.tables)
             w0, c0 = time.perf_counter(), time.process_time()
-            n = sum(1 for _ in reader.read_window(start, end))
+            n = sum(1 for _ in reader.read_window(self.start, self.end))
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-            runs.append((n / wall, wall, cpu, n))
-            print(f"  {kind} round {r + 1}: {n} records in {wall:.2f} s "
-                  f"({n / wall:,.0f}/s), {cpu:.2f} CPU-s", flush=True)
-        rate = statistics.median(x[0] for x in runs)
-        return {"server": kind, "version": version, "records": runs[0][3],
-                "records_per_s": round(rate),
-                "wall_s": round(statistics.median(x[1] for x in runs), 3),
-                "cpu_s": round(statistics.median(x[2] for x in runs), 3),
-                "binlog_bytes": end.pos - start.pos if end.file == start.file else None,
-                "load_seconds": round(made, 1), "loadavg": os.getloadavg()[0]}
+            if self.records is not None and n != self.records:
+                raise RuntimeError(f"{self.kind}: {n} records, {self.records} before")
+            self.records = n
+            return {"wall_s": wall, "cpu_s": cpu, "records": n, "load": before}
+        raw = servers.raw_folder(self.sb.info.server) if tool == "tool raw" else None
+        try:
+            cmd = servers.binlog_command(self.sb, [self.file], raw_dir=raw)
+            m = measure(cmd, None, log, discard_stdout=raw is None)
+            if m.rc != 0:
+                raise RuntimeError(f"{' '.join(cmd[:4])} exited {m.rc}: "
+                                   f"{log.read_text(errors='replace')[-1500:]}")
+            if raw is not None:
+                got = (raw / self.file).stat().st_size
+                if got < self.binlog_bytes:
+                    raise RuntimeError(f"--raw wrote {got} bytes of {self.binlog_bytes}")
+        finally:
+            if raw is not None:
+                shutil.rmtree(raw, ignore_errors=True)
+        return {"wall_s": m.seconds, "cpu_s": m.cpu_s, "load": before}
+
+    def profile(self, server_id: int, top: int = 14) -> str:
+        reader = BinlogReader(self.conn, server_id, self.tables)
+        prof = cProfile.Profile()
+        prof.enable()
+        sum(1 for _ in reader.read_window(self.start, self.end))
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+        keep = [ln.replace(str(ROOT) + "/", "") for ln in buf.getvalue().splitlines()
+                if ln.strip() and ("ncalls" in ln or ln.lstrip()[:1].isdigit())]
+        return "\n".join(keep)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--inserts", type=int, default=30000)
     ap.add_argument("--updates", type=int, default=3000)
+    ap.add_argument("--json-rows", type=int, default=3000)
+    ap.add_argument("--json-updates", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--servers", default="mariadb,mysql,mysql-compressed")
+    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    print(f"load average before: {os.getloadavg()}", flush=True)
-    out = [measure(k, a.inserts, a.updates, a.rounds) for k in a.servers.split(",")]
-    print(f"{'server':18} {'version':24} {'records':>8} {'records/s':>10} {'wall s':>7} "
-          f"{'CPU s':>6} {'load':>5}")
-    for r in out:
-        print(f"{r['server']:18} {r['version'][:24]:24} {r['records']:>8} "
-              f"{r['records_per_s']:>10,} {r['wall_s']:>7.2f} {r['cpu_s']:>6.2f} "
-              f"{r['loadavg']:>5.2f}")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{started}, load average before: {os.getloadavg()}", flush=True)
+    kinds = a.servers.split(",")
+    log = Path(servers.raw_folder("mariadb")) / "tools.log"
+    made: list[Server] = []
+    profiles: dict[str, str] = {}
+    try:
+        for k in kinds:
+            made.append(Server(k, a))
+        runs: dict[tuple[str, str], list[dict]] = {}
+        sid = 7600
+        for r in range(a.rounds):
+            order = made[r % len(made):] + made[:r % len(made)]
+            for s in order:
+                for tool in TOOLS:
+                    sid += 1
+                    x = s.read(tool, sid, log)
+                    runs.setdefault((s.kind, tool), []).append(x)
+                    print(f"  round {r + 1} {s.kind:16} {tool:16} {x['wall_s']:6.2f} s wall "
+                          f"{x['cpu_s']:6.2f} CPU-s  load {x['load']:.1f}", flush=True)
+        counts = {s.kind: s.records for s in made}
+        if len(set(counts.values())) != 1:
+            raise SystemExit(f"the servers' records differ: {counts}")
+        out = []
+        for s in made:
+            for tool in TOOLS:
+                rs = runs[(s.kind, tool)]
+                wall = statistics.median(x["wall_s"] for x in rs)
+                out.append({"server": s.kind, "version": s.version, "tool": tool if tool ==
+                            "sparkcdc reader" else tool.replace("tool", servers.tool_name(
+                                s.sb.info.server, "binlog")),
+                            "records": s.records, "binlog_bytes": s.binlog_bytes,
+                            "records_per_s": round(s.records / wall), "wall_s": round(wall, 3),
+                            "cpu_s": round(statistics.median(x["cpu_s"] for x in rs), 3),
+                            "walls": [round(x["wall_s"], 2) for x in rs],
+                            "loads": [round(x["load"], 1) for x in rs],
+                            "load_seconds": round(s.made_s, 1)})
+        if a.profile:
+            for s in made:
+                sid += 1
+                profiles[s.kind] = s.profile(sid)
+    finally:
+        for s in made:
+            s.sb.stop()
+        shutil.rmtree(log.parent, ignore_errors=True)
+    print(f"\n{'server':17} {'reader':28} {'records':>8} {'records/s':>10} {'wall s':>7} "
+          f"{'CPU s':>6}  walls / loads")
+    for x in out:
+        print(f"{x['server']:17} {x['tool']:28} {x['records']:>8} {x['records_per_s']:>10,} "
+              f"{x['wall_s']:>7.2f} {x['cpu_s']:>6.2f}  {x['walls']} / {x['loads']}")
+    by = {(x["server"], x["tool"]): x for x in out}
+    base = by.get(("mariadb", "sparkcdc reader"))
+    for s in made:
+        mine = by[(s.kind, "sparkcdc reader")]
+        decoded = next(x for x in out if x["server"] == s.kind and x["tool"].endswith("decoded"))
+        line = (f"{s.kind}: the reader is {decoded['wall_s'] / mine['wall_s']:.2f}x the speed "
+                f"of {decoded['tool']}")
+        if base is not None and s.kind != "mariadb":
+            line += (f"; {base['wall_s'] / mine['wall_s']:.2f}x its MariaDB speed (wall), "
+                     f"{base['cpu_s'] / mine['cpu_s']:.2f}x per CPU-second")
+        print(line)
+    for kind, text in profiles.items():
+        print(f"\nthe reader on {kind}, cProfile, by own time:\n{text}")
     if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1))
+        Path(a.json).write_text(json.dumps({"started": started, "results": out,
+                                            "profiles": profiles}, indent=1))
 
 
 if __name__ == "__main__":

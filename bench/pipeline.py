@@ -1,7 +1,8 @@
 """The main job as a user runs it: ``sparkcdc run pipeline.yaml`` end to end, whole process.
 
-    .venv/bin/python bench/pipeline.py [--rows 2000000] [--updates 1000000]
-        [--sinks delta,postgres,mysql,iceberg] [--rounds 3] [--no-write-docs] [--profile]
+    .venv/bin/python bench/pipeline.py [--server mariadb|mysql] [--rows 2000000]
+        [--updates 1000000] [--sinks delta,postgres,mysql,iceberg] [--rounds 3]
+        [--phases snapshot,catchup,idle] [--no-peers] [--no-write-docs] [--profile]
 
 For each round and each sink, in turn (so the machine's drift hits every sink alike):
 
@@ -16,10 +17,17 @@ whole process too), Debezium embedded (snapshot, and catch-up of its own batch o
 ``make bench`` installs it), ``mariadb-dump --single-transaction --quick`` of the table to
 /dev/null and ``mariadb-binlog -v`` of an update window, the server's own tools.
 
-Each figure is the wall time of the whole ``sparkcdc`` process (JVM start included) and the
-peak PSS of its process tree (the CLI, the JVM, the Python workers), sampled every 0.2 s.
-After each run the target is checked against the source (row count and a checksum of ids).
-Results go to docs/benchmarks.md between the ``pipeline`` markers.
+``--server mysql`` runs all of it on a MySQL 9.7 sandbox (bench/servers.py) beside
+``mysqldump`` and ``mysqlbinlog``, MySQL's own tools; Debezium then meets a MySQL that
+reports its own version (on MariaDB the sandbox reports ``5.7.19-10.11.19-log``, which
+Debezium's MySQL connector accepts).
+
+Each figure is the wall time of the whole process (for ``sparkcdc``, JVM start included),
+the CPU-seconds of its whole process tree (the CLI, the JVM, the Python workers; the
+server's not counted) and the peak PSS of that tree, sampled every 0.2 s
+(bench/proctree.py). After each run the target is checked against the source (row count
+and the sum of a column the updates change). Results go to docs/benchmarks.md between the
+``pipeline`` markers (``pipeline-mysql`` for MySQL).
 """
 
 from __future__ import annotations
@@ -30,7 +38,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,14 +47,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from proctree import timed
-from throughput import COLUMNS_DDL, FILL, LOG, machine, publish, run_debezium, say
-
-from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
+import servers
+from proctree import measure
+from throughput import COLUMNS_DDL, LOG, machine, publish, run_debezium, say
 
 DB = "bench"
 TABLE = "orders"
-BEGIN, END = "<!-- pipeline:begin -->", "<!-- pipeline:end -->"
+
+
+def markers(server: str) -> tuple[str, str]:
+    name = "pipeline" if server == "mariadb" else f"pipeline-{server}"
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 
 
 # -- the bench -------------------------------------------------------------------------------
@@ -60,13 +70,13 @@ class Bench:
         self.pg = None
 
     def start(self) -> None:
-        self.sb = MariaDBSandbox(ServerSettings(
-            version="5.7.19-10.11.19-log",  # Debezium accepts MySQL 5.7; sparkcdc does not care
-            extra_args=("--innodb-buffer-pool-size=3G", "--innodb-log-file-size=1G",
-                        "--max-binlog-size=1G")), name="bench-pipeline", base_dir=self.tmp)
+        server = self.args.server
+        self.sb = servers.sandbox(server, "bench-pipeline", base_dir=self.tmp,
+                                  fake_57=True)  # Debezium accepts MySQL 5.7 (MariaDB only)
         self.sb.start()
         self.sb.execute(f"CREATE DATABASE {DB}")
-        say(f"sandbox MariaDB on port {self.sb.info.port}")
+        self.version = servers.version(self.sb)
+        say(f"sandbox {server} {self.version} on port {self.sb.info.port}")
         if "postgres" in self.args.sinks:
             from sparkcdc.testing.postgres import PostgresSandbox
 
@@ -74,10 +84,7 @@ class Bench:
             self.pg.start()
         self.sb.execute(f"CREATE TABLE {TABLE} {COLUMNS_DDL}", database=DB)
         t0 = time.monotonic()
-        step = 1_000_000
-        for lo in range(0, self.args.rows, step):
-            n = min(step, self.args.rows - lo)
-            self.sb.execute(f"INSERT INTO {TABLE} " + FILL.format(n=n, lo=lo), database=DB)
+        servers.fill(self.sb, TABLE, self.args.rows, DB)
         say(f"{self.args.rows:,} rows loaded in {time.monotonic() - t0:.1f} s")
 
     def stop(self) -> None:
@@ -137,11 +144,12 @@ class Bench:
         if self.args.profile:  # the batch function runs in a py4j thread: its log says more
             cmd.append("-v")
         before = os.getloadavg()[0]
-        secs, peak, rc = timed(cmd, env, work / f"{what}.log")
-        if rc != 0:
+        m = measure(cmd, env, work / f"{what}.log")
+        if m.rc != 0:
             tail = (work / f"{what}.log").read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"sparkcdc run exited {rc} ({what}, {sink}):\n{tail}")
-        return {"seconds": round(secs, 2), "pss_mb": round(peak), "load": round(before, 1)}
+            raise RuntimeError(f"sparkcdc run exited {m.rc} ({what}, {sink}):\n{tail}")
+        return {"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 1),
+                "pss_mb": round(m.peak_pss_mb), "load": round(before, 1)}
 
     def updates(self, n: int) -> None:
         """n row updates in 10,000-row transactions, spread over the whole table."""
@@ -160,66 +168,82 @@ class Bench:
         self.sb.execute(*stmts, database=DB)
 
     def peers(self, r: int) -> None:
-        """The source alone into Spark's noop sink (a whole process, like the pipeline), and
-        Debezium embedded (snapshot, then catch-up of its own batch of updates)."""
+        """The source alone into Spark's noop sink, and Debezium embedded (snapshot, then
+        catch-up of its own batch of updates), as ``--peers`` asks."""
         work = self.tmp / f"r{r}-peers"
         work.mkdir()
-        i = self.sb.info
-        cfg = {"options": {"hostname": i.host, "port": str(i.port), "username": i.cdc_user,
-                           "password": i.cdc_password, "database-name": DB,
-                           "table-name": f"{DB}\\.{TABLE}", "server-id": "5400-5404"},
-               "checkpoint": str(work / "noop-ckpt")}
-        path = work / "noop.json"
-        path.write_text(json.dumps(cfg))
-        secs, peak, rc = timed([sys.executable, __file__, "--noop-child", str(path)],
-                               {**os.environ, "PYSPARK_PYTHON": sys.executable},
-                               work / "noop.log")
-        if rc != 0:
-            raise RuntimeError((work / "noop.log").read_text()[-3000:])
-        self.results.setdefault("mysql-cdc source alone → Spark noop", {"snapshot": []})[
-            "snapshot"].append({"seconds": round(secs, 2), "pss_mb": round(peak),
-                                "load": round(os.getloadavg()[0], 1)})
-        say(f"source alone → noop: {secs:.2f} s, peak PSS {peak:.0f} MB")
+        if "noop" in self.args.peers:
+            self.source_alone(work)
+        if "debezium" not in self.args.peers:
+            return
         try:
             import pydbzengine  # noqa: F401
         except ImportError:
             say("Debezium (pydbzengine) not installed: skipped (make bench installs it)")
             return
         dbz = self.results.setdefault("Debezium embedded", {"snapshot": [], "catchup": []})
-        s = self.debezium("snapshot", self.args.rows, work / "dbz-snap")
+        try:
+            s = self.debezium("snapshot", self.args.rows, work / "dbz-snap")
+        except RuntimeError as e:  # a peer that fails is reported, not hidden
+            dbz.setdefault("failed", str(e)[-1500:])
+            say(f"Debezium snapshot FAILED: {str(e)[-1500:]}")
+            return
         dbz["snapshot"].append({"seconds": round(s, 2), "load": round(os.getloadavg()[0], 1)})
         say(f"Debezium snapshot: {s:.2f} s")
+        if "catchup" not in self.args.phases:
+            return
         self.debezium("position", 0, work / "dbz-stream")
         self.updates(self.args.updates)
         c = self.debezium("catchup", self.args.updates, work / "dbz-stream")
         dbz["catchup"].append({"seconds": round(c, 2), "load": round(os.getloadavg()[0], 1)})
         say(f"Debezium catch-up: {c:.2f} s")
 
+    def source_alone(self, work: Path) -> None:
+        """The source alone into Spark's noop sink: a whole process, like the pipeline."""
+        i = self.sb.info
+        cfg = {"options": {"hostname": i.host, "port": str(i.port), "username": i.cdc_user,
+                           "password": i.cdc_password, "database-name": DB,
+                           "table-name": f"{DB}\\.{TABLE}", "server-id": "5400-5404"},
+               "checkpoint": str(work / "noop-ckpt")}
+        path = work / "noop.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds a password
+        with os.fdopen(fd, "w") as f:
+            json.dump(cfg, f)
+        before = round(os.getloadavg()[0], 1)
+        m = measure([sys.executable, __file__, "--noop-child", str(path)],
+                    {**os.environ, "PYSPARK_PYTHON": sys.executable}, work / "noop.log")
+        path.unlink(missing_ok=True)
+        if m.rc != 0:
+            raise RuntimeError((work / "noop.log").read_text()[-3000:])
+        self.results.setdefault("mysql-cdc source alone → Spark noop", {"snapshot": []})[
+            "snapshot"].append({"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 1),
+                                "pss_mb": round(m.peak_pss_mb), "load": before})
+        say(f"source alone → noop: {m.seconds:.2f} s, {m.cpu_s:.1f} CPU-s, peak PSS "
+            f"{m.peak_pss_mb:.0f} MB")
+
     def debezium(self, mode: str, expect: int, work: Path) -> float:
         self._dbz_id = getattr(self, "_dbz_id", 6400) + 1
         return run_debezium(self.sb, self.tmp, self._dbz_id, mode, TABLE, expect, work,
                             timeout=300)
 
-    def dump(self) -> float:
-        i = self.sb.info
-        t0 = time.monotonic()
-        subprocess.run(["mariadb-dump", "-h", i.host, "-P", str(i.port), "-u", i.admin_user,
-                        f"-p{i.admin_password}", "--single-transaction", "--quick", DB, TABLE],
-                       stdout=subprocess.DEVNULL, check=True)
-        return time.monotonic() - t0
+    def tool(self, cmd: list[str]) -> dict:
+        """One of the server's own tools, its output to /dev/null."""
+        log = self.tmp / "tools.log"
+        before = round(os.getloadavg()[0], 1)
+        m = measure(cmd, None, log, discard_stdout=True)
+        if m.rc != 0:
+            raise RuntimeError(f"{cmd[:3]} exited {m.rc}: {log.read_text()[-1500:]}")
+        return {"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 2), "load": before}
 
-    def binlog_c(self, start: tuple[str, int]) -> float:
-        i = self.sb.info
-        t0 = time.monotonic()
-        subprocess.run(["mariadb-binlog", "--read-from-remote-server", "-h", i.host,
-                        "-P", str(i.port), "-u", i.admin_user, f"-p{i.admin_password}", "-v",
-                        f"--start-position={start[1]}", "--to-last-log", start[0]],
-                       stdout=subprocess.DEVNULL, check=True)
-        return time.monotonic() - t0
+    def dump(self) -> dict:
+        return self.tool(servers.dump_command(self.sb, DB, TABLE))
+
+    def binlog_c(self, start: tuple[str, int]) -> dict:
+        return self.tool([*servers.binlog_command(self.sb, [start[0]], start=start[1]),
+                          "--to-last-log"])
 
     def position(self) -> tuple[str, int]:
-        rows = self.sb.query("SHOW MASTER STATUS")
-        return rows[0][0], int(rows[0][1])
+        return servers.binlog_position(self.sb)
 
     def check(self, sink: str, work: Path) -> None:
         """The target equals the source: the same row count and sum of a (which updates
@@ -256,18 +280,22 @@ class Bench:
             s = self.run_cli(sink, yaml, "snapshot", work)
             self.check(sink, work)
             say(f"{sink} snapshot: {s['seconds']} s, {self.args.rows / s['seconds']:,.0f} rows/s,"
-                f" peak PSS {s['pss_mb']} MB")
+                f" {s['cpu_s']} CPU-s, peak PSS {s['pss_mb']} MB")
             res["snapshot"].append(s)
-            start = self.position()
+            if "catchup" not in self.args.phases:
+                shutil.rmtree(work, ignore_errors=True)
+                continue
             self.updates(self.args.updates)
             c = self.run_cli(sink, yaml, "catchup", work)
             self.check(sink, work)
             say(f"{sink} catch-up: {c['seconds']} s, "
-                f"{self.args.updates / c['seconds']:,.0f} changes/s, peak PSS {c['pss_mb']} MB")
+                f"{self.args.updates / c['seconds']:,.0f} changes/s, {c['cpu_s']} CPU-s, "
+                f"peak PSS {c['pss_mb']} MB")
             res["catchup"].append(c)
-            i = self.run_cli(sink, yaml, "idle", work)
-            say(f"{sink} idle run: {i['seconds']} s")
-            res["idle"].append(i)
+            if "idle" in self.args.phases:
+                i = self.run_cli(sink, yaml, "idle", work)
+                say(f"{sink} idle run: {i['seconds']} s")
+                res["idle"].append(i)
             if self.args.profile:  # the profiles and logs outlive the run
                 keep = Path(tempfile.gettempdir()) / "sparkcdc-bench-profiles" / work.name
                 shutil.rmtree(keep, ignore_errors=True)
@@ -278,16 +306,19 @@ class Bench:
             shutil.rmtree(work, ignore_errors=True)
         if self.args.peers:
             self.peers(r)
+        server = self.args.server
+        dump = servers.tool_name(server, "dump")
         d = self.dump()
-        self.results.setdefault("mariadb-dump", {"snapshot": []})["snapshot"].append(
-            {"seconds": round(d, 2), "load": round(os.getloadavg()[0], 1)})
-        say(f"mariadb-dump: {d:.2f} s")
+        self.results.setdefault(dump, {"snapshot": []})["snapshot"].append(d)
+        say(f"{dump}: {d['seconds']:.2f} s, {d['cpu_s']} CPU-s")
+        if "catchup" not in self.args.phases:
+            return
         start = self.position()
         self.updates(self.args.updates)
+        binlog = servers.tool_name(server, "binlog") + " -v"
         b = self.binlog_c(start)
-        self.results.setdefault("mariadb-binlog -v", {"catchup": []})["catchup"].append(
-            {"seconds": round(b, 2), "load": round(os.getloadavg()[0], 1)})
-        say(f"mariadb-binlog -v: {b:.2f} s")
+        self.results.setdefault(binlog, {"catchup": []})["catchup"].append(b)
+        say(f"{binlog}: {b['seconds']:.2f} s, {b['cpu_s']} CPU-s")
 
 
 def _median(xs: list[dict], key: str) -> float:
@@ -297,34 +328,63 @@ def _median(xs: list[dict], key: str) -> float:
 def render(b: Bench, started: str) -> str:
     m = machine()
     a = b.args
-    out = [BEGIN, "", "## The pipeline as a user runs it (issue 15)", "",
-           f"`bench/pipeline.py`, run {started}: `sparkcdc run pipeline.yaml --until-caught-up` "
+    begin, end = markers(a.server)
+    title = ("## The pipeline as a user runs it (issue 15)" if a.server == "mariadb" else
+             f"## The pipeline as a user runs it, on {b.version} (issue 33)")
+    out = [begin, "", title, "",
+           f"`bench/pipeline.py --server {a.server}`, run {started}, server {b.version}: "
+           "`sparkcdc run pipeline.yaml --until-caught-up` "
            f"as a whole process (JVM start included), {a.rounds} rounds, sinks interleaved "
            f"within each round, medians reported. One table of {a.rows:,} rows and 11 "
-           f"columns; catch-up is {a.updates:,} row updates in 10,000-row transactions; "
-           "*idle* is a run with nothing to do. Peak PSS is the whole process tree (CLI, JVM, "
-           "Python workers). Every target was checked against the source after each run. "
+           "columns; "
+           + (f"catch-up is {a.updates:,} row updates in 10,000-row transactions; "
+              if "catchup" in a.phases else "snapshot only (`--phases snapshot`); ")
+           + "*idle* is a run with nothing to do. CPU-s and peak PSS are of the whole process "
+           "tree (CLI, JVM, Python workers). Every target was checked against the source "
+           "after each run. "
            f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB; "
            + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
            + (f"; pipeline options: {dict(a.pipeline_option)}" if a.pipeline_option else "")
            + ".", "",
-           ("| tool | snapshot rows/s | snapshot s | catch-up changes/s | catch-up s | idle s | "
-            "peak PSS MB | load |"), "|---|---:|---:|---:|---:|---:|---:|---|"]
+           ("| tool | snapshot rows/s | snapshot s | snapshot CPU-s | catch-up changes/s | "
+            "catch-up s | catch-up CPU-s | idle s | peak PSS MB | load |"),
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+
+    def cpu(xs: list[dict]) -> str:
+        if not xs or "cpu_s" not in xs[0]:
+            return ""
+        c = _median(xs, "cpu_s")
+        return f"{c:.1f}" if c >= 10 else f"{c:.2f}"
+
     for name, r in b.results.items():
+        if not isinstance(r, dict) or "failed" in r and not r.get("snapshot"):
+            out.append(f"| {name} | failed: {str(r.get('failed'))[:300]} |" + " |" * 8)
+            continue
         snap = r.get("snapshot") or []
         cat = r.get("catchup") or []
         idle = r.get("idle") or []
         cells = [f"sparkcdc run → {name}" if idle else name]
         cells += [f"{a.rows / _median(snap, 'seconds'):,.0f}" if snap else "",
-                  ", ".join(str(x["seconds"]) for x in snap)]
+                  ", ".join(str(x["seconds"]) for x in snap), cpu(snap)]
         cells += [f"{a.updates / _median(cat, 'seconds'):,.0f}" if cat else "",
-                  ", ".join(str(x["seconds"]) for x in cat)]
+                  ", ".join(str(x["seconds"]) for x in cat), cpu(cat)]
         cells += [", ".join(str(x["seconds"]) for x in idle)]
         peaks = [x["pss_mb"] for x in snap + cat + idle if "pss_mb" in x]
         cells += [f"{max(peaks):,}" if peaks else ""]
         cells += [", ".join(str(x["load"]) for x in snap + cat)]
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", "Raw log of this run:", "", "```", *LOG[-60:], "```", "", END]
+    dump = b.results.get(servers.tool_name(a.server, "dump"), {}).get("snapshot")
+    if dump:
+        d_s, d_c = _median(dump, "seconds"), _median(dump, "cpu_s")
+        out.append("")
+        for name, r in b.results.items():
+            snap = r.get("snapshot") if isinstance(r, dict) else None
+            if snap and "cpu_s" in snap[0] and r is not b.results[servers.tool_name(
+                    a.server, "dump")]:
+                out.append(f"- {name}, snapshot: {d_s / _median(snap, 'seconds'):.3f}x the "
+                           f"speed of `{servers.tool_name(a.server, 'dump')}` (wall), "
+                           f"{_median(snap, 'cpu_s') / d_c:.1f}x its CPU-seconds")
+    out += ["", "Raw log of this run:", "", "```", *LOG[-60:], "```", "", end]
     return "\n".join(out)
 
 
@@ -352,21 +412,30 @@ def main() -> None:
         noop_child(sys.argv[2])
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--server", choices=servers.SERVERS, default="mariadb")
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--updates", type=int, default=1_000_000)
     p.add_argument("--sinks", default="delta,postgres,mysql,iceberg")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--phases", default="snapshot,catchup,idle",
+                   help="what each sink's round runs: snapshot, catchup (and the binlog tool), "
+                        "idle")
     p.add_argument("--pipeline-option", action="append", default=[],
                    help="KEY=VALUE added to the pipeline block (repeatable)")
     p.add_argument("--profile", action="store_true",
                    help="run the CLI with -v and keep its logs (per batch: planning, "
                         "collecting, the sink's write)")
-    p.add_argument("--no-peers", dest="peers", action="store_false",
-                   help="leave out the source alone into noop and Debezium embedded")
+    p.add_argument("--peers", default="noop,debezium",
+                   help="beside the pipeline: noop (the source alone into Spark's noop sink), "
+                        "debezium (Debezium embedded); empty for none")
+    p.add_argument("--no-peers", dest="peers", action="store_const", const="",
+                   help="the same as --peers ''")
     p.add_argument("--no-write-docs", action="store_true")
     p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args()
     args.sinks = [s for s in args.sinks.split(",") if s]
+    args.phases = set(args.phases.split(","))
+    args.peers = {x for x in args.peers.split(",") if x}
     args.pipeline_option = [tuple(x.split("=", 1)) for x in args.pipeline_option]
     started = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     b = Bench(args)
@@ -376,7 +445,8 @@ def main() -> None:
             b.round(r)
     finally:
         b.stop()
-    publish(render(b, started), b.results, args.json, BEGIN, END, not args.no_write_docs)
+    publish(render(b, started), b.results, args.json, *markers(args.server),
+            not args.no_write_docs)
 
 
 if __name__ == "__main__":

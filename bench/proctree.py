@@ -1,5 +1,6 @@
-"""The memory of a whole process tree, sampled while it runs: what the benches report as a
-tool's peak memory (the CLI, its JVM and Python workers; or a Kafka Connect JVM).
+"""The memory and CPU time of a whole process tree, sampled while it runs: what the benches
+report as a tool's peak memory and CPU-seconds (the CLI, its JVM and Python workers; or a
+Kafka Connect JVM; or a server's own client tool).
 
 Both figures come from each process's ``/proc/<pid>/smaps_rollup``: *RSS* counts every
 resident page of each process (pages shared between the tree's processes, such as the
@@ -14,7 +15,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _children(pid: int) -> list[int]:
@@ -93,12 +97,76 @@ class PeakSampler:
         self._thread.join()
 
 
-def timed(cmd: list[str], env: dict, log_path: Path) -> tuple[float, float, int]:
-    """Run ``cmd`` to its end: wall seconds, peak PSS (MB) of its process tree, exit code."""
+def own_cpu_s(pid: int) -> float:
+    """utime + stime of one process (its own, not its reaped children's), seconds; 0 when
+    it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def tree_pids(root: int) -> list[int]:
+    seen, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.append(p)
+            todo += _children(p)
+    return seen
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One command run to its end: wall seconds, CPU-seconds of its whole process tree, the
+    tree's peak RSS and PSS (MB), its exit code."""
+
+    seconds: float
+    cpu_s: float
+    peak_rss_mb: float
+    peak_pss_mb: float
+    rc: int
+
+
+def measure(cmd: list[str], env: dict | None, log_path: Path | str,
+            discard_stdout: bool = False, every: float = 0.1) -> Measured:
+    """Run ``cmd`` to its end, its output appended to ``log_path`` (stdout thrown away with
+    ``discard_stdout``, as a dump to /dev/null).
+
+    CPU-seconds: each process of the tree sampled every ``every`` seconds while it lives
+    (its last sample kept), summed; or, if larger, the root's own rusage at its end, which
+    holds the root and every descendant that was waited for. The samples miss a process's
+    last tenth of a second and a process born and gone between two samples; the rusage
+    misses the descendants nobody waited for (a JVM's Python workers). The larger of the
+    two is the nearer; a one-process tool (a dump) is counted exactly by its rusage."""
+    cpu: dict[int, float] = {}
+    stop = threading.Event()
     with open(log_path, "ab") as out:
         t0 = time.monotonic()
-        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, env=env, stderr=subprocess.STDOUT if not discard_stdout
+                             else out, stdout=subprocess.DEVNULL if discard_stdout else out)
+
+        def sample() -> None:  # beside the blocking wait, which times the end exactly
+            while not stop.is_set():
+                for q in tree_pids(p.pid):
+                    cpu[q] = max(cpu.get(q, 0.0), own_cpu_s(q))
+                stop.wait(every)
+
+        sampler = threading.Thread(target=sample, daemon=True)
         with PeakSampler(p.pid) as s:
-            rc = p.wait()
+            sampler.start()
+            _, status, usage = os.wait4(p.pid, 0)
             secs = time.monotonic() - t0
-    return secs, s.peak_pss_mb, rc
+            stop.set()
+            sampler.join()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    total = max(sum(cpu.values()), usage.ru_utime + usage.ru_stime)
+    return Measured(secs, total, s.peak_rss_mb, s.peak_pss_mb, p.returncode)
+
+
+def timed(cmd: list[str], env: dict, log_path: Path) -> tuple[float, float, int]:
+    """Run ``cmd`` to its end: wall seconds, peak PSS (MB) of its process tree, exit code."""
+    m = measure(cmd, env, log_path)
+    return m.seconds, m.peak_pss_mb, m.rc
