@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -179,22 +180,8 @@ class MicroBatch:
         if (self.writer.on_batch is not None or state.sink_kind() != "merge"
                 or not state.settings.changes_from_tasks):
             return {}
-        plans: dict[str, ChangePlan] = {}
-        for t, run in state.members.items():
-            st = run.state
-            if (t in state.handed or st.gone is not None or st.pending_ddl
-                    or run.shaper.active or state.shared(st) or not self._takes_changes(run)):
-                continue
-            spec = run.shaper.spec(run.keys)
-            off = state.ckpt.offset(st, batch_id)
-            if not plannable(spec) or off is None or int(
-                    ov.table_entry(off, t).get("generation", 0)) != st.generation:
-                continue
-            creation = tuple(sorted(state.creation(t).items()))
-            plans[t] = ChangePlan(t, run.schema, run.rows_schema, spec, run.keys, tuple(
-                TargetWrite(target, st.app_id, st.batch_base + batch_id, creation)
-                for target in state.targets(st)), self._replacing.get(t, ()))
-        return plans
+        return self._keyed_plans(batch_id, lambda run: not state.shared(run.state)
+                                 and self._takes_changes(run))
 
     def _frame_plans(self, batch_id: int) -> dict[str, ChangePlan]:
         """The tables whose changes in this batch Spark's own writer of their targets
@@ -203,11 +190,19 @@ class MicroBatch:
         state = self.state
         if self.writer.on_batch is not None or state.sink_kind() != "merge":
             return {}
+        return self._keyed_plans(batch_id, self._takes_frames)
+
+    def _keyed_plans(self, batch_id: int, takes: Callable[[TableRun], bool]
+                     ) -> dict[str, ChangePlan]:
+        """A ``ChangePlan`` for each table of the stream that ``takes`` says its targets
+        take, whose changes this batch can plan by key: not handed back, gone, waiting
+        for its schema or transformed, and read in the batch under its generation."""
+        state = self.state
         plans: dict[str, ChangePlan] = {}
         for t, run in state.members.items():
             st = run.state
             if (t in state.handed or st.gone is not None or st.pending_ddl
-                    or run.shaper.active or not self._takes_frames(run)):
+                    or run.shaper.active or not takes(run)):
                 continue
             spec = run.shaper.spec(run.keys)
             off = state.ckpt.offset(st, batch_id)
