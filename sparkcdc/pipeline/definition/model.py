@@ -14,7 +14,7 @@ from sparkcdc.pipeline.definition.flink_keys import SourceExtras
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
 SECTIONS = ("source", "sink", "route", "transform", "pipeline")
 # source keys handled by the pipeline itself (the rest go to the mysql-cdc source, or are
-# Flink's keys that pipeline/flink_keys.py maps, accepts or refuses)
+# Flink's keys that pipeline/definition/flink_keys.py maps, accepts or refuses)
 SOURCE_OWN = ("type", "name", "tables", "tables.exclude")
 # Flink CDC's switch for schema change events: false is schema.change.behavior 'ignore'
 SCHEMA_CHANGE_ENABLED = "schema-change.enabled"
