@@ -135,6 +135,16 @@ class MySQLSource:
                                              ", ".join(map(str, tables)), e)
             return {}
 
+    def schema_between_positions(self, table_id: TableId
+                                 ) -> tuple[BinlogOffset, TableSchema, BinlogOffset]:
+        """A table's schema now, with the binlog position read just before and just after
+        it on one connection: equal positions mean no DDL came between."""
+        with self.connection.connect() as c:
+            before = current_offset(c)
+            schema = load_table_schema(self.connection, table_id)
+            after = current_offset(c)
+        return before, schema, after
+
     def schema_now(self, table_id: TableId) -> TableSchema:
         """A table's schema as information_schema gives it now."""
         return load_table_schema(self.connection, table_id)

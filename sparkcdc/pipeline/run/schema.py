@@ -256,11 +256,9 @@ class SchemaInStream:
         if off is None:
             return None
         end = ov.position(off)
-        source = self.state.source()
         try:
-            before = source.position_now()
-            schema = source.schema_now(TableId.parse(st.table))
-            after = source.position_now()
+            before, schema, after = self.state.source().schema_between_positions(
+                TableId.parse(st.table))
         except SparkCDCError:
             return None  # gone (renamed or dropped: discovery sees it), or the server away
         if (before.file, before.pos) == (after.file, after.pos) == (end.file, end.pos):
