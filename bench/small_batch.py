@@ -2,7 +2,8 @@
 by key-slice tasks beside delta-rs' copy-on-write MERGE from the driver
 (docs/benchmarks.md, "A small batch into a large table").
 
-    .venv/bin/python bench/small_batch.py [--rows 2000000] [--changes 2000] [--rounds 3]
+    .venv/bin/python bench/small_batch.py [--rows 2000000[,20000000]] [--changes 2000]
+        [--rounds 3] [--modes copy-on-write,deletion-vectors]
 
 Two pipelines read one MariaDB table (11 columns, ``--rows`` rows) into two Delta targets,
 each as a user runs it (``sparkcdc run pipeline.yaml --until-caught-up``, whole process):
@@ -17,12 +18,17 @@ Then, per round, ``--changes`` random keys are updated on the source and each pi
 catches up once (the modes in turn, first one then the other): reported per mode, medians
 over the rounds: bytes the run added to the target's folder per changed row, wall seconds,
 CPU-seconds of the whole process tree, and the bytes the tasks sent the driver (Spark's
-event log). The targets are compared with the source row by row at the end.
+event log), and the batch's own time (Spark's ``triggerExecution`` of the batches that
+carried rows, from the same event log: the process's start-up left out). With several
+``--rows`` sizes, each size is a table of its own and its own pipelines, the same
+``--changes`` keys per round, so one run puts the batch into 2M beside the batch into 20M.
+The targets are compared with the source row by row at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -40,14 +46,14 @@ from throughput import COLUMNS_DDL, FILL
 
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
-DB, TABLE = "bench", "orders"
-MODES = {"copy-on-write": "false", "deletion vectors": "true"}
+DB = "bench"
+MODES = {"copy-on-write": "false", "deletion-vectors": "true"}
 
 
-def pipeline(sb, work: Path, name: str, dv: str, events: Path) -> Path:
+def pipeline(sb, work: Path, name: str, dv: str, events: Path, table: str) -> Path:
     i = sb.info
     text = (f"source:\n  type: mysql\n  hostname: {i.host}\n  port: {i.port}\n"
-            f"  username: {i.cdc_user}\n  password: ${{BENCH_PW}}\n  tables: {DB}.{TABLE}\n"
+            f"  username: {i.cdc_user}\n  password: ${{BENCH_PW}}\n  tables: {DB}.{table}\n"
             f"sink:\n  type: delta\n  path: {work}/lake\n  deletion-vectors: {dv}\n"
             f"  compact-every: 0\n"
             f"pipeline:\n  name: {name}\n  checkpoint.location: {work}/ckpt\n"
@@ -63,13 +69,28 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def check(sb, lake: Path) -> None:
+def batch_seconds(events: Path) -> float:
+    """Spark's own time for the query's batches that carried rows (``triggerExecution`` of
+    each progress event with input), summed: the batch, without the process's start-up."""
+    total = 0.0
+    for f in events.rglob("*"):
+        if not f.is_file():
+            continue
+        for line in f.read_text(errors="replace").splitlines():
+            if "QueryProgressEvent" in line:
+                p = json.loads(line).get("progress") or {}
+                if int(p.get("numInputRows") or 0) > 0:
+                    total += float((p.get("durationMs") or {}).get("triggerExecution") or 0)
+    return total / 1000
+
+
+def check(sb, lake: Path, table: str) -> None:
     import deltalake
 
     from sparkcdc.sinks.delta.sink import read_table
 
-    got = read_table(deltalake.DeltaTable(str(lake / DB / TABLE))).select(["id", "a"])
-    want = dict(sb.query(f"SELECT id, a FROM {DB}.{TABLE}"))
+    got = read_table(deltalake.DeltaTable(str(lake / DB / table))).select(["id", "a"])
+    want = dict(sb.query(f"SELECT id, a FROM {DB}.{table}"))
     have = dict(zip(got.column("id").to_pylist(), got.column("a").to_pylist()))
     if have != want:
         bad = [k for k in want if have.get(k) != want[k]][:5]
@@ -78,47 +99,59 @@ def check(sb, lake: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--rows", default="2000000",
+                    help="table sizes, comma-separated (each its own table and pipelines)")
     ap.add_argument("--changes", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help=f"comma-separated, of {', '.join(MODES)}")
     args = ap.parse_args()
+    sizes = [int(x) for x in args.rows.split(",")]
+    modes = [m.strip() for m in args.modes.split(",")]
+    if any(m not in MODES for m in modes):
+        raise SystemExit(f"--modes: one of {', '.join(MODES)}")
+    cases = [(n, m) for n in sizes for m in modes]
     tmp = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-small-"))
     sb = MariaDBSandbox(ServerSettings(extra_args=("--innodb-buffer-pool-size=3G",)),
                         name="bench-small", base_dir=tmp)
     sb.start()
     rng = random.Random(31)
+    results: dict[tuple[int, str], list[dict]] = {c: [] for c in cases}
     try:
         sb.execute(f"CREATE DATABASE {DB}")
-        sb.execute(f"CREATE TABLE {TABLE} {COLUMNS_DDL}", database=DB)
-        for lo in range(0, args.rows, 1_000_000):
-            n = min(1_000_000, args.rows - lo)
-            sb.execute(f"INSERT INTO {TABLE} " + FILL.format(n=n, lo=lo), database=DB)
+        for n_rows in sizes:
+            table = f"orders_{n_rows}"
+            sb.execute(f"CREATE TABLE {table} {COLUMNS_DDL}", database=DB)
+            for lo in range(0, n_rows, 1_000_000):
+                n = min(1_000_000, n_rows - lo)
+                sb.execute(f"INSERT INTO {table} " + FILL.format(n=n, lo=lo), database=DB)
         env = {**os.environ, "BENCH_PW": sb.info.cdc_password,
                "PYSPARK_PYTHON": sys.executable}
         cli = str(ROOT / ".venv" / "bin" / "sparkcdc")
         works = {}
-        for k, (mode, dv) in enumerate(MODES.items()):
+        for k, (n_rows, mode) in enumerate(cases):
             work = tmp / f"m{k}"
             (work / "events").mkdir(parents=True)
-            works[mode] = (work, dv)
-            y = pipeline(sb, work, f"small{k}", dv, work / "events")
+            works[(n_rows, mode)] = (work, MODES[mode], f"small{k}")
+            y = pipeline(sb, work, f"small{k}", MODES[mode], work / "events",
+                         f"orders_{n_rows}")
             m = run([cli, "run", str(y), "--until-caught-up", "--no-progress"], env,
                     work / "run.log")
             if m["rc"]:
                 raise SystemExit((work / "run.log").read_text()[-3000:])
-            print(f"{mode}: snapshot of {args.rows:,} rows in {m['seconds']:.0f} s, "
+            print(f"{n_rows:,} rows, {mode}: snapshot in {m['seconds']:.0f} s, "
                   f"{folder_bytes(work / 'lake') / 1e6:.0f} MB", flush=True)
-        results: dict[str, list[dict]] = {m: [] for m in MODES}
         for r in range(args.rounds):
-            keys = rng.sample(range(1, args.rows + 1), args.changes)
-            sb.execute(f"UPDATE {TABLE} SET a = a + 1, c = CONCAT('upd-', id) WHERE id IN "
-                       f"({','.join(map(str, keys))})", database=DB)
-            order = list(MODES) if r % 2 == 0 else list(reversed(MODES))
-            for mode in order:
-                work, dv = works[mode]
+            for n_rows in sizes:
+                keys = rng.sample(range(1, n_rows + 1), args.changes)
+                sb.execute(f"UPDATE orders_{n_rows} SET a = a + 1, c = CONCAT('upd-', id) "
+                           f"WHERE id IN ({','.join(map(str, keys))})", database=DB)
+            order = list(cases) if r % 2 == 0 else list(reversed(cases))
+            for case in order:
+                work, dv, name = works[case]
                 events = work / f"events-r{r}"
                 events.mkdir()
-                y = pipeline(sb, work, f"small{list(MODES).index(mode)}", dv, events)
+                y = pipeline(sb, work, name, dv, events, f"orders_{case[0]}")
                 before = folder_bytes(work / "lake")
                 m = run([cli, "run", str(y), "--until-caught-up", "--no-progress"], env,
                         work / "run.log")
@@ -126,31 +159,40 @@ def main() -> None:
                     raise SystemExit((work / "run.log").read_text()[-3000:])
                 m["written"] = folder_bytes(work / "lake") - before
                 m["result_bytes"] = result_bytes(events)
+                m["batch"] = batch_seconds(events)
                 m["load"] = os.getloadavg()[0]
-                results[mode].append(m)
-                print(f"round {r} {mode}: {m['seconds']:.1f} s, {m['cpu']:.1f} CPU-s, "
+                results[case].append(m)
+                print(f"round {r} {case[0]:,} rows {case[1]}: {m['seconds']:.1f} s "
+                      f"(batch {m['batch']:.2f} s), {m['cpu']:.1f} CPU-s, "
                       f"{m['written'] / args.changes:,.0f} B written per changed row, "
                       f"load {m['load']:.1f}", flush=True)
-        for mode, (work, _dv) in works.items():
-            check(sb, work / "lake")
+        for (n_rows, _mode), (work, _dv, _name) in works.items():
+            check(sb, work / "lake", f"orders_{n_rows}")
     finally:
         sb.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    def med(mode: str, key: str) -> float:
-        return statistics.median(x[key] for x in results[mode])
+    def med(case: tuple[int, str], key: str) -> float:
+        return statistics.median(x[key] for x in results[case])
 
-    print(f"\n{args.changes:,} random-key updates into {args.rows:,} rows (11 columns) in "
-          f"Delta; medians of {args.rounds} rounds\n")
-    print("| | bytes written per changed row | wall s | CPU-s | changes per CPU-s | "
-          "bytes to the driver per change | load |")
-    print("|---|---|---|---|---|---|---|")
-    for mode in MODES:
-        cpu = med(mode, "cpu")
-        loads = ", ".join(f"{x['load']:.1f}" for x in results[mode])
-        print(f"| {mode} | {med(mode, 'written') / args.changes:,.0f} | "
-              f"{med(mode, 'seconds'):.1f} | {cpu:.1f} | {args.changes / cpu:,.0f} | "
-              f"{med(mode, 'result_bytes') / args.changes:,.1f} | {loads} |")
+    print(f"\n{args.changes:,} random-key updates into an 11-column Delta table; medians of "
+          f"{args.rounds} rounds\n")
+    print("| rows | | bytes written per changed row | batch s | wall s | CPU-s | "
+          "changes per CPU-s | bytes to the driver per change | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for case in cases:
+        cpu = med(case, "cpu")
+        loads = ", ".join(f"{x['load']:.1f}" for x in results[case])
+        print(f"| {case[0]:,} | {case[1]} | {med(case, 'written') / args.changes:,.0f} | "
+              f"{med(case, 'batch'):.2f} | {med(case, 'seconds'):.1f} | {cpu:.1f} | "
+              f"{args.changes / cpu:,.0f} | "
+              f"{med(case, 'result_bytes') / args.changes:,.1f} | {loads} |")
+    if len(sizes) > 1:
+        for mode in modes:
+            small, big = (min(sizes), mode), (max(sizes), mode)
+            print(f"\n{mode}: the batch into {big[0]:,} rows took "
+                  f"{med(big, 'batch') / med(small, 'batch'):.2f}x its time into "
+                  f"{small[0]:,} (whole process {med(big, 'seconds') / med(small, 'seconds'):.2f}x)")
 
 
 if __name__ == "__main__":

@@ -289,6 +289,53 @@ pipeline:
     # to 8,192 rows, so each chunk read of CHUNK rows is one record
     assert sum(read_by.values()) >= ROWS // CHUNK, read_by
 
+    # changes on a cluster: updates, deletes and inserts after the snapshot are written by
+    # key-slice tasks on the workers (deletion vectors), and the driver commits file metadata
+    mariadb.execute("UPDATE items SET qty = qty + 1000, name = CONCAT(name, '-u') "
+                    "WHERE id % 5 = 0", "DELETE FROM items WHERE id % 7 = 0",
+                    f"INSERT INTO items SELECT seq, CONCAT('more-', seq), 3, NULL, 2.5 "
+                    f"FROM seq_{ROWS + 1}_to_{ROWS + 400}", database=db)
+    changed = (ROWS // 5) + (ROWS // 7) + 400
+    for old in events.iterdir():
+        old.unlink()
+    run = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
+                          "--until-caught-up", "--no-progress", "-v", "--master", cluster.url],
+                         check=False, capture_output=True, text=True, env=env, timeout=400,
+                         preexec_fn=set_pdeathsig)
+    out = run.stdout + run.stderr
+    (tmp_path / "run-changes.log").write_text(out)
+    assert run.returncode == 0, out[-5000:] + cluster.logs()
+    sliced = [line for line in out.splitlines()
+              if f"{db}.items -> " in line and " task(s): " in line]
+    assert sliced and not any("skipped" in line for line in sliced), out[-3000:]
+    want = sorted(mariadb.query("SELECT id, name, qty, CAST(price AS CHAR) FROM items",
+                                database=db))
+    got = read_delta(deltalake.DeltaTable(str(lake / db / "items")),
+                     ["id", "name", "qty", "price"]).to_pylist()
+    assert sorted((r["id"], r["name"], r["qty"], str(r["price"])) for r in got) == \
+        [tuple(w) for w in want]
+    # no row went through the driver: what every task of this run sent it (Spark's
+    # ``Result Size``, mostly its fixed metrics per task) is far below the changed rows'
+    # own bytes, and the change tasks ran on both workers
+    (event_log,) = list(events.iterdir())
+    result_bytes, ran_on = 0, set()
+    for line in event_log.read_text().splitlines():
+        ev = json.loads(line)
+        if ev["Event"] == "SparkListenerTaskEnd" and ev.get("Task Metrics"):
+            result_bytes += int(ev["Task Metrics"].get("Result Size") or 0)
+            ex = ev["Task Info"]["Executor ID"]
+            if ex in executor_worker:
+                ran_on.add(executor_worker[ex])
+            else:
+                app2 = event_log.name.split(".")[0]
+                for i, wd in enumerate(cluster.worker_dirs):
+                    if (wd / app2 / ex).is_dir():
+                        ran_on.add(i)
+    assert ran_on == {0, 1}, ran_on
+    tasks_log = [line for line in out.splitlines() if "written on the executors" in line]
+    assert not tasks_log, tasks_log  # the driver-collected path did not run
+    print(f"changes: {changed}, bytes to the driver: {result_bytes}")
+
     # executors whose Python has nothing installed: the run stops before any stream with
     # the missing module named and the fix, and leaves the checkpoint as it was
     bare = tmp_path / "bare-venv"
@@ -296,7 +343,7 @@ pipeline:
     wrapper.write_text(f"#!/bin/sh\nif [ -n \"$SPARKCDC_TEST_EXECUTOR\" ]; then\n"
                        f"  exec {bare}/bin/python \"$@\"\nfi\nexec {sys.executable} \"$@\"\n")
     # a change on the server, so the run has work (a run with nothing to do starts no Spark)
-    mariadb.execute(f"INSERT INTO items VALUES ({ROWS + 1}, 'new', 1, NULL, 1)", database=db)
+    mariadb.execute(f"INSERT INTO items VALUES ({ROWS + 1000}, 'new', 1, NULL, 1)", database=db)
     offsets = sorted(p.name for p in ckpt.rglob("offsets/*"))
     bad = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
                           "--until-caught-up", "--no-progress", "--master", cluster.url],
