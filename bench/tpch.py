@@ -88,7 +88,7 @@ def pipeline(sb: MariaDBSandbox, work: Path, sink: str) -> Path:
     target = {"delta": f"  type: delta\n  path: {work}/lake\n",
               "iceberg": f"  type: iceberg\n  warehouse: {work}/lake\n"}[sink]
     text = (f"source:\n  type: mysql\n  hostname: {i.host}\n  port: {i.port}\n"
-            f"  username: {i.cdc_user}\n  password: ${{BENCH_PW}}\n  tables: {DB}.*\n"
+            f"  username: {i.cdc_user}\n  password: ${{BENCH_PW}}\n  tables: {DB}..*\n"
             f"sink:\n{target}"
             f"pipeline:\n  name: tpch-{sink}\n  checkpoint.location: {work}/ckpt\n")
     path = work / "p.yaml"
@@ -126,7 +126,7 @@ def target_state(sink: str, work: Path) -> dict[str, tuple]:
         else:
             target = sinks_mod.create("iceberg", {"warehouse": str(work / "lake"),
                                                   "table": f"{DB}.{t}"})
-            rows = target.catalog.load_table(f"{DB}.{t}").scan().to_arrow()
+            rows = target.catalog().load_table(f"{DB}.{t}").scan().to_arrow()
         col = SUMS.get(t)
         total = str(pc.sum(rows.column(col)).as_py()) if col else None
         out[t] = (rows.num_rows, total)

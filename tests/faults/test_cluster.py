@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -269,10 +270,11 @@ pipeline:
     assert probed and all(any(str(wd) in line for wd in cluster.worker_dirs)
                           and line.endswith("CRowDecoder") for line in probed), out[-3000:]
 
-    # the target was written by Spark tasks on the workers (write.on: auto on a cluster)
-    wrote = [line for line in out.splitlines() if "written on the executors" in line]
-    assert wrote and all(any(str(wd) in line for wd in cluster.worker_dirs)
-                         for line in wrote), out[-3000:]
+    # the snapshot's rows were written as files by the chunk tasks that read them (on the
+    # workers, below), and only the files' metadata went to the driver
+    wrote = [int(m.group(1)) for m in re.finditer(
+        r"batch \d+: (\d+) row\(s\) written by the tasks as \d+ file\(s\)", out)]
+    assert sum(wrote) == ROWS, out[-3000:]
 
     # chunk reads ran on both workers: records read from the source, per executor
     read_by: dict[str, int] = {}
