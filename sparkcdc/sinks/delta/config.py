@@ -69,16 +69,22 @@ class DeltaConfig:
                               fix="give both (catalog: spark_catalog, catalog-table: db.table)"
                                   ", or neither for a table known by its path alone",
                               key=missing)
-        return cls(path=o.text("path"), partition_by=o.names("partition-by"),
-                   app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),
+        return cls(path=o.given("path"), partition_by=o.names("partition-by"),
+                   app_id=o.given("app-id"), compact_every=o.given_integer("compact-every", lo=0),
                    target_file_size=o.integer("target-file-size", lo=1),
                    deletion_vectors=o.flag("deletion-vectors"),
                    purge_deleted_share=o.share("purge-deleted-share"),
                    writer=o.choice("writer", WRITERS),
                    storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
                    table_properties=o.prefixed[PROPERTY_PREFIX],
-                   catalog_table=(table_name_parts("delta", "catalog-table", name, 2)
-                                  if name else None))
+                   catalog_table=_pair(table_name_parts("delta", "catalog-table", name, 2))
+                   if name else None)
+
+
+def _pair(parts: tuple[str, ...]) -> tuple[str, str]:
+    """``table_name_parts``' two parts, typed as two."""
+    database, table = parts
+    return database, table
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

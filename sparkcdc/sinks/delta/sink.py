@@ -432,6 +432,7 @@ def _narrowing(rest: ChangeSet, partition_by: tuple[str, ...]) -> str:
         if col.null_count or len(values) > 100:
             continue
         lits = [_literal(v, col.type) for v in values.to_pylist()]
-        if lits and all(x is not None for x in lits):
-            out += f" AND t.{_q(p)} IN ({', '.join(lits)})"
+        texts = [x for x in lits if x is not None]
+        if lits and len(texts) == len(lits):
+            out += f" AND t.{_q(p)} IN ({', '.join(texts)})"
     return out
