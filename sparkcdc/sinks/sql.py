@@ -42,6 +42,15 @@ class SQLSink(Sink):
     A table without a key has nothing to slice its changes by. Each dialect declares its
     ``capabilities`` with ``sql_capabilities``."""
 
+    def __init__(self) -> None:
+        """What every SQL sink keeps between calls (its dialect's ``__init__`` adds its
+        config and driver first): its connection, opened on first use."""
+        self._conn: Any = None
+        self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
+        # a batch's staged new rows kept for the transaction of its other changes
+        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
+        self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
+
     @classmethod
     def may_take_files(cls, options: Mapping[str, Any]) -> bool:
         return True

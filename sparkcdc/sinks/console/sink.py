@@ -39,6 +39,7 @@ class ConsoleSink(Sink):
         empties=Emptying.ROWS, schema_changes=EVERY_CHANGE,  # in memory, rows of any shape
         no_layout="the console sink prints rows: nothing is stored")
     option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
 
     def __init__(self, config: ConsoleConfig | None = None, out: TextIO | None = None):
         self.config = config or ConsoleConfig()
@@ -51,10 +52,6 @@ class ConsoleSink(Sink):
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ConsoleSink:
         return cls(ConsoleConfig.parse(options))
-
-    @classmethod
-    def target_options(cls, options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
-        return config.target_options(options, db, table)
 
     def last_batch_id(self) -> int | None:
         return self._last

@@ -68,6 +68,7 @@ class DeltaSink(Sink):
         table_layout=TableLayout("partition-by", config.PROPERTY_PREFIX))
     drivers = ("deltalake", "pyroaring")  # pyroaring: deletion vectors
     option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
     option_prefixes = config.PREFIXES
     path_options = ("path",)
 
@@ -82,10 +83,6 @@ class DeltaSink(Sink):
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
         return cls(DeltaConfig.parse(options))
-
-    @classmethod
-    def target_options(cls, options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
-        return config.target_options(options, db, table)
 
     @classmethod
     def writer_for(cls, options: Mapping[str, Any], spark_conf: Mapping[str, str]) -> str:

@@ -47,6 +47,7 @@ class FilesSink(Sink):
         no_layout="the files sink appends a changelog of change rows: it has no table to "
                   "partition or give properties")
     option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
     path_options = ("path",)
 
     def __init__(self, config: FilesConfig):
@@ -55,10 +56,6 @@ class FilesSink(Sink):
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> FilesSink:
         return cls(FilesConfig.parse(options))
-
-    @classmethod
-    def target_options(cls, options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
-        return config.target_options(options, db, table)
 
     def _fs(self, spark):
         jvm = spark._jvm

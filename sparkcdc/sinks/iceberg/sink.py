@@ -70,6 +70,7 @@ class IcebergSink(Sink):
         table_layout=TableLayout("partition-by", config.PROPERTY_PREFIX))
     drivers = ("pyiceberg",)
     option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
     option_prefixes = config.PREFIXES
     path_options = ("warehouse",)
 
@@ -82,10 +83,6 @@ class IcebergSink(Sink):
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> IcebergSink:
         return cls(IcebergConfig.parse(options))
-
-    @classmethod
-    def target_options(cls, options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
-        return config.target_options(options, db, table)
 
     def catalog(self):
         if self._catalog is None:

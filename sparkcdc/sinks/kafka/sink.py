@@ -82,6 +82,7 @@ class KafkaSink(Sink):
                   "partition or give properties")
     drivers = ("confluent_kafka",)
     option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
     option_prefixes = config.PREFIXES
 
     def __init__(self, config: KafkaConfig):
@@ -99,10 +100,6 @@ class KafkaSink(Sink):
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> KafkaSink:
         return cls(KafkaConfig.parse(options))
-
-    @classmethod
-    def target_options(cls, options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
-        return config.target_options(options, db, table)
 
     @property
     def topic(self) -> str:

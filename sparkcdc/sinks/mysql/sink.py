@@ -68,6 +68,7 @@ from sparkcdc.sinks.sql import (
 
 __all__ = ["MySQLSink", "mysql_type"]  # (mysql_type's home: text.py)
 
+
 class MySQLSink(SQLSink):
     type = SinkType.MYSQL
     capabilities = sql_capabilities(
@@ -76,25 +77,18 @@ class MySQLSink(SQLSink):
         "tables have no free-form properties")
     drivers = ("pymysql",)
     option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
 
     def __init__(self, config: MySQLConfig):
         self.config = config
         self._pymysql = self.load_drivers()[0]
-        self._conn: Any = None
-        self._new_alias = False
+        super().__init__()
+        self._new_alias = False  # MySQL 8.0.19+: ``AS new`` instead of VALUES()
         self._flavor: str | None = None
-        self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
-        # a batch's staged new rows kept for the transaction of its other changes
-        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
-        self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> MySQLSink:
         return cls(MySQLConfig.parse(options))
-
-    @classmethod
-    def target_options(cls, options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
-        return config.target_options(options, db, table)
 
     def connection(self) -> Any:
         if self._conn is None or not self._conn.open:

@@ -53,6 +53,7 @@ from sparkcdc.sinks.sql import SQLSink, StageKind, clear_ranges, sql_capabilitie
 
 __all__ = ["PostgresSink", "copy_text", "pg_type"]  # (their home: copy.py)
 
+
 class PostgresSink(SQLSink):
     type = SinkType.POSTGRES
     capabilities = sql_capabilities(
@@ -61,23 +62,16 @@ class PostgresSink(SQLSink):
         "free-form properties")
     drivers = ("psycopg",)
     option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
 
     def __init__(self, config: PostgresConfig):
         self.config = config
         self._pg = self.load_drivers()[0]
-        self._conn: Any = None
-        self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
-        # a batch's staged new rows kept for the transaction of its other changes
-        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
-        self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
+        super().__init__()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> PostgresSink:
         return cls(PostgresConfig.parse(options))
-
-    @classmethod
-    def target_options(cls, options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
-        return config.target_options(options, db, table)
 
     # -- connection ----------------------------------------------------------------------
 
