@@ -9,6 +9,7 @@ from typing import Any
 from sparkcdc.errors import ConfigError
 from sparkcdc.options import REQUIRED, Opt, Options
 from sparkcdc.sinks.base import set_per_target, sub_path, table_name_parts
+from sparkcdc.sinks.kinds import Word
 
 OPTIONS = {
     "path": Opt(REQUIRED, "the table's location: a local path or a URI delta-rs supports"),
@@ -40,7 +41,17 @@ OPTIONS = {
 STORAGE_PREFIX = "storage."  # storage.<key> -> delta-rs storage_options
 PROPERTY_PREFIX = "table-property."  # table-property.<key> -> the table's configuration
 PREFIXES = (STORAGE_PREFIX, PROPERTY_PREFIX)  # option names taken as a group
-WRITERS = ("auto", "spark", "sparkcdc")
+
+
+class DeltaWriter(Word):
+    """Who writes a Delta table (the option ``writer``; ``spark_writer.chosen``)."""
+
+    AUTO = "auto"  # Spark's Delta where the session has it, else sparkcdc's
+    SPARK = "spark"  # Spark's own Delta (delta-spark's MERGE)
+    SPARKCDC = "sparkcdc"  # sparkcdc's writers: Spark tasks and delta-rs
+
+
+WRITERS = tuple(w.value for w in DeltaWriter)
 
 
 @dataclass(frozen=True)
@@ -56,7 +67,7 @@ class DeltaConfig:
     table_properties: dict[str, str] = field(default_factory=dict)  # set when it is created
     deletion_vectors: bool = True  # a table created gets the feature (sinks/delta/changes.py)
     purge_deleted_share: float = 0.2  # files with this much deleted are rewritten (changes.purge)
-    writer: str = "auto"  # auto | spark | sparkcdc (sinks/delta/spark_writer.py)
+    writer: DeltaWriter = DeltaWriter.AUTO  # (sinks/delta/spark_writer.py)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
@@ -74,7 +85,7 @@ class DeltaConfig:
                    target_file_size=o.integer("target-file-size", lo=1),
                    deletion_vectors=o.flag("deletion-vectors"),
                    purge_deleted_share=o.share("purge-deleted-share"),
-                   writer=o.choice("writer", WRITERS),
+                   writer=DeltaWriter(o.choice("writer", WRITERS)),
                    storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
                    table_properties=o.prefixed[PROPERTY_PREFIX],
                    catalog_table=_pair(table_name_parts("delta", "catalog-table", name, 2))

@@ -49,7 +49,7 @@ from sparkcdc.sinks.capabilities import Capabilities, Emptying, TableLayout
 from sparkcdc.sinks.delta import changes as task_changes
 from sparkcdc.sinks.delta import config, evolution, files, spark_writer
 from sparkcdc.sinks.delta.catalog import publish
-from sparkcdc.sinks.delta.config import DeltaConfig
+from sparkcdc.sinks.delta.config import DeltaConfig, DeltaWriter
 from sparkcdc.sinks.delta.log import DeltaLog
 from sparkcdc.sinks.delta.predicates import in_range as _in_range
 from sparkcdc.sinks.delta.predicates import literal as _literal
@@ -78,7 +78,7 @@ class DeltaSink(Sink):
         self.spark: Any = None  # the pipeline's session, once it names the writer (publish)
         # Spark's own Delta writes the table (``spark_writer``): ``writer: spark``, or
         # ``auto`` in a session with Delta, decided in ``publish``
-        self.uses_spark = config.writer == "spark"
+        self.uses_spark = config.writer is DeltaWriter.SPARK
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
