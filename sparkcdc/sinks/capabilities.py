@@ -52,6 +52,8 @@ class Capabilities:
     deletes the rows of ``ChangeSet.replaces`` (a chunk read again whole). ``empties``: how
     it is emptied (``Emptying``). ``schema_changes``: the kinds of column change it can
     make (``Sink.can_change`` may refuse one further, for a type it cannot promote).
+    ``shares_targets``: several source tables routed into one target each write it (their
+    batch ids kept apart); the files sink's batch folders are one per batch id, so no.
     ``table_layout``: how it creates a partitioned table with properties, or None, and
     then ``no_layout``: why not, for the user."""
 
@@ -65,6 +67,7 @@ class Capabilities:
     replaces_ranges: bool = False
     empties: Emptying = Emptying.NEVER
     schema_changes: frozenset[ChangeKind] = frozenset()
+    shares_targets: bool = True
     table_layout: TableLayout | None = None
     no_layout: str = ""
 

@@ -27,7 +27,8 @@ def test_every_type_has_one_class_that_says_it_is_of_that_type():
         assert (caps.table_layout is None) == bool(caps.no_layout)
     assert sinks.sink_class("delta").capabilities.table_layout.partition_option == "partition-by"
     assert sinks.sink_class("kafka").capabilities.empties_by_event
-    assert not sinks.sink_class("files").capabilities.can_empty
+    files = sinks.sink_class("files").capabilities
+    assert not files.can_empty and not files.shares_targets
     with pytest.raises(ConfigError, match="did you mean 'kafka'"):
         sinks.sink_class("kafak")
 

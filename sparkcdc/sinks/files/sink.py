@@ -44,6 +44,7 @@ class FilesSink(Sink):
         # a changelog takes each batch's shape (new columns just appear) but never
         # rewrites what it wrote; nor can it be emptied
         schema_changes=frozenset({ChangeKind.ADD}),
+        shares_targets=False,  # a batch's folder is named by its batch id alone
         no_layout="the files sink appends a changelog of change rows: it has no table to "
                   "partition or give properties")
     option_spec = config.OPTIONS
