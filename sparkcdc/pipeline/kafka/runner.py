@@ -71,6 +71,7 @@ from sparkcdc.pipeline.run.checkpoint import Checkpoint, read_json, write_json
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.signals import stop_on_signals
 from sparkcdc.sinks.evolution import Change as ColumnChange
+from sparkcdc.sinks.evolution import ChangeKind
 from sparkcdc.sinks.kafka.config import matches
 
 log = logging.getLogger("sparkcdc.pipeline.kafka")
@@ -380,7 +381,7 @@ class KafkaRunner:
             sink = self._sink(table)
             if sink.kind == "merge":
                 for s in targets.each_sink(sink):
-                    s.evolve([ColumnChange("add", f.name, type=f.type) for f in new],
+                    s.evolve([ColumnChange(ChangeKind.ADD, f.name, type=f.type) for f in new],
                              info.keys)
         info.columns = info.columns + new
 
