@@ -45,7 +45,7 @@ from sparkcdc.pipeline.commands.status import table_statuses
 from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
 from sparkcdc.pipeline.run.checkpoint import Checkpoint
-from sparkcdc.sinks import sink_class
+from sparkcdc.sinks import SinkKind, sink_class
 from sparkcdc.spark.offset_view import position as offset_pos
 from sparkcdc.spark.offset_view import table_phase
 
@@ -130,7 +130,7 @@ class Verifier:
             res.not_verified = ("its AUTO CDC rules (history, deletes or truncates of their "
                                 "own) make it another table than the source")
             return res
-        if sink_class(self.defn.sink.type).kind == "changelog":
+        if sink_class(self.defn.sink.type).capabilities.kind is SinkKind.CHANGELOG:
             res.not_verified = (f"a {self.defn.sink.type} target is a changelog, not a table "
                                 "(fold it with sparkcdc.apply.materialize to compare)")
             return res

@@ -44,6 +44,7 @@ from sparkcdc.pipeline.run.task_files import (
     write_snapshot_files,
 )
 from sparkcdc.pipeline.run.write import Prepared, TargetWriter
+from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark import offset_view as ov
 from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
@@ -147,7 +148,7 @@ class MicroBatch:
         rows cannot: ``run/replaces.py``).
         None with an ``on_batch`` hook, which watches every row on the driver."""
         state = self.state
-        if (self.writer.on_batch is not None or state.sink_kind() != "merge"
+        if (self.writer.on_batch is not None or state.sink_kind() is not SinkKind.MERGE
                 or not state.settings.snapshot_from_tasks):
             return {}
         plans: dict[str, FilePlan] = {}
@@ -177,7 +178,7 @@ class MicroBatch:
         changes (``Sink.takes_changes``) and is the table's own (a shared target's slices
         would be cut twice in one batch)."""
         state = self.state
-        if (self.writer.on_batch is not None or state.sink_kind() != "merge"
+        if (self.writer.on_batch is not None or state.sink_kind() is not SinkKind.MERGE
                 or not state.settings.changes_from_tasks):
             return {}
         return self._keyed_plans(batch_id, lambda run: not state.shared(run.state)
@@ -188,7 +189,7 @@ class MicroBatch:
         writes from a DataFrame (``task_frames``, ``Sink.takes_frames``): as
         ``_change_plans`` says, for targets that every one takes frames."""
         state = self.state
-        if self.writer.on_batch is not None or state.sink_kind() != "merge":
+        if self.writer.on_batch is not None or state.sink_kind() is not SinkKind.MERGE:
             return {}
         return self._keyed_plans(batch_id, self._takes_frames)
 
@@ -295,7 +296,7 @@ class MicroBatch:
         """``write.on``: ``auto`` writes from the executors when the master is a cluster
         (not ``local``), else from the driver (docs/benchmarks.md, Writers: on one machine
         the driver's writers are the fastest)."""
-        if self.state.sink_kind() != "merge":
+        if self.state.sink_kind() is not SinkKind.MERGE:
             return False  # a changelog is written by Spark's own writer, from the driver
         if any(self._takes_frames(r) for r in self.state.members.values()):
             return False  # Spark's own writer writes with the driver's session

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
+from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark import offset_view as ov
 
@@ -62,8 +63,11 @@ def replaced(state: RunState, run: TableRun, offset: dict | None) -> tuple[KeyRa
 
 def _refusal(state: RunState, run: TableRun) -> str:
     """Why the table's target cannot replace a chunk's range ("" when it can)."""
-    if state.sink_kind() != "merge":
+    caps = state.sink_capabilities()
+    if caps.kind is SinkKind.CHANGELOG:
         return "a changelog holds changes, not rows"
+    if not caps.replaces_ranges:
+        return f"the {state.defn.sink.type} sink replaces no key range"
     if run.shaper.active:
         return "the table has a transform"
     if state.shared(run.state):

@@ -30,7 +30,7 @@ from sparkcdc.pipeline.definition import targets as _targets
 from sparkcdc.pipeline.definition.routing import transform_of
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.sinks import sink_class
+from sparkcdc.sinks import Capabilities, SinkKind, sink_class
 from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -128,14 +128,18 @@ class RunState:
         """The source, through its port: what the run asks of the server."""
         return MySQLSource(self.source_config())
 
-    def sink_kind(self) -> str:
-        return sink_class(self.defn.sink.type).kind
+    def sink_capabilities(self) -> Capabilities:
+        """What the pipeline's sink type can do, as its class declares it."""
+        return sink_class(self.defn.sink.type).capabilities
+
+    def sink_kind(self) -> SinkKind:
+        return self.sink_capabilities().kind
 
     def can_empty(self) -> bool:
         """Whether the pipeline can empty a target to take a table again: a merge target
         deletes its rows; of the changelogs, only one that writes an event naming the
         table (the kafka sink's truncate; the files sink cannot)."""
-        return self.sink_kind() != "changelog" or sink_class(self.defn.sink.type).empties_by_event
+        return self.sink_capabilities().can_empty
 
     def app_id(self, table: str) -> str:
         return f"{self.settings.name}.{table}"
@@ -186,7 +190,7 @@ class RunState:
         """Whether emptying the table's target would take other tables' rows with it: the
         target is ``shared`` and the sink empties it whole (a truncate event, which names
         the table, empties it for that table alone)."""
-        return self.shared(st) and not sink_class(self.defn.sink.type).empties_by_event
+        return self.shared(st) and not self.sink_capabilities().empties_by_event
 
     # -- where the pipeline's stream stands ------------------------------------------------
 

@@ -64,7 +64,8 @@ def _range(add: dict[str, Any], key: str) -> tuple[Any, Any] | None:
 def plan_slices(log: DeltaLog, key: str, key_type: pa.DataType, n: int) -> KeySlices:
     """The slices of the table's live files for a batch (module docstring, step 1)."""
     adds = list(log.files.values())
-    ranges = [_range(a, key) for a in adds] if pa.types.is_integer(key_type) else [None]
+    ranges: list[tuple[Any, Any] | None] = (
+        [_range(a, key) for a in adds] if pa.types.is_integer(key_type) else [None])
     return KeySlices.by_ranges(key, adds, ranges, [_rows(a) for a in adds], n, log.version)
 
 
