@@ -284,7 +284,8 @@ class Runner:
             assert g is not None
             if g.kind == REKEY:
                 assert g.schema is not None
-                self.tables.rekeyed(st, TableSchema.from_dict(g.schema), list(g.statements),
+                self.tables.rekeyed(st, TableSchema.from_dict(g.schema),
+                                    self.state.kept_ddl(st, g.statements),
                                     BinlogOffset.from_dict(g.at))
                 continue
             if g.kind == "renamed" and g.to is not None:

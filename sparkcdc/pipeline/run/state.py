@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NoReturn
 
 from sparkcdc.core.offsets import BinlogOffset
-from sparkcdc.core.schema import TableSchema
-from sparkcdc.mysql.port import MySQLSource, SourceConfig
+from sparkcdc.core.schema import TableId, TableSchema
+from sparkcdc.core.table_events import Ddl
+from sparkcdc.mysql.port import MySQLSource, SourceConfig, ddl_of
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.definition import targets as _targets
 from sparkcdc.pipeline.definition.routing import transform_of
@@ -127,6 +128,12 @@ class RunState:
     def source(self) -> MySQLSource:
         """The source, through its port: what the run asks of the server."""
         return MySQLSource(self.source_config())
+
+    def kept_ddl(self, st: TableState, statements: Iterable[str]) -> list[Ddl]:
+        """The table's DDL statements the state keeps as text (``pending_ddl``, a
+        ``Gone``'s), as the source reads them (``ddl_of``): the pipeline reads no SQL."""
+        table = TableId.parse(st.table)
+        return [ddl_of(s, table) for s in statements]
 
     def sink_kind(self) -> str:
         return sink_class(self.defn.sink.type).kind

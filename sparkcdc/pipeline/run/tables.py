@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
+from sparkcdc.core.table_events import Ddl
 from sparkcdc.errors import BinlogUnavailable, ConfigError, SchemaChangeStop, SchemaError
 from sparkcdc.pipeline.definition.routing import shaper_for, targets_of
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Start, TableState
@@ -153,7 +154,7 @@ class TableLifecycle:
                              f"{behavior}: {d.describe() or what} (taken again)", new)
         self.start(st, new)
 
-    def rekeyed(self, st: TableState, new: TableSchema, statements: list[str],
+    def rekeyed(self, st: TableState, new: TableSchema, ddls: list[Ddl],
                 at: BinlogOffset) -> None:
         """A new primary key, met by the pipeline's stream at ``at`` after the table's
         snapshot: every row before it is in the target, which changes its columns for the
@@ -161,11 +162,11 @@ class TableLifecycle:
         applied by the new key (the target's rows are not rewritten)."""
         behavior = self.state.settings.schema_change_behavior
         old = schema_of(st)
-        d = sc.diff(old, new).with_renames(statements)
+        d = sc.diff(old, new).with_renames(r for ddl in ddls for r in ddl.renames)
         sink, last, _offset, _done = self.halt(st)
         try:
             st.columns = self.shapes.evolve_columns(st, old, new, d, sink, behavior,
-                                                    statements)
+                                                    tuple(ddl.statement for ddl in ddls))
         finally:
             sink.close()
         log.warning("table %s changed: %s (%s); it goes on from %s", st.table, d.describe(),
