@@ -54,7 +54,6 @@ from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.run.tables import TableLifecycle
 from sparkcdc.pipeline.run.write import TargetWriter
 from sparkcdc.pipeline.schema import diff as sc
-from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -340,9 +339,9 @@ class Runner:
             if b is None or self.ckpt.last_planned(st) != b:
                 return False
             off = self.ckpt.offset(st, b)
-            if off is None or ov.table_phase(off, table) != "done":
+            if off is None or off.table(table).phase != "done":
                 return False
-            pos = ov.position(off)
+            pos = off.position
             if (pos.file, pos.pos) != (now.file, now.pos):
                 return False
         return True
@@ -529,6 +528,6 @@ class Runner:
             b = self.ckpt.last_committed(st)
             off = self.ckpt.offset(st, b) if b is not None else None
             assert off is not None  # (carried by the stream: it committed a batch)
-            if ov.position(off) < now:
+            if off.position < now:
                 waits.add(t)
         return waits

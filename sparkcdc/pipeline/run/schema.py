@@ -32,7 +32,6 @@ from sparkcdc.pipeline.run.state import RunState, StopRun, TakeAgain, schema_of
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.schema import diff as sc
 from sparkcdc.pipeline.schema.in_stream import add_renames, after_seq, before_seq, conform
-from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -263,7 +262,7 @@ class SchemaInStream:
         off = self.state.ckpt.offset(st, batch_id)
         if off is None:
             return None
-        end = ov.position(off)
+        end = off.position
         try:
             before, schema, after = self.state.source().schema_between_positions(
                 TableId.parse(st.table))

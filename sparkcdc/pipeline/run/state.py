@@ -32,7 +32,6 @@ from sparkcdc.pipeline.definition.routing import transform_of
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.sinks import sink_class
-from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -209,22 +208,22 @@ class RunState:
             b = self.ckpt.last_committed(st)
             memo[st.stream_generation] = self.ckpt.offset(st, b) if b is not None else None
         off = memo[st.stream_generation]
-        return off is not None and ov.table_phase(off, st.table) == "done"
+        return off is not None and off.table(st.table).phase == "done"
 
     def streaming_at(self, st: TableState, batch_id: int) -> bool:
         """Whether the table's snapshot was done when the stream's batch began, or it
         joins in this batch from a binlog offset (it has no snapshot)."""
         off = self.ckpt.offset(st, batch_id - 1) if batch_id > 0 else None
-        if off is not None and ov.table_phase(off, st.table) == "done":
+        if off is not None and off.table(st.table).phase == "done":
             return True
         now = self.ckpt.offset(st, batch_id)
-        return now is not None and ov.table_entry(now, st.table).get("since") is not None
+        return now is not None and now.table(st.table).since is not None
 
     def streams(self, st: TableState) -> bool:
         """Whether the table's snapshot was done as of its last committed batch."""
         b = self.ckpt.last_committed(st)
         off = self.ckpt.offset(st, b) if b is not None else None
-        return off is not None and ov.table_phase(off, st.table) == "done"
+        return off is not None and off.table(st.table).phase == "done"
 
     def has_own_stream(self, st: TableState) -> bool:
         """Whether a stream of its own read the table (a checkpoint from before every table

@@ -22,7 +22,7 @@ from sparkcdc.pipeline.run.state import RunState, schema_of
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.schema import diff as sc
-from sparkcdc.spark import offset_view as ov
+from sparkcdc.spark.offset_view import OffsetView
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -58,7 +58,7 @@ class TableLifecycle:
             self.stream.leave(run)
         return run
 
-    def halt(self, st: TableState) -> tuple[Any, int | None, dict | None, bool]:
+    def halt(self, st: TableState) -> tuple[Any, int | None, OffsetView | None, bool]:
         """Stop the table's stream; the target's sink, its last batch id, the source offset
         that batch ended at (None: nothing applied in this generation) and whether the
         table's snapshot was done by then."""
@@ -67,19 +67,19 @@ class TableLifecycle:
         last = sink.last_batch_id()
         applied = last is not None and last >= st.batch_base
         offset = self.state.ckpt.offset(st, last - st.batch_base) if applied else None
-        snapshot_done = (offset is not None and ov.table_phase(offset, st.table) == "done") or (
+        snapshot_done = (offset is not None and offset.table(st.table).phase == "done") or (
             not applied and st.start.offset is not None)
         return sink, last, offset, snapshot_done
 
     @staticmethod
-    def target_position(st: TableState, offset: dict | None,
+    def target_position(st: TableState, offset: OffsetView | None,
                         snapshot_done: bool) -> dict | None:
         """From ``halt``'s answer: the binlog offset the table's target stands at, from
         which the table can go on without a snapshot (its last batch's end, or its start
         when nothing was applied since); None when its snapshot was not done there."""
         if not snapshot_done:
             return None
-        return ov.position(offset).to_dict() if offset is not None else st.start.offset
+        return offset.position.to_dict() if offset is not None else st.start.offset
 
     def next_generation(self, st: TableState, last: int | None, start: Start, note: str,
                         schema: TableSchema | None = None) -> None:
@@ -327,7 +327,7 @@ class TableLifecycle:
             b = 0 if ckpt.last_planned(st) is not None else None
         off = ckpt.offset(st, b) if b is not None else None
         if off is not None:
-            return ov.position(off)
+            return off.position
         if st.start.offset is not None:
             return BinlogOffset.from_dict(st.start.offset)
         return None  # a snapshot not begun: nothing to resume
