@@ -4,8 +4,8 @@ pipeline matches on what happened (dropped, renamed, truncated, swapped, changed
 on SQL.
 
 The binlog reader builds the events of each statement on its own it meets
-(``BinlogReader._ddl_events``); ``ddl_of`` reads again a statement a pipeline kept as text
-in its checkpoint (a DDL whose schema had not come yet), as the event that carried it said.
+(``BinlogReader._ddl_events``); ``ddl_of`` types a statement a pipeline kept as text in its
+checkpoint (a DDL whose schema had not come yet) as the event that carried it did.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def table_event(sql: str, current_db: str | None, table: TableId, offset: Binlog
 
 def ddl_of(statement: str, table: TableId) -> Ddl:
     """A DDL statement of ``table`` kept as text (a pipeline's checkpoint keeps the
-    statements whose schema it has not met yet), read again: the columns it renamed and
+    statements whose schema it has not met yet), typed once more: the columns it renamed and
     whether it is a tool's swap of the table (its database the default one)."""
     return Ddl(statement, _renames(statement),
                online_schema.swap(statement, None, str(table)))

@@ -12,8 +12,8 @@ what the pipeline needs of a source is read here, at a glance:
   already held, readiness (``validate``) and the chunked checksums ``verify`` compares;
 * what a DDL statement does to a table arrives typed (``core/table_events.py``: dropped,
   renamed, truncated, swapped, changed with its column renames), built by the source's own
-  SQL knowledge (``ddl_events``), never by the pipeline's; ``ddl_of`` reads again a
-  statement a checkpoint kept as text;
+  SQL knowledge (``ddl_events``), never by the pipeline's; ``ddl_of`` types a statement
+  a checkpoint kept as text;
 * the source's column types as Arrow (``arrow_schema``, ``parse_column_type``) and its
   compiled decoder's presence (``default_decoder``, for a cluster's checks).
 

@@ -270,7 +270,7 @@ class Runner:
         """Tables the pipeline's stream saw dropped, renamed or given a new key: a table
         renamed to a name ``tables`` matches and routes to the same target goes on under it
         from the RENAME (``go_on_as``; nothing read again); a table with a new key goes on
-        from the change with it (``rekeyed``); otherwise its stream stops and its target
+        from the change with it (``go_on_rekeyed``); otherwise its stream stops and its target
         is kept. Then the tables are looked up again: a new name, or the name created
         again, is a new table."""
         gone = [st for st in self.state.states.values()
@@ -283,9 +283,9 @@ class Runner:
             assert g is not None
             if g.kind == REKEY:
                 assert g.schema is not None
-                self.tables.rekeyed(st, TableSchema.from_dict(g.schema),
-                                    self.state.kept_ddl(st, g.statements),
-                                    BinlogOffset.from_dict(g.at))
+                self.tables.go_on_rekeyed(st, TableSchema.from_dict(g.schema),
+                                          self.state.kept_ddl(st, g.statements),
+                                          BinlogOffset.from_dict(g.at))
                 continue
             if g.kind == "renamed" and g.to is not None:
                 st.note = f"renamed to {g.to}"

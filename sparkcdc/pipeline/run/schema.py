@@ -190,7 +190,7 @@ class SchemaInStream:
                 formerly: dict, batch_id: int, fill: set[str]) -> str:
         """The target changed for the table's new schema, as ``schema.change.behavior``
         says (``DONE``). ``REKEY``: a new primary key, which the loop makes after the rows
-        before it (``TableLifecycle.rekeyed``); ``LOOP``: the loop must deal with it now
+        before it (``TableLifecycle.go_on_rekeyed``); ``LOOP``: the loop must deal with it now
         (the behavior ``exception``, a change during the snapshot). Added columns whose
         values the server gave the rows it held go into ``fill``."""
         state = self.state

@@ -154,7 +154,7 @@ class TableLifecycle:
                              f"{behavior}: {d.describe() or what} (taken again)", new)
         self.start(st, new)
 
-    def rekeyed(self, st: TableState, new: TableSchema, ddls: list[Ddl],
+    def go_on_rekeyed(self, st: TableState, new: TableSchema, ddls: list[Ddl],
                 at: BinlogOffset) -> None:
         """A new primary key, met by the pipeline's stream at ``at`` after the table's
         snapshot: every row before it is in the target, which changes its columns for the
@@ -316,7 +316,7 @@ class TableLifecycle:
                 # the pipeline's stream cannot go on from a purged file: a new one starts,
                 # and every table it read is taken again in it (each fails above first)
                 state.generation += 1
-            self._resnapshot(st, what)
+            self._retake_purged(st, what)
 
     def _resume_position(self, st: TableState) -> BinlogOffset | None:
         """The earliest binlog position the table's stream needs to go on: its last committed
@@ -332,7 +332,9 @@ class TableLifecycle:
             return BinlogOffset.from_dict(st.start.offset)
         return None  # a snapshot not begun: nothing to resume
 
-    def _resnapshot(self, st: TableState, what: str) -> None:
+    def _retake_purged(self, st: TableState, what: str) -> None:
+        """The table taken again because its binlog was purged (``binlog.purged.behavior:
+        resnapshot``): its target emptied, a snapshot from the start."""
         if self.state.emptying_hits_others(st):
             raise BinlogUnavailable(
                 f"{what}; its target {st.target} is shared with other tables, so it cannot be "
