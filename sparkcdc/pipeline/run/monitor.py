@@ -164,10 +164,9 @@ def _offsets(p: dict) -> tuple[OffsetView | None, OffsetView | None]:
     position), typed."""
     src = (p.get("sources") or [{}])[0]
 
-    def load(v: Any) -> OffsetView | None:
-        if not v:
-            return None
-        return OffsetView.from_dict(json.loads(v) if isinstance(v, str) else v)
+    def load(v: Any) -> OffsetView | None:  # (Spark may say "null": none yet)
+        d = json.loads(v) if isinstance(v, str) else v
+        return OffsetView.from_dict(d) if isinstance(d, dict) and d else None
 
     return load(src.get("endOffset")), load(src.get("latestOffset"))
 
