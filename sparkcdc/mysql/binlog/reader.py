@@ -57,18 +57,9 @@ from itertools import chain, repeat
 from typing import Any
 
 from sparkcdc.core.offsets import BinlogOffset, file_index
-from sparkcdc.core.records import (
-    DDL,
-    DELETE,
-    INSERT,
-    SCHEMA,
-    TRUNCATE,
-    UPDATE,
-    ChangeRecord,
-    Heartbeat,
-    TableEvent,
-)
+from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord, Heartbeat
 from sparkcdc.core.schema import Column, TableId, TableSchema
+from sparkcdc.core.table_events import NewSchema, TableEvent
 from sparkcdc.errors import (
     AuthenticationFailed,
     BinlogUnavailable,
@@ -79,7 +70,7 @@ from sparkcdc.errors import (
     ServerConfigError,
     SparkCDCError,
 )
-from sparkcdc.mysql import ddl, server_errors
+from sparkcdc.mysql import ddl, ddl_events, server_errors
 from sparkcdc.mysql.binlog import failover, schema_at
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import transaction_payload as P
@@ -561,9 +552,9 @@ class BinlogReader:
                     if table_events and fitted.get(skey) is not tm:
                         if not schema_at.fits(tm.columns, schema):
                             schema = schemas[skey] = self._schema_of_map(tm, schema)
-                            yield TableEvent(SCHEMA, schema.table_id, _offset(
+                            yield NewSchema(schema.table_id, _offset(
                                 state.file, state.txn_pos, ev, 0, state.txn_gtid_before,
-                                flavor, state.server), state.txn_ts * 1000, schema=schema)
+                                flavor, state.server), state.txn_ts * 1000, schema)
                         fitted[skey] = tm
                     if etype == T_PARTIAL:
                         decoded = (None if decode_partial is None else
@@ -668,9 +659,9 @@ class BinlogReader:
 
     def _ddl_events(self, q: bytes, db: str | None, state: _State, ev_start: int,
                     end_key: tuple | None, ts: int) -> Iterator[TableEvent]:
-        """The table events of a statement on its own (a DDL): ``truncate`` for a TRUNCATE
-        of a captured table, ``ddl`` for each captured table another DDL names (a ``DROP
-        DATABASE``: each captured table of the database)."""
+        """The table events of a statement on its own (a DDL), for the captured tables it
+        names (``ddl_events.statement_events``: truncated, dropped, renamed, swapped or
+        changed)."""
         sql = q.decode("utf-8", "replace")
         if not ddl.is_ddl(sql):
             return
@@ -679,16 +670,7 @@ class BinlogReader:
         if key < state.low_key or (end_key is not None and key >= end_key):
             return
         offset = _offset(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor, state.server)
-        cut = ddl.truncated_table(sql, db)
-        if cut is not None:
-            if cut in self._schemas:
-                yield TableEvent(TRUNCATE, TableId(*cut), offset, ts * 1000, statement=sql)
-            return
-        gone_db = ddl.dropped_database(sql)
-        named = ([k for k in self._schemas if k[0].lower() == gone_db.lower()]
-                 if gone_db is not None else ddl.named_tables(sql, db, self._schemas))
-        for skey in named:
-            yield TableEvent(DDL, TableId(*skey), offset, ts * 1000, statement=sql, database=db)
+        yield from ddl_events.statement_events(sql, db, self._schemas, offset, ts * 1000)
 
     def _schema_of_map(self, tm: Any, old: TableSchema) -> TableSchema:
         """The schema a captured table's new table map describes (``schema_at.resolve``),

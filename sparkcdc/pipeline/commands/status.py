@@ -21,7 +21,6 @@ from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
 from sparkcdc.pipeline.run.checkpoint import Checkpoint, read_json
 from sparkcdc.sinks import SinkKind, sink_class
-from sparkcdc.spark.offset_view import chunks_total, table_chunks_done, table_phase
 
 
 @dataclass
@@ -76,11 +75,12 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
         if off is None:
             phase, done, total, pos = "not started", 0, None, None
         else:
-            tp = table_phase(off, table)
-            phase = "streaming" if off.get("phase") == "streaming" or tp == "done" else "snapshot"
-            done = table_chunks_done(off, table)
-            total = chunks_total(off, table, done)
-            pos = off.get("pos")
+            entry = off.table(table)
+            phase = ("streaming" if off.phase == "streaming" or entry.phase == "done"
+                     else "snapshot")
+            done = entry.chunks_done
+            total = entry.chunks_total(done)
+            pos = off.position_dict
         ts = TableStatus(table, ", ".join(st.targets or [st.target]), st.generation,
                          str(st.status), phase, done, total,
                          live.get("rows") if live.get("generation") == st.generation else None,

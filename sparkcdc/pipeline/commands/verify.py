@@ -46,8 +46,6 @@ from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
 from sparkcdc.pipeline.run.checkpoint import Checkpoint
 from sparkcdc.sinks import SinkKind, sink_class
-from sparkcdc.spark.offset_view import position as offset_pos
-from sparkcdc.spark.offset_view import table_phase
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -225,9 +223,9 @@ class Verifier:
                 positions[t] = _offset(st.start.offset)
                 continue
             off = ck.offset(st, b - st.batch_base)
-            if off is None or table_phase(off, t) != "done":
+            if off is None or off.table(t).phase != "done":
                 return None
-            positions[t] = offset_pos(off)
+            positions[t] = off.position
         return data, positions
 
     def _source_as_of(self, schemas, cols, keys, ranges, key, positions) -> dict[int, dict]:

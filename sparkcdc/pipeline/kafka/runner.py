@@ -70,8 +70,8 @@ from sparkcdc.pipeline.kafka.reader import KafkaReader, Message, tp_name
 from sparkcdc.pipeline.run.checkpoint import Checkpoint, read_json, write_json
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.signals import stop_on_signals
-from sparkcdc.sinks.evolution import Change as ColumnChange
 from sparkcdc.sinks import SinkKind
+from sparkcdc.sinks.evolution import Change as ColumnChange
 from sparkcdc.sinks.evolution import ChangeKind
 from sparkcdc.sinks.kafka.config import matches
 

@@ -46,7 +46,6 @@ from sparkcdc.pipeline.run.task_files import (
 from sparkcdc.pipeline.run.write import Prepared, TargetWriter
 from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.base import KeyRange
-from sparkcdc.spark import offset_view as ov
 from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -132,7 +131,7 @@ class MicroBatch:
             st = run.state
             off = state.ckpt.offset(st, batch_id)
             if (t in state.handed or st.gone is not None or off is None
-                    or int(ov.table_entry(off, t).get("generation", 0)) != st.generation):
+                    or off.table(t).generation != st.generation):
                 continue
             ranges = replaced(state, run, off)
             if ranges:
@@ -163,8 +162,8 @@ class MicroBatch:
             if not plannable(spec) or off is None:
                 continue
             if read is None:
-                read = ov.tables_read(off)
-            if t not in read or int(ov.table_entry(off, t).get("generation", 0)) != st.generation:
+                read = off.tables_read
+            if t not in read or off.table(t).generation != st.generation:
                 continue
             creation = tuple(sorted(state.creation(t).items()))
             plans[t] = FilePlan(t, run.schema, run.rows_schema, spec, tuple(
@@ -207,8 +206,7 @@ class MicroBatch:
                 continue
             spec = run.shaper.spec(run.keys)
             off = state.ckpt.offset(st, batch_id)
-            if not plannable(spec) or off is None or int(
-                    ov.table_entry(off, t).get("generation", 0)) != st.generation:
+            if not plannable(spec) or off is None or off.table(t).generation != st.generation:
                 continue
             creation = tuple(sorted(state.creation(t).items()))
             plans[t] = ChangePlan(t, run.schema, run.rows_schema, spec, run.keys, tuple(
@@ -276,8 +274,7 @@ class MicroBatch:
         """The table's rows of the batch shaped like its target (events applied, transform
         run); None: the batch was planned before the table was taken again."""
         off = self.state.ckpt.offset(run.state, batch_id)
-        if off is not None and int(ov.table_entry(off, run.state.table).get(
-                "generation", 0)) != run.state.generation:
+        if off is not None and off.table(run.state.table).generation != run.state.generation:
             return None
         ranges = self._replacing.get(run.state.table, ())
         if changes.events or run.state.pending_ddl:
