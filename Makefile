@@ -9,7 +9,7 @@ STAMP := $(VENV)/.sparkcdc-installed
 setup: $(STAMP)
 
 # Re-runs only when the dependency list changes; a second `make setup` is a no-op.
-$(STAMP): pyproject.toml setup.py sparkcdc/mysql/binlog/_fastdecode.c scripts/setup.sh \
+$(STAMP): pyproject.toml setup.py $(wildcard sparkcdc/mysql/binlog/_fast*.[ch]) scripts/setup.sh \
 		scripts/setup_mysql.sh scripts/fetch_jars.sh
 	bash scripts/setup.sh
 	touch $(STAMP)

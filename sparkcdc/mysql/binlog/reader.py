@@ -23,15 +23,16 @@ What the reader owns, and why:
   fraction, YEAR 0000, empty SET, BIT as text, TIMESTAMP as naive datetime) and the
   canonical values must equal the snapshot's (``sparkcdc.mysql.types``).
 * **MySQL 8.** A compressed transaction (TRANSACTION_PAYLOAD,
-  ``binlog_transaction_compression=ON``) is decompressed by ``transaction_payload`` and its
-  events go through the same loop as if they had come one by one, each with the payload
+  ``binlog_transaction_compression=ON``) is opened by the decoder's ``open_payload`` (the
+  compiled one's in C; else ``transaction_payload``) and its events go through the same loop as if they had come one by one, each with the payload
   event's size and position: a record's offset keeps its transaction's start (the GTID
   event before the payload, else the payload) and counts its row events, so offsets stay
   unique and resume between two rows inside a payload; the XID inside commits at the
   payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``;
-  MySQL then logs every UPDATE so) whose rows hold no JSON diff is an update decoded in C
-  (``CRowDecoder.decode_partial_event``); one with diffs goes to the decoder's
-  ``decode_partial_rows``, which applies them to the before image (``json_diff``).
+  MySQL then logs every UPDATE so) is an update decoded in C
+  (``CRowDecoder.decode_partial_event``), its JSON diffs applied to the before image
+  (``json_diff``, over trees built in C); without the compiled decoder, the decoder's
+  ``decode_partial_rows``.
   docs/operations.md has both for users.
 * **MariaDB's compressed events** (``log_bin_compress=ON``) are inflated only where they are
   used (a captured table's row images, a statement), then read exactly as their plain twins:
@@ -475,6 +476,8 @@ class BinlogReader:
         # MySQL logs every UPDATE as one, JSON column or not)
         decode_partial = (getattr(decoder, "decode_partial_event", None)
                           if getattr(decoder, "partial_in_c", False) else None)
+        # a compressed transaction's events: opened in C by the compiled decoder
+        open_payload = getattr(decoder, "open_payload", P.open_payload)
         row_events = E.ROW_EVENTS
         mgtid = E.MARIADB_GTID_BODY.unpack_from
         ignored = E.IGNORED_EVENTS
@@ -643,7 +646,7 @@ class BinlogReader:
                     if csum and crc_bad(data, s, e):
                         raise E.corrupt_event(f"{state.file}:{ev_start}")
                     pending.append((data, evs))  # evs: the rest of this batch (an iterator)
-                    pending.append(P.inner_events(data[s + 19:e - csum], size, log_pos, csum))
+                    pending.append(open_payload(data, s + 19, e - csum, size, log_pos, csum))
                     break
                 elif not state.in_txn:
                     state.boundary_pos = ev_end  # format description, checkpoint, stop...
