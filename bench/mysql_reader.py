@@ -3,7 +3,8 @@ own binlog tool (issue 33).
 
     .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000]
         [--json-rows 3000] [--json-updates 1000] [--rounds 3]
-        [--servers mariadb,mysql,mysql-compressed] [--profile] [--json out.json]
+        [--servers mariadb,mysql,mysql-compressed] [--ssl-mode preferred|disabled]
+        [--profile] [--json out.json]
 
 One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
 ``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``. Each
@@ -25,6 +26,10 @@ drift hits every server alike), three readers of that file:
   (what any binlog reader pays before decoding);
 - **the server's tool, decoded**: the same with ``--base64-output=decode-rows -v``: every
   event parsed and every row printed as pseudo-SQL, to /dev/null.
+
+``--ssl-mode`` is the reader's (sparkcdc's ``ssl.mode``): ``preferred``, a user's default,
+reads MySQL over TLS (the sandbox offers it) and MariaDB in the clear (its sandbox does
+not); ``disabled`` reads both in the clear, the same transport for the same changes.
 
 The tools' CPU-seconds are their process's (bench/proctree.py). The server's own CPU is in
 no figure. The median of the rounds is reported per server and reader: records/s (the
@@ -110,7 +115,7 @@ class Server:
         self.sb.start()
         i = self.sb.info
         self.conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
-                                      password=i.cdc_password)
+                                      password=i.cdc_password, ssl_mode=a.ssl_mode)
         self.sb.execute("CREATE DATABASE bench")
         self.sb.execute("CREATE TABLE t (id INT PRIMARY KEY, a BIGINT, b VARCHAR(200), "
                         "c DOUBLE, d DATETIME, e TINYINT)",
@@ -184,11 +189,13 @@ def main() -> None:
     ap.add_argument("--json-updates", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--servers", default="mariadb,mysql,mysql-compressed")
+    ap.add_argument("--ssl-mode", default="preferred", choices=("preferred", "disabled"))
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"{started}, load average before: {os.getloadavg()}", flush=True)
+    print(f"{started}, load average before: {os.getloadavg()}, ssl.mode {a.ssl_mode}",
+          flush=True)
     kinds = a.servers.split(",")
     log = Path(servers.raw_folder("mariadb")) / "tools.log"
     made: list[Server] = []

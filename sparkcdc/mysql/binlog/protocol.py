@@ -55,6 +55,9 @@ HEARTBEAT, ROWS_QUERY = 27, 29
 WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2 = 30, 31, 32
 GTID, ANONYMOUS_GTID, PREVIOUS_GTIDS = 33, 34, 35
 XA_PREPARE, PARTIAL_UPDATE_ROWS = 38, 39
+# not a server's: a GTID (or anonymous GTID) event and the QUERY event BEGIN after it, read
+# as one by the reader (``fold_begins``), of type FOLDED + the GTID event's type
+FOLDED = 256
 MARIADB_ANNOTATE_ROWS, MARIADB_BINLOG_CHECKPOINT, MARIADB_GTID, MARIADB_GTID_LIST = (
     160, 161, 162, 163)
 MARIADB_START_ENCRYPTION = 164
@@ -399,6 +402,32 @@ def _statement_at(data: bytes, start: int, post_header: int) -> int:
     """Where the statement of a QUERY (or QUERY_COMPRESSED) event starts."""
     b = start + 19
     return b + post_header + (data[b + 11] | data[b + 12] << 8) + data[b + 8] + 1
+
+
+def fold_begins(data: bytes, events: list[tuple], csum: int, query_post: int) -> list[tuple]:
+    """``events`` with each MySQL GTID (or anonymous GTID) event and the QUERY event
+    ``BEGIN`` right after it as one event of type ``FOLDED`` + the GTID's (the GTID event's
+    fields): the Python twin of the compiled ``fold_begins``, which the reader uses. The
+    BEGIN event moves nothing (the transaction began at its GTID); MariaDB has no such
+    pair, so folded, the reader's loop takes as many steps per transaction on both
+    servers. Nothing is folded after a FORMAT_DESCRIPTION or ROTATE event (``csum`` and
+    ``query_post`` may change there)."""
+    out: list[tuple] = []
+    folding, i, n = True, 0, len(events)
+    while i < n:
+        ev = events[i]
+        if ev[1] in (FORMAT_DESCRIPTION, ROTATE):
+            folding = False
+        if folding and ev[1] in (GTID, ANONYMOUS_GTID) and i + 1 < n:
+            q = events[i + 1]
+            if q[1] == QUERY and q[6] + 19 + 13 <= q[7] and \
+                    data[_statement_at(data, q[6], query_post):q[7] - csum] == b"BEGIN":
+                out.append(ev[:1] + (FOLDED + ev[1],) + ev[2:])
+                i += 2
+                continue
+        out.append(ev)
+        i += 1
+    return out
 
 
 def query_text(data: bytes, start: int, end: int, post_header: int) -> bytes:

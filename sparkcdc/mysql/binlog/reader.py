@@ -495,7 +495,15 @@ class BinlogReader:
         table_events = self.table_events
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
         pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
-        for data, evs in _with_payloads(stream.batches(), pending):
+        batches = stream.batches()
+        if flavor == "mysql":
+            # MySQL's GTID event and the BEGIN after it, as one event (``fold_begins``), with
+            # the checksum and QUERY post-header the loop knows when each batch starts
+            fold = getattr(decoder, "fold_begins", E.fold_begins)
+            batches = ((data, fold(data, evs, csum, query_post)) for data, evs in batches)
+        gtid_kinds = {E.GTID: (True, False), E.ANONYMOUS_GTID: (False, False),
+                      E.FOLDED + E.GTID: (True, True), E.FOLDED + E.ANONYMOUS_GTID: (False, True)}
+        for data, evs in _with_payloads(batches, pending):
             for _ts, etype, server_id, size, log_pos, flags, s, e in evs:
                 if etype == T_HEARTBEAT:
                     if heartbeat is not None and not state.in_txn:
@@ -609,12 +617,13 @@ class BinlogReader:
                     state.begin(ev_start, f"{domain}-{server_id}-{seq}", _ts,
                                 explicit=not gflags & 1)
                     continue
-                if etype == E.GTID or etype == E.ANONYMOUS_GTID:
-                    if reached(state.key(ev_start)):
+                kind = gtid_kinds.get(etype)
+                if kind is not None:  # MySQL's GTID, alone or with its BEGIN (folded)
+                    if end_key is not None and (state.fidx, ev_start, 0, 0) >= end_key:
                         state.done = True
                         return
-                    gtid = E.mysql_gtid(data, s) if etype == E.GTID else None
-                    state.begin(ev_start, gtid, _ts, explicit=False)
+                    state.begin(ev_start, E.mysql_gtid(data, s) if kind[0] else None, _ts,
+                                explicit=kind[1])
                     continue
                 if etype == T_XID or etype == E.XA_PREPARE:
                     state.commit(ev_end)

@@ -348,6 +348,51 @@ def test_the_two_splitters_agree_on_any_bytes(payloads, seqs, cut, start_seq):
     assert E._C.split_events(big, 0, 1) == E.split_events(big, 0, 1) == ([], 0, 1, 2)
 
 
+def _query_event(statement: bytes, db: bytes, status: bytes, csum: int) -> bytes:
+    post = struct.pack("<IIBHH", 1, 0, len(db), 0, len(status))  # the 13-byte post-header
+    return _event(E.QUERY, post + status + db + b"\0" + statement + b"\xab" * csum)
+
+
+_fold_events = st.lists(st.one_of(
+    st.tuples(st.sampled_from([E.GTID, E.ANONYMOUS_GTID, E.XID, E.FORMAT_DESCRIPTION,
+                               E.ROTATE, E.TABLE_MAP]), st.binary(max_size=30)),
+    st.tuples(st.just(E.QUERY), st.tuples(
+        st.sampled_from([b"BEGIN", b"begin", b"BEGIN ", b"COMMIT", b"BEGINS", b"",
+                         b"CREATE TABLE t (a INT)"]),
+        st.sampled_from([b"", b"db"]), st.binary(max_size=6))),
+), max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(events=_fold_events, csum=st.sampled_from([0, 4]))
+def test_the_two_folders_agree_and_fold_only_a_gtid_and_its_begin(events, csum):
+    """MySQL's GTID event and the QUERY ``BEGIN`` after it read as one event: the compiled
+    folder and the Python one agree on any list of events, and fold exactly the pairs
+    whose statement is ``BEGIN`` as the server writes it, until a format description or
+    rotate event."""
+    if E._C is None or not hasattr(E._C, "fold_begins"):
+        pytest.skip("the compiled folder is not built")  # pragma: no cover
+    data, evs = b"", []
+    for etype, body in events:
+        ev = _query_event(*body, csum) if etype == E.QUERY else _event(etype, body)
+        evs.append((7, etype, 3, len(ev), 1000, 0, len(data), len(data) + len(ev)))
+        data += ev
+    folded = E.fold_begins(data, evs, csum, 13)
+    assert E._C.fold_begins(data, evs, csum, 13) == folded
+    expected, i, folding = [], 0, True
+    while i < len(evs):
+        etype = evs[i][1]
+        folding = folding and etype not in (E.FORMAT_DESCRIPTION, E.ROTATE)
+        if folding and etype in (E.GTID, E.ANONYMOUS_GTID) and i + 1 < len(evs) \
+                and events[i + 1][0] == E.QUERY and events[i + 1][1][0] == b"BEGIN":
+            expected.append(evs[i][:1] + (E.FOLDED + etype,) + evs[i][2:])
+            i += 2
+        else:
+            expected.append(evs[i])
+            i += 1
+    assert folded == expected
+
+
 class _Bytes:
     """A socket's bytes as pymysql's buffered reader hands them out (in small pieces)."""
 
