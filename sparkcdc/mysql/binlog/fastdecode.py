@@ -29,8 +29,8 @@ from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.binlog import json_binary as J
-from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import json_diff
+from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import row_decoding as R
 from sparkcdc.mysql.binlog import transaction_payload as P
 from sparkcdc.mysql.binlog.protocol import ColumnType

@@ -776,9 +776,9 @@ def rows_header(data: bytes, b: int, end: int, version: int, update: bool,
 
 __all__ = [
     "HEADER",
-    "ColumnType",
     "ROW_EVENTS",
     "ColumnMeta",
+    "ColumnType",
     "DumpStream",
     "TableMap",
     "compressed_query_text",
