@@ -873,13 +873,17 @@ static int is_begin(const unsigned char *d, Py_ssize_t len, Py_ssize_t start, Py
  * over events runs in Python: folded, it takes the same steps per transaction on both
  * servers. ``csum`` and ``query_post`` hold until a FORMAT_DESCRIPTION or ROTATE event,
  * after which nothing is folded (the caller passes the ones it knows at the list's start).
- * A statement written any other way is left to the caller. */
+ * With ``lead``, the type of the event just before the list (a TRANSACTION_PAYLOAD's events
+ * follow their GTID event), a first event ``BEGIN`` after a GTID becomes one of type 256 +
+ * QUERY (its own fields). A statement written any other way is left to the caller. */
 static PyObject *fd_fold_begins(PyObject *self, PyObject *args) {
     Py_buffer buf;
     PyObject *evs;
     Py_ssize_t csum, qpost;
+    int lead = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*O!nn", &buf, &PyList_Type, &evs, &csum, &qpost)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O!nn|i", &buf, &PyList_Type, &evs, &csum, &qpost, &lead))
+        return NULL;
     const unsigned char *d = (const unsigned char *)buf.buf;
     Py_ssize_t n = PyList_GET_SIZE(evs), i;
     int folding = 1;
@@ -894,8 +898,10 @@ static PyObject *fd_fold_begins(PyObject *self, PyObject *args) {
         long type = PyLong_AsLong(PyTuple_GET_ITEM(ev, 1));
         if (type == -1 && PyErr_Occurred()) goto fail;
         if (type == 15 || type == 4) folding = 0;  /* FORMAT_DESCRIPTION, ROTATE */
-        if (folding && (type == 33 || type == 34) && i + 1 < n) {
-            PyObject *q = PyList_GET_ITEM(evs, i + 1);
+        /* a payload's first event: the BEGIN of the transaction its GTID (``lead``) began */
+        int opens = i == 0 && (lead == 33 || lead == 34) && type == 2;
+        if (folding && (opens || ((type == 33 || type == 34) && i + 1 < n))) {
+            PyObject *q = PyList_GET_ITEM(evs, opens ? i : i + 1);
             if (PyTuple_Check(q) && PyTuple_GET_SIZE(q) == 8 &&
                 PyLong_AsLong(PyTuple_GET_ITEM(q, 1)) == 2) {
                 Py_ssize_t s = PyLong_AsSsize_t(PyTuple_GET_ITEM(q, 6));
@@ -916,7 +922,7 @@ static PyObject *fd_fold_begins(PyObject *self, PyObject *args) {
                     int rc = PyList_Append(out, folded);
                     Py_DECREF(folded);
                     if (rc < 0) goto fail;
-                    i++;
+                    if (!opens) i++;
                     continue;
                 }
             }
@@ -1028,7 +1034,7 @@ static PyMethodDef methods[] = {
      "split_events(buf, pos, seq) -> (events, pos, seq, status): the whole binlog events "
      "of a replication stream's bytes"},
     {"fold_begins", (PyCFunction)(void (*)(void))fd_fold_begins, METH_VARARGS,
-     "fold_begins(data, events, csum, query_post) -> events: a MySQL GTID event and the "
+     "fold_begins(data, events, csum, query_post, lead=0) -> events: a MySQL GTID event and the "
      "BEGIN after it as one event of type 256 + the GTID's"},
     {"json_text", (PyCFunction)fj_py_text, METH_O,
      "json_text(stored JSON bytes) -> str: MySQL's text (json_binary.to_text)"},

@@ -496,13 +496,17 @@ class BinlogReader:
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
         pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
         batches = stream.batches()
+        fold = None
         if flavor == "mysql":
             # MySQL's GTID event and the BEGIN after it, as one event (``fold_begins``), with
             # the checksum and QUERY post-header the loop knows when each batch starts
             fold = getattr(decoder, "fold_begins", E.fold_begins)
             batches = ((data, fold(data, evs, csum, query_post)) for data, evs in batches)
-        gtid_kinds = {E.GTID: (True, False), E.ANONYMOUS_GTID: (False, False),
-                      E.FOLDED + E.GTID: (True, True), E.FOLDED + E.ANONYMOUS_GTID: (False, True)}
+        # (whether the event has a GTID, whether its transaction has BEGIN); None: the BEGIN
+        # of the transaction the GTID before it began (a compressed transaction's first event)
+        gtid_kinds: dict[int, tuple[bool, bool] | None] = {E.GTID: (True, False), E.ANONYMOUS_GTID: (False, False),
+                      E.FOLDED + E.GTID: (True, True), E.FOLDED + E.ANONYMOUS_GTID: (False, True),
+                      E.FOLDED + E.QUERY: None}
         for data, evs in _with_payloads(batches, pending):
             for _ts, etype, server_id, size, log_pos, flags, s, e in evs:
                 if etype == T_HEARTBEAT:
@@ -617,8 +621,11 @@ class BinlogReader:
                     state.begin(ev_start, f"{domain}-{server_id}-{seq}", _ts,
                                 explicit=not gflags & 1)
                     continue
-                kind = gtid_kinds.get(etype)
-                if kind is not None:  # MySQL's GTID, alone or with its BEGIN (folded)
+                kind = gtid_kinds.get(etype, ())
+                if kind is None:  # a compressed transaction's BEGIN (folded)
+                    state.explicit = True
+                    continue
+                if kind:  # MySQL's GTID, alone or with its BEGIN (folded)
                     if end_key is not None and (state.fidx, ev_start, 0, 0) >= end_key:
                         state.done = True
                         return
@@ -655,7 +662,12 @@ class BinlogReader:
                     if csum and crc_bad(data, s, e):
                         raise E.corrupt_event(f"{state.file}:{ev_start}")
                     pending.append((data, evs))  # evs: the rest of this batch (an iterator)
-                    pending.append(open_payload(data, s + 19, e - csum, size, log_pos, csum))
+                    pdata, pevs = open_payload(data, s + 19, e - csum, size, log_pos, csum)
+                    if fold is not None and state.in_txn and not state.events \
+                            and not state.explicit:  # right after its GTID: BEGIN folded
+                        pevs = fold(pdata, pevs, csum, query_post,
+                                    E.GTID if state.txn_gtid else E.ANONYMOUS_GTID)
+                    pending.append((pdata, pevs))
                     break
                 elif not state.in_txn:
                     state.boundary_pos = ev_end  # format description, checkpoint, stop...

@@ -364,12 +364,14 @@ _fold_events = st.lists(st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(events=_fold_events, csum=st.sampled_from([0, 4]))
-def test_the_two_folders_agree_and_fold_only_a_gtid_and_its_begin(events, csum):
+@given(events=_fold_events, csum=st.sampled_from([0, 4]),
+       lead=st.sampled_from([0, E.GTID, E.ANONYMOUS_GTID, E.XID]))
+def test_the_two_folders_agree_and_fold_only_a_gtid_and_its_begin(events, csum, lead):
     """MySQL's GTID event and the QUERY ``BEGIN`` after it read as one event: the compiled
     folder and the Python one agree on any list of events, and fold exactly the pairs
     whose statement is ``BEGIN`` as the server writes it, until a format description or
-    rotate event."""
+    rotate event; after a GTID (``lead``: a compressed transaction's events), a first
+    ``BEGIN`` alone."""
     if E._C is None or not hasattr(E._C, "fold_begins"):
         pytest.skip("the compiled folder is not built")  # pragma: no cover
     data, evs = b"", []
@@ -377,13 +379,17 @@ def test_the_two_folders_agree_and_fold_only_a_gtid_and_its_begin(events, csum):
         ev = _query_event(*body, csum) if etype == E.QUERY else _event(etype, body)
         evs.append((7, etype, 3, len(ev), 1000, 0, len(data), len(data) + len(ev)))
         data += ev
-    folded = E.fold_begins(data, evs, csum, 13)
-    assert E._C.fold_begins(data, evs, csum, 13) == folded
+    folded = E.fold_begins(data, evs, csum, 13, lead)
+    assert E._C.fold_begins(data, evs, csum, 13, lead) == folded
     expected, i, folding = [], 0, True
     while i < len(evs):
         etype = evs[i][1]
         folding = folding and etype not in (E.FORMAT_DESCRIPTION, E.ROTATE)
-        if folding and etype in (E.GTID, E.ANONYMOUS_GTID) and i + 1 < len(evs) \
+        if folding and i == 0 and lead in (E.GTID, E.ANONYMOUS_GTID) and etype == E.QUERY \
+                and events[0][1][0] == b"BEGIN":
+            expected.append(evs[0][:1] + (E.FOLDED + E.QUERY,) + evs[0][2:])
+            i += 1
+        elif folding and etype in (E.GTID, E.ANONYMOUS_GTID) and i + 1 < len(evs) \
                 and events[i + 1][0] == E.QUERY and events[i + 1][1][0] == b"BEGIN":
             expected.append(evs[i][:1] + (E.FOLDED + etype,) + evs[i][2:])
             i += 2
