@@ -4,7 +4,7 @@ own binlog tool (issue 33).
     .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000]
         [--json-rows 3000] [--json-updates 1000] [--rounds 3]
         [--servers mariadb,mysql,mysql-compressed] [--ssl-mode preferred|disabled]
-        [--profile] [--json out.json]
+        [--reader-only] [--profile] [--json out.json]
 
 One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
 ``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``. Each
@@ -190,6 +190,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--servers", default="mariadb,mysql,mysql-compressed")
     ap.add_argument("--ssl-mode", default="preferred", choices=("preferred", "disabled"))
+    ap.add_argument("--reader-only", action="store_true",
+                    help="only the sparkcdc reader, not the servers' tools (more rounds in "
+                         "the same time)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
@@ -208,7 +211,7 @@ def main() -> None:
         for r in range(a.rounds):
             order = made[r % len(made):] + made[:r % len(made)]
             for s in order:
-                for tool in TOOLS:
+                for tool in TOOLS[:1] if a.reader_only else TOOLS:
                     sid += 1
                     x = s.read(tool, sid, log)
                     runs.setdefault((s.kind, tool), []).append(x)
@@ -219,7 +222,7 @@ def main() -> None:
             raise SystemExit(f"the servers' records differ: {counts}")
         out = []
         for s in made:
-            for tool in TOOLS:
+            for tool in TOOLS[:1] if a.reader_only else TOOLS:
                 rs = runs[(s.kind, tool)]
                 wall = statistics.median(x["wall_s"] for x in rs)
                 out.append({"server": s.kind, "version": s.version, "tool": tool if tool ==
@@ -248,12 +251,20 @@ def main() -> None:
     base = by.get(("mariadb", "sparkcdc reader"))
     for s in made:
         mine = by[(s.kind, "sparkcdc reader")]
-        decoded = next(x for x in out if x["server"] == s.kind and x["tool"].endswith("decoded"))
+        decoded = next((x for x in out if x["server"] == s.kind
+                        and x["tool"].endswith("decoded")), None)
         line = (f"{s.kind}: the reader is {decoded['wall_s'] / mine['wall_s']:.2f}x the speed "
-                f"of {decoded['tool']}")
+                f"of {decoded['tool']}" if decoded else f"{s.kind}: the reader")
         if base is not None and s.kind != "mariadb":
             line += (f"; {base['wall_s'] / mine['wall_s']:.2f}x its MariaDB speed (wall), "
                      f"{base['cpu_s'] / mine['cpu_s']:.2f}x per CPU-second")
+            # each round's MariaDB read over this server's, in the same round (the machine's
+            # drift, which moves both, cancels): the median of those ratios
+            paired = [m["cpu_s"] / x["cpu_s"] for m, x in zip(
+                runs[("mariadb", "sparkcdc reader")], runs[(s.kind, "sparkcdc reader")])]
+            mine["paired_cpu_ratio"] = round(statistics.median(paired), 3)
+            line += (f"; paired by round {mine['paired_cpu_ratio']:.2f}x per CPU-second "
+                     f"({', '.join(f'{r:.2f}' for r in paired)})")
         print(line)
     for kind, text in profiles.items():
         print(f"\nthe reader on {kind}, cProfile, by own time:\n{text}")
