@@ -44,8 +44,9 @@ from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.mysql.binlog import fastdecode as F
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import reader as B
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder, meta_sig
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
