@@ -28,6 +28,7 @@ from typing import Any
 from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.mysql import types as T
+from sparkcdc.mysql.binlog import field_decoders as FD
 from sparkcdc.mysql.binlog import json_binary as J
 from sparkcdc.mysql.binlog import json_diff
 from sparkcdc.mysql.binlog import protocol as E
@@ -238,8 +239,8 @@ def compile_plan(cols: list, schema: TableSchema) -> Any:
 
 
 def column_spec(bc: Any, col: Column) -> _Spec:
-    """The C spec of one column; the same choices as ``row_decoding._field_decoder``."""
-    t, bt, mismatch = R.column_types(bc, col)
+    """The C spec of one column; the same choices as ``field_decoders.field_decoder``."""
+    t, bt, mismatch = FD.column_types(bc, col)
     k = t.kind
     unsigned = t.unsigned
 
@@ -273,10 +274,10 @@ def column_spec(bc: Any, col: Column) -> _Spec:
             return _text(nbytes, col.charset or bc.character_set_name)
         raise mismatch()
     if bt == ColumnType.ENUM:
-        members = R.enum_members(bc.enum_values[1:] if bc.enum_values else None, t)
+        members = FD.enum_members(bc.enum_values[1:] if bc.enum_values else None, t)
         return (OP_ENUM, 1 if bc.size == 1 else 2, 0, 0, tuple(members))
     if bt == ColumnType.SET:
-        return (OP_SET, bc.size, 0, 0, tuple(R.enum_members(bc.set_values, t)))
+        return (OP_SET, bc.size, 0, 0, tuple(FD.enum_members(bc.set_values, t)))
     if bt in (ColumnType.BLOB, ColumnType.TINY_BLOB, ColumnType.MEDIUM_BLOB, ColumnType.LONG_BLOB):
         if k == T.BINARY:
             return (OP_BYTES, bc.length_size, 0, 0, None)
@@ -288,7 +289,7 @@ def column_spec(bc: Any, col: Column) -> _Spec:
     if bt == ColumnType.JSON:
         if JSON_IN_C:
             return (OP_JSON, bc.length_size, 0, 0, apply_json_diffs)
-        return (OP_CALL, bc.length_size, 0, 0, R.mysql_json)
+        return (OP_CALL, bc.length_size, 0, 0, FD.mysql_json)
     if bt == ColumnType.BIT:
         return (OP_BIT1 if k == T.BIT1 else OP_BITS, bc.bytes, t.nbytes, 0, None)
     if bt in (ColumnType.DATE, ColumnType.NEWDATE):
@@ -324,11 +325,11 @@ def json_text(b: bytes) -> str:
 
 
 def _text(nbytes: int, charset: str | None) -> _Spec:
-    codec = R.PY_CODECS.get((charset or "utf8mb4").lower(), "utf-8")
+    codec = FD.PY_CODECS.get((charset or "utf8mb4").lower(), "utf-8")
     if codec == "utf-8":
         return (OP_TEXT, nbytes, 0, 0, None)
     if codec == "cp1252":  # MySQL's latin1 needs the Python fallback for its 5 holes
-        return (OP_TEXT, nbytes, 2, 0, R.text_decoder(charset))
+        return (OP_TEXT, nbytes, 2, 0, FD.text_decoder(charset))
     return (OP_TEXT, nbytes, 1, 0, codec)
 
 
