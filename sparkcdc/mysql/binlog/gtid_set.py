@@ -123,6 +123,18 @@ class GtidSet:
                     return True
         return self._add(gtid)
 
+    def add_next(self, sid: str, n: int) -> bool:
+        """``add(f"{sid}{n}")`` for an untagged GTID given as its source (``"uuid:"``, as
+        ``protocol.mysql_gtid_parts`` gives it) and number: the usual next GTID of the last
+        source without a parse."""
+        fast = self._fast
+        if fast is not None and n == fast[1][1] + 1 and fast[0] == sid:
+            fast[1][1] = n
+            self._text = f"{fast[2]}{n}{fast[3]}"
+            self._stale = True
+            return True
+        return self._add(f"{sid}{n}")
+
     def _add(self, gtid: str) -> bool:
         if self._stale and self._fast is not None:
             self._stale = False

@@ -47,6 +47,9 @@ class ReadState:
     # MySQL: ``gtid`` as a set the next GTID is added to in place (``gtid_set``); None
     # until the first commit needs it, and again whenever ``gtid`` is set from outside
     _mysql_set: GtidSet | None = None
+    # the open transaction's MySQL GTID as its source ("uuid:") and number (``begin_mysql``)
+    _txn_sid: str | None = None
+    _txn_gno: int = 0
 
     def __post_init__(self):
         self.set_file(self.low.file, self.low.pos)
@@ -89,6 +92,14 @@ class ReadState:
     def begin(self, pos: int, gtid: str | None, ts: int, explicit: bool) -> None:
         self.in_txn, self.txn_pos, self.txn_gtid, self.txn_ts = True, pos, gtid, ts
         self.txn_gtid_before, self.explicit, self.events = self.gtid, explicit, 0
+        self._txn_sid = None
+
+    def begin_mysql(self, pos: int, sid: str, gno: int, ts: int, explicit: bool) -> None:
+        """``begin`` at a MySQL GTID event given as its source (``"uuid:"``) and number
+        (``protocol.mysql_gtid_parts``): the commit then grows the set by the number."""
+        self.in_txn, self.txn_pos, self.txn_gtid, self.txn_ts = True, pos, f"{sid}{gno}", ts
+        self.txn_gtid_before, self.explicit, self.events = self.gtid, explicit, 0
+        self._txn_sid, self._txn_gno = sid, gno
 
     def commit(self, end_pos: int) -> None:
         if self.in_txn and self.txn_gtid:
@@ -116,7 +127,8 @@ class ReadState:
         try:
             if gset is None:
                 gset = self._mysql_set = GtidSet(self.gtid)
-            if not gset.add(txn_gtid):
+            sid = self._txn_sid
+            if not (gset.add(txn_gtid) if sid is None else gset.add_next(sid, self._txn_gno)):
                 return self.gtid
             return str(gset)
         except ValueError:  # not a set (or a GTID) this reader can read: kept as it was

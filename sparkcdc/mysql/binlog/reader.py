@@ -303,6 +303,7 @@ class BinlogReader:
             batches = ((data, fold(data, evs, csum, query_post)) for data, evs in batches)
         # (whether the event has a GTID, whether its transaction has BEGIN); None: the BEGIN
         # of the transaction the GTID before it began (a compressed transaction's first event)
+        gtid_parts = E.mysql_gtid_parts
         gtid_kinds: dict[int, tuple[bool, bool] | None] = {E.GTID: (True, False), E.ANONYMOUS_GTID: (False, False),
                       E.FOLDED + E.GTID: (True, True), E.FOLDED + E.ANONYMOUS_GTID: (False, True),
                       E.FOLDED + E.QUERY: None}
@@ -428,8 +429,11 @@ class BinlogReader:
                     if end_key is not None and (state.fidx, ev_start, 0, 0) >= end_key:
                         state.done = True
                         return
-                    state.begin(ev_start, E.mysql_gtid(data, s) if kind[0] else None, _ts,
-                                explicit=kind[1])
+                    if kind[0]:
+                        sid, gno = gtid_parts(data, s)
+                        state.begin_mysql(ev_start, sid, gno, _ts, kind[1])
+                    else:
+                        state.begin(ev_start, None, _ts, explicit=kind[1])
                     continue
                 if etype == T_XID or etype == E.XA_PREPARE:
                     state.commit(ev_end)

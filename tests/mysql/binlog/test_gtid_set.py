@@ -86,3 +86,20 @@ def test_random_sets_and_gtids_read_as_the_library_writes_them():
             except Exception:  # noqa: BLE001 - the library refuses a GTID the set holds
                 assert not added, (text, g)
             assert str(mine) == theirs, (text, g)
+
+
+def test_a_gtid_added_by_its_number_equals_one_added_as_text():
+    """``add_next(sid, n)`` (the reader's: the GTID event's source and number) leaves the
+    set as ``add("sid:n")`` does, on the fast path and off it."""
+    rng = random.Random(34)
+    sids = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(3)]
+    for _ in range(100):
+        text = ",".join(f"{sid}:1-{rng.randint(1, 9)}" for sid in rng.sample(sids, 2))
+        by_text, by_number = GtidSet(text), GtidSet(text)
+        for _ in range(40):
+            sid = rng.choice(sids)
+            got = [int(x) for m in str(by_text).split(",") if m.startswith(sid)
+                   for leg in m.split(":")[1:] for x in leg.split("-")]
+            n = max(got, default=0) + 1 if rng.random() < 0.7 else rng.randint(1, 30)
+            assert by_number.add_next(sid + ":", n) == by_text.add(f"{sid}:{n}")
+            assert str(by_number) == str(by_text), (text, sid, n)
