@@ -11,8 +11,9 @@ setup(
         Extension(
             "sparkcdc.mysql.binlog._fastdecode",
             ["sparkcdc/mysql/binlog/_fastdecode.c", "sparkcdc/mysql/binlog/_fastjson.c",
-             "sparkcdc/mysql/binlog/_fastpayload.c"],
-            depends=["sparkcdc/mysql/binlog/_fastdecode.h"],
+             "sparkcdc/mysql/binlog/_fastpayload.c", "sparkcdc/mysql/binlog/_fastvalues.c"],
+            depends=["sparkcdc/mysql/binlog/_fastvalues.h", "sparkcdc/mysql/binlog/_fastjson.h",
+                     "sparkcdc/mysql/binlog/_fastpayload.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"],
             optional=True,
         )

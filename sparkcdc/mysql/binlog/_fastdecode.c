@@ -7,7 +7,9 @@
  * Every read is bounds-checked: a truncated or malformed event raises ValueError, which the
  * Python side turns into DecodeError.
  */
-#include "_fastdecode.h"
+#include "_fastvalues.h"
+#include "_fastjson.h"
+#include "_fastpayload.h"
 
 #include <datetime.h>
 #include <stdint.h>
@@ -75,17 +77,6 @@ static int need(Cursor *c, Py_ssize_t n) {
     return 0;
 }
 
-static inline uint64_t le(const unsigned char *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
-static inline uint64_t be(const unsigned char *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
-    return v;
-}
 
 static inline int64_t sign_extend(uint64_t v, int bytes) {
     int shift = 64 - 8 * bytes;
@@ -101,7 +92,7 @@ static inline int64_t floordiv(int64_t a, int64_t b) {
 /* A length-prefixed value: the length (in ``nbytes`` bytes) and a pointer to the bytes. */
 static int read_prefixed(Cursor *c, int nbytes, const unsigned char **p, Py_ssize_t *n) {
     if (need(c, nbytes) < 0) return -1;
-    uint64_t len = le(c->d + c->pos, nbytes);
+    uint64_t len = fd_le(c->d + c->pos, nbytes);
     c->pos += nbytes;
     if (len > (uint64_t)PY_SSIZE_T_MAX || need(c, (Py_ssize_t)len) < 0) {
         if (!PyErr_Occurred())
@@ -180,74 +171,9 @@ static int frac_bytes(int fsp) { return (fsp + 1) / 2; }
 static int64_t frac_us(const unsigned char *p, int fsp, int is_signed) {
     int n = frac_bytes(fsp);
     if (n == 0) return 0;
-    uint64_t v = be(p, n);
+    uint64_t v = fd_be(p, n);
     int64_t x = is_signed ? sign_extend(v, n) : (int64_t)v;
     return n == 1 ? x * 10000 : n == 2 ? x * 100 : x;
-}
-
-/* -- DECIMAL ------------------------------------------------------------------------------ */
-
-static const int dig2bytes[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
-
-int fd_decimal_size(int precision, int scale) {
-    int intg = precision - scale;
-    return intg / 9 * 4 + dig2bytes[intg % 9] + scale / 9 * 4 + dig2bytes[scale % 9];
-}
-
-/* MySQL's binary DECIMAL as plain text, exactly as PyRowDecoder (and, in JSON, json_binary)
- * writes it; a precision of at most 255 (a JSON DECIMAL's byte). */
-PyObject *fd_decimal_text(const unsigned char *src, int precision, int scale) {
-    int intg = precision - scale;
-    int intg0 = intg / 9, intg0x = intg % 9, frac0 = scale / 9, frac0x = scale % 9;
-    int size = fd_decimal_size(precision, scale);
-    unsigned char b[128];
-    char out[640];
-    if (size > (int)sizeof(b) || size < 1 || intg < 0 || scale < 0 || precision > 255) {
-        PyErr_SetString(PyExc_ValueError, "DECIMAL too wide");
-        return NULL;
-    }
-    memcpy(b, src, size);
-    int negative = !(b[0] & 0x80);
-    b[0] ^= 0x80;
-    if (negative)
-        for (int i = 0; i < size; i++) b[i] ^= 0xFF;
-    char whole[320];
-    int wl = 0, i = 0, lead = dig2bytes[intg0x], tail = dig2bytes[frac0x];
-    if (lead) {
-        wl += snprintf(whole + wl, sizeof(whole) - wl, "%llu",
-                       (unsigned long long)be(b, lead));
-        i = lead;
-    }
-    for (int k = 0; k < intg0; k++, i += 4)
-        wl += snprintf(whole + wl, sizeof(whole) - wl, "%09llu",
-                       (unsigned long long)be(b + i, 4));
-    int z = 0;
-    while (z < wl && whole[z] == '0') z++;
-    int ol = 0;
-    if (z == wl)
-        out[ol++] = '0';
-    else {
-        memcpy(out, whole + z, wl - z);
-        ol = wl - z;
-    }
-    if (scale) {
-        out[ol++] = '.';
-        for (int k = 0; k < frac0; k++, i += 4)
-            ol += snprintf(out + ol, sizeof(out) - ol, "%09llu",
-                           (unsigned long long)be(b + i, 4));
-        if (tail)
-            ol += snprintf(out + ol, sizeof(out) - ol, "%0*llu", frac0x,
-                           (unsigned long long)be(b + i, tail));
-    }
-    int nonzero = 0;
-    for (int k = 0; k < ol; k++)
-        if (out[k] != '0' && out[k] != '.') nonzero = 1;
-    if (negative && nonzero) {
-        memmove(out + 1, out, ol);
-        out[0] = '-';
-        ol++;
-    }
-    return PyUnicode_FromStringAndSize(out, ol);
 }
 
 /* -- one value ---------------------------------------------------------------------------- */
@@ -260,17 +186,17 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
         if (need(c, s->a) < 0) return NULL;
         p = c->d + c->pos;
         c->pos += s->a;
-        return PyLong_FromLongLong(sign_extend(le(p, s->a), s->a));
+        return PyLong_FromLongLong(sign_extend(fd_le(p, s->a), s->a));
     case OP_UINT:
         if (need(c, s->a) < 0) return NULL;
         p = c->d + c->pos;
         c->pos += s->a;
-        return PyLong_FromUnsignedLongLong(le(p, s->a));
+        return PyLong_FromUnsignedLongLong(fd_le(p, s->a));
     case OP_UINT64: {
         if (need(c, 8) < 0) return NULL;
         p = c->d + c->pos;
         c->pos += 8;
-        PyObject *i = PyLong_FromUnsignedLongLong(le(p, 8));
+        PyObject *i = PyLong_FromUnsignedLongLong(fd_le(p, 8));
         if (i == NULL) return NULL;
         PyObject *v = PyObject_CallOneArg(plan->decimal, i);
         Py_DECREF(i);
@@ -329,7 +255,7 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
     }
     case OP_ENUM: {
         if (need(c, s->a) < 0) return NULL;
-        Py_ssize_t i = (Py_ssize_t)le(c->d + c->pos, s->a);
+        Py_ssize_t i = (Py_ssize_t)fd_le(c->d + c->pos, s->a);
         c->pos += s->a;
         if (i > 0 && i <= PyTuple_GET_SIZE(s->obj))
             return Py_NewRef(PyTuple_GET_ITEM(s->obj, i - 1));
@@ -337,7 +263,7 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
     }
     case OP_SET: {
         if (need(c, s->a) < 0) return NULL;
-        uint64_t mask = le(c->d + c->pos, s->a);
+        uint64_t mask = fd_le(c->d + c->pos, s->a);
         c->pos += s->a;
         Py_ssize_t m = PyTuple_GET_SIZE(s->obj);
         if (mask == 0) return Py_NewRef(empty_str);
@@ -359,7 +285,7 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
            types.ewkb does */
         if (read_prefixed(c, s->a, &p, &n) < 0) return NULL;
         if (n <= 4) return Py_NewRef(empty_bytes);
-        uint32_t srid = (uint32_t)le(p, 4);
+        uint32_t srid = (uint32_t)fd_le(p, 4);
         const unsigned char *w = p + 4;
         Py_ssize_t wn = n - 4;
         if (srid == 0 || wn < 5 || (w[0] != 0 && w[0] != 1))
@@ -368,7 +294,7 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
         if (out == NULL) return NULL;
         unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
         int little = w[0] == 1;
-        uint32_t kind = (uint32_t)(little ? le(w + 1, 4) : be(w + 1, 4)) | 0x20000000u;
+        uint32_t kind = (uint32_t)(little ? fd_le(w + 1, 4) : fd_be(w + 1, 4)) | 0x20000000u;
         o[0] = w[0];
         for (int k = 0; k < 4; k++) {
             int shift = little ? 8 * k : 8 * (3 - k);
@@ -414,7 +340,7 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
     }
     case OP_DATE: {
         if (need(c, 3) < 0) return NULL;
-        uint64_t v = le(c->d + c->pos, 3);
+        uint64_t v = fd_le(c->d + c->pos, 3);
         c->pos += 3;
         int day = v & 31, month = (v >> 5) & 15, year = (int)(v >> 9);
         if (!(year && month && day) || month > 12 || year > 9999) Py_RETURN_NONE;
@@ -425,20 +351,20 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
         int64_t packed;
         if (fsp == 5 || fsp == 6) {
             if (need(c, 6) < 0) return NULL;
-            packed = (int64_t)be(c->d + c->pos, 6) - 0x800000000000LL;
+            packed = (int64_t)fd_be(c->d + c->pos, 6) - 0x800000000000LL;
             c->pos += 6;
         } else {
             int n3 = fsp == 1 || fsp == 2 ? 4 : fsp == 3 || fsp == 4 ? 5 : 3;
             if (need(c, n3) < 0) return NULL;
             p = c->d + c->pos;
-            int64_t intpart = (int64_t)be(p, 3) - 0x800000;
+            int64_t intpart = (int64_t)fd_be(p, 3) - 0x800000;
             int64_t frac = 0, full = 1, unit = 0;
             if (n3 == 4) {
                 frac = p[3];
                 full = 0x100;
                 unit = 10000;
             } else if (n3 == 5) {
-                frac = (int64_t)be(p + 3, 2);
+                frac = (int64_t)fd_be(p + 3, 2);
                 full = 0x10000;
                 unit = 100;
             }
@@ -461,7 +387,7 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
         if (need(c, 5 + nf) < 0) return NULL;
         p = c->d + c->pos;
         c->pos += 5 + nf;
-        int64_t v = (int64_t)be(p, 5) - 0x8000000000LL;
+        int64_t v = (int64_t)fd_be(p, 5) - 0x8000000000LL;
         int64_t ymd = v >> 17, hms = v & ((1 << 17) - 1);
         int64_t ym = ymd >> 5, day = ymd & 31;
         int64_t year = floordiv(ym, 13), month = ym - year * 13;
@@ -474,13 +400,13 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
         if (need(c, 4 + nf) < 0) return NULL;
         p = c->d + c->pos;
         c->pos += 4 + nf;
-        int64_t sec = (int64_t)be(p, 4), micro = frac_us(p + 4, s->a, 0);
+        int64_t sec = (int64_t)fd_be(p, 4), micro = frac_us(p + 4, s->a, 0);
         if (sec == 0 && micro == 0) Py_RETURN_NONE; /* the zero timestamp */
         return utc_from_us(sec * 1000000LL + micro);
     }
     case OP_TIME: {
         if (need(c, 3) < 0) return NULL;
-        int64_t v = sign_extend(le(c->d + c->pos, 3), 3);
+        int64_t v = sign_extend(fd_le(c->d + c->pos, 3), 3);
         c->pos += 3;
         int neg = v < 0;
         if (neg) v = -v;
@@ -489,7 +415,7 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
     }
     case OP_DATETIME: {
         if (need(c, 8) < 0) return NULL;
-        uint64_t v = le(c->d + c->pos, 8);
+        uint64_t v = fd_le(c->d + c->pos, 8);
         c->pos += 8;
         uint64_t date = v / 1000000, tod = v % 1000000;
         uint64_t year = date / 10000, md = date % 10000;
@@ -501,7 +427,7 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
     }
     case OP_TIMESTAMP: {
         if (need(c, 4) < 0) return NULL;
-        int64_t sec = (int64_t)le(c->d + c->pos, 4);
+        int64_t sec = (int64_t)fd_le(c->d + c->pos, 4);
         c->pos += 4;
         if (sec == 0) Py_RETURN_NONE;
         return utc_from_us(sec * 1000000LL);
@@ -542,7 +468,7 @@ static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans) {
                     Py_DECREF(row);
                     return NULL;
                 }
-                spans[i].n = (Py_ssize_t)le(c->d + c->pos, s->a);
+                spans[i].n = (Py_ssize_t)fd_le(c->d + c->pos, s->a);
                 spans[i].p = c->d + c->pos + s->a;
             }
             if ((v = decode_value(plan, s, c)) == NULL) {
@@ -588,7 +514,7 @@ static PyObject *decode_partial_after(PlanObject *plan, Cursor *c, PyObject *bef
             const unsigned char *dp;
             Py_ssize_t dn;
             if (need(c, s->a) < 0) { Py_DECREF(row); return NULL; }
-            if (le(c->d + c->pos, s->a) == 0) {  /* left alone: the before value */
+            if (fd_le(c->d + c->pos, s->a) == 0) {  /* left alone: the before value */
                 c->pos += s->a;
                 v = PyDict_GetItemWithError(before, name);
                 if (v == NULL) {
@@ -645,7 +571,7 @@ static int value_options(Cursor *c, Py_ssize_t njson, const unsigned char **bits
         return -1;
     }
     if (need(c, 1 + n) < 0) return -1;
-    options = n == 0 ? first : le(c->d + c->pos + 1, n);
+    options = n == 0 ? first : fd_le(c->d + c->pos + 1, n);
     c->pos += 1 + n;
     if (!(options & 1)) return 0;
     Py_ssize_t nb = (njson + 7) / 8;
@@ -759,13 +685,13 @@ static PyObject *fd_decode_event(PyObject *self, PyObject *args) {
     int ok = 1;
     if (version == 2) {
         if (end - p < 2) ok = 0;
-        else p += (Py_ssize_t)le(d + p, 2);
+        else p += (Py_ssize_t)fd_le(d + p, 2);
     }
     if (ok && p < end) {
         unsigned c = d[p];
         if (c < 251) { ncols = c; p += 1; }
-        else if (c == 252 && end - p >= 3) { ncols = (Py_ssize_t)le(d + p + 1, 2); p += 3; }
-        else if (c == 253 && end - p >= 4) { ncols = (Py_ssize_t)le(d + p + 1, 3); p += 4; }
+        else if (c == 252 && end - p >= 3) { ncols = (Py_ssize_t)fd_le(d + p + 1, 2); p += 3; }
+        else if (c == 253 && end - p >= 4) { ncols = (Py_ssize_t)fd_le(d + p + 1, 3); p += 4; }
         else ok = 0;
     } else
         ok = 0;
@@ -821,7 +747,7 @@ static PyObject *fd_split_events(PyObject *self, PyObject *args) {
     }
     for (;;) {
         if (len - pos < 4) break;
-        Py_ssize_t n = (Py_ssize_t)le(d + pos, 3);
+        Py_ssize_t n = (Py_ssize_t)fd_le(d + pos, 3);
         if (d[pos + 3] != (unsigned char)seq || n >= 0xFFFFFF) {
             status = 2;
             break;
@@ -832,14 +758,14 @@ static PyObject *fd_split_events(PyObject *self, PyObject *args) {
             status = 2;
             break;
         }
-        uint64_t size = le(e + 10, 4);
+        uint64_t size = fd_le(e + 10, 4);
         if (size != (uint64_t)(n - 1)) {
             status = 2;
             break;
         }
-        PyObject *ev = Py_BuildValue("(kikkkinn)", (unsigned long)le(e + 1, 4), (int)e[5],
-                                     (unsigned long)le(e + 6, 4), (unsigned long)size,
-                                     (unsigned long)le(e + 14, 4), (int)le(e + 18, 2),
+        PyObject *ev = Py_BuildValue("(kikkkinn)", (unsigned long)fd_le(e + 1, 4), (int)e[5],
+                                     (unsigned long)fd_le(e + 6, 4), (unsigned long)size,
+                                     (unsigned long)fd_le(e + 14, 4), (int)fd_le(e + 18, 2),
                                      pos + 5, pos + 4 + n);
         if (ev == NULL) goto fail;
         int rc = PyList_Append(out, ev);

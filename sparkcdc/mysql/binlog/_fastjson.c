@@ -17,7 +17,8 @@
  * out as json_binary's dict makes it. Every read is bounds-checked: ValueError names a
  * malformed value.
  */
-#include "_fastdecode.h"
+#include "_fastjson.h"
+#include "_fastvalues.h"
 
 #include <math.h>
 #include <string.h>
@@ -201,11 +202,11 @@ static int put_double(Buf *o, double x) {
     }
     int neg = signbit(x) != 0;
     int width = 34 - neg;
-    int need = decpt <= 0 ? n - decpt + 2 : decpt < n ? n + 1 : decpt;
+    int width_needed = decpt <= 0 ? n - decpt + 2 : decpt < n ? n + 1 : decpt;
     char t[96];
     int tl = 0, dot = 0;
     if (neg) t[tl++] = '-';
-    if (need <= width && -14 <= decpt && (decpt <= 15 || n > decpt)) {
+    if (width_needed <= width && -14 <= decpt && (decpt <= 15 || n > decpt)) {
         if (decpt <= 0) {
             t[tl++] = '0';
             t[tl++] = '.';

@@ -3,7 +3,8 @@
  * (its docstring has the format); the zstd decompression between the two calls stays in the
  * zstandard package (C already). tests/mysql/binlog/test_transaction_payload.py runs both.
  * Malformed bytes raise ValueError with transaction_payload's messages. */
-#include "_fastdecode.h"
+#include "_fastpayload.h"
+#include "_fastvalues.h"
 
 #include <string.h>
 

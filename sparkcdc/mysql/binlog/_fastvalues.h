@@ -1,0 +1,30 @@
+/* What the compiled decoder's C files share (one extension, sparkcdc.mysql.binlog._fastdecode:
+ * _fastdecode.c the row images and the module, _fastjson.c MySQL's binary JSON as the server
+ * prints it, _fastpayload.c the events of a TRANSACTION_PAYLOAD): reading integers and
+ * MySQL's binary DECIMAL (_fastvalues.c). */
+#ifndef SPARKCDC_FASTVALUES_H
+#define SPARKCDC_FASTVALUES_H
+#ifndef PY_SSIZE_T_CLEAN
+#define PY_SSIZE_T_CLEAN
+#endif
+#include <Python.h>
+#include <stdint.h>
+
+static inline uint64_t fd_le(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static inline uint64_t fd_be(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+/* MySQL's binary DECIMAL (``precision``, ``scale``, ``size`` bytes at ``src``) as text:
+ * the scale's digits after the point, '-' unless the value is zero. */
+PyObject *fd_decimal_text(const unsigned char *src, int precision, int scale);
+int fd_decimal_size(int precision, int scale);
+
+#endif
