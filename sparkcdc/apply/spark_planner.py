@@ -2,10 +2,11 @@
 the rows a sink writes (``plan_changes``), and collected to the driver as Arrow
 (``collect_changes``).
 
-This is the planner for every spec, ``ignore_null_updates`` included, and for a changelog
-too large to collect (``materialize``). It also evaluates the spec's SQL rules into marker
-columns (``mark_changes``) for the Arrow planner, which has no SQL. pyspark is imported
-inside the functions: a driver that plans in Arrow only never loads it here.
+``ApplyChanges`` and ``materialize`` plan with it unless the spec has rules only the Arrow
+planner has (``ApplySpec.in_arrow``); it alone plans ``ignore_null_updates``. It also
+evaluates the spec's SQL rules into marker columns (``mark_changes``) for the Arrow planner,
+which has no SQL. pyspark is imported inside the functions: a driver that plans in Arrow
+only never loads it here.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 Both planners (``spark_planner``, ``arrow_planner``) and the flow that hands their plans to a
 sink read the same spec; it checks itself once, when it is made, and names what is wrong.
-The SQL rules a planner cannot evaluate itself are evaluated by Spark into the marker
+The SQL rules the Arrow planner cannot evaluate are evaluated by Spark into the marker
 columns named here (``DEL_MARK``, ``TRUNC_MARK``).
 """
 
