@@ -60,7 +60,8 @@ def binlog_between(sb, a, b) -> int:
 def one_read(sb, db: str, start, end) -> int:
     """What one plain read of the binlog from ``start`` to ``end`` costs the server."""
     from sparkcdc.core.schema import TableId
-    from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+    from sparkcdc.mysql.binlog.reader import BinlogReader
+    from sparkcdc.mysql.binlog.server_lookups import load_table_schema
     from sparkcdc.mysql.connection import ConnectionOptions
 
     i = sb.info

@@ -3,7 +3,8 @@ own binlog tool (issue 33).
 
     .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000]
         [--json-rows 3000] [--json-updates 1000] [--rounds 3]
-        [--servers mariadb,mysql,mysql-compressed] [--profile] [--json out.json]
+        [--servers mariadb,mysql,mysql-compressed] [--ssl-mode preferred|disabled]
+        [--reader-only] [--profile] [--json out.json]
 
 One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
 ``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``. Each
@@ -25,6 +26,10 @@ drift hits every server alike), three readers of that file:
   (what any binlog reader pays before decoding);
 - **the server's tool, decoded**: the same with ``--base64-output=decode-rows -v``: every
   event parsed and every row printed as pseudo-SQL, to /dev/null.
+
+``--ssl-mode`` is the reader's (sparkcdc's ``ssl.mode``): ``preferred``, a user's default,
+reads MySQL over TLS (the sandbox offers it) and MariaDB in the clear (its sandbox does
+not); ``disabled`` reads both in the clear, the same transport for the same changes.
 
 The tools' CPU-seconds are their process's (bench/proctree.py). The server's own CPU is in
 no figure. The median of the rounds is reported per server and reader: records/s (the
@@ -58,7 +63,8 @@ import servers
 from proctree import measure
 
 from sparkcdc.core.schema import TableId
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
 
@@ -110,7 +116,7 @@ class Server:
         self.sb.start()
         i = self.sb.info
         self.conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
-                                      password=i.cdc_password)
+                                      password=i.cdc_password, ssl_mode=a.ssl_mode)
         self.sb.execute("CREATE DATABASE bench")
         self.sb.execute("CREATE TABLE t (id INT PRIMARY KEY, a BIGINT, b VARCHAR(200), "
                         "c DOUBLE, d DATETIME, e TINYINT)",
@@ -184,11 +190,16 @@ def main() -> None:
     ap.add_argument("--json-updates", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--servers", default="mariadb,mysql,mysql-compressed")
+    ap.add_argument("--ssl-mode", default="preferred", choices=("preferred", "disabled"))
+    ap.add_argument("--reader-only", action="store_true",
+                    help="only the sparkcdc reader, not the servers' tools (more rounds in "
+                         "the same time)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"{started}, load average before: {os.getloadavg()}", flush=True)
+    print(f"{started}, load average before: {os.getloadavg()}, ssl.mode {a.ssl_mode}",
+          flush=True)
     kinds = a.servers.split(",")
     log = Path(servers.raw_folder("mariadb")) / "tools.log"
     made: list[Server] = []
@@ -201,7 +212,7 @@ def main() -> None:
         for r in range(a.rounds):
             order = made[r % len(made):] + made[:r % len(made)]
             for s in order:
-                for tool in TOOLS:
+                for tool in TOOLS[:1] if a.reader_only else TOOLS:
                     sid += 1
                     x = s.read(tool, sid, log)
                     runs.setdefault((s.kind, tool), []).append(x)
@@ -212,7 +223,7 @@ def main() -> None:
             raise SystemExit(f"the servers' records differ: {counts}")
         out = []
         for s in made:
-            for tool in TOOLS:
+            for tool in TOOLS[:1] if a.reader_only else TOOLS:
                 rs = runs[(s.kind, tool)]
                 wall = statistics.median(x["wall_s"] for x in rs)
                 out.append({"server": s.kind, "version": s.version, "tool": tool if tool ==
@@ -241,12 +252,20 @@ def main() -> None:
     base = by.get(("mariadb", "sparkcdc reader"))
     for s in made:
         mine = by[(s.kind, "sparkcdc reader")]
-        decoded = next(x for x in out if x["server"] == s.kind and x["tool"].endswith("decoded"))
+        decoded = next((x for x in out if x["server"] == s.kind
+                        and x["tool"].endswith("decoded")), None)
         line = (f"{s.kind}: the reader is {decoded['wall_s'] / mine['wall_s']:.2f}x the speed "
-                f"of {decoded['tool']}")
+                f"of {decoded['tool']}" if decoded else f"{s.kind}: the reader")
         if base is not None and s.kind != "mariadb":
             line += (f"; {base['wall_s'] / mine['wall_s']:.2f}x its MariaDB speed (wall), "
                      f"{base['cpu_s'] / mine['cpu_s']:.2f}x per CPU-second")
+            # each round's MariaDB read over this server's, in the same round (the machine's
+            # drift, which moves both, cancels): the median of those ratios
+            paired = [m["cpu_s"] / x["cpu_s"] for m, x in zip(
+                runs[("mariadb", "sparkcdc reader")], runs[(s.kind, "sparkcdc reader")])]
+            mine["paired_cpu_ratio"] = round(statistics.median(paired), 3)
+            line += (f"; paired by round {mine['paired_cpu_ratio']:.2f}x per CPU-second "
+                     f"({', '.join(f'{r:.2f}' for r in paired)})")
         print(line)
     for kind, text in profiles.items():
         print(f"\nthe reader on {kind}, cProfile, by own time:\n{text}")

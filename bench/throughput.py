@@ -38,8 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 from sparkcdc.core.schema import TableId
 from sparkcdc.mysql.binlog import fastdecode
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.sinks.delta.sink import read_table

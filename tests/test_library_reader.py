@@ -9,7 +9,8 @@ from library_reader import LibraryBinlogReader
 from types_support import cdc
 
 from sparkcdc.core.schema import TableId
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 
 pytestmark = pytest.mark.timeout(120)

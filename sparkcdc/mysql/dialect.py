@@ -21,7 +21,8 @@ from sparkcdc.core.table_events import NewSchema, TableEvent
 from sparkcdc.errors import BinlogUnavailable, ConfigError
 from sparkcdc.mysql import types
 from sparkcdc.mysql.binlog import failover
-from sparkcdc.mysql.binlog.reader import BinlogReader, file_start_timestamps
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import file_start_timestamps
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.locate import Locator
 from sparkcdc.mysql.offsets import current_offset, detect_flavor

@@ -33,7 +33,7 @@ from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import ConfigError, SchemaError, ServerConfigError
 from sparkcdc.mysql import checksums
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
-from sparkcdc.mysql.binlog.reader import load_table_schema
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.checksums import KeyRange as ChecksumRange
 from sparkcdc.mysql.checksums import arrow_row_hashes, hashed_columns, integral_key, plan_ranges
 from sparkcdc.mysql.connection import retry_lost

@@ -19,7 +19,6 @@ Executors never send anything back: Spark's model has no channel for it.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 import uuid
@@ -54,6 +53,7 @@ from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaE
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.mysql.port import MySQLSource
 from sparkcdc.mysql.types import arrow_schema
+from sparkcdc.spark.members import Members
 from sparkcdc.spark.read import (
     ChunkItem,
     ReadContext,
@@ -91,34 +91,6 @@ def discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | No
     return MySQLSource(config).discover(known)
 
 
-@dataclass(frozen=True)
-class Members:
-    """A ``scan.tables.file``: each table's generation, the schemas it gives, the binlog
-    offsets tables join from without a snapshot, and the tables read again in part while
-    they stream (``SplitAssigner.reconcile``)."""
-
-    generations: dict[TableId, int]
-    schemas: dict[TableId, TableSchema] = field(default_factory=dict)
-    since: dict[TableId, dict] = field(default_factory=dict)
-    rereads: dict[TableId, tuple[int, str]] = field(default_factory=dict)
-
-
-def parse_members(text: str) -> Members:
-    """``{"generations": {table: n}, "schemas": {table: schema}, "since": {table: offset},
-    "rereads": {table: {"id": n, "where": condition}}}`` (all but generations optional), or
-    just ``{table: n}``."""
-    d = json.loads(text)
-    if "generations" not in d:
-        return Members({TableId.parse(t): int(g) for t, g in d.items()})
-    return Members({TableId.parse(t): int(g) for t, g in d["generations"].items()},
-                   {TableId.parse(t): TableSchema.from_dict(x)
-                    for t, x in (d.get("schemas") or {}).items()},
-                   {TableId.parse(t): BinlogOffset.from_dict(x).to_dict()
-                    for t, x in (d.get("since") or {}).items()},
-                   {TableId.parse(t): (int(x["id"]), str(x["where"]))
-                    for t, x in (d.get("rereads") or {}).items()})
-
-
 def _members_with_schemas(config: SourceConfig) -> dict[TableId, TableSchema] | None:
     """The tables of ``scan.tables.file`` with the schemas it gives, when it gives every
     one; else None (the source discovers its tables itself)."""
@@ -126,7 +98,7 @@ def _members_with_schemas(config: SourceConfig) -> dict[TableId, TableSchema] | 
         return None
     try:
         with open(config.tables_file, encoding="utf-8") as f:
-            m = parse_members(f.read())
+            m = Members.parse(f.read())
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     gens, schemas = m.generations, m.schemas
@@ -351,7 +323,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 text = f.read()
             if text == self._members_text:
                 return
-            m = parse_members(text)
+            m = Members.parse(text)
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
             return
         wanted, schemas = m.generations, m.schemas
@@ -376,8 +348,9 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._retaken.update(retaken)
         self._members_text = text
         self._members = {t: g for t, g in wanted.items() if t in self.ctx.tables}
-        self._since = {t: o for t, o in m.since.items() if t in self._members}
-        self._rereads = {t: r for t, r in m.rereads.items() if t in self._members}
+        self._since = {t: o.to_dict() for t, o in m.since.items() if t in self._members}
+        self._rereads = {t: (r.id, r.where) for t, r in m.rereads.items()
+                         if t in self._members}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.ctx.config.max_rows_per_batch

@@ -121,7 +121,8 @@ class HugeCheck:
 def child_binlog(cfg: dict) -> dict:
     from sparkcdc.core.offsets import BinlogOffset
     from sparkcdc.core.schema import TableId
-    from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+    from sparkcdc.mysql.binlog.reader import BinlogReader
+    from sparkcdc.mysql.binlog.server_lookups import load_table_schema
     from sparkcdc.mysql.connection import ConnectionOptions
 
     conn = ConnectionOptions(**cfg["conn"])

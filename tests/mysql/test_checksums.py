@@ -9,7 +9,7 @@ from types_support import cdc, insert_all_types
 
 from sparkcdc.core.schema import TableId
 from sparkcdc.mysql import checksums
-from sparkcdc.mysql.binlog.reader import load_table_schema
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.snapshot import read_chunk
 
 HASHED = ["id", "ti", "tiu", "si", "siu", "mi", "miu", "i", "iu", "bi", "biu", "d65", "d650",

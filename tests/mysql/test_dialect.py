@@ -4,7 +4,7 @@ and MySQL 9.7 (the ``server`` fixture); told no flavor, it asks the server."""
 from server_support import is_mysql
 
 from sparkcdc.core.schema import TableId
-from sparkcdc.mysql.binlog.reader import load_table_schema
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.dialect import MySQLDialect
 from sparkcdc.mysql.options import StartupOffset

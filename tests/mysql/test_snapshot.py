@@ -13,7 +13,8 @@ import dataclasses
 from types_support import cdc
 
 from sparkcdc.core.schema import TableId
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.snapshot import read_chunk, select_list
 

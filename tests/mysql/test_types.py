@@ -23,7 +23,8 @@ from types_support import (
 
 from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import ConfigError, SchemaError
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.mysql.snapshot import chunk_query, read_chunk, select_literal
 from sparkcdc.mysql.types import arrow_schema, parse_column_type

@@ -25,7 +25,8 @@ from sparkcdc.core.table_events import (
     TableTruncated,
 )
 from sparkcdc.mysql.binlog import schema_at
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
 

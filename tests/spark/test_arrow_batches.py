@@ -10,7 +10,7 @@ from server_support import seq
 from types_support import ALL_TYPES_DDL, ROW1_SQL, ROW3_SQL, ROW4_ZERO_SQL
 
 from sparkcdc.core.schema import TableId
-from sparkcdc.mysql.binlog.reader import load_table_schema
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.types import arrow_schema
 from sparkcdc.spark.arrow_batches import decode, spark_arrow_schema
 from sparkcdc.spark.rows import output_schema

@@ -21,7 +21,8 @@ from server_support import seq
 
 import sparkcdc
 from sparkcdc.core.schema import TableId
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.pipeline.definition import parse_pipeline

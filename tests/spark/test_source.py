@@ -143,7 +143,8 @@ def test_batch_read_under_concurrent_writers_is_exact_at_its_offset(spark, maria
     chunks and rolls them back through one shared binlog window: the snapshot, with the
     binlog from its offset applied, is the table at the end."""
     from sparkcdc.core.schema import TableId
-    from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+    from sparkcdc.mysql.binlog.reader import BinlogReader
+    from sparkcdc.mysql.binlog.server_lookups import load_table_schema
     from sparkcdc.mysql.connection import ConnectionOptions
     from sparkcdc.mysql.offsets import current_offset
 

@@ -23,13 +23,13 @@ from sparkcdc.core.records import DELETE, ChangeRecord, Heartbeat
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import DecodeError
 from sparkcdc.mysql import types as T
+from sparkcdc.mysql.binlog.event_records import event_records
+from sparkcdc.mysql.binlog.read_state import ReadState
 from sparkcdc.mysql.binlog.reader import (
     _LOG_EVENT_ARTIFICIAL,
     BinlogReader,
-    _event_records,
     _outside_txn,
     _Reconnect,
-    _State,
 )
 from sparkcdc.mysql.binlog.row_decoding import op_of
 
@@ -46,7 +46,7 @@ _LIBRARY_CANNOT = {t: "MariaDB compressed events (log_bin_compress=ON), which "
 class LibraryBinlogReader(BinlogReader):
     """``BinlogReader`` over python-mysql-replication's events."""
 
-    def _consume(self, stream, state: _State, end: BinlogOffset | None,
+    def _consume(self, stream, state: ReadState, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]
                  ) -> Iterator[ChangeRecord | Heartbeat]:
         from pymysqlreplication.event import (
@@ -116,7 +116,7 @@ class LibraryBinlogReader(BinlogReader):
                 if schema is None or key[:3] < low_key[:3]:
                     continue  # uncaptured, or wholly before the start: never decoded
                 decoded = self.decoder.decode(ev, schema)
-                recs, low_key, cut = _event_records(state, key, decoded, op_of(ev),
+                recs, low_key, cut = event_records(state, key, decoded, op_of(ev),
                                                     schema.table_id, end_key, flavor)
                 yield from recs
                 state.low_key = low_key

@@ -15,7 +15,7 @@ from types_support import cdc
 
 from sparkcdc.core.schema import Column, TableId
 from sparkcdc.mysql.binlog import row_decoding as B
-from sparkcdc.mysql.binlog.reader import load_table_schema
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 
 

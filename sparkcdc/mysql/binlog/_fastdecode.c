@@ -856,6 +856,87 @@ fail:
     return NULL;
 }
 
+/* Whether the QUERY event at d[start:end] (``csum`` checksum bytes at its end, the QUERY
+ * post-header ``qpost`` bytes long) has the statement ``BEGIN``, exactly as servers write it. */
+static int is_begin(const unsigned char *d, Py_ssize_t len, Py_ssize_t start, Py_ssize_t end,
+                    Py_ssize_t csum, Py_ssize_t qpost) {
+    Py_ssize_t b = start + 19;
+    if (start < 0 || end > len || b + 13 > end || qpost < 13) return 0;
+    Py_ssize_t stmt = b + qpost + (Py_ssize_t)(d[b + 11] | d[b + 12] << 8) + d[b + 8] + 1;
+    return end - csum - stmt == 5 && memcmp(d + stmt, "BEGIN", 5) == 0;
+}
+
+/* fold_begins(data, events, csum, query_post) -> events: each MySQL GTID or anonymous GTID
+ * event directly followed by the QUERY event ``BEGIN`` that opens its transaction, as one
+ * event of type 256 + the GTID's type with the GTID event's own fields. MySQL writes both
+ * for every transaction (MariaDB's GTID event stands for its BEGIN), and the reader's loop
+ * over events runs in Python: folded, it takes the same steps per transaction on both
+ * servers. ``csum`` and ``query_post`` hold until a FORMAT_DESCRIPTION or ROTATE event,
+ * after which nothing is folded (the caller passes the ones it knows at the list's start).
+ * With ``lead``, the type of the event just before the list (a TRANSACTION_PAYLOAD's events
+ * follow their GTID event), a first event ``BEGIN`` after a GTID becomes one of type 256 +
+ * QUERY (its own fields). A statement written any other way is left to the caller. */
+static PyObject *fd_fold_begins(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    PyObject *evs;
+    Py_ssize_t csum, qpost;
+    int lead = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*O!nn|i", &buf, &PyList_Type, &evs, &csum, &qpost, &lead))
+        return NULL;
+    const unsigned char *d = (const unsigned char *)buf.buf;
+    Py_ssize_t n = PyList_GET_SIZE(evs), i;
+    int folding = 1;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) goto fail;
+    for (i = 0; i < n; i++) {
+        PyObject *ev = PyList_GET_ITEM(evs, i);
+        if (!PyTuple_Check(ev) || PyTuple_GET_SIZE(ev) != 8) {
+            PyErr_SetString(PyExc_ValueError, "an event is an 8-tuple");
+            goto fail;
+        }
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(ev, 1));
+        if (type == -1 && PyErr_Occurred()) goto fail;
+        if (type == 15 || type == 4) folding = 0;  /* FORMAT_DESCRIPTION, ROTATE */
+        /* a payload's first event: the BEGIN of the transaction its GTID (``lead``) began */
+        int opens = i == 0 && (lead == 33 || lead == 34) && type == 2;
+        if (folding && (opens || ((type == 33 || type == 34) && i + 1 < n))) {
+            PyObject *q = PyList_GET_ITEM(evs, opens ? i : i + 1);
+            if (PyTuple_Check(q) && PyTuple_GET_SIZE(q) == 8 &&
+                PyLong_AsLong(PyTuple_GET_ITEM(q, 1)) == 2) {
+                Py_ssize_t s = PyLong_AsSsize_t(PyTuple_GET_ITEM(q, 6));
+                Py_ssize_t e = PyLong_AsSsize_t(PyTuple_GET_ITEM(q, 7));
+                if (PyErr_Occurred()) goto fail;
+                if (is_begin(d, buf.len, s, e, csum, qpost)) {
+                    PyObject *folded = PyTuple_New(8);
+                    if (folded == NULL) goto fail;
+                    for (Py_ssize_t k = 0; k < 8; k++) {
+                        PyObject *item = k == 1 ? PyLong_FromLong(256 + type)
+                                                : Py_NewRef(PyTuple_GET_ITEM(ev, k));
+                        if (item == NULL) {
+                            Py_DECREF(folded);
+                            goto fail;
+                        }
+                        PyTuple_SET_ITEM(folded, k, item);
+                    }
+                    int rc = PyList_Append(out, folded);
+                    Py_DECREF(folded);
+                    if (rc < 0) goto fail;
+                    if (!opens) i++;
+                    continue;
+                }
+            }
+        }
+        if (PyList_Append(out, ev) < 0) goto fail;
+    }
+    PyBuffer_Release(&buf);
+    return out;
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
 /* -- the plan type ------------------------------------------------------------------------ */
 
 static void plan_dealloc(PlanObject *self) {
@@ -952,6 +1033,9 @@ static PyMethodDef methods[] = {
     {"split_events", (PyCFunction)(void (*)(void))fd_split_events, METH_VARARGS,
      "split_events(buf, pos, seq) -> (events, pos, seq, status): the whole binlog events "
      "of a replication stream's bytes"},
+    {"fold_begins", (PyCFunction)(void (*)(void))fd_fold_begins, METH_VARARGS,
+     "fold_begins(data, events, csum, query_post, lead=0) -> events: a MySQL GTID event and the "
+     "BEGIN after it as one event of type 256 + the GTID's"},
     {"json_text", (PyCFunction)fj_py_text, METH_O,
      "json_text(stored JSON bytes) -> str: MySQL's text (json_binary.to_text)"},
     {"json_tree", (PyCFunction)fj_py_tree, METH_O,

@@ -30,6 +30,7 @@ from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.binlog import json_binary as J
 from sparkcdc.mysql.binlog import json_diff
+from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import row_decoding as R
 from sparkcdc.mysql.binlog import transaction_payload as P
 from sparkcdc.mysql.binlog.protocol.codes import ColumnType
@@ -97,6 +98,9 @@ class CRowDecoder:
         self._dctx: Any = None  # zstandard.ZstdDecompressor, made at the first payload
         if not PAYLOAD_IN_C:
             self.open_payload = P.open_payload  # type: ignore[method-assign]
+        # MySQL's GTID event and its BEGIN as one event (protocol.fold_begins), in one C call
+        # per batch of events
+        self.fold_begins = getattr(_C, "fold_begins", E.fold_begins)
 
     def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
         from pymysqlreplication.row_event import (

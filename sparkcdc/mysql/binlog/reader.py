@@ -53,13 +53,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from itertools import chain, repeat
 from typing import Any
 
-from sparkcdc.core.offsets import BinlogOffset, file_index
+from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord, Heartbeat
-from sparkcdc.core.schema import Column, TableId, TableSchema
+from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.table_events import NewSchema, TableEvent
 from sparkcdc.errors import (
     AuthenticationFailed,
@@ -74,14 +72,17 @@ from sparkcdc.errors import (
 from sparkcdc.mysql import ddl, ddl_events, server_errors
 from sparkcdc.mysql.binlog import failover, schema_at
 from sparkcdc.mysql.binlog import protocol as E
+from sparkcdc.mysql.binlog import rows_events as RE
 from sparkcdc.mysql.binlog import transaction_payload as P
+from sparkcdc.mysql.binlog.event_records import event_records, offset_at
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
-from sparkcdc.mysql.binlog.gtid_set import GtidSet
 from sparkcdc.mysql.binlog.protocol import DumpStream
+from sparkcdc.mysql.binlog.read_state import ReadState
 from sparkcdc.mysql.binlog.row_decoding import (
     RowDecoder,
     meta_sig,
 )
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 
 log = logging.getLogger(__name__)
@@ -94,61 +95,7 @@ _LOG_EVENT_ARTIFICIAL = 0x20
 # schemas resolved from table maps, per process (BinlogReader._schema_of_map)
 _RESOLVED: dict[tuple, TableSchema] = {}
 
-_BIG_EVENT = 1 << 20  # bytes; row images of bigger events go to the decoder as a memoryview
 _OPS = (INSERT, DELETE, UPDATE)  # by the event layer's mode: 0 insert, 1 delete, 2 update
-
-
-def _offset(file: str, pos: int, events: int, rows: int, gtid: str | None,
-            flavor: str, server: str | None) -> BinlogOffset:
-    """``BinlogOffset(...)`` without validating again (the reader's own values)."""
-    o = object.__new__(BinlogOffset)
-    o.__dict__.update(file=file, pos=pos, events=events, rows=rows, gtid=gtid, flavor=flavor,
-                      server=server)
-    return o
-
-
-def _event_records(state: _State, key: tuple, decoded: list, op: str, table_id: TableId,
-                   end_key: tuple | None, flavor: str
-                   ) -> tuple[Iterable[ChangeRecord], tuple, bool]:
-    """The records of one decoded rows event (at ``key``) inside ``[state.low_key, end_key)``,
-    for both event layers: the records, the ``low_key`` after them, and whether ``end_key``
-    cut the event short (the window is done). The caller yields the records, then sets
-    ``state.low_key``: only the next event (or a reconnect after it) reads it.
-
-    This runs for every captured row change, and a generator here would cost a frame switch
-    per row, so the records come back in containers the caller's ``yield from`` iterates in
-    C: the rows are a slice (not a comparison each); a small event's records a tuple or a
-    list, a large one's a lazy ``map`` built as they are yielded (a list would hold the
-    whole event's records at once). Interleaved A/B against the loop inlined in both
-    callers: no difference beyond noise."""
-    low_key = state.low_key
-    first = low_key[3] if key[:3] == low_key[:3] else 0
-    n = stop = len(decoded)
-    if end_key is not None and end_key[:3] == key[:3] and end_key[3] < stop:
-        stop = end_key[3]
-    if first >= stop:
-        return (), low_key, stop < n
-    ev = key[2]
-    base = _offset(state.file, state.txn_pos, ev, first, state.txn_gtid_before, flavor,
-                   state.server)
-    ts, gtid = state.txn_ts * 1000, state.txn_gtid
-    after_key = (key[0], key[1], ev, stop)
-    if stop - first <= 256:  # most events are small: a list is cheaper to set up
-        before, after = decoded[first]
-        rec = ChangeRecord(op, table_id, before, after, base, ts, gtid)
-        if stop - first == 1:
-            return (rec,), after_key, stop < n
-        recs = [rec]
-        at_row = base.at_row
-        for i in range(first + 1, stop):
-            before, after = decoded[i]
-            recs.append(ChangeRecord(op, table_id, before, after, at_row(i), ts, gtid))
-        return recs, after_key, stop < n
-    befores, afters = zip(*(decoded if first == 0 and stop == n else decoded[first:stop]))
-    offsets = chain((base,), map(base.at_row, range(first + 1, stop)))
-    many = map(ChangeRecord, repeat(op), repeat(table_id), befores, afters, offsets,
-               repeat(ts), repeat(gtid))
-    return many, after_key, stop < n
 
 
 def _with_payloads(batches: Iterable[tuple[bytes, list]], pending: list[tuple[bytes, Any]]
@@ -164,162 +111,14 @@ def _with_payloads(batches: Iterable[tuple[bytes, list]], pending: list[tuple[by
             yield pending.pop()
 
 
-def _outside_txn(state: _State, pos: int) -> DecodeError:
+def _outside_txn(state: ReadState, pos: int) -> DecodeError:
     return DecodeError(f"row event outside a transaction at {state.file}:{pos}",
                        fix="start from a transaction boundary (an offset "
                            "from SHOW MASTER STATUS or from a record)")
 
 
-def _check_present(present: int, present2: int | None, ncols: int,
-                   schema: TableSchema) -> None:
-    if ncols != len(schema.columns):
-        raise DecodeError(
-            f"{schema.table_id}: the binlog has {ncols} columns, the captured "
-            f"schema {len(schema.columns)}",
-            fix="the table was altered; restart capture with a new snapshot")
-    for bitmap in (present, present2):
-        if bitmap is None:
-            continue
-        for i in range(ncols):
-            if not bitmap >> i & 1:
-                raise DecodeError(f"{schema.table_id}: the binlog row image lacks column "
-                                  f"{schema.columns[i].name!r}",
-                                  fix="set binlog_row_image=FULL on the server")
-
-
-def _compressed_query(data: bytes, s: int, end: int, post_header: int, state: _State,
-                      ev_start: int) -> bytes:
-    """The statement of a MariaDB QUERY_COMPRESSED event (a DDL, an XA statement...)."""
-    try:
-        return E.compressed_query_text(data, s, end, post_header)
-    except ValueError as e:
-        raise _corrupt("query", f"{state.file}:{ev_start}", e) from None
-
-
-def _corrupt(kind: str, where: str, why: Exception) -> DecodeError:
-    return DecodeError(f"corrupt MariaDB compressed {kind} event at {where}: {why}",
-                       fix="check the binlog file on the server (mariadb-binlog "
-                           "--verify-binlog-checksum); a damaged binlog cannot be read past "
-                           "this event: restart capture with a new snapshot")
-
-
 class _Reconnect(Exception):
     """The library tried to reconnect on its own; the adapter restarts from its offset."""
-
-
-@dataclass
-class _State:
-    """Where the reader is: the current file, the last boundary, the open transaction."""
-
-    flavor: str
-    low: BinlogOffset  # where reading starts
-    file: str = ""
-    fidx: int = 0  # file_index(file), cached: keys are built for every event
-    boundary_pos: int = 4
-    gtid: str | None = None  # GTID state at the boundary
-    in_txn: bool = False
-    txn_pos: int = 0
-    txn_gtid: str | None = None  # the open transaction's own GTID
-    txn_gtid_before: str | None = None  # the GTID state at its start
-    txn_ts: int = 0
-    explicit: bool = False  # the transaction had BEGIN (or a MariaDB non-standalone GTID)
-    events: int = 0  # row events seen in the open transaction
-    done: bool = False
-    progress: int = 0
-    low_key: tuple = ()  # yield only records at or after this key (moves past each event)
-    server: str | None = None  # the @@server_id whose binlog file and pos name
-    end: BinlogOffset | None = None  # where a window ends, in this server's binlog
-    _mariadb_domains: dict[int, str] = field(default_factory=dict)
-    # MySQL: ``gtid`` as a set the next GTID is added to in place (``gtid_set``); None
-    # until the first commit needs it, and again whenever ``gtid`` is set from outside
-    _mysql_set: GtidSet | None = None
-
-    def __post_init__(self):
-        self.set_file(self.low.file, self.low.pos)
-        self.gtid = self.low.gtid
-        self.server = self.low.server
-        self.low_key = self.low.sort_key()
-        if self.flavor == "mariadb" and self.gtid:
-            for g in self.gtid.split(","):
-                g = g.strip()
-                if not g:
-                    continue
-                try:
-                    self._mariadb_domains[int(g.split("-")[0])] = g
-                except ValueError:
-                    raise OffsetError(
-                        f"the offset's GTID state {self.gtid!r} is not MariaDB's "
-                        "(domain-server-sequence): it reads like a MySQL GTID set",
-                        fix="read a MySQL server with BinlogReader(..., flavor='mysql') "
-                            "(the mysql-cdc source and pipelines detect the server)") from None
-
-    def set_file(self, name: str, pos: int) -> None:
-        self.file, self.fidx, self.boundary_pos = name, file_index(name), pos
-
-    def boundary(self) -> BinlogOffset:
-        return BinlogOffset(self.file, self.boundary_pos, gtid=self.gtid, flavor=self.flavor,
-                            server=self.server)
-
-    def restart_point(self) -> BinlogOffset:
-        """A transaction boundary to restart a stream from."""
-        pos = self.txn_pos if self.in_txn else self.boundary_pos
-        return BinlogOffset(self.file, pos, gtid=self.txn_gtid_before if self.in_txn
-                            else self.gtid, flavor=self.flavor, server=self.server)
-
-    def restart(self) -> None:
-        if self.in_txn:
-            self.boundary_pos, self.gtid = self.txn_pos, self.txn_gtid_before
-            self._mysql_set = None
-        self.in_txn = False
-
-    def begin(self, pos: int, gtid: str | None, ts: int, explicit: bool) -> None:
-        self.in_txn, self.txn_pos, self.txn_gtid, self.txn_ts = True, pos, gtid, ts
-        self.txn_gtid_before, self.explicit, self.events = self.gtid, explicit, 0
-
-    def commit(self, end_pos: int) -> None:
-        if self.in_txn and self.txn_gtid:
-            self.gtid = self._merge(self.txn_gtid)
-        self.in_txn = False
-        self.boundary_pos = end_pos
-
-    def _merge(self, txn_gtid: str) -> str | None:
-        if self.flavor == "mariadb":
-            domains = self._mariadb_domains
-            try:
-                domain = int(txn_gtid.partition("-")[0])
-            except ValueError:
-                return self.gtid
-            if len(domains) <= 1 and (not domains or domain in domains):
-                domains[domain] = txn_gtid  # one domain: the position is its last GTID
-                return txn_gtid
-            domains[domain] = txn_gtid
-            return ",".join(domains[d] for d in sorted(domains))
-        if self.gtid is None:
-            return None  # an unknown executed set stays unknown
-        # MySQL: the set grows in place by one GTID, its text rewritten only for that
-        # source (a parse and a deep copy per transaction took a third of the reader's time)
-        gset = self._mysql_set
-        try:
-            if gset is None:
-                gset = self._mysql_set = GtidSet(self.gtid)
-            if not gset.add(txn_gtid):
-                return self.gtid
-            return str(gset)
-        except ValueError:  # not a set (or a GTID) this reader can read: kept as it was
-            self._mysql_set = None
-            return self.gtid
-
-    def set_gtid_list(self, gtids: list[str]) -> None:
-        """A file's GTID list (MariaDB) or previous-GTIDs set (MySQL): the state at its start."""
-        if self.flavor == "mariadb":
-            self._mariadb_domains = {int(g.split("-")[0]): g for g in gtids}
-            self.gtid = ",".join(self._mariadb_domains[d] for d in sorted(self._mariadb_domains))
-        else:
-            self.gtid = ",".join(gtids) or None
-            self._mysql_set = None
-
-    def key(self, pos: int, events: int = 0, rows: int = 0) -> tuple[int, int, int, int]:
-        return (self.fidx, pos, events, rows)
 
 
 class BinlogReader:
@@ -380,7 +179,7 @@ class BinlogReader:
              heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         if self._flavor_of_offsets:
             self.flavor = start.flavor
-        state = _State(self.flavor, start, end=end)
+        state = ReadState(self.flavor, start, end=end)
         failures = 0
         beat = [time.monotonic()]  # when the last heartbeat went out
         while True:
@@ -438,7 +237,7 @@ class BinlogReader:
             with contextlib.suppress(SparkCDCError):  # none answers: the dump says so
                 self.conn.find_host()  # several servers listed: one that answers
 
-    def _consume(self, stream, state: _State, end: BinlogOffset | None,
+    def _consume(self, stream, state: ReadState, end: BinlogOffset | None,
                  heartbeat: float | None, beat: list[float]
                  ) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         """The loop over our own event layer (``protocol``); the tests' reference reader
@@ -495,7 +294,19 @@ class BinlogReader:
         table_events = self.table_events
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
         pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
-        for data, evs in _with_payloads(stream.batches(), pending):
+        batches = stream.batches()
+        fold = None
+        if flavor == "mysql":
+            # MySQL's GTID event and the BEGIN after it, as one event (``fold_begins``), with
+            # the checksum and QUERY post-header the loop knows when each batch starts
+            fold = getattr(decoder, "fold_begins", E.fold_begins)
+            batches = ((data, fold(data, evs, csum, query_post)) for data, evs in batches)
+        # (whether the event has a GTID, whether its transaction has BEGIN); None: the BEGIN
+        # of the transaction the GTID before it began (a compressed transaction's first event)
+        gtid_kinds: dict[int, tuple[bool, bool] | None] = {E.GTID: (True, False), E.ANONYMOUS_GTID: (False, False),
+                      E.FOLDED + E.GTID: (True, True), E.FOLDED + E.ANONYMOUS_GTID: (False, True),
+                      E.FOLDED + E.QUERY: None}
+        for data, evs in _with_payloads(batches, pending):
             for _ts, etype, server_id, size, log_pos, flags, s, e in evs:
                 if etype == T_HEARTBEAT:
                     if heartbeat is not None and not state.in_txn:
@@ -555,7 +366,7 @@ class BinlogReader:
                     if table_events and fitted.get(skey) is not tm:
                         if not schema_at.fits(tm.columns, schema):
                             schema = schemas[skey] = self._schema_of_map(tm, schema)
-                            yield NewSchema(schema.table_id, _offset(
+                            yield NewSchema(schema.table_id, offset_at(
                                 state.file, state.txn_pos, ev, 0, state.txn_gtid_before,
                                 flavor, state.server), state.txn_ts * 1000, schema)
                         fitted[skey] = tm
@@ -563,10 +374,10 @@ class BinlogReader:
                         decoded = (None if decode_partial is None else
                                    decode_partial(tm, schema, data, s + 19, e - csum, tid_len))
                         if decoded is None:  # JSON diffs to apply (or a column missing)
-                            decoded = self._decode_partial(tm, schema, data, s, e - csum,
+                            decoded = RE.decode_partial(decoder, tm, schema, data, s, e - csum,
                                                            tid_len)
                     elif etype in zrows:  # MariaDB log_bin_compress: inflated, then as any
-                        decoded = self._decode_compressed(tm, schema, data, s, e - csum,
+                        decoded = RE.decode_compressed(decoder, tm, schema, data, s, e - csum,
                                                           tid_len, version, mode,
                                                           f"{state.file}:{log_pos - size}")
                     elif decode_event is not None:  # the whole event in one C call
@@ -575,12 +386,12 @@ class BinlogReader:
                         if decoded is None:  # a column is missing: name it
                             _tid, ncols, present, present2, p = E.rows_header(
                                 data, s + 19, e, version, mode == 2, tid_len)
-                            _check_present(present, present2, ncols, schema)
+                            RE.check_present(present, present2, ncols, schema)
                             decoded = decode_rows(tm, schema, mode, data[p:e - csum])
                     else:
-                        decoded = self._decode_event_py(tm, schema, data, s, e - csum,
+                        decoded = RE.decode_event_py(decoder, tm, schema, data, s, e - csum,
                                                         tid_len, version, mode)
-                    recs, low_key, cut = _event_records(state, key, decoded, _OPS[mode],
+                    recs, low_key, cut = event_records(state, key, decoded, _OPS[mode],
                                                         schema.table_id, end_key, flavor)
                     yield from recs
                     state.low_key = low_key
@@ -609,18 +420,22 @@ class BinlogReader:
                     state.begin(ev_start, f"{domain}-{server_id}-{seq}", _ts,
                                 explicit=not gflags & 1)
                     continue
-                if etype == E.GTID or etype == E.ANONYMOUS_GTID:
-                    if reached(state.key(ev_start)):
+                kind = gtid_kinds.get(etype, ())
+                if kind is None:  # a compressed transaction's BEGIN (folded)
+                    state.explicit = True
+                    continue
+                if kind:  # MySQL's GTID, alone or with its BEGIN (folded)
+                    if end_key is not None and (state.fidx, ev_start, 0, 0) >= end_key:
                         state.done = True
                         return
-                    gtid = E.mysql_gtid(data, s) if etype == E.GTID else None
-                    state.begin(ev_start, gtid, _ts, explicit=False)
+                    state.begin(ev_start, E.mysql_gtid(data, s) if kind[0] else None, _ts,
+                                explicit=kind[1])
                     continue
                 if etype == T_XID or etype == E.XA_PREPARE:
                     state.commit(ev_end)
                 elif etype == T_QUERY or etype == T_QUERY_Z:
                     q = E.query_text(data, s, e - csum, query_post) if etype == T_QUERY \
-                        else _compressed_query(data, s, e - csum, query_post, state, ev_start)
+                        else RE.compressed_query(data, s, e - csum, query_post, state, ev_start)
                     head = q[:8].upper()
                     if head.startswith(b"BEGIN") and q.upper() == b"BEGIN" or head == b"XA START":
                         if not state.in_txn:
@@ -646,7 +461,12 @@ class BinlogReader:
                     if csum and crc_bad(data, s, e):
                         raise E.corrupt_event(f"{state.file}:{ev_start}")
                     pending.append((data, evs))  # evs: the rest of this batch (an iterator)
-                    pending.append(open_payload(data, s + 19, e - csum, size, log_pos, csum))
+                    pdata, pevs = open_payload(data, s + 19, e - csum, size, log_pos, csum)
+                    if fold is not None and state.in_txn and not state.events \
+                            and not state.explicit:  # right after its GTID: BEGIN folded
+                        pevs = fold(pdata, pevs, csum, query_post,
+                                    E.GTID if state.txn_gtid else E.ANONYMOUS_GTID)
+                    pending.append((pdata, pevs))
                     break
                 elif not state.in_txn:
                     state.boundary_pos = ev_end  # format description, checkpoint, stop...
@@ -660,7 +480,7 @@ class BinlogReader:
                     if heartbeat is not None and time.monotonic() - beat[0] >= heartbeat:
                         yield make_beat()
 
-    def _ddl_events(self, q: bytes, db: str | None, state: _State, ev_start: int,
+    def _ddl_events(self, q: bytes, db: str | None, state: ReadState, ev_start: int,
                     end_key: tuple | None, ts: int) -> Iterator[TableEvent]:
         """The table events of a statement on its own (a DDL), for the captured tables it
         names (``ddl_events.statement_events``: truncated, dropped, renamed, swapped or
@@ -672,7 +492,7 @@ class BinlogReader:
         key = (state.fidx, pos, 0, 0)
         if key < state.low_key or (end_key is not None and key >= end_key):
             return
-        offset = _offset(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor, state.server)
+        offset = offset_at(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor, state.server)
         yield from ddl_events.statement_events(sql, db, self._schemas, offset, ts * 1000)
 
     def _schema_of_map(self, tm: Any, old: TableSchema) -> TableSchema:
@@ -697,74 +517,6 @@ class BinlogReader:
                      ", ".join(f"{c.name} {c.column_type}" for c in got.columns))
         return got
 
-    def _decode_partial(self, tm: Any, schema: TableSchema, data: bytes, s: int, end: int,
-                        tid_len: int) -> list[tuple[dict | None, dict | None]]:
-        """A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``): an
-        UPDATE_ROWS v2 event whose after images may hold JSON diffs
-        (``RowDecoder.decode_partial_rows``)."""
-        _tid, ncols, present, present2, p = E.rows_header(data, s + 19, end, 2, True, tid_len)
-        full = tm.full
-        if present & full != full or present2 & full != full or ncols != tm.ncols:
-            _check_present(present, present2, ncols, schema)
-        partial = getattr(self.decoder, "decode_partial_rows", None)
-        if partial is None:
-            raise DecodeError(f"{schema.table_id}: the row decoder "
-                              f"{type(self.decoder).__name__} cannot apply partial JSON "
-                              f"updates", fix="use the default row decoder, or set "
-                                              "binlog_row_value_options='' on the server")
-        return partial(tm, schema, data[p:end])
-
-    def _decode_event_py(self, tm: Any, schema: TableSchema, data: bytes, s: int, end: int,
-                         tid_len: int, version: int, mode: int
-                         ) -> list[tuple[dict | None, dict | None]]:
-        """A rows event (header at ``data[s]``, ``end`` without the checksum) through the
-        decoder's ``decode_rows``: the rows header and bitmaps read here."""
-
-        p = s + 21 + tid_len  # after the table id and the flags
-        if version == 2:
-            p += data[p] | data[p + 1] << 8  # extra data, its length included
-        ncols = data[p]
-        if ncols < 251:
-            nb = (ncols + 7) >> 3
-            present = int.from_bytes(data[p + 1:p + 1 + nb], "little")
-            p += 1 + nb
-            present2 = None
-            if mode == 2:
-                present2 = int.from_bytes(data[p:p + nb], "little")
-                p += nb
-        else:
-            _tid, ncols, present, present2, p = E.rows_header(
-                data, s + 19, end, version, mode == 2, tid_len)
-        full = tm.full
-        if present & full != full or (mode == 2 and present2 & full != full) \
-                or ncols != tm.ncols:
-            _check_present(present, present2, ncols, schema)
-        if end - s < _BIG_EVENT or not getattr(self.decoder, "takes_buffers", False):
-            return self.decoder.decode_rows(tm, schema, mode, data[p:end])
-        with memoryview(data) as view, view[p:end] as images:  # a big event: not copied
-            # a decoder that ``takes_buffers`` reads a memoryview as it reads bytes
-            return self.decoder.decode_rows(tm, schema, mode, images)  # type: ignore[arg-type]
-
-    def _decode_compressed(self, tm: Any, schema: TableSchema, data: bytes, s: int,
-                           end: int, tid_len: int, version: int, mode: int, where: str
-                           ) -> list[tuple[dict | None, dict | None]]:
-        """A MariaDB compressed rows event (``log_bin_compress``; header at ``data[s]``,
-        ``end`` without the checksum): its header and bitmaps are read as a plain event's,
-        its row images inflated (``protocol.mariadb_inflate``) and handed to the decoder's
-        ``decode_rows``, the row decoding of every plain event (the compiled decoder's
-        ``decode_event`` runs the same C loop after reading the header itself)."""
-        _tid, ncols, present, present2, p = E.rows_header(data, s + 19, end, version,
-                                                          mode == 2, tid_len)
-        full = tm.full
-        if present & full != full or (mode == 2 and present2 & full != full) \
-                or ncols != tm.ncols:
-            _check_present(present, present2, ncols, schema)
-        try:
-            images = E.mariadb_inflate(data, p, end)
-        except ValueError as e:
-            raise _corrupt("rows", where, e) from None
-        return self.decoder.decode_rows(tm, schema, mode, images)
-
     def _schema(self, database: str, table: str) -> TableSchema | None:
         key = (database, table)
         if key not in self._schemas:
@@ -787,7 +539,7 @@ class BinlogReader:
                           blocking=blocking, heartbeat=heartbeat, read_timeout=read_timeout,
                           where=where)
 
-    def _settle(self, state: _State, server: str) -> tuple[str, int]:
+    def _settle(self, state: ReadState, server: str) -> tuple[str, int]:
         """Where the dump starts on ``server``, the server the connection reached: the
         restart point, and the window's end, found again by their GTID states when they
         belong to another server's binlog (a failover, ``failover.py``)."""
@@ -835,50 +587,4 @@ class BinlogReader:
             return []
 
 
-def load_table_schema(conn: ConnectionOptions, table_id: TableId) -> TableSchema:
-    """A table's schema from information_schema (for readers given only table ids)."""
-    with conn.connect() as c, c.cursor() as cur:
-        cur.execute(
-            "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME "
-            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-            "ORDER BY ORDINAL_POSITION", (table_id.database, table_id.table))
-        cols = tuple(Column(n, t, nl == "YES", cs, co) for n, t, nl, cs, co in cur.fetchall())
-        cur.execute(
-            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
-            "AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
-            (table_id.database, table_id.table))
-        pk = tuple(r[0] for r in cur.fetchall())
-    if not cols:
-        raise SchemaError(f"table {table_id} does not exist or is not visible to "
-                          f"{conn.username!r}", fix="check the table name and SELECT grants")
-    return TableSchema(table_id, cols, pk, pk[0] if pk else cols[0].name)
-
-
-def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[str], *,
-                          flavor: str = "mariadb") -> list[int | None]:
-    """When each binlog file was started (epoch seconds of its first event); None if gone."""
-    import pymysql
-
-
-    base = conn.dump_kwargs()
-    out: list[int | None] = []
-    for f in files:
-        ts: int | None = None
-        stream = E.DumpStream(base, server_id, f, 4, blocking=False, heartbeat=None,
-                              read_timeout=30)
-        try:
-            for _data, evs in stream.batches():
-                first = next((h for h in evs if h[1] == E.FORMAT_DESCRIPTION and h[4]), None)
-                if first is not None:
-                    ts = first[0]
-                    break
-        except pymysql.err.MySQLError as e:
-            if server_errors.code(e) != server_errors.BINLOG_ERROR:
-                raise
-        finally:
-            stream.close()
-        out.append(ts)
-    return out
-
-
-__all__ = ["BinlogReader", "file_start_timestamps", "load_table_schema"]
+__all__ = ["BinlogReader"]

@@ -86,7 +86,9 @@ def uncompress(compression: int, payload: bytes | memoryview, uncompressed: int 
     if compression == NONE:
         out = bytes(payload)
     elif compression == ZSTD:
-        out = _unzstd(payload, dctx)
+        sized = _unzstd_sized(payload, uncompressed, dctx) if uncompressed is not None \
+            and dctx is not None else None
+        out = _unzstd(payload, dctx) if sized is None else sized
     else:
         raise DecodeError(f"a TRANSACTION_PAYLOAD compressed with algorithm {compression}, "
                           f"which sparkcdc does not know",
@@ -159,6 +161,17 @@ def _load_zstd() -> None:
                               "is not installed", fix="pip install zstandard (a dependency "
                                                       "of sparkcdc)") from None
         _zstd = zstandard
+
+
+def _unzstd_sized(payload: bytes | memoryview, uncompressed: int, dctx: Any) -> bytes | None:
+    """The usual payload in one call: one zstd frame whose size the header gives (MySQL
+    writes one per transaction). None for anything else (several frames, an error), which
+    ``_unzstd`` then reads frame by frame and names."""
+    try:
+        out = dctx.decompress(payload, max_output_size=uncompressed, allow_extra_data=False)
+    except _zstd.ZstdError:
+        return None
+    return out if len(out) == uncompressed else None
 
 
 def _unzstd(payload: bytes | memoryview, dctx: Any = None) -> bytes:

@@ -14,7 +14,8 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from sparkcdc.core.schema import TableSchema
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.port import parse_server_ids
 from sparkcdc.pipeline.definition.routing import Shaper
@@ -23,6 +24,7 @@ from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.sinks import SinkKind
+from sparkcdc.spark.members import Members, Reread
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -92,16 +94,17 @@ class PipelineStream:
         state.save()  # every table's state is on disk before the stream reads it
         gen = state.generation
         members_file = state.ckpt.members_path(gen)
-        write_json(members_file, {
-            "generations": {t: r.state.generation for t, r in sorted(members.items())},
+        runs = {TableId.parse(t): r for t, r in members.items()}
+        write_json(members_file, Members(
+            {t: r.state.generation for t, r in runs.items()},
             # as discovered (the source takes them instead of a discovery of its own)
-            "schemas": {t: r.schema.to_dict() for t, r in sorted(members.items())},
+            {t: r.schema for t, r in runs.items()},
             # tables that join from a binlog offset, without a snapshot
-            "since": {t: r.state.start.offset for t, r in sorted(members.items())
-                      if r.state.start.joins},
+            {t: BinlogOffset.from_dict(r.state.start.offset) for t, r in runs.items()
+             if r.state.start.joins and r.state.start.offset is not None},
             # tables read again in part while they stream (``sparkcdc snapshot --where``)
-            "rereads": {t: r.state.reread for t, r in sorted(members.items())
-                        if r.state.reread}})
+            {t: Reread.from_dict(r.state.reread) for t, r in runs.items()
+             if r.state.reread}).to_dict())
         if running and self._query_gen == gen:
             for r in members.values():
                 r.query = q

@@ -17,7 +17,8 @@ from sparkcdc.core.schema import TableId
 from sparkcdc.errors import BinlogUnavailable, OffsetError
 from sparkcdc.mysql.binlog import failover
 from sparkcdc.mysql.binlog import protocol as E
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.testing.mariadb import MariaDBSandbox, caught_up, promote

@@ -24,8 +24,9 @@ from sparkcdc.errors import DecodeError
 from sparkcdc.mysql.binlog import fastdecode as F
 from sparkcdc.mysql.binlog import row_decoding as B
 from sparkcdc.mysql.binlog import transaction_payload as P
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 
 pytestmark = pytest.mark.timeout(300)  # the extension is built by `make setup`

@@ -17,9 +17,10 @@ from server_support import is_mysql
 
 from sparkcdc.core.schema import TableId
 from sparkcdc.errors import AuthenticationFailed
-from sparkcdc.mysql.binlog import json_diff
+from sparkcdc.mysql.binlog import json_diff, rows_events
 from sparkcdc.mysql.binlog.protocol import DumpStream
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.dialect import MySQLDialect
 from sparkcdc.mysql.offsets import current_offset
@@ -470,11 +471,11 @@ def test_partial_update_events_without_diffs_are_decoded_in_c(mysql_compressed, 
     end = current_offset(conn)
     assert binlog_events(sb, start).count("Update_rows_partial") == 5
     to_python = []
-    real = BinlogReader._decode_partial
+    real = rows_events.decode_partial
 
-    def spy(self, tm, schema, *args):
+    def spy(decoder, tm, schema, *args):
         to_python.append(schema.table_id.table)
-        return real(self, tm, schema, *args)
+        return real(decoder, tm, schema, *args)
 
     diffs = []
     real_apply = json_diff.apply
@@ -483,7 +484,7 @@ def test_partial_update_events_without_diffs_are_decoded_in_c(mysql_compressed, 
         diffs.append((column, len(d), bool(kw)))
         return real_apply(before, d, column, **kw)
 
-    monkeypatch.setattr(BinlogReader, "_decode_partial", spy)
+    monkeypatch.setattr(rows_events, "decode_partial", spy)
     monkeypatch.setattr(json_diff, "apply", apply)
     in_c = changes(reader(conn, db, "p", "q").read_window(start, end))
     # MySQL flags a JSON column the UPDATE left alone as an empty diff: read in C as the

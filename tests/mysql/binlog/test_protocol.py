@@ -45,8 +45,9 @@ from sparkcdc.mysql.binlog import fastdecode as F
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import reader as B
 from sparkcdc.mysql.binlog.protocol import dump_stream as D
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder, meta_sig
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
@@ -347,6 +348,57 @@ def test_the_two_splitters_agree_on_any_bytes(payloads, seqs, cut, start_seq):
     # a 16 MB packet header is left to the caller
     big = b"\xff\xff\xff" + bytes([1]) + b"\0"
     assert D._C.split_events(big, 0, 1) == D.split_events(big, 0, 1) == ([], 0, 1, 2)
+
+
+def _query_event(statement: bytes, db: bytes, status: bytes, csum: int) -> bytes:
+    post = struct.pack("<IIBHH", 1, 0, len(db), 0, len(status))  # the 13-byte post-header
+    return _event(E.QUERY, post + status + db + b"\0" + statement + b"\xab" * csum)
+
+
+_fold_events = st.lists(st.one_of(
+    st.tuples(st.sampled_from([E.GTID, E.ANONYMOUS_GTID, E.XID, E.FORMAT_DESCRIPTION,
+                               E.ROTATE, E.TABLE_MAP]), st.binary(max_size=30)),
+    st.tuples(st.just(E.QUERY), st.tuples(
+        st.sampled_from([b"BEGIN", b"begin", b"BEGIN ", b"COMMIT", b"BEGINS", b"",
+                         b"CREATE TABLE t (a INT)"]),
+        st.sampled_from([b"", b"db"]), st.binary(max_size=6))),
+), max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(events=_fold_events, csum=st.sampled_from([0, 4]),
+       lead=st.sampled_from([0, E.GTID, E.ANONYMOUS_GTID, E.XID]))
+def test_the_two_folders_agree_and_fold_only_a_gtid_and_its_begin(events, csum, lead):
+    """MySQL's GTID event and the QUERY ``BEGIN`` after it read as one event: the compiled
+    folder and the Python one agree on any list of events, and fold exactly the pairs
+    whose statement is ``BEGIN`` as the server writes it, until a format description or
+    rotate event; after a GTID (``lead``: a compressed transaction's events), a first
+    ``BEGIN`` alone."""
+    if F._C is None or not hasattr(F._C, "fold_begins"):
+        pytest.skip("the compiled folder is not built")  # pragma: no cover
+    data, evs = b"", []
+    for etype, body in events:
+        ev = _query_event(*body, csum) if etype == E.QUERY else _event(etype, body)
+        evs.append((7, etype, 3, len(ev), 1000, 0, len(data), len(data) + len(ev)))
+        data += ev
+    folded = E.fold_begins(data, evs, csum, 13, lead)
+    assert F._C.fold_begins(data, evs, csum, 13, lead) == folded
+    expected, i, folding = [], 0, True
+    while i < len(evs):
+        etype = evs[i][1]
+        folding = folding and etype not in (E.FORMAT_DESCRIPTION, E.ROTATE)
+        if folding and i == 0 and lead in (E.GTID, E.ANONYMOUS_GTID) and etype == E.QUERY \
+                and events[0][1][0] == b"BEGIN":
+            expected.append(evs[0][:1] + (E.FOLDED + E.QUERY,) + evs[0][2:])
+            i += 1
+        elif folding and etype in (E.GTID, E.ANONYMOUS_GTID) and i + 1 < len(evs) \
+                and events[i + 1][0] == E.QUERY and events[i + 1][1][0] == b"BEGIN":
+            expected.append(evs[i][:1] + (E.FOLDED + etype,) + evs[i][2:])
+            i += 2
+        else:
+            expected.append(evs[i])
+            i += 1
+    assert folded == expected
 
 
 class _Bytes:

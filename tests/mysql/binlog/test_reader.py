@@ -17,7 +17,8 @@ from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import ChangeRecord, Heartbeat
 from sparkcdc.core.schema import TableId
 from sparkcdc.errors import BinlogUnavailable, OffsetError
-from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
+from sparkcdc.mysql.binlog.reader import BinlogReader
+from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import current_offset
 from sparkcdc.testing.mariadb import MariaDBSandbox
@@ -419,7 +420,7 @@ def test_tail_survives_a_server_restart(scratch):
 
 
 def test_file_start_timestamps(scratch):
-    from sparkcdc.mysql.binlog.reader import file_start_timestamps
+    from sparkcdc.mysql.binlog.server_lookups import file_start_timestamps
 
     files = [r[0] for r in scratch.query("SHOW BINARY LOGS")]
     ts = file_start_timestamps(cdc(scratch), 7204, files + ["binlog.999998"])

@@ -11,7 +11,8 @@ four parts, each importing none of the others but ``codes``:
   (MySQL packets, an event of 16 MB or more joined, error packets raised as pymysql's,
   the EOF of a non-blocking dump), in C when the extension is built.
 * ``events``: the events that move the reader: ROTATE, the GTID events, QUERY (and MariaDB's
-  QUERY_COMPRESSED), FORMAT_DESCRIPTION. The checksum: CRC32 events carry 4 trailing bytes;
+  QUERY_COMPRESSED), FORMAT_DESCRIPTION; a MySQL GTID and its BEGIN folded into one
+  (``fold_begins``). The checksum: CRC32 events carry 4 trailing bytes;
   whether they do is learned from every FORMAT_DESCRIPTION (its checksum-algorithm byte),
   so files written with and without checksums can follow each other; the fake ROTATE the
   server sends before a file's format description is checked against its CRC. MariaDB's
@@ -67,6 +68,7 @@ from sparkcdc.mysql.binlog.protocol.codes import (
     DELETE_ROWS_V1,
     DELETE_ROWS_V2,
     EXECUTE_LOAD_QUERY,
+    FOLDED,
     FORMAT_DESCRIPTION,
     GTID,
     HEADER,
@@ -114,6 +116,7 @@ from sparkcdc.mysql.binlog.protocol.dump_stream import (
 )
 from sparkcdc.mysql.binlog.protocol.events import (
     compressed_query_text,
+    fold_begins,
     format_description,
     has_crc,
     mariadb_gtid_list,
@@ -140,6 +143,7 @@ __all__ = [
     "DELETE_ROWS_V1",
     "DELETE_ROWS_V2",
     "EXECUTE_LOAD_QUERY",
+    "FOLDED",
     "FORMAT_DESCRIPTION",
     "GTID",
     "HEADER",
@@ -215,6 +219,7 @@ __all__ = [
     "checksum_mismatch",
     "compressed_query_text",
     "corrupt_event",
+    "fold_begins",
     "format_description",
     "has_crc",
     "mariadb_gtid_list",

@@ -1,0 +1,61 @@
+"""What a binlog reader asks its server besides the stream: a table's schema (from
+information_schema, for readers given only table ids) and when each binlog file started
+(its first event's time: how far back a server's binlog reaches, for ``validate`` and the
+start-up's retention check).
+"""
+
+from __future__ import annotations
+
+from sparkcdc.core.schema import Column, TableId, TableSchema
+from sparkcdc.errors import SchemaError
+from sparkcdc.mysql import server_errors
+from sparkcdc.mysql.binlog import protocol as E
+from sparkcdc.mysql.connection import ConnectionOptions
+
+__all__ = ["file_start_timestamps", "load_table_schema"]
+
+
+def load_table_schema(conn: ConnectionOptions, table_id: TableId) -> TableSchema:
+    """A table's schema from information_schema (for readers given only table ids)."""
+    with conn.connect() as c, c.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "ORDER BY ORDINAL_POSITION", (table_id.database, table_id.table))
+        cols = tuple(Column(n, t, nl == "YES", cs, co) for n, t, nl, cs, co in cur.fetchall())
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
+            (table_id.database, table_id.table))
+        pk = tuple(r[0] for r in cur.fetchall())
+    if not cols:
+        raise SchemaError(f"table {table_id} does not exist or is not visible to "
+                          f"{conn.username!r}", fix="check the table name and SELECT grants")
+    return TableSchema(table_id, cols, pk, pk[0] if pk else cols[0].name)
+
+
+def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[str], *,
+                          flavor: str = "mariadb") -> list[int | None]:
+    """When each binlog file was started (epoch seconds of its first event); None if gone."""
+    import pymysql
+
+
+    base = conn.dump_kwargs()
+    out: list[int | None] = []
+    for f in files:
+        ts: int | None = None
+        stream = E.DumpStream(base, server_id, f, 4, blocking=False, heartbeat=None,
+                              read_timeout=30)
+        try:
+            for _data, evs in stream.batches():
+                first = next((h for h in evs if h[1] == E.FORMAT_DESCRIPTION and h[4]), None)
+                if first is not None:
+                    ts = first[0]
+                    break
+        except pymysql.err.MySQLError as e:
+            if server_errors.code(e) != server_errors.BINLOG_ERROR:
+                raise
+        finally:
+            stream.close()
+        out.append(ts)
+    return out
