@@ -24,7 +24,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile
 # the huge transactions and rows (`huge`, minutes each) are left to `make test-faults`
 test: setup
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy sparkcdc/core sparkcdc/mysql sparkcdc/spark sparkcdc/formats sparkcdc/apply.py sparkcdc/errors.py \
+	$(VENV)/bin/mypy sparkcdc/core sparkcdc/mysql sparkcdc/spark sparkcdc/formats sparkcdc/apply sparkcdc/errors.py \
 		sparkcdc/options.py sparkcdc/pipeline sparkcdc/sinks
 	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 

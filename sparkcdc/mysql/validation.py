@@ -1,16 +1,16 @@
 """Is the source server set up for CDC? One check per requirement, one message per problem.
 
-``inspect_server`` reads what is needed (variables, grants, replicas) into a ``ServerInfo``;
-``check_server`` turns it into problems without touching the server, so every check is a pure
-function of what the server said. ``validate_server`` raises the first problem (for a source
-starting up); ``validate_all`` returns them all (for ``sparkcdc validate``).
+``inspect_server`` reads what is needed (variables, grants, replicas) into a ``ServerInfo``
+(``server_info``, with the grants parsed by ``grants``); ``check_server`` turns it into
+problems without touching the server, so every check is a pure function of what the server
+said. ``validate_server`` raises the first problem (for a source starting up);
+``validate_all`` returns them all (for ``sparkcdc validate``).
 
 Each problem is a ``ServerConfigError`` whose ``fix`` is the statement or setting to change,
 and whose ``check`` attribute names the check (``version``, ``log_bin``, ``binlog_format``,
 ``binlog_row_image``, ``binlog_row_metadata``, ``binlog_checksum``,
 ``binlog_transaction_compression``, ``binlog_row_value_options``, ``gtid_mode``,
-``privileges``, ``server_id``). Grants can carry password hashes: they are parsed, never
-echoed.
+``privileges``, ``server_id``).
 
 Warnings (``check_warnings``, MySQL only; listed or logged by ``validate_all``, kept in
 ``ServerInfo.warnings`` by ``inspect_server``) name settings that CDC works with but that
@@ -31,15 +31,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
-
-import pymysql
+from collections.abc import Sequence
+from dataclasses import replace
 
 from sparkcdc.errors import ServerConfigError
 from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.server_info import ServerInfo, read_server_info, version_text
 
 log = logging.getLogger("sparkcdc.validate")
 
@@ -47,12 +44,6 @@ MIN_MYSQL = (5, 7, 0)
 MIN_MARIADB = (10, 4, 0)
 MAX_SERVER_ID = 2**32 - 1
 
-_VARIABLES = ("version", "version_comment", "server_id", "log_bin", "binlog_format",
-              "binlog_row_image", "binlog_row_metadata", "gtid_mode", "gtid_executed",
-              "gtid_binlog_pos", "aria_block_size", "gtid_domain_id", "binlog_checksum",
-              "binlog_transaction_compression", "binlog_row_value_options", "encrypt_binlog",
-              "binlog_encryption", "enforce_gtid_consistency", "binlog_expire_logs_seconds",
-              "binlog_expire_logs_auto_purge", "expire_logs_days")
 _CHECKSUMS = ("NONE", "CRC32")  # the binlog checksums the event layer reads
 _ROW_VALUE_OPTIONS = ("", "PARTIAL_JSON")  # binlog_row_value_options the reader applies
 MIN_EXPIRE_SECONDS = 24 * 3600  # a binlog kept less than this is warned about
@@ -61,311 +52,6 @@ _GTID_FIX = ("in my.cnf under [mysqld]: gtid_mode=ON and enforce_gtid_consistenc
              "then SET GLOBAL gtid_mode = OFF_PERMISSIVE; then ON_PERMISSIVE; wait until "
              "SHOW STATUS LIKE 'Ongoing_anonymous_transaction_count' says 0; then "
              "SET GLOBAL gtid_mode = ON (and SET PERSIST both, or my.cnf, to keep them)")
-
-
-# -- versions ----------------------------------------------------------------------------------
-
-
-def parse_version(version: str, version_comment: str = "", *,
-                  mariadb: bool | None = None) -> tuple[str, tuple[int, int, int]]:
-    """``(flavor, (major, minor, patch))`` from ``@@version``.
-
-    MariaDB can report a MySQL-looking prefix: ``5.5.5-10.11.19-MariaDB`` on the wire, or
-    ``5.7.19-10.11.19-log`` when started with ``--version`` to please tools that expect
-    MySQL 5.7. For MariaDB the first ``x.y.z`` with ``x >= 10`` is the real version.
-    ``mariadb`` overrides flavor detection (the caller may know from server variables).
-    """
-    triples = [tuple(int(p) for p in m) for m in re.findall(r"(\d+)\.(\d+)\.(\d+)", version)]
-    if not triples:
-        m = re.match(r"\s*(\d+)\.(\d+)", version)
-        if not m:
-            raise ServerConfigError(
-                f"cannot read the server version from {version!r}",
-                fix="sparkcdc supports MySQL 5.7+ and MariaDB 10.4+; report this version "
-                    "string if your server is one of them")
-        triples = [(int(m.group(1)), int(m.group(2)), 0)]
-    if mariadb is None:
-        mariadb = "mariadb" in version.lower() or "mariadb" in version_comment.lower()
-    if mariadb:
-        real = next((t for t in triples if t[0] >= 10), triples[0])
-        return "mariadb", real  # type: ignore[return-value]
-    return "mysql", triples[0]  # type: ignore[return-value]
-
-
-def _fmt(v: Sequence[int]) -> str:
-    return ".".join(map(str, v))
-
-
-# -- grants ------------------------------------------------------------------------------------
-
-_IDENT = r"(?:`(?:[^`]|``)*`|[^\s.`]+|\*)"
-_GRANT_ON = re.compile(
-    r"^GRANT\s+(?P<privs>.+?)\s+ON\s+(?:(?:TABLE|FUNCTION|PROCEDURE|PACKAGE(?:\s+BODY)?)\s+)?"
-    rf"(?P<db>{_IDENT})\.(?P<tbl>{_IDENT})\s+TO\s+", re.IGNORECASE | re.DOTALL)
-_GRANT_ROLE = re.compile(r"^GRANT\s+(?P<roles>.+?)\s+TO\s+", re.IGNORECASE | re.DOTALL)
-
-
-def _unquote(ident: str) -> str:
-    return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
-
-
-def _split_privileges(s: str) -> list[str]:
-    out: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in s:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    out.append("".join(cur))
-    return [" ".join(p.split()).upper() for p in out if p.strip()]
-
-
-def _normalize(priv: str) -> str | None:
-    if "(" in priv:  # column grants (SELECT (a, b)) do not allow SELECT *
-        return None
-    if priv in ("ALL", "ALL PRIVILEGES"):
-        return "ALL"
-    if priv == "BINLOG MONITOR":  # MariaDB 10.5+ name of REPLICATION CLIENT
-        return "REPLICATION CLIENT"
-    return priv
-
-
-@dataclass(frozen=True)
-class Grants:
-    """What ``SHOW GRANTS`` says, by scope; database patterns keep MySQL's ``%``/``_``."""
-
-    global_privileges: frozenset[str] = frozenset()
-    database_privileges: tuple[tuple[str, frozenset[str]], ...] = ()  # (db pattern, privs)
-    table_privileges: tuple[tuple[str, str, frozenset[str]], ...] = ()  # (db, table, privs)
-    roles: tuple[str, ...] = ()
-
-    def merged(self, other: Grants) -> Grants:
-        return Grants(self.global_privileges | other.global_privileges,
-                      self.database_privileges + other.database_privileges,
-                      self.table_privileges + other.table_privileges, self.roles)
-
-    def has_global(self, priv: str, *also: str) -> bool:
-        return bool({"ALL", priv, *also} & self.global_privileges)
-
-    def can_select(self, database: str) -> bool:
-        if self.has_global("SELECT"):
-            return True
-        for pattern, privs in self.database_privileges:
-            if {"ALL", "SELECT"} & privs and _db_pattern(pattern).fullmatch(database):
-                return True
-        # table-level SELECT: discovery sees (and captures) only those tables
-        return any(db == database and {"ALL", "SELECT"} & privs
-                   for db, _t, privs in self.table_privileges)
-
-    def can_select_anything(self) -> bool:
-        return self.has_global("SELECT") or any(
-            {"ALL", "SELECT"} & p for _d, p in self.database_privileges) or any(
-            {"ALL", "SELECT"} & p for _d, _t, p in self.table_privileges)
-
-
-def _db_pattern(pattern: str) -> re.Pattern:
-    """A database name in a grant may hold LIKE wildcards; ``\\_`` and ``\\%`` are literal."""
-    out, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-        i += 1
-    return re.compile("".join(out), re.IGNORECASE | re.DOTALL)
-
-
-def parse_grants(lines: Iterable[str]) -> Grants:
-    """Parse ``SHOW GRANTS`` rows (MySQL and MariaDB spellings); unknown lines are skipped."""
-    glob: set[str] = set()
-    dbs: list[tuple[str, frozenset[str]]] = []
-    tables: list[tuple[str, str, frozenset[str]]] = []
-    roles: list[str] = []
-    for line in lines:
-        m = _GRANT_ON.match(line.strip())
-        if m:
-            privs = frozenset(p for p in map(_normalize, _split_privileges(m["privs"])) if p)
-            db, tbl = m["db"], m["tbl"]
-            if db == "*" and tbl == "*":
-                glob |= privs
-            elif tbl == "*":
-                dbs.append((_unquote(db), privs))
-            elif db != "*":
-                tables.append((_unquote(db), _unquote(tbl), privs))
-            continue
-        m = _GRANT_ROLE.match(line.strip())
-        if m and " ON " not in m["roles"].upper():
-            roles.extend(r.strip() for r in m["roles"].split(",") if r.strip())
-    return Grants(frozenset(glob), tuple(dbs), tuple(tables), tuple(roles))
-
-
-# -- the server --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    flavor: str  # "mariadb" | "mysql"
-    version: tuple[int, int, int]
-    version_string: str
-    server_id: int
-    log_bin: bool
-    binlog_format: str | None
-    binlog_row_image: str | None
-    binlog_row_metadata: str | None  # None: the server predates the variable
-    gtid_mode: str | None  # MySQL's @@gtid_mode; "ON" on MariaDB, which always logs GTIDs
-    gtid_position: str | None  # MySQL @@gtid_executed, MariaDB @@gtid_binlog_pos
-    user: str  # CURRENT_USER(), as 'name'@'host'
-    grants: Grants = field(default_factory=Grants, repr=False)
-    roles_unreadable: bool = False  # roles are granted but their privileges are unknown
-    replica_server_ids: tuple[int, ...] | None = None  # None: the server would not say
-    warnings: tuple[str, ...] = ()
-    # None where the server has no such variable
-    binlog_checksum: str | None = None
-    binlog_transaction_compression: str | None = None  # MySQL 8.0.20+
-    binlog_row_value_options: str | None = None  # MySQL 8.0.3+: "" or "PARTIAL_JSON"
-    binlog_encryption: str | None = None  # MySQL encryption, MariaDB encrypt_binlog
-    enforce_gtid_consistency: str | None = None  # MySQL: ON, OFF or WARN
-    # MySQL: how long binlogs are kept (binlog_expire_logs_seconds, or expire_logs_days on
-    # MySQL 8.0 when the former is 0); 0: forever; None: unknown
-    binlog_expire_seconds: int | None = None
-    binlog_auto_purge: bool = True  # MySQL 8.0.29+ binlog_expire_logs_auto_purge
-
-    @property
-    def is_mariadb(self) -> bool:
-        return self.flavor == "mariadb"
-
-    @property
-    def replication_client_name(self) -> str:
-        """The privilege's name on this server (MariaDB 10.5 renamed it)."""
-        return ("BINLOG MONITOR" if self.is_mariadb and self.version >= (10, 5, 0)
-                else "REPLICATION CLIENT")
-
-    def describe(self) -> str:
-        return f"{'MariaDB' if self.is_mariadb else 'MySQL'} {_fmt(self.version)}"
-
-
-def _account(current_user: str) -> str:
-    name, _, host = current_user.rpartition("@")
-    if not name:
-        name, host = current_user, "%"
-    return f"'{name}'@'{host}'"
-
-
-def inspect_server(conn: ConnectionOptions) -> ServerInfo:
-    """Read the server's CDC-relevant state with the CDC user's own connection."""
-    with conn.connect() as c, c.cursor() as cur:
-        marks = ",".join(["%s"] * len(_VARIABLES))
-        cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", _VARIABLES)
-        v = {str(k).lower(): val for k, val in cur.fetchall()}
-        cur.execute("SELECT CURRENT_USER()")
-        user = _account(cur.fetchone()[0])
-        cur.execute("SHOW GRANTS")
-        grants = parse_grants(r[0] for r in cur.fetchall())
-        warnings: list[str] = []
-        roles_unreadable = False
-        if grants.roles:
-            try:  # MariaDB: a granted role's grants are visible to its grantee
-                for role in grants.roles:
-                    cur.execute(f"SHOW GRANTS FOR {role}")
-                    grants = grants.merged(parse_grants(r[0] for r in cur.fetchall()))
-            except pymysql.err.MySQLError:
-                try:  # MySQL 8: the current user may expand its own roles
-                    cur.execute(f"SHOW GRANTS FOR CURRENT_USER() USING {', '.join(grants.roles)}")
-                    grants = grants.merged(parse_grants(r[0] for r in cur.fetchall()))
-                except pymysql.err.MySQLError:
-                    roles_unreadable = True
-        if roles_unreadable:
-            warnings.append("the user holds roles whose privileges could not be read, so "
-                            "missing privileges are reported as warnings only")
-        replicas = _replica_ids(cur)
-
-    is_maria = ("aria_block_size" in v or "gtid_domain_id" in v
-                or "mariadb" in str(v.get("version", "")).lower()
-                or "mariadb" in str(v.get("version_comment", "")).lower())
-    flavor, version = parse_version(str(v.get("version", "")), str(v.get("version_comment", "")),
-                                    mariadb=is_maria)
-    meta = v.get("binlog_row_metadata")
-    if meta is None:
-        warnings.append(
-            f"binlog_row_metadata does not exist on {flavor} {_fmt(version)} (MySQL 8.0.1+, "
-            "MariaDB 10.5+): the binlog carries no column names, so they are taken from "
-            "information_schema; capture is correct only while the captured tables' columns "
-            "do not change between the snapshot and the events read")
-    if replicas is None:
-        warnings.append(
-            "could not list the server's replicas (SHOW REPLICA HOSTS needs REPLICATION "
-            "MASTER ADMIN on MariaDB 10.5.9+, REPLICATION SLAVE on MySQL), so a server-id "
-            "clash with a replica was not checked")
-    info = ServerInfo(
-        flavor=flavor, version=version, version_string=str(v.get("version", "")),
-        server_id=int(v.get("server_id") or 0),
-        log_bin=str(v.get("log_bin", "OFF")).upper() in ("ON", "1"),
-        binlog_format=_upper(v.get("binlog_format")),
-        binlog_row_image=_upper(v.get("binlog_row_image")),
-        binlog_row_metadata=_upper(meta),
-        gtid_mode="ON" if flavor == "mariadb" else _upper(v.get("gtid_mode")),
-        gtid_position=(v.get("gtid_binlog_pos") if flavor == "mariadb"
-                       else v.get("gtid_executed")) or None,
-        user=user, grants=grants, roles_unreadable=roles_unreadable,
-        replica_server_ids=replicas, warnings=tuple(warnings),
-        binlog_checksum=_upper(v.get("binlog_checksum")),
-        binlog_transaction_compression=_upper(v.get("binlog_transaction_compression")),
-        binlog_row_value_options=_upper(v.get("binlog_row_value_options")),
-        binlog_encryption=_upper(v.get("binlog_encryption", v.get("encrypt_binlog"))),
-        enforce_gtid_consistency=_upper(v.get("enforce_gtid_consistency")),
-        binlog_expire_seconds=_expire_seconds(v),
-        binlog_auto_purge=str(v.get("binlog_expire_logs_auto_purge", "ON")).upper()
-        in ("ON", "1"))
-    if info.flavor == "mysql":
-        from dataclasses import replace
-        info = replace(info, warnings=info.warnings + tuple(
-            f"{w.message} (fix: {w.fix})" for w in check_warnings(info)))
-    return info
-
-
-def _expire_seconds(v: dict) -> int | None:
-    """How long the server keeps binlogs, in seconds (0: forever); None if it does not say.
-    MySQL 8.0 uses ``expire_logs_days`` when ``binlog_expire_logs_seconds`` is 0."""
-    try:
-        seconds = int(v["binlog_expire_logs_seconds"])
-    except (KeyError, TypeError, ValueError):
-        seconds = None
-    try:
-        days = int(float(v["expire_logs_days"]))
-    except (KeyError, TypeError, ValueError):
-        days = None
-    if seconds:
-        return seconds
-    if days:
-        return days * 86400
-    return seconds if seconds is not None else (0 if days == 0 else None)
-
-
-def _upper(v: Any) -> str | None:
-    return None if v is None else str(v).upper()
-
-
-def _replica_ids(cur) -> tuple[int, ...] | None:
-    # MariaDB 10.5+: SHOW REPLICA HOSTS; MySQL 8.0.22+: SHOW REPLICAS (8.4 removed SHOW SLAVE
-    # HOSTS); older servers: SHOW SLAVE HOSTS
-    for stmt in ("SHOW REPLICA HOSTS", "SHOW REPLICAS", "SHOW SLAVE HOSTS"):
-        try:
-            cur.execute(stmt)
-        except pymysql.err.MySQLError:
-            continue
-        names = [d[0].lower() for d in cur.description or ()]
-        col = names.index("server_id") if "server_id" in names else 0
-        return tuple(int(r[col]) for r in cur.fetchall())
-    return None
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -389,9 +75,9 @@ def check_server(info: ServerInfo, server_ids: Sequence[int] | None = None,
         problems.append(_problem(
             "version",
             f"{info.describe()} ({info.version_string!r}) is too old for sparkcdc, which "
-            f"needs MySQL {_fmt(MIN_MYSQL[:2])}+ or MariaDB {_fmt(MIN_MARIADB[:2])}+",
+            f"needs MySQL {version_text(MIN_MYSQL[:2])}+ or MariaDB {version_text(MIN_MARIADB[:2])}+",
             f"upgrade the server to {'MariaDB' if info.is_mariadb else 'MySQL'} "
-            f"{_fmt(minimum[:2])} or later"))
+            f"{version_text(minimum[:2])} or later"))
     if not info.log_bin:
         problems.append(_problem(
             "log_bin", f"binary logging is off on {info.describe()} (log_bin=OFF): there is "
@@ -595,6 +281,16 @@ def _suggest(info: ServerInfo, n: int) -> str:
 
 
 # -- entry points ------------------------------------------------------------------------------
+
+
+def inspect_server(conn: ConnectionOptions) -> ServerInfo:
+    """The server's ``ServerInfo`` (``read_server_info``); on MySQL, what ``check_warnings``
+    finds is kept in its ``warnings`` too."""
+    info = read_server_info(conn)
+    if info.flavor == "mysql":
+        info = replace(info, warnings=info.warnings + tuple(
+            f"{w.message} (fix: {w.fix})" for w in check_warnings(info)))
+    return info
 
 
 def validate_all(conn: ConnectionOptions, server_ids: Sequence[int] | None = None,

@@ -11,12 +11,12 @@ import pytest
 
 from sparkcdc.errors import ServerConfigError
 from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.grants import parse_grants
+from sparkcdc.mysql.server_info import parse_version
 from sparkcdc.mysql.validation import (
     check_server,
     check_warnings,
     inspect_server,
-    parse_grants,
-    parse_version,
     validate_all,
     validate_server,
 )
@@ -92,7 +92,7 @@ def test_healthy_server_passes(server, server_db):
 
 
 def test_a_server_compressing_its_binlog_passes(mariadb_compressed):
-    """MariaDB's log_bin_compress is read (binlog/protocol.py inflates its events): nothing
+    """MariaDB's log_bin_compress is read (binlog/protocol/ inflates its events): nothing
     to report about it."""
     sb = mariadb_compressed
     assert sb.query("SELECT @@log_bin_compress")[0][0] == 1
@@ -320,7 +320,7 @@ def test_problems_pickle_with_their_check():
 
 def _fake_info():
     # a pure check needs no server: check_server is a function of ServerInfo
-    from sparkcdc.mysql.validation import ServerInfo
+    from sparkcdc.mysql.server_info import ServerInfo
 
     return ServerInfo(flavor="mysql", version=(8, 0, 36), version_string="8.0.36",
                       server_id=1, log_bin=True, binlog_format="ROW", binlog_row_image="FULL",

@@ -1,6 +1,6 @@
 """The reference reader the binlog tests compare sparkcdc's own event layer with: the same
 ``BinlogReader`` (positions, transactions, reconnects, filtering), reading the stream
-through python-mysql-replication's event classes instead of ``mysql/binlog/protocol.py``,
+through python-mysql-replication's event classes instead of ``mysql/binlog/protocol/``,
 and ``LibraryRowDecoder``, the library's own row values made canonical.
 
 It overrides the reader's two seams, ``_open`` and ``_consume``; nothing in sparkcdc uses

@@ -34,7 +34,7 @@ from sparkcdc.mysql.binlog import json_diff
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import row_decoding as R
 from sparkcdc.mysql.binlog import transaction_payload as P
-from sparkcdc.mysql.binlog.protocol import ColumnType
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType
 
 try:  # built by setup.py; optional
     from sparkcdc.mysql.binlog import _fastdecode as _C  # type: ignore[attr-defined]

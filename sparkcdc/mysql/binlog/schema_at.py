@@ -28,7 +28,7 @@ from typing import Any
 from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import DecodeError, SchemaError
 from sparkcdc.mysql import types as T
-from sparkcdc.mysql.binlog.protocol import ColumnType as F
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType as F
 
 _BINARY_CHARSET = "binary"
 _INTS = {F.TINY: "tinyint", F.SHORT: "smallint", F.INT24: "mediumint", F.LONG: "int",

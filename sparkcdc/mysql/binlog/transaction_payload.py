@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkcdc.errors import DecodeError
-from sparkcdc.mysql.binlog.protocol import HEADER, _packed_int
+from sparkcdc.mysql.binlog.protocol.codes import HEADER, _packed_int
 
 TRANSACTION_PAYLOAD = 40
 # set in the flags of the events inner_events returns (event flags are 16 bits): they carry

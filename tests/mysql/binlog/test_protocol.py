@@ -44,6 +44,7 @@ from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.mysql.binlog import fastdecode as F
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import reader as B
+from sparkcdc.mysql.binlog.protocol import dump_stream as D
 from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder, meta_sig
 from sparkcdc.mysql.binlog.server_lookups import load_table_schema
@@ -134,7 +135,7 @@ def test_events_larger_than_16_mb_arrive_as_several_packets(mariadb, db):
 
 
 def test_the_pure_python_splitter_equals_the_compiled_one(mariadb, db, monkeypatch):
-    if E._C is None or not hasattr(E._C, "split_events"):
+    if D._C is None or not hasattr(D._C, "split_events"):
         pytest.skip("the compiled splitter is not built")  # pragma: no cover
     conn = cdc(mariadb)
     mariadb.execute("CREATE TABLE s (id INT PRIMARY KEY, v VARCHAR(200))", database=db)
@@ -147,7 +148,7 @@ def test_the_pure_python_splitter_equals_the_compiled_one(mariadb, db, monkeypat
     end = current_offset(conn)
     schema = load_table_schema(conn, TableId(db, "s"))
     compiled = list(BinlogReader(conn, 7606, {schema.table_id: schema}).read_window(start, end))
-    monkeypatch.setattr(E, "_C", None)
+    monkeypatch.setattr(D, "_C", None)
     python = list(BinlogReader(conn, 7607, {schema.table_id: schema}).read_window(start, end))
     assert compiled == python and len(python) == 4500
     assert [x.after for x in compiled] == [x.after for x in python]
@@ -334,7 +335,7 @@ _payloads = st.lists(st.one_of(
 @given(payloads=_payloads, seqs=st.lists(st.integers(0, 3), max_size=8),
        cut=st.integers(0, 400), start_seq=st.integers(0, 255))
 def test_the_two_splitters_agree_on_any_bytes(payloads, seqs, cut, start_seq):
-    if E._C is None or not hasattr(E._C, "split_events"):
+    if D._C is None or not hasattr(D._C, "split_events"):
         pytest.skip("the compiled splitter is not built")  # pragma: no cover
     seq, buf = start_seq, b""
     for k, p in enumerate(payloads):
@@ -342,11 +343,11 @@ def test_the_two_splitters_agree_on_any_bytes(payloads, seqs, cut, start_seq):
         buf += _packet(seq, p)
     buf = buf[:cut] if cut < len(buf) else buf
     for pos in (0, min(3, len(buf))):
-        assert E._C.split_events(buf, pos, (start_seq + 1) & 0xFF) == \
-            E.split_events(buf, pos, (start_seq + 1) & 0xFF)
+        assert D._C.split_events(buf, pos, (start_seq + 1) & 0xFF) == \
+            D.split_events(buf, pos, (start_seq + 1) & 0xFF)
     # a 16 MB packet header is left to the caller
     big = b"\xff\xff\xff" + bytes([1]) + b"\0"
-    assert E._C.split_events(big, 0, 1) == E.split_events(big, 0, 1) == ([], 0, 1, 2)
+    assert D._C.split_events(big, 0, 1) == D.split_events(big, 0, 1) == ([], 0, 1, 2)
 
 
 def _query_event(statement: bytes, db: bytes, status: bytes, csum: int) -> bytes:
@@ -373,7 +374,7 @@ def test_the_two_folders_agree_and_fold_only_a_gtid_and_its_begin(events, csum, 
     whose statement is ``BEGIN`` as the server writes it, until a format description or
     rotate event; after a GTID (``lead``: a compressed transaction's events), a first
     ``BEGIN`` alone."""
-    if E._C is None or not hasattr(E._C, "fold_begins"):
+    if F._C is None or not hasattr(F._C, "fold_begins"):
         pytest.skip("the compiled folder is not built")  # pragma: no cover
     data, evs = b"", []
     for etype, body in events:
@@ -381,7 +382,7 @@ def test_the_two_folders_agree_and_fold_only_a_gtid_and_its_begin(events, csum, 
         evs.append((7, etype, 3, len(ev), 1000, 0, len(data), len(data) + len(ev)))
         data += ev
     folded = E.fold_begins(data, evs, csum, 13, lead)
-    assert E._C.fold_begins(data, evs, csum, 13, lead) == folded
+    assert F._C.fold_begins(data, evs, csum, 13, lead) == folded
     expected, i, folding = [], 0, True
     while i < len(evs):
         etype = evs[i][1]
@@ -415,7 +416,7 @@ class _Bytes:
 @pytest.mark.parametrize("compiled", [True, False])
 def test_batches_join_a_multi_packet_event_and_stop_at_eof(compiled, monkeypatch):
     if not compiled:
-        monkeypatch.setattr(E, "_C", None)
+        monkeypatch.setattr(D, "_C", None)
     small = [_event(E.XID, struct.pack("<Q", i)) for i in range(3)]
     huge = _event(E.WRITE_ROWS_V1, os.urandom(1 << 10) * (20 << 10))  # 20 MiB
     wire, seq = b"", 1
