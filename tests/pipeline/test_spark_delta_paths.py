@@ -285,7 +285,7 @@ import json, sys
 from decimal import Decimal
 from itertools import pairwise
 from pyspark.sql import SparkSession
-import sparkcdc
+from sparkcdc.apply import apply_changes
 from sparkcdc import sinks
 conf, path = json.loads(sys.argv[1]), sys.argv[2]
 b = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
@@ -298,7 +298,7 @@ def batch(rows):
 sink = sinks.create("delta", {"path": path, "writer": "spark"})
 out = []
 def apply(rows, batch_id):
-    r = sparkcdc.apply_changes(batch(rows), batch_id, sink, keys=["id"])
+    r = apply_changes(batch(rows), batch_id, sink, keys=["id"])
     out.append([r.batch_id, r.skipped, sink.last_batch_id()])
 apply([(1, "a", "insert", 1), (2, "b", "insert", 2), (3, "c", "insert", 3)], 0)
 apply([], 1)
