@@ -19,6 +19,7 @@ from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
 
+import deltalake
 import pytest
 from cli_support import cli, run_tail, running, wait_for
 from pipeline_support import source_yaml
@@ -93,7 +94,8 @@ def test_schema_changes_are_made_by_spark_with_and_without_column_mapping(
     """Table ``t``'s target has no column mapping: a drop or rename rewrites it (one
     overwrite replacing its schema); ``m``'s has column mapping (``name``): a drop and a
     rename are metadata. A retype rewrites both. A TRUNCATE empties ``tr``'s target by
-    Spark's DELETE."""
+    Spark's DELETE. ``e`` is empty: its target is made all the same, as sparkcdc's own
+    writers make it."""
     assert DELTA_JARS, NO_JARS
     for t in ("t", "m"):
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, a INT, b VARCHAR(10), c INT, "
@@ -101,14 +103,18 @@ def test_schema_changes_are_made_by_spark_with_and_without_column_mapping(
                         f"INSERT INTO {t} SELECT seq, seq, CONCAT('b', seq), seq, seq "
                         f"FROM {seq(mariadb, 30)}", database=db)
     mariadb.execute("CREATE TABLE tr (id INT PRIMARY KEY, v INT)",
-                    f"INSERT INTO tr SELECT seq, seq FROM {seq(mariadb, 5)}", database=db)
+                    f"INSERT INTO tr SELECT seq, seq FROM {seq(mariadb, 5)}",
+                    "CREATE TABLE e (id INT PRIMARY KEY, v VARCHAR(10))", database=db)
     transform = (f"transform:\n  - source-table: {db}.m\n"
                  "    table-options: delta.columnMapping.mode=name\n")
     yaml_path = tmp_path / "p.yaml"
     yaml_path.write_text(pipeline_yaml(mariadb, db, tmp_path, transform))
-    roots = {t: tmp_path / "lake" / db / t for t in ("t", "m", "tr")}
+    roots = {t: tmp_path / "lake" / db / t for t in ("t", "m", "tr", "e")}
     run(yaml_path, mariadb, tmp_path)
-    equal_to_source(both_readers(tmp_path, roots), mariadb, db)
+    got = both_readers(tmp_path, roots)  # e's target: made, with its columns, and empty
+    equal_to_source(got, mariadb, db)
+    assert got["e"] == ([], [])
+    assert [f.name for f in deltalake.DeltaTable(str(roots["e"])).schema().fields] == ["id", "v"]
 
     for t in ("t", "m"):
         mariadb.execute(f"UPDATE {t} SET a = 101 WHERE id = 1",
@@ -122,7 +128,7 @@ def test_schema_changes_are_made_by_spark_with_and_without_column_mapping(
                         f"INSERT INTO {t} VALUES (32, 32, 'b32', 6000000000, NULL)",
                         database=db)
     mariadb.execute("UPDATE tr SET v = 50 WHERE id = 5", "TRUNCATE TABLE tr",
-                    "INSERT INTO tr VALUES (9, 9)", database=db)
+                    "INSERT INTO tr VALUES (9, 9)", "INSERT INTO e VALUES (1, 'x')", database=db)
     run(yaml_path, mariadb, tmp_path)
 
     got = both_readers(tmp_path, roots)
