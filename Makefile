@@ -9,7 +9,7 @@ STAMP := $(VENV)/.sparkcdc-installed
 setup: $(STAMP)
 
 # Re-runs only when the dependency list changes; a second `make setup` is a no-op.
-$(STAMP): pyproject.toml setup.py sparkcdc/mysql/binlog/_fastdecode.c scripts/setup.sh \
+$(STAMP): pyproject.toml setup.py $(wildcard sparkcdc/mysql/binlog/_fast*.[ch]) scripts/setup.sh \
 		scripts/setup_mysql.sh scripts/fetch_jars.sh
 	bash scripts/setup.sh
 	touch $(STAMP)
@@ -25,7 +25,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy sparkcdc/core sparkcdc/mysql sparkcdc/spark sparkcdc/formats sparkcdc/apply.py sparkcdc/errors.py \
-		sparkcdc/options.py sparkcdc/pipeline
+		sparkcdc/options.py sparkcdc/pipeline sparkcdc/sinks
 	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # make test runs the engine, the types, the dialect, validation, window splits, checksums and

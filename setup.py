@@ -10,7 +10,9 @@ setup(
     ext_modules=[
         Extension(
             "sparkcdc.mysql.binlog._fastdecode",
-            ["sparkcdc/mysql/binlog/_fastdecode.c"],
+            ["sparkcdc/mysql/binlog/_fastdecode.c", "sparkcdc/mysql/binlog/_fastjson.c",
+             "sparkcdc/mysql/binlog/_fastpayload.c"],
+            depends=["sparkcdc/mysql/binlog/_fastdecode.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"],
             optional=True,
         )

@@ -131,7 +131,7 @@ pipeline:
 """)
         env = {**os.environ, "BENCH_PW": sb.info.cdc_password}
         from sparkcdc.mysql.offsets import current_offset
-        from sparkcdc.spark.offset_view import position, read_offset, tables_read
+        from sparkcdc.spark.offset_view import read_offset
 
         w = Updater(sb, db, args.rows)
         w.start()
@@ -165,10 +165,10 @@ pipeline:
         prev = (0.0, sent0, log0)
         for b, stream, s, sent, size in samples:
             o, before = read_offset(stream, b), read_offset(stream, b - 1)
-            window = (binlog_between(sb, position(before), position(o))
+            window = (binlog_between(sb, before.position, o.position)
                       if o and before else 0)
-            chunks = len(o.get("batch_chunks") or ()) if o else 0
-            rows.append((b, s - prev[0], chunks, bool(o and tables_read(o)), window,
+            chunks = o.chunk_count if o else 0
+            rows.append((b, s - prev[0], chunks, bool(o and o.tables_read), window,
                          size - prev[2], sent - prev[1]))
             prev = (s, sent, size)
     print(f"{args.server}, {args.rows:,} rows in chunks of {args.chunk:,}, writer: "

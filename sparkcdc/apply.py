@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from sparkcdc.core.records import META_COLUMNS
 from sparkcdc.errors import ConfigError, SchemaError
+from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks import create as create_sink
 from sparkcdc.sinks.base import (
     AMEND,
@@ -475,7 +476,7 @@ class ApplyChanges:
         if skipped is not None:
             return skipped
         t0 = time.monotonic()
-        if self.sink.kind == "changelog":
+        if self.sink.capabilities.kind is SinkKind.CHANGELOG:
             # the rows as they came: truncates and history are folded by ``materialize``
             self.spec.target_columns(df.columns)  # same checks as for merge sinks
             t1 = t0

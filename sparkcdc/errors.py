@@ -90,3 +90,14 @@ class SchemaChangeStop(SparkCDCError):
 
 class PipelineFailed(SparkCDCError):
     """A table's stream failed for a reason other than a schema change."""
+
+
+class MissingPackage(ConfigError):
+    """An optional package a feature needs is not installed (a sink's driver: deltalake,
+    pyiceberg, psycopg, confluent-kafka). Terminal: ``fix`` names what to ``pip install``
+    (the package's extra, ``sparkcdc[delta]``); ``package`` is the module that is missing."""
+
+    def __init__(self, message: str, *, fix: str | None = None, key: str | None = None,
+                 package: str | None = None):
+        super().__init__(message, fix=fix, key=key)
+        self.package = package

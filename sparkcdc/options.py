@@ -161,6 +161,21 @@ class Options:
             raise self.bad(key, f"is out of range: {n}")
         return n
 
+    def given(self, key: str) -> str:
+        """``text`` of an option its spec always gives (``REQUIRED``, or a default), typed
+        as the ``str`` it then is."""
+        v = self.text(key)
+        if v is None:  # a spec read as if it had a default it has not: a bug, not the user's
+            raise KeyError(f"option '{key}' has no value and its spec no default")
+        return v
+
+    def given_integer(self, key: str, lo: int | None = None, hi: int | None = None) -> int:
+        """``integer`` of an option its spec always gives, typed as the ``int`` it then is."""
+        n = self.integer(key, lo, hi)
+        if n is None:
+            raise KeyError(f"option '{key}' has no value and its spec no default")
+        return n
+
     def positive_number(self, key: str) -> float:
         v = self.get(key) or ""
         try:

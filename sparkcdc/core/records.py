@@ -47,30 +47,6 @@ class ChangeRecord:
         return replace(self.offset, rows=self.offset.rows + 1)
 
 
-# What a ``TableEvent`` says happened to its table
-SCHEMA, DDL, TRUNCATE = "schema", "ddl", "truncate"
-
-
-@dataclass(frozen=True, slots=True)
-class TableEvent:
-    """Something that happened to a captured table itself, at its place in the binlog.
-
-    A reader asked for table events (``BinlogReader(table_events=True)``) yields them among
-    the change records, in binlog order, so the rows before one and after one can be told
-    apart: ``ddl``, a DDL statement that names the table (its text in ``statement``);
-    ``truncate``, a ``TRUNCATE TABLE`` of it (it writes no row events); ``schema``, the
-    table's rows from here on have ``schema`` (a ``TableSchema``), learned from the table map
-    of its next row event. ``offset`` has ``rows`` 0 and sorts before that event's rows."""
-
-    kind: str
-    table_id: TableId
-    offset: BinlogOffset
-    ts_ms: int
-    schema: Any = None
-    statement: str | None = None
-    database: str | None = None  # the statement's default database (``use``): its bare names
-
-
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     """Emitted by a tailing reader when nothing was captured for a while, so offsets move."""

@@ -14,9 +14,10 @@ from typing import Any
 
 from sparkcdc.core.chunking import ChunkingOptions, ChunkPlanner, is_integral_column
 from sparkcdc.core.offsets import BinlogOffset
-from sparkcdc.core.records import ChangeRecord, TableEvent
+from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import FinishedSplit
+from sparkcdc.core.table_events import NewSchema, TableEvent
 from sparkcdc.errors import BinlogUnavailable, ConfigError
 from sparkcdc.mysql import types
 from sparkcdc.mysql.binlog import failover
@@ -133,7 +134,7 @@ class MySQLDialect:
         epochs: dict[TableId, dict[str, Any]] = {}
         for rec in records:
             if isinstance(rec, TableEvent):
-                if rec.schema is not None:
+                if isinstance(rec, NewSchema):
                     epochs[rec.table_id] = types.zero_date_epochs(rec.schema)
                 yield rec
                 continue

@@ -10,9 +10,10 @@ what the pipeline needs of a source is read here, at a glance:
 * ``MySQLSource``: the captured tables and their schemas, the server's position now, a
   table's schema now and its current rows, which columns the server filled in rows it
   already held, readiness (``validate``) and the chunked checksums ``verify`` compares;
-* what a DDL statement the stream carried does to a table (``table_fate``,
-  ``column_renames``, ``online_swap``), read by the source's own SQL knowledge, never by
-  the pipeline's;
+* what a DDL statement does to a table arrives typed (``core/table_events.py``: dropped,
+  renamed, truncated, swapped, changed with its column renames), built by the source's own
+  SQL knowledge (``ddl_events``), never by the pipeline's; ``ddl_of`` types a statement
+  a checkpoint kept as text;
 * the source's column types as Arrow (``arrow_schema``, ``parse_column_type``) and its
   compiled decoder's presence (``default_decoder``, for a cluster's checks).
 
@@ -30,13 +31,13 @@ from sparkcdc.core.chunking import ChunkingOptions
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import ConfigError, SchemaError, ServerConfigError
-from sparkcdc.mysql import checksums, online_schema
+from sparkcdc.mysql import checksums
 from sparkcdc.mysql.binlog.fastdecode import default_decoder
 from sparkcdc.mysql.binlog.reader import load_table_schema
 from sparkcdc.mysql.checksums import KeyRange as ChecksumRange
 from sparkcdc.mysql.checksums import arrow_row_hashes, hashed_columns, integral_key, plan_ranges
 from sparkcdc.mysql.connection import retry_lost
-from sparkcdc.mysql.ddl import column_renames, table_fate
+from sparkcdc.mysql.ddl_events import ddl_of
 from sparkcdc.mysql.dialect import MySQLDialect
 from sparkcdc.mysql.discovery import discover, filled_by_server, parse_chunk_key_option
 from sparkcdc.mysql.offsets import current_offset
@@ -53,23 +54,15 @@ __all__ = [
     "SourceConfig",
     "arrow_row_hashes",
     "arrow_schema",
-    "column_renames",
+    "ddl_of",
     "default_decoder",
     "hashed_columns",
     "integral_key",
-    "online_swap",
     "parse_chunk_key_option",
     "parse_column_type",
     "parse_server_ids",
     "plan_ranges",
-    "table_fate",
 ]
-
-
-def online_swap(statement: str, current_db: str | None, table: str) -> bool:
-    """Whether ``statement`` is an online schema change tool's swap of ``db.table``
-    (gh-ost, pt-online-schema-change): the table goes on under its own name."""
-    return online_schema.swap(statement, current_db, table)
 
 
 class MySQLSource:

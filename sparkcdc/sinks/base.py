@@ -1,243 +1,99 @@
-"""What every sink shares: the planned changes it receives, its interface, and option parsing.
+"""The sink interface: the abstract ``Sink`` every target type implements, and the small
+helpers the sinks share (option naming, a duration as microseconds).
 
-This module imports neither Spark nor a database driver. A sink receives a ``ChangeSet``:
-one Arrow table of *net* changes for one micro-batch, already reduced by
-``sparkcdc.apply`` (last change per key for SCD type 1, ordered versions for type 2). The
-sink writes it atomically together with the batch id, so a replayed batch changes nothing.
+This module imports neither Spark nor a database driver. A merge sink receives a ``ChangeSet``
+(``change_set.py``): one Arrow table of *net* changes for one micro-batch, already reduced
+by ``sparkcdc.apply``. The sink writes it atomically together with the batch id, so a
+replayed batch changes nothing.
+
+A sink is one class with every operation a method of ``Sink``: abstract where every sink
+implements it, and otherwise behind a capability its class declares
+(``capabilities.Capabilities``), which ``Sink.__init_subclass__`` checks against what the
+class implements. The pipeline asks the declaration, never probes for a method, and finds
+the class by its ``SinkType`` (``registry.py``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import logging
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from types import ModuleType
 from typing import Any, ClassVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import ConfigError, SchemaError
+from sparkcdc.options import Opt
+from sparkcdc.sinks.capabilities import Capabilities
+from sparkcdc.sinks.change_set import (
+    AMEND,
+    CLOSE,
+    DELETE,
+    END_AT,
+    NEW,
+    OP,
+    PATCH,
+    START_AT,
+    UPSERT,
+    VERSION,
+    ChangeSet,
+    KeyRange,
+    RowOp,
+    WriteResult,
+    holds_any,
+)
+from sparkcdc.sinks.drivers import require
 from sparkcdc.sinks.evolution import Change, pending
+from sparkcdc.sinks.kinds import SinkKind, SinkType
 from sparkcdc.sinks.slices import KeySlices, stable_hash
 
-__all__ = ["KeySlices", "stable_hash"]  # (their home: sinks/slices.py)
+# (their homes: sinks/slices.py and sinks/change_set.py; imported from here as well)
+__all__ = ["AMEND", "CLOSE", "DELETE", "END_AT", "NEW", "OP", "PATCH", "START_AT", "UPSERT",
+           "VERSION", "ChangeSet", "KeyRange", "KeySlices", "RowOp", "WriteResult", "holds_any",
+           "stable_hash"]
 
 log = logging.getLogger("sparkcdc.sinks")
 
-OP = "__op"  # the planned operation of a row (see ChangeSet)
-NEW = "__new"  # an upsert of a key the source did not hold before the batch (see split_new)
-START_AT, END_AT = "__START_AT", "__END_AT"  # SCD type 2 history columns (Databricks' names)
-UPSERT, DELETE, PATCH, VERSION, CLOSE = "upsert", "delete", "patch", "version", "close"
-AMEND = "amend"  # SCD type 2: the key's open version takes the row's values and __END_AT
 BATCHES_TABLE = "_sparkcdc_batches"  # side table for the last applied batch id (SQL targets)
 
 
-@dataclass(frozen=True)
-class KeyRange:
-    """The rows of a target whose ``column`` lies in ``[start, end)``: the range of a chunk
-    read again (``ChangeSet.replaces``). ``None`` is unbounded; the range with no start
-    also holds the rows whose ``column`` is NULL, as the first chunk does
-    (``core/chunking.py``). The bounds are the chunk's, as the source reads them: ints,
-    Decimals or dates, the types whose order every target shares with the source (a
-    string's order is its collation's, which no target knows)."""
-
-    column: str
-    start: Any = None
-    end: Any = None
-
-    def holds(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
-        """Whether each of ``values`` (the column's) lies in the range; never null."""
-        n = len(values)
-        inside = pa.array(np.ones(n, bool))
-        if self.start is not None:
-            inside = pc.and_(inside, pc.fill_null(
-                pc.greater_equal(values, pa.scalar(self.start, values.type)), False))
-        if self.end is not None:
-            inside = pc.and_(inside, pc.fill_null(
-                pc.less(values, pa.scalar(self.end, values.type)), False))
-            if self.start is None:
-                inside = pc.or_(inside, pc.is_null(values))
-        return inside.combine_chunks() if isinstance(inside, pa.ChunkedArray) else inside
-
-    def meets(self, lo: Any, hi: Any, nulls: bool = False) -> bool:
-        """Whether a file whose ``column`` lies in ``[lo, hi]`` (``nulls``: it also holds
-        nulls) may hold a row of the range."""
-        if nulls and self.start is None:
-            return True
-        return ((self.start is None or hi >= self.start)
-                and (self.end is None or lo < self.end))
-
-
-def holds_any(ranges: tuple[KeyRange, ...], rows: pa.Table) -> pa.Array:
-    """Whether each row of ``rows`` lies in one of ``ranges`` (each by its own column)."""
-    out = pa.array(np.zeros(rows.num_rows, bool))
-    for r in ranges:
-        out = pc.or_(out, r.holds(rows.column(r.column)))
-    return out
-
-
-@dataclass(frozen=True)
-class ChangeSet:
-    """The net changes of one micro-batch for one target table.
-
-    ``table`` holds the target's columns (``columns``; for SCD type 2 followed by
-    ``__START_AT`` and ``__END_AT``) and ``__op``:
-
-    * SCD type 1: ``upsert`` (replace the row), ``patch`` (update; a null keeps the target's
-      value; only with ``ignore_null_updates``) or ``delete`` (only the key columns matter).
-      At most one row per key.
-    * SCD type 2: ``close`` (set ``__END_AT`` of the key's open version to the row's
-      ``__END_AT``), ``amend`` (set every column of the key's open version but
-      ``__START_AT`` to the row's: a change of columns whose history is not tracked, and
-      ``__END_AT`` when a later change ends it; its ``__START_AT`` is null) and ``version``
-      (a new history row to insert). At most one ``close`` or ``amend`` per key.
-
-    An SCD type 1 table may also carry ``__new`` (bool): the upsert's key was first
-    *inserted* in this batch, so the source did not hold it before. Snapshot rows are all
-    new. A sink may append such rows without looking up their keys, which is what makes a
-    snapshot an append rather than a merge over the whole target; ``split_new`` says which
-    rows it may append.
-
-    ``replaces`` (SCD type 1 only): ranges of chunks read again in this batch
-    (docs/algorithm.md, "Reading a table again"). Their rows are the source's whole state
-    there as of the batch's end, so after the batch the target holds in each range only
-    keys the batch upserts: any other row there (a row the source deleted before its chunk
-    was read, a key written into the target behind the pipeline) is deleted in the same
-    commit. A sink may delete every row of the ranges first and then apply the batch,
-    which comes to the same.
-    """
-
-    table: pa.Table
-    keys: tuple[str, ...]
-    columns: tuple[str, ...]
-    scd_type: int = 1
-    replaces: tuple[KeyRange, ...] = ()
-
-    def __post_init__(self):
-        missing = [k for k in self.keys if k not in self.columns]
-        if missing:
-            raise SchemaError(f"key columns {missing} are not among the target columns",
-                              fix="include the keys in column_list")
-        outside = [r.column for r in self.replaces if r.column not in self.columns]
-        if outside or (self.replaces and self.scd_type != 1):
-            raise SchemaError(f"ranges to replace by {outside or 'a history table'}: only a "
-                              "target column of an SCD type 1 table can bound them",
-                              fix="a bug: the pipeline gives ranges only to such tables")
-
-    @property
-    def target_schema(self) -> pa.Schema:
-        """The target table's schema: its columns, then the SCD2 history columns."""
-        names = list(self.columns) + ([START_AT, END_AT] if self.scd_type == 2 else [])
-        return pa.schema([self.table.schema.field(n) for n in names])
-
-    @property
-    def num_rows(self) -> int:
-        return self.table.num_rows
-
-    def rows(self, *ops: str) -> pa.Table:
-        """Rows with the given ops, in target-schema column order, without ``__op``."""
-        if self.table.num_rows == 0:
-            return self.table.select(self.target_schema.names).slice(0, 0)
-        mask = pc.is_in(self.table[OP], value_set=pa.array(ops, pa.string()))
-        return self.table.filter(mask).select(self.target_schema.names)
-
-    def key_rows(self, *ops: str) -> pa.Table:
-        t = self.rows(*ops)
-        extra = [END_AT] if self.scd_type == 2 and CLOSE in ops else []
-        return t.select(list(self.keys) + extra)
-
-    def split_new(self, may_hold: Callable[[Any, Any], bool], *,
-                  server_compares: bool = False) -> tuple[pa.Table, ChangeSet]:
-        """``(rows to append, the rest)``. The new rows (``__new``) are appendable when the
-        target holds no row whose first key column lies in their ``[min, max]``:
-        ``may_hold(lo, hi)`` asks the target (file statistics, an index range). A target
-        out of step with the source (a re-snapshot not cleared, a user's own rows) answers
-        yes, and then every row stays in the rest, to be merged as before.
-
-        ``server_compares=True`` is for targets that compare keys their own way (SQL
-        servers: collations, time zones): bounds Arrow computes need not bound the keys
-        there, so only an integer, decimal or date first key is checked; any other keeps
-        every row in the rest."""
-        none = self.table.schema.empty_table().select(self.target_schema.names)
-        if self.scd_type != 1 or NEW not in self.table.column_names or not self.num_rows:
-            return none, self
-        bounds_type = self.table.schema.field(self.keys[0]).type
-        if not _orderable(bounds_type, server_compares):
-            return none, self
-        is_new = pc.fill_null(self.table[NEW], False)
-        if not pc.any(is_new).as_py():
-            return none, self
-        new = self.table.filter(is_new)
-        if may_hold(*_bounds(new[self.keys[0]])):
-            return none, self
-        rest = self.table.filter(pc.invert(is_new))
-        return (new.select(self.target_schema.names), dataclasses.replace(self, table=rest))
-
-    def key_bounds(self) -> tuple[Any, Any] | None:
-        """``(min, max)`` of the first key column over every row, or None if empty."""
-        return _bounds(self.table[self.keys[0]]) if self.num_rows else None
-
-    def counts(self, appended: int = 0) -> dict[str, int]:
-        """Rows per op; ``appended``: how many of the upserts a sink appended
-        (``split_new``), reported as ``appended`` when there were any."""
-        if self.table.num_rows == 0:
-            return {}
-        vc = pc.value_counts(self.table[OP]).to_pylist()
-        out = {d["values"]: d["counts"] for d in vc}
-        if appended:
-            out["appended"] = appended
-        return out
-
-
-def _bounds(column: pa.ChunkedArray) -> tuple[Any, Any]:
-    mm = pc.min_max(column)
-    return mm["min"].as_py(), mm["max"].as_py()
-
-
-def _orderable(t: pa.DataType, server_compares: bool) -> bool:
-    """A first key column whose Arrow min/max bound its keys in the target's own order."""
-    if pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_date(t):
-        return True
-    return not server_compares and (pa.types.is_timestamp(t) or pa.types.is_string(t)
-                                    or pa.types.is_large_string(t))
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What a sink did with one batch."""
-
-    batch_id: int
-    skipped: bool = False  # the batch id was already applied: nothing changed
-    counts: Mapping[str, int] | None = None
-
-
 class Sink(ABC):
-    """A target for change batches. Subclasses live in ``sparkcdc/sinks/<type>/``.
+    """A target for change batches. Subclasses live in ``sparkcdc/sinks/<type>/`` and are
+    found by their ``type`` (``registry.py``).
 
-    ``kind`` is ``"merge"`` (receives a ``ChangeSet`` through ``write``) or ``"changelog"``
-    (receives the raw change rows as a Spark DataFrame through ``write_changelog``, with the
-    key columns: a message bus keys its messages by them; or, where ``takes_arrow``, as the
-    Arrow table the pipeline holds on the driver).
+    What a subclass declares: its ``type``; its ``capabilities`` (what it holds, which of
+    the operations below it takes, how it evolves and empties); the Python modules it needs
+    (``drivers``, loaded when it is made: ``load_drivers``); its options (``option_spec``,
+    ``option_prefixes``, ``path_options``). What it implements: ``from_options``,
+    ``target_options``, ``last_batch_id``, ``read``, and the operations of each capability
+    it declares. A ``merge`` sink receives a ``ChangeSet`` through ``write``; a
+    ``changelog`` sink receives the raw change rows as a Spark DataFrame through
+    ``write_changelog`` (with the key columns: a message bus keys its messages by them; or,
+    where ``takes_arrow``, as the Arrow table the pipeline holds on the driver).
     Connections open lazily on first use, never in ``__init__``.
     """
 
-    type: ClassVar[str]
-    kind: ClassVar[str] = "merge"
-    writer: ClassVar[str] = ""  # the library that writes the target (``sparkcdc status``)
-    # how Spark tasks write the target's rows where it takes them (``takes_files``,
-    # ``takes_changes``), as ``sparkcdc status`` names it
-    tasks_writer: ClassVar[str] = ""
-    # a changelog sink that also takes the batch's change rows as an Arrow table (the
-    # pipeline holds them so on the driver): it is spared the trip through Spark
-    takes_arrow: ClassVar[bool] = False
-    # ``empty()`` writes an event naming the table (the kafka sink's truncate) rather than
-    # deleting rows: it empties the table for a changelog's reader and touches no other
-    # table's rows, so a target other tables share may be emptied for one of them
-    empties_by_event: ClassVar[bool] = False
+    type: SinkType
+    capabilities: Capabilities
+    drivers: ClassVar[tuple[str, ...]] = ()  # modules it needs (sinks/drivers.py)
+    option_spec: ClassVar[Mapping[str, Opt]] = {}  # its options (sinks/<type>/config.py)
+    option_prefixes: ClassVar[tuple[str, ...]] = ()  # groups of free-form option names
+    # options that name a local path, which a pipeline YAML gives relative to itself
+    path_options: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "capabilities" in cls.__dict__:  # a sink type declares them; bases and fan-outs not
+            _check_declared(cls)
+
+    @classmethod
+    def load_drivers(cls) -> list[ModuleType]:
+        """Every module the sink declares (``drivers``), imported; a missing one is a
+        ``MissingPackage`` naming what to install."""
+        return [require(m, cls.type) for m in cls.drivers]
 
     @classmethod
     @abstractmethod
@@ -245,17 +101,46 @@ class Sink(ABC):
         """The sink of one target table, from the options its target gives
         (``pipeline/definition/targets.py``); a bad option is a ``ConfigError`` naming it."""
 
+    @classmethod
+    @abstractmethod
+    def target_options(cls, options: Mapping[str, str], db: str, table: str) -> dict[str, str]:
+        """A pipeline's destination options (its ``sink`` section) made the options of its
+        one target table ``db.table`` (a folder under ``path``, a table in a namespace or
+        a database): the sink's own naming of its targets."""
+
     @abstractmethod
     def last_batch_id(self) -> int | None:
         """The last batch id applied to the target, or None."""
 
-    # -- rows written by the tasks that hold them, committed once by the driver ----------
+    @abstractmethod
+    def read(self) -> pa.Table:
+        """The whole target table as stored (for tests, debugging and benchmarks)."""
 
     def last_batch_seen(self) -> int | None:
         """The highest batch id the target holds any part of: ``last_batch_id``, or a
         later one whose files were committed before the rest of its batch (which then
         failed). A table taken again numbers its batches after it."""
         return self.last_batch_id()
+
+    # -- what the sink is handed: by its kind (capabilities.kind) -------------------------
+
+    def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
+        """A merge sink: one batch's planned changes, with the batch id in the same
+        commit (a target that has the batch changes nothing)."""
+        raise _undeclared(self, "takes change rows, not a ChangeSet")
+
+    def write_changelog(self, df: Any, batch_id: int, keys: tuple[str, ...] = ()) -> WriteResult:
+        """A changelog sink: one batch's change rows (a Spark DataFrame, or the Arrow table
+        where ``takes_arrow``) appended with the batch id."""
+        raise _undeclared(self, "takes a ChangeSet, not change rows")
+
+    def warm(self) -> None:
+        """Open ahead what the first write needs (a connection, a topic, a transactional
+        producer), so that it is ready when the first batch arrives. The runner calls it
+        in the background while its stream starts; a failure here is left for that write
+        to meet and report."""
+
+    # -- rows written by the tasks that hold them (capabilities.files_from_tasks) ----------
 
     @classmethod
     def may_take_files(cls, options: Mapping[str, Any]) -> bool:
@@ -285,7 +170,7 @@ class Sink(ABC):
         """In a Spark task: ``rows``, new to the target and shaped as it stores them,
         written as files nothing has committed yet; what the driver's commit needs about
         each (a few hundred bytes a file, whatever its rows)."""
-        raise NotImplementedError(f"the {self.type} sink does not take files from tasks")
+        raise _undeclared(self, "does not take files from tasks")
 
     def commit_files(self, files: list[dict[str, Any]], schema: pa.Schema,
                      batch_id: int, final: bool = True) -> WriteResult:
@@ -293,7 +178,9 @@ class Sink(ABC):
         (a target that has the files of the batch already commits nothing); the files of
         attempts that died are removed. Not ``final``: the batch's other changes of the
         table follow in the driver's ``write``, which records the batch id as applied."""
-        raise NotImplementedError(f"the {self.type} sink does not take files from tasks")
+        raise _undeclared(self, "does not take files from tasks")
+
+    # -- changes written by tasks, a slice of the keys each (capabilities.changes_from_tasks)
 
     @classmethod
     def may_take_changes(cls, options: Mapping[str, Any]) -> bool:
@@ -313,7 +200,7 @@ class Sink(ABC):
                      slices: int) -> KeySlices:
         """On the driver, before the tasks write a batch's changes: the target's keys cut
         into at most ``slices`` slices (``KeySlices``); ``schema``: the rows as stored."""
-        raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
+        raise _undeclared(self, "does not take changes from tasks")
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
                       changed_keys: pa.Table, batch_id: int,
@@ -324,16 +211,16 @@ class Sink(ABC):
         other rows go (``ChangeSet.replaces``; a sink may leave them to ``commit_changes``).
         Called for every slice when there are ranges, rows or none. What the driver's
         commit needs about them (a few hundred bytes a file, whatever its rows)."""
-        raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
+        raise _undeclared(self, "does not take changes from tasks")
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
                        batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
         """On the driver: every slice's changes of a batch in one commit with the batch id
         (a target that has the batch commits nothing); what attempts that died left is
         removed. ``replaces``: as ``write_changes`` got them."""
-        raise NotImplementedError(f"the {self.type} sink does not take changes from tasks")
+        raise _undeclared(self, "does not take changes from tasks")
 
-    # -- rows written by Spark itself, from the micro-batch's DataFrame -------------------
+    # -- rows written by Spark itself, from the micro-batch's DataFrame (capabilities.spark_writer)
 
     @classmethod
     def writer_for(cls, options: Mapping[str, Any], spark_conf: Mapping[str, str]) -> str:
@@ -360,59 +247,34 @@ class Sink(ABC):
         """On the driver: one batch's planned changes of the target (``frame``: a Spark
         DataFrame of its stored columns, ``__op`` and ``__new``, one row per key) written
         by Spark with the batch id (a target that has the batch writes nothing)."""
-        raise NotImplementedError(f"the {self.type} sink is not written by Spark itself")
+        raise _undeclared(self, "is not written by Spark itself")
 
-    def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
-        raise NotImplementedError(f"the {self.type} sink takes change rows, not a ChangeSet")
-
-    def write_changelog(self, df: Any, batch_id: int, keys: tuple[str, ...] = ()) -> WriteResult:
-        raise NotImplementedError(f"the {self.type} sink takes a ChangeSet, not change rows")
-
-    @abstractmethod
-    def read(self) -> pa.Table:
-        """The whole target table as stored (for tests, debugging and benchmarks)."""
-
-    def warm(self) -> None:
-        """Open ahead what the first write needs (a connection, a topic, a transactional
-        producer), so that it is ready when the first batch arrives. The runner calls it
-        in the background while its stream starts; a failure here is left for that write
-        to meet and report."""
-
-    # -- schema evolution (sinks/evolution.py; each sink's own in sinks/<type>/) ----------
-
-    def _evolution(self) -> Any:
-        """The sink's own schema evolution, ``sinks/<type>/evolution.py`` (None: it has
-        none, or overrides these methods itself): ``stored_columns(sink)``,
-        ``evolve(sink, changes, keys)``, ``empty(sink)`` and, where a target cannot make
-        every change, ``can_change(change, current)``."""
-        name = f"sparkcdc.sinks.{self.type}.evolution"
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-            return None
+    # -- schema evolution (capabilities.schema_changes; sinks/<type>/evolution.py) ---------
 
     def stored_columns(self) -> pa.Schema | None:
         """The target's stored columns, or None when it does not exist yet (or has no
         schema of its own)."""
-        m = self._evolution()
-        return m.stored_columns(self) if m is not None else None
+        return None
 
     def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
         """Whether the target can make ``change`` (``current``: the column's stored type,
-        for a retype)."""
-        m = self._evolution()
-        if m is None:
-            return False
-        check = getattr(m, "can_change", None)
-        return check(change, current) if check is not None else True
+        for a retype): a kind its class declares (``schema_changes``) that ``_can_make``
+        does not refuse."""
+        return (change.kind in self.capabilities.schema_changes
+                and self._can_make(change, current))
+
+    def _can_make(self, change: Change, current: pa.DataType | None) -> bool:
+        """A sink that makes a kind of change only in part (Iceberg retypes by its
+        promotions) says so here."""
+        return True
+
+    def _refusal_note(self, change: Change) -> str:
+        """Why, where ``_can_make`` refuses ``change``, in words for the user ("" if none)."""
+        return ""
 
     def refusal(self, change: Change) -> str:
         """Why the target cannot make ``change``, in words for the user."""
-        m = self._evolution()
-        note = getattr(m, "refusal_note", None) if m is not None else None
-        extra = note(change) if note is not None else ""
+        extra = self._refusal_note(change)
         return f"the {self.type} target cannot {change.describe()}" + (
             f" ({extra})" if extra else "")
 
@@ -433,11 +295,9 @@ class Sink(ABC):
             self._evolve(todo, tuple(keys))
 
     def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
-        """Make ``changes``, which the target does not show yet (``evolve`` filtered)."""
-        m = self._evolution()
-        if m is None:
-            raise NotImplementedError(f"the {self.type} sink evolves no schema")
-        m.evolve(self, changes, keys)
+        """Make ``changes``, which the target does not show yet (``evolve`` filtered); a
+        sink with stored columns implements it."""
+        raise NotImplementedError(f"the {self.type} sink evolves no schema")
 
     def announce(self, schema: Any, statements: tuple[str, ...], columns: tuple[str, ...],
                  diff: Mapping[str, tuple[str, ...]]) -> None:
@@ -447,13 +307,11 @@ class Sink(ABC):
         ``columns``): a sink whose readers learn of schema changes from the data itself
         writes the announcement there (the kafka sink, as its format does). Tables keep
         their schema where readers look, so the others do nothing."""
+
     def empty(self) -> None:
         """Delete every row of the target (a table taken again from its snapshot); its
-        schema and its record of applied batches stay."""
-        m = self._evolution()
-        if m is not None:
-            m.empty(self)
-            return
+        schema and its record of applied batches stay. A sink whose class declares it
+        (``capabilities.empties``) implements it; the others refuse."""
         raise SchemaError(f"the {self.type} target cannot be emptied by the pipeline",
                           fix="empty the target table and restart, or use "
                               "schema.change.behavior: ignore")
@@ -468,11 +326,53 @@ class Sink(ABC):
     def close(self) -> None:
         """Release connections; the sink reopens them if used again."""
 
-    def __enter__(self):
+    def __enter__(self):  # the sink itself, of its own class
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _undeclared(sink: Sink, what: str) -> NotImplementedError:
+    return NotImplementedError(f"the {sink.type} sink {what} (its capabilities say so)")
+
+
+# What a declared capability obliges a sink class to implement (and what it must leave to
+# ``Sink`` when not declared, so that a declaration never drifts from the code).
+_BY_CAPABILITY: dict[str, tuple[str, ...]] = {
+    "files_from_tasks": ("may_take_files", "takes_files", "new_rows", "write_files",
+                         "commit_files"),
+    "changes_from_tasks": ("may_take_changes", "takes_changes", "plan_changes",
+                           "write_changes", "commit_changes"),
+    "spark_writer": ("writer_for", "takes_frames", "write_frame"),
+}
+
+
+def _check_declared(cls: type[Sink]) -> None:
+    """``cls``'s declarations against what it implements; a mismatch is a bug in the
+    sink, a ``TypeError`` when its module is imported."""
+    caps = cls.capabilities
+
+    def own(name: str) -> bool:
+        return any(name in k.__dict__ for k in cls.__mro__ if k is not Sink
+                   and issubclass(k, Sink))
+
+    wrong = []
+    if not isinstance(cls.__dict__.get("type"), SinkType):
+        wrong.append("type is not a SinkType")
+    write = "write" if caps.kind is SinkKind.MERGE else "write_changelog"
+    other = "write_changelog" if caps.kind is SinkKind.MERGE else "write"
+    wrong += [f"a {caps.kind} sink implements {write}"] if not own(write) else []
+    wrong += [f"a {caps.kind} sink does not implement {other}"] if own(other) else []
+    for flag, names in _BY_CAPABILITY.items():
+        declared = getattr(caps, flag)
+        wrong += [f"{name}: {flag} is {declared}" for name in names if own(name) != declared]
+    if own("empty") != caps.can_empty:
+        wrong.append(f"empty: empties is {caps.empties}")
+    if own("stored_columns") and not own("_evolve"):
+        wrong.append("a sink with stored columns implements _evolve")
+    if wrong:
+        raise TypeError(f"{cls.__name__} does not match its capabilities: {'; '.join(wrong)}")
 
 
 # -- option helpers the sinks share (the options themselves: sparkcdc/options.py) -------------
@@ -513,8 +413,6 @@ def sub_path(sink_type: str, options: Mapping[str, str], db: str, table: str) ->
     base = str(base)
     if "://" in base:
         return f"{base.rstrip('/')}/{db}/{table}"
-    import os
-
     return os.path.join(base, db, table)
 
 

@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from sparkcdc.sinks.kinds import Word
+
+
+class SliceMode(Word):
+    """How a key finds its slice (``KeySlices.mode``)."""
+
+    RANGE = "range"  # at the slices' start keys
+    HASH = "hash"  # by ``stable_hash`` modulo the slice count
 
 
 @dataclass(frozen=True)
@@ -20,9 +29,9 @@ class KeySlices:
 
     ``mode`` says how a key finds its slice:
 
-    * ``"range"``: at ``starts`` (slice ``i`` holds the keys ``>= starts[i-1]`` and
+    * ``RANGE``: at ``starts`` (slice ``i`` holds the keys ``>= starts[i-1]`` and
       ``< starts[i]``), for a target whose stored layout has ranges (Delta's files);
-    * ``"hash"``: by a hash of the key's value that every process computes alike
+    * ``HASH``: by a hash of the key's value that every process computes alike
       (``stable_hash``), modulo the slice count, for a target with no layout to follow (a
       SQL table: its server finds a key's row through its own index); ``starts`` is empty.
 
@@ -34,12 +43,12 @@ class KeySlices:
     starts: tuple[Any, ...]
     parts: tuple[Any, ...]
     version: int
-    mode: Literal["range", "hash"] = "range"
+    mode: SliceMode = SliceMode.RANGE
 
     @classmethod
     def hashed(cls, key: str, count: int, version: int = 0) -> KeySlices:
         """``count`` slices by hash, whose tasks need nothing but their rows."""
-        return cls(key, (), (None,) * max(1, count), version, "hash")
+        return cls(key, (), (None,) * max(1, count), version, SliceMode.HASH)
 
     @classmethod
     def by_ranges(cls, key: str, items: list[Any], ranges: list[tuple[Any, Any] | None],
@@ -84,7 +93,7 @@ class KeySlices:
 
     def slice_of(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         """The slice of each of ``keys`` (values of the first key column)."""
-        if self.mode == "hash":
+        if self.mode is SliceMode.HASH:
             if self.count == 1:
                 return pa.array(np.zeros(len(keys), np.int32))
             return pa.array((stable_hash(keys) % np.uint64(self.count)).astype(np.int32))

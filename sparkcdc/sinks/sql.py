@@ -20,15 +20,36 @@ import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
 from sparkcdc.sinks.base import KeyRange, Sink
+from sparkcdc.sinks.capabilities import Capabilities, Emptying
+from sparkcdc.sinks.evolution import EVERY_CHANGE
+from sparkcdc.sinks.kinds import SinkKind, Word
+
+
+def sql_capabilities(writer: str, no_layout: str) -> Capabilities:
+    """What a SQL sink can do (``SQLSink``): every operation of a merge sink, from the
+    driver and from the tasks, every schema change (its ALTER TABLEs); no table layout of
+    Flink's keys (``no_layout``: why not, in the dialect's words)."""
+    return Capabilities(
+        kind=SinkKind.MERGE, writer=writer, tasks_writer="hash slices, staging tables",
+        files_from_tasks=True, changes_from_tasks=True, replaces_ranges=True,
+        empties=Emptying.ROWS, schema_changes=EVERY_CHANGE, no_layout=no_layout)
 
 
 class SQLSink(Sink):
     """The base of the SQL sinks: a database the tasks reach as the driver does, so every
     target takes the rows of its snapshot chunks and its changes from Spark tasks (they
     load staging tables; the driver applies them in one transaction with the batch id).
-    A table without a key has nothing to slice its changes by."""
+    A table without a key has nothing to slice its changes by. Each dialect declares its
+    ``capabilities`` with ``sql_capabilities``."""
 
-    tasks_writer = "hash slices, staging tables"
+    def __init__(self) -> None:
+        """What every SQL sink keeps between calls (its dialect's ``__init__`` adds its
+        config and driver first): its connection, opened on first use."""
+        self._conn: Any = None
+        self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
+        # a batch's staged new rows kept for the transaction of its other changes
+        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
+        self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
 
     @classmethod
     def may_take_files(cls, options: Mapping[str, Any]) -> bool:
@@ -149,7 +170,11 @@ def clear_ranges(cur: Any, target: str, quote: Callable[[str], str],
 
 # -- staging tables that Spark tasks load and the driver applies (postgres/staging.py) ----------
 
-STAGE_FILES, STAGE_CHANGES = "f", "c"  # a snapshot's new rows; a key slice's changes
+class StageKind(Word):
+    """What a staging table holds; its word is part of the table's name."""
+
+    FILES = "f"  # a snapshot's new rows
+    CHANGES = "c"  # a key slice's changes
 
 
 def staging_prefix(app_id: str, schema: str, table: str) -> str:
@@ -159,7 +184,8 @@ def staging_prefix(app_id: str, schema: str, table: str) -> str:
     return f"sc_{digest}_b"
 
 
-def staging_name(app_id: str, schema: str, table: str, batch_id: int, kind: str) -> str:
+def staging_name(app_id: str, schema: str, table: str, batch_id: int,
+                 kind: StageKind) -> str:
     """A new staging table's name: at most 63 bytes (PostgreSQL's identifier limit; MySQL's
     is 64), its writer's prefix, the batch id, ``kind`` and a uuid."""
     return f"{staging_prefix(app_id, schema, table)}{batch_id:010d}_{kind}_{uuid.uuid4().hex}"

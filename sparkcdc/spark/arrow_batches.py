@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from sparkcdc.core.table_events import TableEvent
+
 SCHEMA = pa.schema([pa.field("_rows", pa.int64(), nullable=False),
                     pa.field("_batch", pa.binary(), nullable=False)])
 
@@ -84,10 +86,10 @@ def prefers_large_types(spark=None) -> bool:
 class TableChanges:
     """One table's part of a collected micro-batch: its change rows as they came, one table
     per schema it had (``parts``), and the events of the table among them (``events``,
-    ``rows.event_batch``'s dicts) when the stream carries schema changes."""
+    typed: ``core/table_events.py``) when the stream carries schema changes."""
 
     parts: list[pa.Table] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    events: list[TableEvent] = field(default_factory=list)
 
     def rows(self) -> pa.Table:
         """All the rows in one table (the parts share one schema when no event changed it)."""
@@ -110,8 +112,7 @@ def decode_tables(rows: pa.Table) -> dict[str, TableChanges]:
         if not t.num_rows:
             ev = batch_event(t.schema)
             if ev is not None:
-                out.setdefault(f"{ev['database']}.{ev['table']}", TableChanges()
-                               ).events.append(ev)
+                out.setdefault(str(ev.table_id), TableChanges()).events.append(ev)
             continue
         names = pc.binary_join_element_wise(t["_database"], t["_table"], ".")
         kinds = pc.unique(names)

@@ -31,9 +31,10 @@ from pyspark.sql.datasource import (
 from sparkcdc.core.assigner import SplitAssigner
 from sparkcdc.core.chunking import SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
-from sparkcdc.core.records import SCHEMA, ChangeRecord, TableEvent
+from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.stream_filter import StreamFilter, TableProgress
+from sparkcdc.core.table_events import NewSchema, TableEvent
 from sparkcdc.core.watermark import RollbackLog, SplitRead, read_splits_as_of
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.mysql.port import MySQLSource
@@ -289,7 +290,7 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
     min_ts = item.min_ts_ms
     with _few_gc_passes():
         for rec in dialect.read_window(None, start, end, only=progress, table_events=events):
-            if events and rec.__class__ is TableEvent:
+            if events and rec.__class__ is not ChangeRecord:  # a TableEvent
                 yield from drain()  # the rows before it, in the schema they had
                 yield _table_event(builder, rec, tables, rekeyed)
                 continue
@@ -311,7 +312,7 @@ def _table_event(builder, ev: TableEvent, tables: dict, rekeyed: set) -> pa.Reco
     are built in its new schema. A new row key makes the rest of its rows useless (the
     runner takes the table again), and the stream filter could not place them."""
 
-    if ev.kind == SCHEMA:
+    if isinstance(ev, NewSchema):
         old = tables[ev.table_id]
         tables[ev.table_id] = ev.schema
         builder.forget(ev.table_id)

@@ -33,11 +33,11 @@ from sparkcdc.core.records import (
     SEQ_BEFORE,
     SEQ_SNAPSHOT,
     ChangeRecord,
-    TableEvent,
     seq_number,
 )
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.core.stream_filter import Verdict
+from sparkcdc.core.table_events import TableEvent
 from sparkcdc.mysql.types import arrow_schema
 
 INSERT, PRE, POST, DELETE = "insert", "update_preimage", "update_postimage", "delete"
@@ -308,25 +308,20 @@ EVENT_KEY = b"sparkcdc.event"
 
 
 def event_batch(ev: TableEvent, schema: TableSchema) -> pa.RecordBatch:
-    """A ``TableEvent`` as a batch without rows in the table's columns shape (its schema
-    from here on): what happened rides in the schema's metadata (``EVENT_KEY``, JSON: kind,
-    table, ``_seq`` as text, its binlog offset, the statement and its default database,
-    the schema), so it travels with the change
-    batches, in their order, and sorts among the table's rows by ``seq``."""
+    """A ``TableEvent`` (``core/table_events.py``) as a batch without rows in the table's
+    columns shape (its schema from here on): the event rides in the schema's metadata
+    (``EVENT_KEY``, its ``to_dict`` as JSON), so it travels with the change batches, in
+    their order, and sorts among the table's rows by its ``seq``."""
 
     out = output_schema(arrow_schema(schema))
-    meta = {"kind": ev.kind, "database": ev.table_id.database, "table": ev.table_id.table,
-            "seq": str(seq_number(ev.offset, SEQ_SNAPSHOT)), "op_ts_ms": ev.ts_ms,
-            "statement": ev.statement, "use": ev.database, "offset": ev.offset.to_dict(),
-            "schema": ev.schema.to_dict() if ev.schema is not None else None}
-    out = out.with_metadata({EVENT_KEY: json.dumps(meta, sort_keys=True).encode()})
+    out = out.with_metadata({EVENT_KEY: json.dumps(ev.to_dict(), sort_keys=True).encode()})
     return pa.RecordBatch.from_pylist([], schema=out)
 
 
-def batch_event(schema: pa.Schema) -> dict | None:
-    """The event a batch without rows carries (``event_batch``), else None."""
+def batch_event(schema: pa.Schema) -> TableEvent | None:
+    """The event a batch without rows carries (``event_batch``), typed again, else None."""
     raw = (schema.metadata or {}).get(EVENT_KEY)
-    return json.loads(raw) if raw is not None else None
+    return TableEvent.from_dict(json.loads(raw)) if raw is not None else None
 
 
 class TableBuilders:

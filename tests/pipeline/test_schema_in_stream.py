@@ -1,7 +1,7 @@
 """Schema changes carried in the stream (``BinlogReader(table_events=True)``,
 mysql/binlog/schema_at.py), against the real MariaDB: each row event decoded by the schema its own
-table map describes, and the DDL statements and TRUNCATEs of captured tables as events in
-binlog order. Then through a whole pipeline: several DDLs of one table with rows between
+table map describes, and what the DDL statements and TRUNCATEs of captured tables did to
+them as typed events in binlog order (core/table_events.py). Then through a whole pipeline: several DDLs of one table with rows between
 them, read as one backlog, and an ALTER that no row follows."""
 
 from __future__ import annotations
@@ -13,8 +13,17 @@ from pipeline_support import source_yaml
 from server_support import seq
 from sink_support import read_delta
 
-from sparkcdc.core.records import DDL, SCHEMA, TRUNCATE, ChangeRecord, TableEvent
+from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import Column, TableId, TableSchema
+from sparkcdc.core.table_events import (
+    Ddl,
+    NewSchema,
+    SchemaChanged,
+    TableDropped,
+    TableEvent,
+    TableRenamed,
+    TableTruncated,
+)
 from sparkcdc.mysql.binlog import schema_at
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
@@ -64,13 +73,15 @@ def test_rows_around_two_alters_are_decoded_by_their_own_table_maps(mariadb, db)
         "INSERT INTO t VALUES (4, 40, 4.5, 'lo', 18446744073709551615)",
         "TRUNCATE TABLE t", "INSERT INTO t VALUES (5, 50, 5, 'hi', 1)", database=db)
     recs = _read(mariadb, db, start, schemas={first.table_id: first})
-    kinds = [r.kind if isinstance(r, TableEvent) else r.op for r in recs]
-    assert kinds == ["c", DDL, SCHEMA, "c", "u", DDL, SCHEMA, "c", TRUNCATE, "c"]
+    kinds = [type(r) if isinstance(r, TableEvent) else r.op for r in recs]
+    assert kinds == ["c", SchemaChanged, NewSchema, "c", "u", SchemaChanged, NewSchema, "c",
+                     TableTruncated, "c"]
     # offsets keep binlog order, the events included
     assert [r.offset for r in recs] == sorted(r.offset for r in recs)
 
     assert recs[0].after == {"id": 2, "a": 20, "p": decimal.Decimal("2.50"), "s": "y"}
-    assert "RENAME COLUMN a TO a2" in recs[1].statement
+    assert "RENAME COLUMN a TO a2" in recs[1].ddl.statement
+    assert recs[1].ddl.renames == (("a", "a2"),) and recs[5].ddl.renames == ()
     middle = recs[2].schema
     assert middle.column_names == ["id", "a2", "p", "s", "e"]
     # built from the table map (information_schema already has the last schema)
@@ -89,7 +100,7 @@ def test_rows_around_two_alters_are_decoded_by_their_own_table_maps(mariadb, db)
     # read with today's schema (a stream restarted from its checkpoint): the first rows
     # bring the schema of their own table map first
     again = _read(mariadb, db, start)
-    assert isinstance(again[0], TableEvent) and again[0].kind == SCHEMA
+    assert isinstance(again[0], NewSchema)
     assert again[0].schema.column_names == ["id", "a", "p", "s"]
     assert [r.after for r in again[1:] if isinstance(r, ChangeRecord)] == [
         r.after for r in recs if isinstance(r, ChangeRecord)]
@@ -106,12 +117,14 @@ def test_a_ddl_of_another_table_or_database_is_no_event(mariadb, db):
         recs = _read(mariadb, db, start)
     finally:
         mariadb.execute(f"DROP DATABASE `{db}_x`")
-    assert [(r.kind, r.statement) for r in recs] == [(DDL, "ALTER TABLE t ADD INDEX (id)")]
+    assert [(type(r), r.ddl) for r in recs] == [(SchemaChanged,
+                                                 Ddl("ALTER TABLE t ADD INDEX (id)"))]
 
 
-def test_a_drop_of_a_table_or_its_database_and_a_rename_are_ddl_events(mariadb, db):
-    """The statements that end a table under its name reach the stream as ``ddl`` events
-    with their default database, and ``ddl.table_fate`` reads what became of it."""
+def test_a_drop_of_a_table_or_its_database_and_a_rename_are_typed_events(mariadb, db):
+    """The statements that end a table under its name reach the stream as what became of
+    it, read by the source (``ddl_events``, ``ddl.table_fate``): dropped, or renamed to the
+    end of a chain."""
     from sparkcdc.mysql.ddl import table_fate
 
     x = f"{db}_x"
@@ -129,10 +142,10 @@ def test_a_drop_of_a_table_or_its_database_and_a_rename_are_ddl_events(mariadb, 
                TableId(x, "g"): TableSchema(TableId(x, "g"), (Column("id", "int"),), (), "id")}
     recs = list(BinlogReader(conn, 7402, schemas, table_events=True).read_window(
         start, current_offset(conn)))
-    got = [(str(r.table_id), r.database, table_fate(r.statement, r.database, str(r.table_id)))
-           for r in recs]
-    assert got == [(f"{db}.a", db, ("renamed", f"{db}.a2")), (f"{db}.b", db, ("dropped", None)),
-                   (f"{x}.g", x, ("dropped", None))], got
+    assert [(type(r), r.table_id) for r in recs] == [
+        (TableRenamed, TableId(db, "a")), (TableDropped, TableId(db, "b")),
+        (TableDropped, TableId(x, "g"))], recs
+    assert recs[0].to == TableId(db, "a2")
     assert table_fate("DROP TEMPORARY TABLE b", db, f"{db}.b") is None
     assert table_fate("ALTER TABLE b RENAME TO other.b", db, f"{db}.b") == ("renamed",
                                                                           "other.b")

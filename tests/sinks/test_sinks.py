@@ -80,7 +80,7 @@ def test_replayed_batch_changes_nothing(spark, make_target):
     assert _apply(spark, sink, batch0, 0).skipped
     # the sink checks the id itself, inside its write, not only apply_changes
     late = changes_df(spark, DDL, [(9, "z", 9, "insert", 500)])
-    if sink.kind == "merge":
+    if sink.capabilities.kind == "merge":
         cs = collect_changes(late, ApplySpec(keys=("id",)))
         assert sink.write(cs, 1).skipped
     else:
@@ -144,7 +144,7 @@ def test_ignore_null_updates_and_column_lists(spark, make_target):
     assert _rows(spark, sink, ignore_null_updates=True) == [
         {"id": 1, "name": "a", "qty": 7}, {"id": 2, "name": "b2", "qty": 2},
         {"id": 3, "name": None, "qty": 3}]
-    if sink.kind == "merge":  # a changelog keeps every column; the others drop 'note'
+    if sink.capabilities.kind == "merge":  # a changelog keeps every column; the others drop 'note'
         stored = sink.read().column_names
         assert "note" not in stored and "_seq" not in stored and "_change_type" not in stored
 

@@ -174,3 +174,24 @@ def test_snapshot_batches_and_key_order():
         decimal.Decimal(seq_number(as_of, SEQ_SNAPSHOT))}
     assert got.column("_op_ts").null_count == 300
     assert got.select(DATA.names).equals(ordered)
+
+
+def test_a_table_event_crosses_spark_in_an_empty_batch():
+    """Every kind of typed table event rides in an empty batch's schema metadata and comes
+    back, typed, among its table's changes (``decode_tables``)."""
+    from sparkcdc.core.table_events import Ddl, NewSchema, SchemaChanged, TableRenamed
+    from sparkcdc.spark.arrow_batches import decode_tables, encode
+    from sparkcdc.spark.rows import batch_event, event_batch
+
+    t = TableId("shop", "items")
+    at = BinlogOffset("mysql-bin.000003", 1234, gtid="0-1-7", server="s1")
+    schema = TableSchema(t, (Column("id", "int(11)", False), Column("b", "int(11)")), ("id",),
+                         "id")
+    events = [SchemaChanged(t, at, 1000, Ddl("ALTER TABLE items RENAME COLUMN a TO b",
+                                             (("a", "b"),))),
+              NewSchema(t, at, 1000, schema), TableRenamed(t, at, 1000, TableId("x", "y"))]
+    batches = [event_batch(ev, schema) for ev in events]
+    assert [b.num_rows for b in batches] == [0, 0, 0]
+    assert [batch_event(b.schema) for b in batches] == events
+    got = decode_tables(pa.Table.from_batches([encode(b) for b in batches]))
+    assert list(got) == ["shop.items"] and got["shop.items"].events == events

@@ -194,8 +194,8 @@ def _encode(v: tuple) -> tuple[int, bytes]:
         return _JT[kind], struct.pack(_FMT[kind], v[1])
     if kind == "lit":
         return 4, bytes([{None: 0, True: 1, False: 2}[v[1]]])
-    if kind == "str":
-        b = v[1].encode()
+    if kind == "str":  # text, or bytes as they are (invalid UTF-8 too)
+        b = v[1] if isinstance(v[1], bytes) else v[1].encode()
         return 12, _varlen(len(b)) + b
     if kind == "opaque":
         return 15, bytes([v[1]]) + _varlen(len(v[2])) + v[2]
@@ -205,7 +205,7 @@ def _encode(v: tuple) -> tuple[int, bytes]:
     fmt = "<I" if large else "<H"
     n = len(items)
     head = 2 * osz + n * (osz + 2 if is_obj else 0) + n * (1 + osz)
-    keys = [k.encode() for k, _ in items] if is_obj else []
+    keys = [k if isinstance(k, bytes) else k.encode() for k, _ in items] if is_obj else []
     values = [x for _, x in items] if is_obj else list(items)
     body = bytearray()
     key_entries, at = bytearray(), head

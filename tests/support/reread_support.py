@@ -18,7 +18,7 @@ from server_support import seq
 from sink_support import read_delta
 
 from sparkcdc import sinks
-from sparkcdc.spark.offset_view import read_offset, table_entry
+from sparkcdc.spark.offset_view import read_offset
 
 ROWS = 1500  # per table; chunks of 50: 30 chunks read again
 COLUMNS = ("v", "s")  # compared besides the key
@@ -197,7 +197,10 @@ class Target:
             if t is None:
                 return {}
             names = ["id", *columns]
-            got = iceberg_support.by_pyiceberg(t).to_pylist()
+            read = iceberg_support.by_pyiceberg(t)
+            if not set(names) <= set(read.column_names):
+                return {}  # the column not yet (its ALTER reaches the target in a later batch)
+            got = read.to_pylist()
             other = iceberg_support.rows(iceberg_support.by_iceberg_rust(t), names) if got else []  # (no snapshot: none)
             assert other == sorted(tuple(r[n] for n in names) for r in got), \
                 "pyiceberg and iceberg-rust read the table differently"
@@ -307,9 +310,8 @@ def mark(ckpt: Path, table: str) -> tuple[int, int, bool]:
         off = read_offset(g, max(commits)) if commits else None
         if off is None:
             continue
-        e = table_entry(off, table)
-        return (int(e.get("generation", 0)), int(e.get("reread_id", 0)),
-                e.get("phase") == "done" and e.get("reread") is None)
+        e = off.table(table)
+        return e.generation, e.reread_id, e.phase == "done" and not e.rereading
     return (0, 0, False)
 
 

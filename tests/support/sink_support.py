@@ -89,7 +89,7 @@ def table_rows(sink, spark, keys, *, schema: pa.Schema, scd_type: int = 1,
                **fold) -> list[dict]:
     """The target table read back from the sink's storage, in ``schema``'s types, sorted.
     (A changelog is folded with ``materialize``; ``fold`` passes the apply options.)"""
-    if sink.kind == "changelog":
+    if sink.capabilities.kind == "changelog":
         if sink.type == "kafka":  # decoded with the data columns' types
             data = pa.schema([f for f in schema if f.name not in (START_AT, END_AT)])
             log = sink.changelog(spark, from_arrow_schema(data, prefer_timestamp_ntz=True))

@@ -7,8 +7,8 @@
  * Every read is bounds-checked: a truncated or malformed event raises ValueError, which the
  * Python side turns into DecodeError.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_fastdecode.h"
+
 #include <datetime.h>
 #include <stdint.h>
 #include <string.h>
@@ -36,6 +36,9 @@ enum {
     OP_TIME = 20,     /* the old formats */
     OP_DATETIME = 21,
     OP_TIMESTAMP = 22,
+    OP_JSON = 23,     /* a: length bytes; MySQL's binary JSON as its text (_fastjson.c); obj:
+                         None, or apply(before bytes | None, diff bytes, column) -> text for
+                         the partial updates of a PARTIAL_UPDATE_ROWS event */
 };
 
 typedef struct {
@@ -186,19 +189,20 @@ static int64_t frac_us(const unsigned char *p, int fsp, int is_signed) {
 
 static const int dig2bytes[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
 
-static int decimal_size(int precision, int scale) {
+int fd_decimal_size(int precision, int scale) {
     int intg = precision - scale;
     return intg / 9 * 4 + dig2bytes[intg % 9] + scale / 9 * 4 + dig2bytes[scale % 9];
 }
 
-/* MySQL's binary DECIMAL as plain text, exactly as PyRowDecoder writes it. */
-static PyObject *decimal_text(const unsigned char *src, int precision, int scale) {
+/* MySQL's binary DECIMAL as plain text, exactly as PyRowDecoder (and, in JSON, json_binary)
+ * writes it; a precision of at most 255 (a JSON DECIMAL's byte). */
+PyObject *fd_decimal_text(const unsigned char *src, int precision, int scale) {
     int intg = precision - scale;
     int intg0 = intg / 9, intg0x = intg % 9, frac0 = scale / 9, frac0x = scale % 9;
-    int size = decimal_size(precision, scale);
-    unsigned char b[64];
-    char out[256];
-    if (size > (int)sizeof(b) || size < 1) {
+    int size = fd_decimal_size(precision, scale);
+    unsigned char b[128];
+    char out[640];
+    if (size > (int)sizeof(b) || size < 1 || intg < 0 || scale < 0 || precision > 255) {
         PyErr_SetString(PyExc_ValueError, "DECIMAL too wide");
         return NULL;
     }
@@ -207,7 +211,7 @@ static PyObject *decimal_text(const unsigned char *src, int precision, int scale
     b[0] ^= 0x80;
     if (negative)
         for (int i = 0; i < size; i++) b[i] ^= 0xFF;
-    char whole[160];
+    char whole[320];
     int wl = 0, i = 0, lead = dig2bytes[intg0x], tail = dig2bytes[frac0x];
     if (lead) {
         wl += snprintf(whole + wl, sizeof(whole) - wl, "%llu",
@@ -292,9 +296,9 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
         return PyLong_FromLong(v ? 1900 + v : 0);
     }
     case OP_DECIMAL: {
-        int size = decimal_size(s->a, s->b);
+        int size = fd_decimal_size(s->a, s->b);
         if (need(c, size) < 0) return NULL;
-        PyObject *text = decimal_text(c->d + c->pos, s->a, s->b);
+        PyObject *text = fd_decimal_text(c->d + c->pos, s->a, s->b);
         c->pos += size;
         if (text == NULL || s->c) return text;
         PyObject *v = PyObject_CallOneArg(plan->decimal, text);
@@ -374,6 +378,9 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
         memcpy(o + 9, w + 5, (size_t)(wn - 5));
         return out;
     }
+    case OP_JSON:
+        if (read_prefixed(c, s->a, &p, &n) < 0) return NULL;
+        return fj_text(p, n);
     case OP_CALL: {
         if (read_prefixed(c, s->a, &p, &n) < 0) return NULL;
         PyObject *raw = PyBytes_FromStringAndSize((const char *)p, n);
@@ -506,7 +513,17 @@ static PyObject *decode_value(PlanObject *plan, ColSpec *s, Cursor *c) {
 
 /* -- images and events -------------------------------------------------------------------- */
 
-static PyObject *decode_image(PlanObject *plan, Cursor *c) {
+/* Where a before image's JSON values lie (a PARTIAL_UPDATE_ROWS row's diffs apply to them):
+ * per column, the value's bytes, or NULL for a NULL. */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+} Span;
+
+static int is_json(const ColSpec *s) { return s->op == OP_JSON || s->op == OP_CALL; }
+
+/* One row image; ``spans`` (or NULL) gets where its JSON columns' stored values are. */
+static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans) {
     Py_ssize_t ncols = plan->ncols, nbits = (ncols + 7) / 8;
     if (need(c, nbits) < 0) return NULL;
     const unsigned char *nulls = c->d + c->pos;
@@ -515,11 +532,23 @@ static PyObject *decode_image(PlanObject *plan, Cursor *c) {
     if (row == NULL) return NULL;
     for (Py_ssize_t i = 0; i < ncols; i++) {
         PyObject *v;
-        if (nulls[i >> 3] >> (i & 7) & 1)
+        ColSpec *s = &plan->cols[i];
+        if (nulls[i >> 3] >> (i & 7) & 1) {
             v = Py_NewRef(Py_None);
-        else if ((v = decode_value(plan, &plan->cols[i], c)) == NULL) {
-            Py_DECREF(row);
-            return NULL;
+            if (spans != NULL) spans[i].p = NULL;
+        } else {
+            if (spans != NULL && is_json(s)) {
+                if (need(c, s->a) < 0) {
+                    Py_DECREF(row);
+                    return NULL;
+                }
+                spans[i].n = (Py_ssize_t)le(c->d + c->pos, s->a);
+                spans[i].p = c->d + c->pos + s->a;
+            }
+            if ((v = decode_value(plan, s, c)) == NULL) {
+                Py_DECREF(row);
+                return NULL;
+            }
         }
         int rc = PyDict_SetItem(row, PyTuple_GET_ITEM(plan->names, i), v);
         Py_DECREF(v);
@@ -532,12 +561,13 @@ static PyObject *decode_image(PlanObject *plan, Cursor *c) {
 }
 
 /* The after image of a PARTIAL_UPDATE_ROWS row whose JSON columns flagged in ``bits`` (one
- * bit per JSON column, in column order) hold diffs: an empty diff (what MySQL logs for a
- * JSON column the UPDATE left alone) is the before image's value; any other diff makes this
- * return Py_None without a reference (the caller applies diffs in Python). JSON columns
- * are the plan's OP_CALL columns (fastdecode.column_spec gives OP_CALL to JSON only). */
+ * bit per JSON column, in column order) hold diffs. An empty diff (what MySQL logs for a
+ * JSON column the UPDATE left alone) is the before image's value; any other diff is applied
+ * by the column's ``apply(before bytes | None, diff bytes, column)`` (an OP_JSON spec's obj;
+ * the before value's bytes from ``spans``). Without one, returns Py_None without a
+ * reference: the caller applies the whole event's diffs in Python. */
 static PyObject *decode_partial_after(PlanObject *plan, Cursor *c, PyObject *before,
-                                      const unsigned char *bits) {
+                                      const unsigned char *bits, const Span *spans) {
     Py_ssize_t ncols = plan->ncols, nbits = (ncols + 7) / 8, k = 0;
     if (need(c, nbits) < 0) return NULL;
     const unsigned char *nulls = c->d + c->pos;
@@ -548,24 +578,44 @@ static PyObject *decode_partial_after(PlanObject *plan, Cursor *c, PyObject *bef
         ColSpec *s = &plan->cols[i];
         PyObject *v, *name = PyTuple_GET_ITEM(plan->names, i);
         int diff = 0;
-        if (s->op == OP_CALL) {
+        if (is_json(s)) {
             diff = bits != NULL && bits[k >> 3] >> (k & 7) & 1;
             k++;
         }
         if (nulls[i >> 3] >> (i & 7) & 1)
             v = Py_NewRef(Py_None);
         else if (diff) {
+            const unsigned char *dp;
+            Py_ssize_t dn;
             if (need(c, s->a) < 0) { Py_DECREF(row); return NULL; }
-            uint64_t n = le(c->d + c->pos, s->a);
-            if (n != 0) { Py_DECREF(row); return Py_None; }
-            c->pos += s->a;
-            v = PyDict_GetItemWithError(before, name);
-            if (v == NULL) {
+            if (le(c->d + c->pos, s->a) == 0) {  /* left alone: the before value */
+                c->pos += s->a;
+                v = PyDict_GetItemWithError(before, name);
+                if (v == NULL) {
+                    Py_DECREF(row);
+                    if (!PyErr_Occurred()) return Py_None;
+                    return NULL;
+                }
+                Py_INCREF(v);
+            } else if (s->op != OP_JSON || s->obj == Py_None) {
                 Py_DECREF(row);
-                if (!PyErr_Occurred()) return Py_None;
+                return Py_None;
+            } else if (read_prefixed(c, s->a, &dp, &dn) < 0) {
+                Py_DECREF(row);
                 return NULL;
+            } else {
+                PyObject *was = spans[i].p == NULL ? Py_NewRef(Py_None) :
+                    PyBytes_FromStringAndSize((const char *)spans[i].p, spans[i].n);
+                PyObject *diffs = PyBytes_FromStringAndSize((const char *)dp, dn);
+                v = was == NULL || diffs == NULL ? NULL :
+                    PyObject_CallFunctionObjArgs(s->obj, was, diffs, name, NULL);
+                Py_XDECREF(was);
+                Py_XDECREF(diffs);
+                if (v == NULL) {
+                    Py_DECREF(row);
+                    return NULL;
+                }
             }
-            Py_INCREF(v);
         } else if ((v = decode_value(plan, s, c)) == NULL) {
             Py_DECREF(row);
             return NULL;
@@ -608,8 +658,9 @@ static int value_options(Cursor *c, Py_ssize_t njson, const unsigned char **bits
 
 /* decode(plan, data, mode[, njson]) -> [(before, after), ...]; mode 0 insert, 1 delete,
  * 2 update, 3 a PARTIAL_UPDATE_ROWS event (updates whose after images follow their shared
- * image, see value_options; empty JSON diffs are the before value): None as soon as a row
- * holds a non-empty JSON diff (the caller applies those in Python, json_diff). */
+ * image, see value_options; decode_partial_after applies the JSON diffs): None when a row
+ * holds a JSON diff that its column's spec cannot apply (the caller then applies the
+ * event's diffs in Python). */
 static PyObject *fd_decode(PyObject *self, PyObject *args) {
     PlanObject *plan;
     Py_buffer buf;
@@ -618,10 +669,15 @@ static PyObject *fd_decode(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "O!y*i|n", &PlanType, &plan, &buf, &mode, &njson)) return NULL;
     Cursor c = {(const unsigned char *)buf.buf, 0, buf.len};
+    Span *spans = NULL;
     PyObject *out = PyList_New(0);
     if (out == NULL) goto fail;
+    if (mode == 3 && (spans = PyMem_Calloc(plan->ncols ? plan->ncols : 1, sizeof(Span))) == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     while (c.pos < c.end) {
-        PyObject *img = decode_image(plan, &c), *pair;
+        PyObject *img = decode_image(plan, &c, spans), *pair;
         if (img == NULL) goto fail;
         if (mode == 3) {
             const unsigned char *bits;
@@ -629,18 +685,19 @@ static PyObject *fd_decode(PyObject *self, PyObject *args) {
                 Py_DECREF(img);
                 goto fail;
             }
-            PyObject *after = decode_partial_after(plan, &c, img, bits);
+            PyObject *after = decode_partial_after(plan, &c, img, bits, spans);
             if (after == NULL || after == Py_None) {
                 Py_DECREF(img);
                 if (after == NULL) goto fail;
-                Py_DECREF(out);  /* a JSON diff: the caller applies it */
+                Py_DECREF(out);  /* a JSON diff this plan cannot apply: the caller does */
+                PyMem_Free(spans);
                 PyBuffer_Release(&buf);
                 Py_RETURN_NONE;
             }
             pair = PyTuple_Pack(2, img, after);
             Py_DECREF(after);
         } else if (mode == 2) {
-            PyObject *after = decode_image(plan, &c);
+            PyObject *after = decode_image(plan, &c, NULL);
             if (after == NULL) {
                 Py_DECREF(img);
                 goto fail;
@@ -657,9 +714,11 @@ static PyObject *fd_decode(PyObject *self, PyObject *args) {
         Py_DECREF(pair);
         if (rc < 0) goto fail;
     }
+    PyMem_Free(spans);
     PyBuffer_Release(&buf);
     return out;
 fail:
+    PyMem_Free(spans);
     if (PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_UnicodeError)) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
@@ -838,8 +897,8 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
             return NULL;
         }
         int lenbytes = s->op == OP_TEXT || s->op == OP_BYTES || s->op == OP_GEOMETRY ||
-                       s->op == OP_CALL;
-        if (s->op < OP_INT || s->op > OP_TIMESTAMP ||
+                       s->op == OP_CALL || s->op == OP_JSON;
+        if (s->op < OP_INT || s->op > OP_JSON ||
             (lenbytes && (s->a < 1 || s->a > 4)) ||
             ((s->op == OP_INT) && !(s->a == 1 || s->a == 2 || s->a == 3 || s->a == 4 || s->a == 8)) ||
             ((s->op == OP_UINT) && (s->a < 1 || s->a > 4)) ||
@@ -850,7 +909,8 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
             ((s->op == OP_TIME2 || s->op == OP_DATETIME2 || s->op == OP_TIMESTAMP2) &&
              (s->a < 0 || s->a > 6)) ||
             ((s->op == OP_TEXT) && s->b == 1 && !PyUnicode_Check(s->obj)) ||
-            (((s->op == OP_TEXT && s->b == 2) || s->op == OP_CALL) && !PyCallable_Check(s->obj))) {
+            (((s->op == OP_TEXT && s->b == 2) || s->op == OP_CALL) && !PyCallable_Check(s->obj)) ||
+            (s->op == OP_JSON && s->obj != Py_None && !PyCallable_Check(s->obj))) {
             PyErr_Format(PyExc_ValueError, "bad spec for column %zd", i);
             Py_DECREF(self);
             return NULL;
@@ -892,6 +952,18 @@ static PyMethodDef methods[] = {
     {"split_events", (PyCFunction)(void (*)(void))fd_split_events, METH_VARARGS,
      "split_events(buf, pos, seq) -> (events, pos, seq, status): the whole binlog events "
      "of a replication stream's bytes"},
+    {"json_text", (PyCFunction)fj_py_text, METH_O,
+     "json_text(stored JSON bytes) -> str: MySQL's text (json_binary.to_text)"},
+    {"json_tree", (PyCFunction)fj_py_tree, METH_O,
+     "json_tree(stored JSON bytes) -> dict | list | str (json_binary.parse)"},
+    {"json_render", (PyCFunction)fj_py_render, METH_O,
+     "json_render(tree) -> str (json_binary.render)"},
+    {"payload_header", (PyCFunction)(void (*)(void))fp_payload_header, METH_VARARGS,
+     "payload_header(data, start, end) -> (compression, size, uncompressed | None, payload "
+     "start) of a TRANSACTION_PAYLOAD body (transaction_payload.read_header)"},
+    {"payload_events", (PyCFunction)(void (*)(void))fp_payload_events, METH_VARARGS,
+     "payload_events(events, size, log_pos, csum) -> (data, events) "
+     "(transaction_payload.inner_events, after decompression)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -905,7 +977,7 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     empty_str = PyUnicode_FromString("");
     empty_bytes = PyBytes_FromStringAndSize("", 0);
     comma = PyUnicode_FromString(",");
-    if (!empty_str || !empty_bytes || !comma) return NULL;
+    if (!empty_str || !empty_bytes || !comma || fj_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0 ||

@@ -7,6 +7,13 @@ checked exactly as ``PyRowDecoder`` checks them) and hands every row event of th
 canonical values as ``PyRowDecoder`` (``tests/mysql/binlog/test_fastdecode.py`` holds them equal on the
 all-types table and on randomized rows). Rows of uncaptured tables never reach a decoder.
 
+MySQL's own work is compiled too: binary JSON printed as the server prints it
+(``_fastjson.c``, the text of ``json_binary``), PARTIAL_UPDATE_ROWS events whole, their JSON
+diffs applied by ``json_diff`` in Python to trees the C code builds and prints
+(``apply_json_diffs``), and compressed transactions opened (``open_payload``: the header and
+the inner events in ``_fastpayload.c``, zstd in the ``zstandard`` package). The Python
+modules stay the reference: tests/mysql/binlog/test_fastjson.py runs both on the same bytes.
+
 The extension is built by ``pip install -e .`` (``setup.py``, optional). When it is absent,
 ``default_decoder()`` falls back to ``PyRowDecoder``; ``SPARKCDC_ROW_DECODER`` (``c`` or
 ``py``) picks one explicitly, e.g. to compare them.
@@ -21,7 +28,10 @@ from typing import Any
 from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.mysql import types as T
+from sparkcdc.mysql.binlog import json_binary as J
+from sparkcdc.mysql.binlog import json_diff
 from sparkcdc.mysql.binlog import row_decoding as R
+from sparkcdc.mysql.binlog import transaction_payload as P
 from sparkcdc.mysql.binlog.protocol import ColumnType
 
 try:  # built by setup.py; optional
@@ -35,6 +45,11 @@ OP_TEXT, OP_BYTES, OP_ENUM, OP_SET, OP_GEOMETRY, OP_CALL, OP_BIT1, OP_BITS = (
     8, 9, 10, 11, 12, 13, 14, 15)
 OP_DATE, OP_TIME2, OP_DATETIME2, OP_TIMESTAMP2, OP_TIME, OP_DATETIME, OP_TIMESTAMP = (
     16, 17, 18, 19, 20, 21, 22)
+OP_JSON = 23
+# an extension built before these lacks them: JSON then goes through json_binary
+# (OP_CALL), payloads through transaction_payload
+JSON_IN_C = _C is not None and hasattr(_C, "json_text")
+PAYLOAD_IN_C = _C is not None and hasattr(_C, "payload_events")
 
 _INSERT, _DELETE, _UPDATE = 0, 1, 2
 _Spec = tuple[int, int, int, int, Any]
@@ -79,6 +94,9 @@ class CRowDecoder:
         self._by_map: dict[Any, tuple[TableSchema, Any]] = {}  # events.TableMap -> plan
         self._py: R.PyRowDecoder | None = None  # partial JSON updates (decode_partial_rows)
         self._njson: dict[Any, int] = {}  # events.TableMap -> its number of JSON columns
+        self._dctx: Any = None  # zstandard.ZstdDecompressor, made at the first payload
+        if not PAYLOAD_IN_C:
+            self.open_payload = P.open_payload  # type: ignore[method-assign]
 
     def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
         from pymysqlreplication.row_event import (
@@ -155,8 +173,9 @@ class CRowDecoder:
         """A whole PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``) in
         one C call, as ``decode_event`` an update: with PARTIAL_JSON on, MySQL logs *every*
         UPDATE so, JSON column or not, and a row's after image is a plain full image unless
-        a JSON column holds a diff. None when one does (or a column is missing): the caller
-        then takes ``decode_partial_rows``, which applies the diffs."""
+        a JSON column holds a diff, which the C loop hands to ``apply_json_diffs``. None
+        when a column is missing (or the extension predates JSON in C and a diff is there):
+        the caller then takes ``decode_partial_rows``."""
         plan = self._plan_for(table_map, schema)
         njson = self._njson.get(table_map)
         if njson is None:
@@ -169,11 +188,27 @@ class CRowDecoder:
         except ValueError as e:  # truncated values, bad text (UnicodeDecodeError)
             raise _malformed(schema, e) from None
 
+    def open_payload(self, data: bytes, start: int, end: int, size: int, log_pos: int,
+                     csum: int) -> tuple[bytes, list[tuple]]:
+        """``transaction_payload.open_payload`` with the header read and the events split in
+        C (one call each), and one zstd decompressor kept for the reader's payloads."""
+        try:
+            compression, _size, uncompressed, p = _C.payload_header(data, start, end)
+        except ValueError as e:
+            raise DecodeError(str(e), fix=P.REPORT) from None
+        if compression == P.ZSTD and self._dctx is None:
+            self._dctx = P.decompressor()
+        with memoryview(data) as view, view[p:end] as payload:
+            events = P.uncompress(compression, payload, uncompressed, self._dctx)
+        try:
+            return _C.payload_events(events, size, log_pos, csum)
+        except ValueError as e:
+            raise DecodeError(str(e), fix=P.REPORT) from None
+
     def decode_partial_rows(self, table_map: Any, schema: TableSchema,
                             data: bytes) -> list[tuple[dict | None, dict | None]]:
-        """A PARTIAL_UPDATE_ROWS event's images, through ``PyRowDecoder``: the events whose
-        rows hold JSON diffs (JSON_SET/JSON_REPLACE/JSON_REMOVE updates; applying the diffs
-        is Python's work anyway, ``json_diff``); the others go to ``decode_partial_event``."""
+        """A PARTIAL_UPDATE_ROWS event's images, through ``PyRowDecoder``: what
+        ``decode_partial_event`` leaves (see there)."""
         if self._py is None:
             self._py = R.PyRowDecoder()
         return self._py.decode_partial_rows(table_map, schema, data)
@@ -247,6 +282,8 @@ def column_spec(bc: Any, col: Column) -> _Spec:
     if bt == ColumnType.GEOMETRY:
         return (OP_GEOMETRY, bc.length_size, 0, 0, None)
     if bt == ColumnType.JSON:
+        if JSON_IN_C:
+            return (OP_JSON, bc.length_size, 0, 0, apply_json_diffs)
         return (OP_CALL, bc.length_size, 0, 0, R.mysql_json)
     if bt == ColumnType.BIT:
         return (OP_BIT1 if k == T.BIT1 else OP_BITS, bc.bytes, t.nbytes, 0, None)
@@ -267,6 +304,21 @@ def column_spec(bc: Any, col: Column) -> _Spec:
     raise DecodeError(f"column {col.name!r}: binlog type {bt} is not supported")
 
 
+def apply_json_diffs(before: bytes | None, diffs: bytes, column: str) -> str:
+    """A JSON column's partial update (the stored value before it, its diff vector) as the
+    text after it: ``json_diff.apply`` over trees built and printed in C."""
+    return json_diff.apply(before, diffs, column, parse=_C.json_tree, render=_C.json_render)
+
+
+def json_text(b: bytes) -> str:
+    """``json_binary.to_text`` in C (the reference stays ``json_binary``)."""
+    try:
+        return _C.json_text(b)
+    except ValueError as e:
+        raise J.malformed(str(e).removeprefix("malformed binary JSON value (")
+                          .removesuffix(")")) from None
+
+
 def _text(nbytes: int, charset: str | None) -> _Spec:
     codec = R.PY_CODECS.get((charset or "utf8mb4").lower(), "utf-8")
     if codec == "utf-8":
@@ -276,7 +328,8 @@ def _text(nbytes: int, charset: str | None) -> _Spec:
     return (OP_TEXT, nbytes, 1, 0, codec)
 
 
-__all__ = ["CRowDecoder", "available", "column_spec", "compile_plan", "default_decoder"]
+__all__ = ["CRowDecoder", "apply_json_diffs", "available", "column_spec", "compile_plan",
+           "default_decoder", "json_text"]
 
 
 def _malformed(schema: TableSchema, e: Exception) -> DecodeError:

@@ -54,19 +54,22 @@ def to_text(b: bytes) -> str:
     """A JSON column's stored bytes as the server prints them."""
     if not b:
         return "null"
-    try:
-        return render(parse(b))
-    except (_Malformed, IndexError, struct.error, UnicodeDecodeError) as e:
-        raise DecodeError(f"malformed binary JSON value ({e or type(e).__name__})",
-                          fix="report the server version; the JSON value could not be "
-                              "read") from None
+    return render(parse(b))
 
 
 def parse(b: bytes) -> Tree:
     """The tree of a stored value (type byte, then the value)."""
     if not b:
         return "null"
-    return _value(b[0], b, 1, len(b))
+    try:
+        return _value(b[0], b, 1, len(b))
+    except (_Malformed, IndexError, struct.error, UnicodeDecodeError, RecursionError) as e:
+        raise malformed(e or type(e).__name__) from None
+
+
+def malformed(why: object) -> DecodeError:
+    return DecodeError(f"malformed binary JSON value ({why})",
+                       fix="report the server version; the JSON value could not be read")
 
 
 def render(node: Tree) -> str:
@@ -174,6 +177,8 @@ def double_text(x: float) -> str:
     """A double as MySQL prints it in JSON: ``my_gcvt`` at its widest field (the shortest
     digits that read back, 'f' notation for exponents -15..15, else ``1.5e-16``/``1e15``:
     no '+', no leading zeros), then ``.0`` when neither '.' nor 'e' is in it."""
+    if not math.isfinite(x):  # no JSON number; MySQL never stores one
+        raise _Malformed("a double that is not a number")
     digits, exp = _shortest(x)
     n = len(digits)
     decpt = n + exp  # value = 0.<digits> * 10**decpt
@@ -224,6 +229,8 @@ def decimal_text(data: bytes) -> str:
     """A JSON DECIMAL (precision, scale, then MySQL's binary DECIMAL) as ``decimal2string``
     writes it: the scale's digits after the point, a '-' unless the value is zero."""
     precision, scale = data[0], data[1]
+    if scale > precision:
+        raise _Malformed("a DECIMAL with more scale than precision")
     b = bytearray(data[2:])
     intg = precision - scale
     size = (intg // 9 * 4 + _DIG2BYTES[intg % 9] + scale // 9 * 4 + _DIG2BYTES[scale % 9])
@@ -278,4 +285,5 @@ def _time_text(data: bytes) -> str:
             f'{frac:06d}"')
 
 
-__all__ = ["decimal_text", "double_text", "parse", "quote", "render", "sort_key", "to_text"]
+__all__ = ["decimal_text", "double_text", "malformed", "parse", "quote", "render", "sort_key",
+           "to_text"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from functools import lru_cache
 
 from sparkcdc.errors import DecodeError
 from sparkcdc.mysql.binlog import json_binary as J
@@ -55,26 +57,34 @@ def read_diffs(data: bytes) -> list[tuple[int, str, bytes | None]]:
     return out
 
 
-def apply(before: bytes, diffs: bytes, column: str) -> str:
-    """The JSON text after applying ``diffs`` (a diff vector) to the stored ``before``."""
-    doc = J.parse(before)
+def apply(before: bytes | None, diffs: bytes, column: str, *,
+          parse: Callable[[bytes], J.Tree] = J.parse,
+          render: Callable[[J.Tree], str] = J.render) -> str:
+    """The JSON text after applying ``diffs`` (a diff vector) to the stored ``before``.
+    ``parse`` and ``render`` are json_binary's; the compiled decoder passes its own, which
+    build and print the same trees in C (fastdecode.apply_json_diffs)."""
+    if before is None:  # the server cannot apply a diff to NULL either
+        raise DecodeError(f"column {column!r}: a partial JSON update of a NULL value",
+                          fix="set binlog_row_value_options='' on the server")
+    doc = parse(before)
     for op, path, value in read_diffs(diffs):
         try:
             legs = parse_path(path)
             if not legs:
                 raise _Rejected("the whole document")
-            doc = _apply_one(doc, op, legs, None if value is None else J.parse(value))
+            doc = _apply_one(doc, op, legs, None if value is None else parse(value))
         except _Rejected as e:
             raise DecodeError(f"column {column!r}: the partial JSON update {_OPS[op]} {path} "
                               f"does not fit its before image ({e})",
                               fix="set binlog_row_value_options='' on the server, then "
                                   "restart capture with a new snapshot") from None
-    return J.render(doc)
+    return render(doc)
 
 
-def parse_path(path: str) -> list[str | tuple[int, bool]]:
+@lru_cache(maxsize=1024)
+def parse_path(path: str) -> tuple[str | tuple[int, bool], ...]:
     """The legs of a MySQL JSON path: a member name (``str``) or an array index
-    ``(n, from_end)`` (``[last-n]``)."""
+    ``(n, from_end)`` (``[last-n]``). Kept per path: an UPDATE's paths repeat row by row."""
     s = path.strip()
     if not s.startswith("$"):
         raise _Rejected(f"path {path!r} does not start with $")
@@ -105,7 +115,7 @@ def parse_path(path: str) -> list[str | tuple[int, bool]]:
             p = m.end()
         else:
             raise _Rejected(f"path {path!r}")
-    return legs
+    return tuple(legs)
 
 
 def _quoted(s: str, p: int) -> tuple[str, int]:
@@ -141,7 +151,7 @@ def _seek(doc, legs):
     return doc
 
 
-def _apply_one(doc, op: int, legs: list, value):
+def _apply_one(doc, op: int, legs: tuple, value):
     parent = _seek(doc, legs[:-1])
     last = legs[-1]
     if isinstance(last, str):

@@ -23,15 +23,16 @@ What the reader owns, and why:
   fraction, YEAR 0000, empty SET, BIT as text, TIMESTAMP as naive datetime) and the
   canonical values must equal the snapshot's (``sparkcdc.mysql.types``).
 * **MySQL 8.** A compressed transaction (TRANSACTION_PAYLOAD,
-  ``binlog_transaction_compression=ON``) is decompressed by ``transaction_payload`` and its
-  events go through the same loop as if they had come one by one, each with the payload
+  ``binlog_transaction_compression=ON``) is opened by the decoder's ``open_payload`` (the
+  compiled one's in C; else ``transaction_payload``) and its events go through the same loop as if they had come one by one, each with the payload
   event's size and position: a record's offset keeps its transaction's start (the GTID
   event before the payload, else the payload) and counts its row events, so offsets stay
   unique and resume between two rows inside a payload; the XID inside commits at the
   payload's end. A PARTIAL_UPDATE_ROWS event (``binlog_row_value_options=PARTIAL_JSON``;
-  MySQL then logs every UPDATE so) whose rows hold no JSON diff is an update decoded in C
-  (``CRowDecoder.decode_partial_event``); one with diffs goes to the decoder's
-  ``decode_partial_rows``, which applies them to the before image (``json_diff``).
+  MySQL then logs every UPDATE so) is an update decoded in C
+  (``CRowDecoder.decode_partial_event``), its JSON diffs applied to the before image
+  (``json_diff``, over trees built in C); without the compiled decoder, the decoder's
+  ``decode_partial_rows``.
   docs/operations.md has both for users.
 * **MariaDB's compressed events** (``log_bin_compress=ON``) are inflated only where they are
   used (a captured table's row images, a statement), then read exactly as their plain twins:
@@ -57,18 +58,9 @@ from itertools import chain, repeat
 from typing import Any
 
 from sparkcdc.core.offsets import BinlogOffset, file_index
-from sparkcdc.core.records import (
-    DDL,
-    DELETE,
-    INSERT,
-    SCHEMA,
-    TRUNCATE,
-    UPDATE,
-    ChangeRecord,
-    Heartbeat,
-    TableEvent,
-)
+from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord, Heartbeat
 from sparkcdc.core.schema import Column, TableId, TableSchema
+from sparkcdc.core.table_events import NewSchema, TableEvent
 from sparkcdc.errors import (
     AuthenticationFailed,
     BinlogUnavailable,
@@ -79,7 +71,7 @@ from sparkcdc.errors import (
     ServerConfigError,
     SparkCDCError,
 )
-from sparkcdc.mysql import ddl, server_errors
+from sparkcdc.mysql import ddl, ddl_events, server_errors
 from sparkcdc.mysql.binlog import failover, schema_at
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import transaction_payload as P
@@ -484,6 +476,8 @@ class BinlogReader:
         # MySQL logs every UPDATE as one, JSON column or not)
         decode_partial = (getattr(decoder, "decode_partial_event", None)
                           if getattr(decoder, "partial_in_c", False) else None)
+        # a compressed transaction's events: opened in C by the compiled decoder
+        open_payload = getattr(decoder, "open_payload", P.open_payload)
         row_events = E.ROW_EVENTS
         mgtid = E.MARIADB_GTID_BODY.unpack_from
         ignored = E.IGNORED_EVENTS
@@ -561,9 +555,9 @@ class BinlogReader:
                     if table_events and fitted.get(skey) is not tm:
                         if not schema_at.fits(tm.columns, schema):
                             schema = schemas[skey] = self._schema_of_map(tm, schema)
-                            yield TableEvent(SCHEMA, schema.table_id, _offset(
+                            yield NewSchema(schema.table_id, _offset(
                                 state.file, state.txn_pos, ev, 0, state.txn_gtid_before,
-                                flavor, state.server), state.txn_ts * 1000, schema=schema)
+                                flavor, state.server), state.txn_ts * 1000, schema)
                         fitted[skey] = tm
                     if etype == T_PARTIAL:
                         decoded = (None if decode_partial is None else
@@ -652,7 +646,7 @@ class BinlogReader:
                     if csum and crc_bad(data, s, e):
                         raise E.corrupt_event(f"{state.file}:{ev_start}")
                     pending.append((data, evs))  # evs: the rest of this batch (an iterator)
-                    pending.append(P.inner_events(data[s + 19:e - csum], size, log_pos, csum))
+                    pending.append(open_payload(data, s + 19, e - csum, size, log_pos, csum))
                     break
                 elif not state.in_txn:
                     state.boundary_pos = ev_end  # format description, checkpoint, stop...
@@ -668,9 +662,9 @@ class BinlogReader:
 
     def _ddl_events(self, q: bytes, db: str | None, state: _State, ev_start: int,
                     end_key: tuple | None, ts: int) -> Iterator[TableEvent]:
-        """The table events of a statement on its own (a DDL): ``truncate`` for a TRUNCATE
-        of a captured table, ``ddl`` for each captured table another DDL names (a ``DROP
-        DATABASE``: each captured table of the database)."""
+        """The table events of a statement on its own (a DDL), for the captured tables it
+        names (``ddl_events.statement_events``: truncated, dropped, renamed, swapped or
+        changed)."""
         sql = q.decode("utf-8", "replace")
         if not ddl.is_ddl(sql):
             return
@@ -679,16 +673,7 @@ class BinlogReader:
         if key < state.low_key or (end_key is not None and key >= end_key):
             return
         offset = _offset(state.file, pos, 0, 0, state.txn_gtid_before, self.flavor, state.server)
-        cut = ddl.truncated_table(sql, db)
-        if cut is not None:
-            if cut in self._schemas:
-                yield TableEvent(TRUNCATE, TableId(*cut), offset, ts * 1000, statement=sql)
-            return
-        gone_db = ddl.dropped_database(sql)
-        named = ([k for k in self._schemas if k[0].lower() == gone_db.lower()]
-                 if gone_db is not None else ddl.named_tables(sql, db, self._schemas))
-        for skey in named:
-            yield TableEvent(DDL, TableId(*skey), offset, ts * 1000, statement=sql, database=db)
+        yield from ddl_events.statement_events(sql, db, self._schemas, offset, ts * 1000)
 
     def _schema_of_map(self, tm: Any, old: TableSchema) -> TableSchema:
         """The schema a captured table's new table map describes (``schema_at.resolve``),

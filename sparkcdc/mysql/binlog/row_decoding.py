@@ -261,11 +261,7 @@ def _partial_after(data: bytes, pos: int, plan: list[_Field], names: list[str], 
             if len(diffs) != n:
                 raise ValueError("a partial JSON update longer than the event")
             pos += sizes[i] + n
-            base = raw.get(i)
-            if base is None:  # the server cannot apply a diff to NULL either
-                raise DecodeError(f"column {names[i]!r}: a partial JSON update of a NULL value",
-                                  fix="set binlog_row_value_options='' on the server")
-            row[names[i]] = json_diff.apply(base, diffs, names[i])
+            row[names[i]] = json_diff.apply(raw.get(i), diffs, names[i])
         else:
             row[names[i]], pos = dec(data, pos)
     return row, pos

@@ -49,12 +49,12 @@ def read_header(body: bytes) -> tuple[int, int, int | None, int]:
             stop = p + length
             if stop > end:
                 raise DecodeError("a TRANSACTION_PAYLOAD header field runs past the event",
-                                  fix=_REPORT)
+                                  fix=REPORT)
             if field in (_SIZE, _COMPRESSION, _UNCOMPRESSED):
                 value, q = _packed_int(body, p)
                 if q != stop:
                     raise DecodeError(f"TRANSACTION_PAYLOAD header field {field} has "
-                                      f"{length} bytes for a {q - p}-byte value", fix=_REPORT)
+                                      f"{length} bytes for a {q - p}-byte value", fix=REPORT)
                 if field == _SIZE:
                     size = value
                 elif field == _COMPRESSION:
@@ -63,24 +63,30 @@ def read_header(body: bytes) -> tuple[int, int, int | None, int]:
                     uncompressed = value
             p = stop  # a field this reader does not know: skipped by its length
     except IndexError:
-        raise DecodeError("a TRANSACTION_PAYLOAD header ends early", fix=_REPORT) from None
+        raise DecodeError("a TRANSACTION_PAYLOAD header ends early", fix=REPORT) from None
     if size is None or compression is None:
         raise DecodeError("a TRANSACTION_PAYLOAD header without its payload size or "
-                          "compression type", fix=_REPORT)
+                          "compression type", fix=REPORT)
     if p + size != end:
         raise DecodeError(f"a TRANSACTION_PAYLOAD of {size} bytes in {end - p} bytes",
-                          fix=_REPORT)
+                          fix=REPORT)
     return compression, size, uncompressed, p
 
 
 def decompress(body: bytes) -> bytes:
     """The events a payload event's body holds, uncompressed."""
     compression, _size, uncompressed, p = read_header(body)
-    payload = body[p:]
+    return uncompress(compression, body[p:], uncompressed)
+
+
+def uncompress(compression: int, payload: bytes | memoryview, uncompressed: int | None,
+               dctx: Any = None) -> bytes:
+    """A payload's bytes uncompressed as its header says (``dctx``: a
+    ``zstandard.ZstdDecompressor`` to reuse, from ``decompressor()``)."""
     if compression == NONE:
         out = bytes(payload)
     elif compression == ZSTD:
-        out = _unzstd(payload)
+        out = _unzstd(payload, dctx)
     else:
         raise DecodeError(f"a TRANSACTION_PAYLOAD compressed with algorithm {compression}, "
                           f"which sparkcdc does not know",
@@ -88,7 +94,7 @@ def decompress(body: bytes) -> bytes:
                               "upgrade sparkcdc")
     if uncompressed is not None and len(out) != uncompressed:
         raise DecodeError(f"a TRANSACTION_PAYLOAD uncompressed to {len(out)} bytes, its "
-                          f"header says {uncompressed}", fix=_REPORT)
+                          f"header says {uncompressed}", fix=REPORT)
     return out
 
 
@@ -106,14 +112,14 @@ def inner_events(body: bytes, size: int, log_pos: int, csum: int = 0
     p, end = 0, len(data)
     while p < end:
         if end - p < 19:
-            raise DecodeError("a TRANSACTION_PAYLOAD ends inside an event header", fix=_REPORT)
+            raise DecodeError("a TRANSACTION_PAYLOAD ends inside an event header", fix=REPORT)
         ts, etype, server_id, n, _pos, flags = HEADER.unpack_from(data, p)
         if n < 19 or p + n > end:
             raise DecodeError(f"an event of {n} bytes inside a TRANSACTION_PAYLOAD of "
-                              f"{end} bytes at {p}", fix=_REPORT)
+                              f"{end} bytes at {p}", fix=REPORT)
         if etype == TRANSACTION_PAYLOAD:
             raise DecodeError("a TRANSACTION_PAYLOAD inside a TRANSACTION_PAYLOAD",
-                              fix=_REPORT)
+                              fix=REPORT)
         events.append((ts, etype, server_id, size, log_pos, flags | IN_PAYLOAD, p, p + n))
         p += n
     if csum:  # the same events, each followed by csum bytes
@@ -128,7 +134,21 @@ def inner_events(body: bytes, size: int, log_pos: int, csum: int = 0
     return data, events
 
 
-def _unzstd(payload: bytes) -> bytes:
+def open_payload(data: bytes, start: int, end: int, size: int, log_pos: int, csum: int
+                 ) -> tuple[bytes, list[tuple]]:
+    """``inner_events`` of the payload event whose body is ``data[start:end]`` (the
+    reader's call; the compiled decoder has its own, ``CRowDecoder.open_payload``)."""
+    return inner_events(data[start:end], size, log_pos, csum)
+
+
+def decompressor() -> Any:
+    """A ``zstandard.ZstdDecompressor`` (one per reader: it is not thread-safe), which
+    ``uncompress`` reuses rather than make one per payload."""
+    _load_zstd()
+    return _zstd.ZstdDecompressor()
+
+
+def _load_zstd() -> None:
     global _zstd
     if _zstd is None:
         try:
@@ -139,22 +159,27 @@ def _unzstd(payload: bytes) -> bytes:
                               "is not installed", fix="pip install zstandard (a dependency "
                                                       "of sparkcdc)") from None
         _zstd = zstandard
+
+
+def _unzstd(payload: bytes | memoryview, dctx: Any = None) -> bytes:
+    _load_zstd()
     out = []
     rest = bytes(payload)
     try:
         while rest:  # frame by frame, streamed: a frame need not record its content size
-            d = _zstd.ZstdDecompressor().decompressobj()
+            d = (dctx or _zstd.ZstdDecompressor()).decompressobj()
             out.append(d.decompress(rest))
             if not d.eof:
                 raise DecodeError("a TRANSACTION_PAYLOAD ends inside its zstd frame",
-                                  fix=_REPORT)
+                                  fix=REPORT)
             rest = d.unused_data
     except _zstd.ZstdError as e:
         raise DecodeError(f"a TRANSACTION_PAYLOAD could not be decompressed: {e}",
-                          fix=_REPORT) from None
+                          fix=REPORT) from None
     return b"".join(out)
 
 
-_REPORT = "report the server version; the compressed transaction could not be read"
+REPORT = "report the server version; the compressed transaction could not be read"
 
-__all__ = ["IN_PAYLOAD", "TRANSACTION_PAYLOAD", "decompress", "inner_events", "read_header"]
+__all__ = ["IN_PAYLOAD", "NONE", "REPORT", "TRANSACTION_PAYLOAD", "ZSTD", "decompress",
+           "decompressor", "inner_events", "open_payload", "read_header", "uncompress"]

@@ -20,8 +20,7 @@ from sparkcdc.pipeline.commands.console import human_bytes, make_console
 from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
 from sparkcdc.pipeline.run.checkpoint import Checkpoint, read_json
-from sparkcdc.sinks import sink_class
-from sparkcdc.spark.offset_view import chunks_total, table_chunks_done, table_phase
+from sparkcdc.sinks import SinkKind, sink_class
 
 
 @dataclass
@@ -76,11 +75,12 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
         if off is None:
             phase, done, total, pos = "not started", 0, None, None
         else:
-            tp = table_phase(off, table)
-            phase = "streaming" if off.get("phase") == "streaming" or tp == "done" else "snapshot"
-            done = table_chunks_done(off, table)
-            total = chunks_total(off, table, done)
-            pos = off.get("pos")
+            entry = off.table(table)
+            phase = ("streaming" if off.phase == "streaming" or entry.phase == "done"
+                     else "snapshot")
+            done = entry.chunks_done
+            total = entry.chunks_total(done)
+            pos = off.position_dict
         ts = TableStatus(table, ", ".join(st.targets or [st.target]), st.generation,
                          str(st.status), phase, done, total,
                          live.get("rows") if live.get("generation") == st.generation else None,
@@ -111,16 +111,17 @@ def writer_of(defn: PipelineDef, table: str) -> str:
     spark_writers = {cls.writer_for(o, defn.pipeline.spark) for o in options}
     if len(spark_writers) == 1 and "" not in spark_writers:  # Spark's own writer takes them
         return spark_writers.pop()
-    local = (cls.kind == "merge" and transform_of(defn, table) is None
+    caps = cls.capabilities
+    local = (caps.kind is SinkKind.MERGE and transform_of(defn, table) is None
              and all(cls.may_take_files(o) for o in options))
     files = local and defn.pipeline.snapshot_from_tasks
     changes = local and defn.pipeline.changes_from_tasks and all(
         cls.may_take_changes(o) for o in options)
     if files and changes:
-        return f"tasks (changes: {cls.tasks_writer})"
+        return f"tasks (changes: {caps.tasks_writer})"
     if files:
-        return f"snapshot: tasks; changes: driver ({cls.writer})"
-    return f"driver ({cls.writer})"
+        return f"snapshot: tasks; changes: driver ({caps.writer})"
+    return f"driver ({caps.writer})"
 
 
 def server_position(defn: PipelineDef) -> tuple[dict | None, str | None]:

@@ -22,6 +22,7 @@ from sparkcdc.mysql.port import MySQLSource, SourceConfig, parse_server_ids
 from sparkcdc.pipeline.commands.console import make_console
 from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
+from sparkcdc.sinks import sink_class
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,11 @@ def _check_routes(defn: PipelineDef, schemas: dict, report: Report) -> None:
                 f"tables merged into {target} differ in columns: {', '.join(odd)} vs "
                 f"{tables[0]}", "give the shards the same columns, or project them to the "
                 "same columns with a transform"))
-        if defn.sink.type == "files":
+        if not sink_class(defn.sink.type).capabilities.shares_targets:
             report.problems.append(Problem(
-                f"route to {target}", "the files sink cannot merge several tables into one "
-                "target", "route them to separate targets, or use another sink"))
+                f"route to {target}", f"the {defn.sink.type} sink cannot merge several "
+                "tables into one target", "route them to separate targets, or use another "
+                "sink"))
 
 
 def _check_transforms(defn: PipelineDef, schemas: dict, report: Report) -> None:

@@ -45,9 +45,7 @@ from sparkcdc.pipeline.commands.status import table_statuses
 from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
 from sparkcdc.pipeline.run.checkpoint import Checkpoint
-from sparkcdc.sinks import sink_class
-from sparkcdc.spark.offset_view import position as offset_pos
-from sparkcdc.spark.offset_view import table_phase
+from sparkcdc.sinks import SinkKind, sink_class
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -130,7 +128,7 @@ class Verifier:
             res.not_verified = ("its AUTO CDC rules (history, deletes or truncates of their "
                                 "own) make it another table than the source")
             return res
-        if sink_class(self.defn.sink.type).kind == "changelog":
+        if sink_class(self.defn.sink.type).capabilities.kind is SinkKind.CHANGELOG:
             res.not_verified = (f"a {self.defn.sink.type} target is a changelog, not a table "
                                 "(fold it with sparkcdc.apply.materialize to compare)")
             return res
@@ -225,9 +223,9 @@ class Verifier:
                 positions[t] = _offset(st.start.offset)
                 continue
             off = ck.offset(st, b - st.batch_base)
-            if off is None or table_phase(off, t) != "done":
+            if off is None or off.table(t).phase != "done":
                 return None
-            positions[t] = offset_pos(off)
+            positions[t] = off.position
         return data, positions
 
     def _source_as_of(self, schemas, cols, keys, ranges, key, positions) -> dict[int, dict]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
+from sparkcdc.sinks.kinds import SinkType
 
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
 SECTIONS = ("source", "sink", "route", "transform", "pipeline")
@@ -151,7 +152,7 @@ class SourceDef:
 
 @dataclass(frozen=True)
 class SinkDef:
-    type: str
+    type: SinkType
     options: dict[str, str]
     line: int = 0
 

@@ -44,7 +44,7 @@ from sparkcdc.pipeline.definition.model import (
     TransformDef,
 )
 from sparkcdc.pipeline.definition.targets import check_sink_options, check_table_creation
-from sparkcdc.sinks import REGISTRY, sink_types
+from sparkcdc.sinks import SinkType, sink_class, sink_types
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -268,26 +268,22 @@ def _resolve(base: Path, value: str) -> str:
     return str((base / value).resolve())
 
 
-PATH_OPTIONS = {"delta": ("path",), "files": ("path",), "iceberg": ("warehouse",)}
-
-
 def _sink(r: _Reader, node: yaml.Node, line: int, base: Path) -> SinkDef:
     m = r.mapping(node, "sink")
     if "type" not in m:
         raise r.error("sink.type", line, "is required", fix=f"one of {', '.join(sink_types())}")
     tnode, tline = m["type"]
-    stype = r.scalar(tnode, "sink.type", tline).strip().lower()
-    if stype not in REGISTRY:
-        close = difflib.get_close_matches(stype, list(REGISTRY), n=1, cutoff=0.4)
-        raise r.error("sink.type", tline, f"unknown sink type {stype!r}",
-                      fix=(f"did you mean '{close[0]}'? " if close else "")
-                      + f"sink types: {', '.join(sink_types())}")
+    try:
+        stype = SinkType.parse(r.scalar(tnode, "sink.type", tline).strip().lower())
+    except ConfigError as e:
+        raise r.error("sink.type", tline, e.message, fix=e.fix) from None
+    paths = sink_class(stype).path_options  # a local path, relative to the YAML's folder
     opts = {}
     for name, (v, kline) in m.items():
         if name in ("type", "name"):
             continue
         opts[name] = r.scalar(v, f"sink.{name}", kline)
-        if name in PATH_OPTIONS.get(stype, ()):
+        if name in paths:
             opts[name] = _resolve(base, opts[name])
 
     try:

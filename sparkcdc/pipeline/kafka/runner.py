@@ -70,7 +70,9 @@ from sparkcdc.pipeline.kafka.reader import KafkaReader, Message, tp_name
 from sparkcdc.pipeline.run.checkpoint import Checkpoint, read_json, write_json
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.signals import stop_on_signals
+from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.evolution import Change as ColumnChange
+from sparkcdc.sinks.evolution import ChangeKind
 from sparkcdc.sinks.kafka.config import matches
 
 log = logging.getLogger("sparkcdc.pipeline.kafka")
@@ -378,9 +380,9 @@ class KafkaRunner:
             log.warning("kafka source: %s has new column(s) %s", table,
                         ", ".join(f"{f.name} {f.type}" for f in new))
             sink = self._sink(table)
-            if sink.kind == "merge":
+            if sink.capabilities.kind is SinkKind.MERGE:
                 for s in targets.each_sink(sink):
-                    s.evolve([ColumnChange("add", f.name, type=f.type) for f in new],
+                    s.evolve([ColumnChange(ChangeKind.ADD, f.name, type=f.type) for f in new],
                              info.keys)
         info.columns = info.columns + new
 
@@ -465,7 +467,7 @@ class KafkaRunner:
                                   f"rows have: {', '.join(rows.column_names)}")
         sink = self._sink(table)
         batch = info.base + n
-        if sink.kind == "changelog":
+        if sink.capabilities.kind is SinkKind.CHANGELOG:
             if truncated:  # a truncate event (kafka), unless a replay has the batch
                 for s in targets.each_sink(sink):
                     last = s.last_batch_id()
@@ -473,7 +475,7 @@ class KafkaRunner:
                         s.empty()
             marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
             changes = rows.drop_columns(marks)
-            sink.write_changelog(changes if sink.takes_arrow else self._frame(changes), batch,
+            sink.write_changelog(changes if sink.capabilities.takes_arrow else self._frame(changes), batch,
                                  info.keys)
         else:
             for s in targets.each_sink(sink):  # each target skips the batch if it has it

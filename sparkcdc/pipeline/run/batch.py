@@ -44,8 +44,8 @@ from sparkcdc.pipeline.run.task_files import (
     write_snapshot_files,
 )
 from sparkcdc.pipeline.run.write import Prepared, TargetWriter
+from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.base import KeyRange
-from sparkcdc.spark import offset_view as ov
 from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
 
 log = logging.getLogger("sparkcdc.pipeline")
@@ -132,7 +132,7 @@ class MicroBatch:
             st = run.state
             off = state.ckpt.offset(st, batch_id)
             if (t in state.handed or st.gone is not None or off is None
-                    or int(ov.table_entry(off, t).get("generation", 0)) != st.generation):
+                    or off.table(t).generation != st.generation):
                 continue
             ranges = replaced(state, run, off)
             if ranges:
@@ -148,7 +148,7 @@ class MicroBatch:
         rows cannot: ``run/replaces.py``).
         None with an ``on_batch`` hook, which watches every row on the driver."""
         state = self.state
-        if (self.writer.on_batch is not None or state.sink_kind() != "merge"
+        if (self.writer.on_batch is not None or state.sink_kind() is not SinkKind.MERGE
                 or not state.settings.snapshot_from_tasks):
             return {}
         plans: dict[str, FilePlan] = {}
@@ -163,8 +163,8 @@ class MicroBatch:
             if not plannable(spec) or off is None:
                 continue
             if read is None:
-                read = ov.tables_read(off)
-            if t not in read or int(ov.table_entry(off, t).get("generation", 0)) != st.generation:
+                read = off.tables_read
+            if t not in read or off.table(t).generation != st.generation:
                 continue
             creation = tuple(sorted(state.creation(t).items()))
             plans[t] = FilePlan(t, run.schema, run.rows_schema, spec, tuple(
@@ -178,7 +178,7 @@ class MicroBatch:
         changes (``Sink.takes_changes``) and is the table's own (a shared target's slices
         would be cut twice in one batch)."""
         state = self.state
-        if (self.writer.on_batch is not None or state.sink_kind() != "merge"
+        if (self.writer.on_batch is not None or state.sink_kind() is not SinkKind.MERGE
                 or not state.settings.changes_from_tasks):
             return {}
         return self._keyed_plans(batch_id, lambda run: not state.shared(run.state)
@@ -189,7 +189,7 @@ class MicroBatch:
         writes from a DataFrame (``task_frames``, ``Sink.takes_frames``): as
         ``_change_plans`` says, for targets that every one takes frames."""
         state = self.state
-        if self.writer.on_batch is not None or state.sink_kind() != "merge":
+        if self.writer.on_batch is not None or state.sink_kind() is not SinkKind.MERGE:
             return {}
         return self._keyed_plans(batch_id, self._takes_frames)
 
@@ -219,8 +219,7 @@ class MicroBatch:
                 continue
             spec = run.shaper.spec(run.keys)
             off = state.ckpt.offset(st, batch_id)
-            if not plannable(spec) or off is None or int(
-                    ov.table_entry(off, t).get("generation", 0)) != st.generation:
+            if not plannable(spec) or off is None or off.table(t).generation != st.generation:
                 continue
             creation = tuple(sorted(state.creation(t).items()))
             plans[t] = ChangePlan(t, run.schema, run.rows_schema, spec, run.keys, tuple(
@@ -288,8 +287,7 @@ class MicroBatch:
         """The table's rows of the batch shaped like its target (events applied, transform
         run); None: the batch was planned before the table was taken again."""
         off = self.state.ckpt.offset(run.state, batch_id)
-        if off is not None and int(ov.table_entry(off, run.state.table).get(
-                "generation", 0)) != run.state.generation:
+        if off is not None and off.table(run.state.table).generation != run.state.generation:
             return None
         ranges = self._replacing.get(run.state.table, ())
         if changes.events or run.state.pending_ddl:
@@ -308,7 +306,7 @@ class MicroBatch:
         """``write.on``: ``auto`` writes from the executors when the master is a cluster
         (not ``local``), else from the driver (docs/benchmarks.md, Writers: on one machine
         the driver's writers are the fastest)."""
-        if self.state.sink_kind() != "merge":
+        if self.state.sink_kind() is not SinkKind.MERGE:
             return False  # a changelog is written by Spark's own writer, from the driver
         if any(self._takes_frames(r) for r in self.state.members.values()):
             return False  # Spark's own writer writes with the driver's session

@@ -29,7 +29,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.spark.offset_view import read_offset
+from sparkcdc.spark.offset_view import OffsetView, read_offset
 
 STATE_VERSION = 1
 
@@ -177,7 +177,7 @@ STREAM_KEY = "_tables"  # the pipeline stream's directory (a table's key always 
 class Checkpoint:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
-        self._offsets: dict[tuple[Path, int], dict] = {}
+        self._offsets: dict[tuple[Path, int], OffsetView] = {}
 
     # -- pipeline state --------------------------------------------------------------------
 
@@ -230,7 +230,7 @@ class Checkpoint:
             return []
         return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit())
 
-    def offset(self, st: TableState, batch: int) -> dict | None:
+    def offset(self, st: TableState, batch: int) -> OffsetView | None:
         """Our source offset at the end of ``batch`` of the stream reading ``st`` (None if
         Spark did not plan it). Spark never rewrites an offset file, and every table of the
         pipeline's stream asks for the same ones: each is read once."""

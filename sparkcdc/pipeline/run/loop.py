@@ -54,7 +54,6 @@ from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.run.tables import TableLifecycle
 from sparkcdc.pipeline.run.write import TargetWriter
 from sparkcdc.pipeline.schema import diff as sc
-from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -271,7 +270,7 @@ class Runner:
         """Tables the pipeline's stream saw dropped, renamed or given a new key: a table
         renamed to a name ``tables`` matches and routes to the same target goes on under it
         from the RENAME (``go_on_as``; nothing read again); a table with a new key goes on
-        from the change with it (``rekeyed``); otherwise its stream stops and its target
+        from the change with it (``go_on_rekeyed``); otherwise its stream stops and its target
         is kept. Then the tables are looked up again: a new name, or the name created
         again, is a new table."""
         gone = [st for st in self.state.states.values()
@@ -284,8 +283,9 @@ class Runner:
             assert g is not None
             if g.kind == REKEY:
                 assert g.schema is not None
-                self.tables.rekeyed(st, TableSchema.from_dict(g.schema), list(g.statements),
-                                    BinlogOffset.from_dict(g.at))
+                self.tables.go_on_rekeyed(st, TableSchema.from_dict(g.schema),
+                                          self.state.kept_ddl(st, g.statements),
+                                          BinlogOffset.from_dict(g.at))
                 continue
             if g.kind == "renamed" and g.to is not None:
                 st.note = f"renamed to {g.to}"
@@ -339,9 +339,9 @@ class Runner:
             if b is None or self.ckpt.last_planned(st) != b:
                 return False
             off = self.ckpt.offset(st, b)
-            if off is None or ov.table_phase(off, table) != "done":
+            if off is None or off.table(table).phase != "done":
                 return False
-            pos = ov.position(off)
+            pos = off.position
             if (pos.file, pos.pos) != (now.file, now.pos):
                 return False
         return True
@@ -528,6 +528,6 @@ class Runner:
             b = self.ckpt.last_committed(st)
             off = self.ckpt.offset(st, b) if b is not None else None
             assert off is not None  # (carried by the stream: it committed a batch)
-            if ov.position(off) < now:
+            if off.position < now:
                 waits.add(t)
         return waits

@@ -15,7 +15,7 @@ from sparkcdc.pipeline.run.checkpoint import write_json
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.spark import offset_view as ov
+from sparkcdc.spark.offset_view import OffsetView, lag_bytes
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -68,7 +68,7 @@ class Monitor:
         failed: dict[int, TableRun] = {}
         looks: dict[int, tuple] = {}  # per query: (progress, active, failed)
         # per (query, batch): the offsets, parsed once
-        parsed: dict[tuple, tuple[dict | None, dict | None]] = {}
+        parsed: dict[tuple, tuple[OffsetView | None, OffsetView | None]] = {}
         for run in list(self.state.runs.values()):
             q = run.query
             if q is None:
@@ -134,24 +134,24 @@ class Monitor:
         self._seen_batch[q] = last["batchId"]
         return [p for p in (q.recentProgress or []) if p["batchId"] > seen] or [last]
 
-    def _progress(self, run: TableRun, p: dict, off: dict | None, latest: dict | None,
-                  rate: float) -> None:
+    def _progress(self, run: TableRun, p: dict, off: OffsetView | None,
+                  latest: OffsetView | None, rate: float) -> None:
         log.debug("batch %s of %s: %s rows, durations %s", p.get("batchId"), run.state.table,
                   p.get("numInputRows"), p.get("durationMs"))
         if not off:
             return
         table = run.state.table
-        run.pos = off.get("pos")
-        phase = ov.table_phase(off, table) or off.get("phase", "")
+        run.pos = off.position_dict
+        phase = off.table(table).phase or off.phase
         if phase in ("planning", "snapshotting") and run.snapshot_started is None:
             run.snapshot_started = time.monotonic()
-        run.phase = ("streaming" if off.get("phase") == "streaming" or phase == "done"
+        run.phase = ("streaming" if off.phase == "streaming" or phase == "done"
                      else "snapshot")
-        run.chunks_done = ov.table_chunks_done(off, table)
-        run.chunks_total = ov.chunks_total(off, table, run.chunks_done)
+        run.chunks_done = off.table(table).chunks_done
+        run.chunks_total = off.table(table).chunks_total(run.chunks_done)
         run.rate = rate
         if latest:
-            run.lag_bytes = ov.lag_bytes(run.pos, latest.get("pos"))
+            run.lag_bytes = lag_bytes(run.pos, latest.position_dict)
 
 
 def _message(q: Any) -> str:
@@ -159,15 +159,16 @@ def _message(q: Any) -> str:
     return str(exc) if exc is not None else THREAD_DIED
 
 
-def _offsets(p: dict) -> tuple[dict | None, dict | None]:
-    """A progress report's end offset of our source and the server's latest position."""
+def _offsets(p: dict) -> tuple[OffsetView | None, OffsetView | None]:
+    """A progress report's end offset of our source and its latest one (the server's
+    position), typed."""
     src = (p.get("sources") or [{}])[0]
 
-    def load(v):
-        return json.loads(v) if isinstance(v, str) else v
+    def load(v: Any) -> OffsetView | None:  # (Spark may say "null": none yet)
+        d = json.loads(v) if isinstance(v, str) else v
+        return OffsetView.from_dict(d) if isinstance(d, dict) and d else None
 
-    end, latest = src.get("endOffset"), src.get("latestOffset")
-    return (load(end) if end else None), (load(latest) if latest else None)
+    return load(src.get("endOffset")), load(src.get("latestOffset"))
 
 
 def _thread_died(q: Any) -> bool:

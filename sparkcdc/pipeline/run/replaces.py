@@ -31,26 +31,28 @@ import pyarrow as pa
 
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
+from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.base import KeyRange
-from sparkcdc.spark import offset_view as ov
+from sparkcdc.spark.offset_view import OffsetView
 
 log = logging.getLogger("sparkcdc.pipeline")
 
 _told: set[tuple[str, int]] = set()  # (table, reread id) whose refusal was logged
 
 
-def replaced(state: RunState, run: TableRun, offset: dict | None) -> tuple[KeyRange, ...]:
+def replaced(state: RunState, run: TableRun,
+             offset: OffsetView | None) -> tuple[KeyRange, ...]:
     """The ranges of ``run``'s chunks the batch that ends at ``offset`` reads again whole,
     when its target can replace them (module docstring); else ()."""
     if offset is None:
         return ()
     st = run.state
-    chunks = ov.reread_ranges(offset, st.table)
+    chunks = offset.reread_ranges(st.table)
     if not chunks:
         return ()
     why = _refusal(state, run)
     if why:
-        told = (st.table, int(ov.table_entry(offset, st.table).get("reread_id", 0)))
+        told = (st.table, offset.table(st.table).reread_id)
         if told not in _told:
             _told.add(told)
             log.warning("table %s is read again, but rows only its target %s holds stay "
@@ -62,8 +64,11 @@ def replaced(state: RunState, run: TableRun, offset: dict | None) -> tuple[KeyRa
 
 def _refusal(state: RunState, run: TableRun) -> str:
     """Why the table's target cannot replace a chunk's range ("" when it can)."""
-    if state.sink_kind() != "merge":
+    caps = state.sink_capabilities()
+    if caps.kind is SinkKind.CHANGELOG:
         return "a changelog holds changes, not rows"
+    if not caps.replaces_ranges:
+        return f"the {state.defn.sink.type} sink replaces no key range"
     if run.shaper.active:
         return "the table has a transform"
     if state.shared(run.state):

@@ -13,17 +13,25 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkcdc.core.records import DDL, TRUNCATE
 from sparkcdc.core.schema import TableId, TableSchema
+from sparkcdc.core.table_events import (
+    Ddl,
+    NewSchema,
+    SchemaChanged,
+    TableDropped,
+    TableEvent,
+    TableRenamed,
+    TablesSwapped,
+    TableTruncated,
+)
 from sparkcdc.errors import SchemaChangeStop, SchemaError, SparkCDCError
-from sparkcdc.mysql.port import arrow_schema, online_swap, table_fate
+from sparkcdc.mysql.port import arrow_schema
 from sparkcdc.pipeline.run.checkpoint import Gone, TableState
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState, StopRun, TakeAgain, schema_of
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.schema import diff as sc
 from sparkcdc.pipeline.schema.in_stream import add_renames, after_seq, before_seq, conform
-from sparkcdc.spark import offset_view as ov
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -50,22 +58,21 @@ class SchemaInStream:
         run.gone = None
         self._from_start(run, batch_id)
         behavior = settings.schema_change_behavior
-        statements = list(st.pending_ddl or [])
+        ddls = self.state.kept_ddl(st, st.pending_ddl or [])  # waiting for their schema
         formerly: dict[str, list[str]] = {}
         cut = None
         fill: set[str] = set()  # columns added with values the server gave its rows
-        for ev in sorted(changes.events, key=lambda e: int(e["seq"])):
-            if ev["kind"] == DDL:
-                fate = table_fate(ev["statement"], ev.get("use"), st.table)
-                if fate is not None and self._swapped(st, ev["statement"], ev.get("use")):
-                    fate = None  # an online schema change tool's swap: an ALTER of the table
-                if fate is not None:  # dropped or renamed: the rows before it are its last
-                    run.gone = self._gone_in_stream(run, fate, ev, batch_id)
-                    statements = []
-                    break
-                statements.append(ev["statement"])
-            elif ev["kind"] == TRUNCATE:
-                what = f"table {st.table} was truncated ({ev['statement'].strip()[:120]})"
+        for ev in sorted(changes.events, key=lambda e: e.seq):
+            if isinstance(ev, TablesSwapped) and self._online_swaps():
+                ddls.append(ev.ddl)  # an online schema change tool's swap: an ALTER of it
+            elif isinstance(ev, (TableDropped, TableRenamed, TablesSwapped)):
+                run.gone = self._gone_in_stream(run, ev, batch_id)  # its rows before: its last
+                ddls = []
+                break
+            elif isinstance(ev, SchemaChanged):
+                ddls.append(ev.ddl)
+            elif isinstance(ev, TableTruncated):
+                what = f"table {st.table} was truncated ({ev.statement.strip()[:120]})"
                 stop = self._truncate_stop(st, what)
                 if stop is not None:
                     self.state.handed.hand(StopRun(st, what, stop))
@@ -79,27 +86,28 @@ class SchemaInStream:
                 if not self.state.streaming_at(st, batch_id):  # its chunks are of before it
                     self.state.handed.hand(TakeAgain(st, what))
                 log.warning("%s: emptying %s; the rows after it follow", what, st.target)
-                cut, st.note = int(ev["seq"]), f"{behavior}: truncated"
-            else:
-                new = TableSchema.from_dict(ev["schema"])
-                how = self._evolve(run, new, statements, formerly, batch_id, fill)
+                cut, st.note = ev.seq, f"{behavior}: truncated"
+            elif isinstance(ev, NewSchema):
+                how = self._evolve(run, ev.schema, ddls, formerly, batch_id, fill)
                 if how == REKEY:  # the rows before it are written; the loop goes on from it
-                    run.gone = Gone(REKEY, ev["offset"], int(ev["seq"]), schema=ev["schema"],
-                                    statements=tuple(statements))
-                    statements = []
+                    run.gone = Gone(REKEY, ev.offset.to_dict(), ev.seq,
+                                    schema=ev.schema.to_dict(),
+                                    statements=tuple(d.statement for d in ddls))
+                    ddls = []
                     break
                 if how == LOOP:
                     self.state.handed.hand(TakeAgain(st, f"table {st.table} changed"))
-                statements = []
-        if statements and run.gone is None:
+                ddls = []
+        if ddls and run.gone is None:
             now = self._settled_schema(st, batch_id)
             if now is not None:
-                how = self._evolve(run, now, statements, formerly, batch_id, fill)
+                how = self._evolve(run, now, ddls, formerly, batch_id, fill)
                 if how != DONE:  # (a new key with no row after it: taken again)
                     self.state.handed.hand(TakeAgain(st, f"table {st.table} changed"))
-                statements = []
-        if (statements or None) != st.pending_ddl:
-            st.pending_ddl = statements or None
+                ddls = []
+        kept = [d.statement for d in ddls] or None
+        if kept != st.pending_ddl:
+            st.pending_ddl = kept
             self.state.save()
         parts = [conform(self.shapes.transformed(run, p), run.rows_schema, formerly)
                  for p in changes.parts]
@@ -144,21 +152,22 @@ class SchemaInStream:
         st.batch_start = {"at": at, "schema": st.schema, "columns": st.columns,
                           "pending_ddl": st.pending_ddl}
 
-    def _gone_in_stream(self, run: TableRun, fate: tuple, ev: dict, batch_id: int) -> Gone:
-        """A DDL in the stream dropped or renamed the table: what the loop is to do
-        (``Runner._follow_gone``) once the rows before it are written (a table renamed
-        during its snapshot is taken again under its new name), or, under ``exception``,
-        the stop."""
+    def _gone_in_stream(self, run: TableRun, ev: TableEvent, batch_id: int) -> Gone:
+        """A DDL in the stream dropped or renamed the table (a tool's swap read as the
+        rename it also is): what the loop is to do (``Runner._follow_gone``) once the rows
+        before it are written (a table renamed during its snapshot is taken again under its
+        new name), or, under ``exception``, the stop."""
         st = run.state
-        kind, new_name = fate
-        what = (f"table {st.table} was renamed to {new_name}" if kind == "renamed"
+        new_name = str(ev.to) if isinstance(ev, (TableRenamed, TablesSwapped)) else None
+        kind = "dropped" if new_name is None else "renamed"
+        what = (f"table {st.table} was renamed to {new_name}" if new_name is not None
                 else f"table {st.table} was dropped")
         if self.state.settings.schema_change_behavior == "exception":
             self.state.handed.hand(StopRun(st, what, SchemaChangeStop(
                 f"{what} on the source",
                 fix="schema.change.behavior is 'exception': restore the table, or choose "
                     "another behavior (the target is then kept as it is)")))
-        return Gone(kind, ev["offset"], int(ev["seq"]), to=new_name,
+        return Gone(kind, ev.offset.to_dict(), ev.seq, to=new_name,
                     streaming=self.state.streaming_at(st, batch_id))
 
     def _truncate_stop(self, st: TableState, what: str) -> SparkCDCError | None:
@@ -177,11 +186,11 @@ class SchemaInStream:
                                    "empty the target yourself and restart")
         return None
 
-    def _evolve(self, run: TableRun, new: TableSchema, statements: list[str],
+    def _evolve(self, run: TableRun, new: TableSchema, ddls: list[Ddl],
                 formerly: dict, batch_id: int, fill: set[str]) -> str:
         """The target changed for the table's new schema, as ``schema.change.behavior``
         says (``DONE``). ``REKEY``: a new primary key, which the loop makes after the rows
-        before it (``TableLifecycle.rekeyed``); ``LOOP``: the loop must deal with it now
+        before it (``TableLifecycle.go_on_rekeyed``); ``LOOP``: the loop must deal with it now
         (the behavior ``exception``, a change during the snapshot). Added columns whose
         values the server gave the rows it held go into ``fill``."""
         state = self.state
@@ -190,7 +199,7 @@ class SchemaInStream:
         d = sc.diff(old, new)
         if not d:
             return DONE
-        d = d.with_renames(statements)
+        d = d.with_renames(r for ddl in ddls for r in ddl.renames)
         behavior = state.settings.schema_change_behavior
         if behavior == "exception" or not state.streaming_at(st, batch_id):
             return LOOP
@@ -201,9 +210,9 @@ class SchemaInStream:
             if not state.running(run):
                 return DONE  # stopped meanwhile: its rows are not written either
             st.columns = self.shapes.evolve_columns(st, old, new, d, run.sink, behavior,
-                                                    statements)
+                                                    tuple(ddl.statement for ddl in ddls))
         add_renames(formerly, d.renamed)
-        if any(self._swapped(st, s) for s in statements):
+        if self._online_swaps() and any(ddl.swap for ddl in ddls):
             # the swapped-in table is the tool's copy, every value of it possibly new
             fill.update(c["name"] for c in st.columns)
         elif d.added:
@@ -214,12 +223,10 @@ class SchemaInStream:
         state.save()
         return DONE
 
-    def _swapped(self, st: TableState, statement: str, use: str | None = None) -> bool:
-        """Whether a DDL statement (run in database ``use``) is an online schema change
-        tool's swap of the table, read as an ALTER of it
-        (``scan.parse.online.schema.changes.enabled``)."""
-        return bool(self.state.source_config().online_schema_changes
-                    and online_swap(statement, use, st.table))
+    def _online_swaps(self) -> bool:
+        """Whether an online schema change tool's swap of a table is read as an ALTER of
+        it (``scan.parse.online.schema.changes.enabled``), not as the rename it also is."""
+        return bool(self.state.source_config().online_schema_changes)
 
     def _filled_rows(self, run: TableRun, columns: list[str]) -> pa.Table:
         """The table's current rows, read from the source, as changes that come after
@@ -255,7 +262,7 @@ class SchemaInStream:
         off = self.state.ckpt.offset(st, batch_id)
         if off is None:
             return None
-        end = ov.position(off)
+        end = off.position
         try:
             before, schema, after = self.state.source().schema_between_positions(
                 TableId.parse(st.table))

@@ -18,20 +18,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NoReturn
 
 from sparkcdc.core.offsets import BinlogOffset
-from sparkcdc.core.schema import TableSchema
-from sparkcdc.mysql.port import MySQLSource, SourceConfig
+from sparkcdc.core.schema import TableId, TableSchema
+from sparkcdc.core.table_events import Ddl
+from sparkcdc.mysql.port import MySQLSource, SourceConfig, ddl_of
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.definition import targets as _targets
 from sparkcdc.pipeline.definition.routing import transform_of
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.sinks import sink_class
-from sparkcdc.spark import offset_view as ov
+from sparkcdc.sinks import Capabilities, SinkKind, sink_class
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -128,14 +128,24 @@ class RunState:
         """The source, through its port: what the run asks of the server."""
         return MySQLSource(self.source_config())
 
-    def sink_kind(self) -> str:
-        return sink_class(self.defn.sink.type).kind
+    def kept_ddl(self, st: TableState, statements: Iterable[str]) -> list[Ddl]:
+        """The table's DDL statements the state keeps as text (``pending_ddl``, a
+        ``Gone``'s), as the source reads them (``ddl_of``): the pipeline reads no SQL."""
+        table = TableId.parse(st.table)
+        return [ddl_of(s, table) for s in statements]
+
+    def sink_capabilities(self) -> Capabilities:
+        """What the pipeline's sink type can do, as its class declares it."""
+        return sink_class(self.defn.sink.type).capabilities
+
+    def sink_kind(self) -> SinkKind:
+        return self.sink_capabilities().kind
 
     def can_empty(self) -> bool:
         """Whether the pipeline can empty a target to take a table again: a merge target
         deletes its rows; of the changelogs, only one that writes an event naming the
         table (the kafka sink's truncate; the files sink cannot)."""
-        return self.sink_kind() != "changelog" or sink_class(self.defn.sink.type).empties_by_event
+        return self.sink_capabilities().can_empty
 
     def app_id(self, table: str) -> str:
         return f"{self.settings.name}.{table}"
@@ -186,7 +196,7 @@ class RunState:
         """Whether emptying the table's target would take other tables' rows with it: the
         target is ``shared`` and the sink empties it whole (a truncate event, which names
         the table, empties it for that table alone)."""
-        return self.shared(st) and not sink_class(self.defn.sink.type).empties_by_event
+        return self.shared(st) and not self.sink_capabilities().empties_by_event
 
     # -- where the pipeline's stream stands ------------------------------------------------
 
@@ -202,22 +212,22 @@ class RunState:
             b = self.ckpt.last_committed(st)
             memo[st.stream_generation] = self.ckpt.offset(st, b) if b is not None else None
         off = memo[st.stream_generation]
-        return off is not None and ov.table_phase(off, st.table) == "done"
+        return off is not None and off.table(st.table).phase == "done"
 
     def streaming_at(self, st: TableState, batch_id: int) -> bool:
         """Whether the table's snapshot was done when the stream's batch began, or it
         joins in this batch from a binlog offset (it has no snapshot)."""
         off = self.ckpt.offset(st, batch_id - 1) if batch_id > 0 else None
-        if off is not None and ov.table_phase(off, st.table) == "done":
+        if off is not None and off.table(st.table).phase == "done":
             return True
         now = self.ckpt.offset(st, batch_id)
-        return now is not None and ov.table_entry(now, st.table).get("since") is not None
+        return now is not None and now.table(st.table).since is not None
 
     def streams(self, st: TableState) -> bool:
         """Whether the table's snapshot was done as of its last committed batch."""
         b = self.ckpt.last_committed(st)
         off = self.ckpt.offset(st, b) if b is not None else None
-        return off is not None and ov.table_phase(off, st.table) == "done"
+        return off is not None and off.table(st.table).phase == "done"
 
     def has_own_stream(self, st: TableState) -> bool:
         """Whether a stream of its own read the table (a checkpoint from before every table

@@ -22,6 +22,7 @@ from sparkcdc.pipeline.run.checkpoint import TableState, read_json, write_json
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
+from sparkcdc.sinks import SinkKind
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -157,7 +158,7 @@ class PipelineStream:
         defn = self.state.defn
         tracked = any(t.track_history is not None or t.track_history_except is not None
                       for t in defn.transforms)  # history is tracked by pre-images
-        if (not self.watched and self.state.sink_kind() == "merge" and not tracked
+        if (not self.watched and self.state.sink_kind() is SinkKind.MERGE and not tracked
                 and "changelog-mode" not in defn.source.options):
             # apply_changes drops update preimages at once: not reading them halves the
             # rows an update batch moves through Spark

@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import TableSchema
+from sparkcdc.core.table_events import Ddl
 from sparkcdc.errors import BinlogUnavailable, ConfigError, SchemaChangeStop, SchemaError
 from sparkcdc.pipeline.definition.routing import shaper_for, targets_of
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Start, TableState
@@ -21,7 +22,7 @@ from sparkcdc.pipeline.run.state import RunState, schema_of
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.schema import diff as sc
-from sparkcdc.spark import offset_view as ov
+from sparkcdc.spark.offset_view import OffsetView
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -57,7 +58,7 @@ class TableLifecycle:
             self.stream.leave(run)
         return run
 
-    def halt(self, st: TableState) -> tuple[Any, int | None, dict | None, bool]:
+    def halt(self, st: TableState) -> tuple[Any, int | None, OffsetView | None, bool]:
         """Stop the table's stream; the target's sink, its last batch id, the source offset
         that batch ended at (None: nothing applied in this generation) and whether the
         table's snapshot was done by then."""
@@ -66,19 +67,19 @@ class TableLifecycle:
         last = sink.last_batch_id()
         applied = last is not None and last >= st.batch_base
         offset = self.state.ckpt.offset(st, last - st.batch_base) if applied else None
-        snapshot_done = (offset is not None and ov.table_phase(offset, st.table) == "done") or (
+        snapshot_done = (offset is not None and offset.table(st.table).phase == "done") or (
             not applied and st.start.offset is not None)
         return sink, last, offset, snapshot_done
 
     @staticmethod
-    def target_position(st: TableState, offset: dict | None,
+    def target_position(st: TableState, offset: OffsetView | None,
                         snapshot_done: bool) -> dict | None:
         """From ``halt``'s answer: the binlog offset the table's target stands at, from
         which the table can go on without a snapshot (its last batch's end, or its start
         when nothing was applied since); None when its snapshot was not done there."""
         if not snapshot_done:
             return None
-        return ov.position(offset).to_dict() if offset is not None else st.start.offset
+        return offset.position.to_dict() if offset is not None else st.start.offset
 
     def next_generation(self, st: TableState, last: int | None, start: Start, note: str,
                         schema: TableSchema | None = None) -> None:
@@ -153,7 +154,7 @@ class TableLifecycle:
                              f"{behavior}: {d.describe() or what} (taken again)", new)
         self.start(st, new)
 
-    def rekeyed(self, st: TableState, new: TableSchema, statements: list[str],
+    def go_on_rekeyed(self, st: TableState, new: TableSchema, ddls: list[Ddl],
                 at: BinlogOffset) -> None:
         """A new primary key, met by the pipeline's stream at ``at`` after the table's
         snapshot: every row before it is in the target, which changes its columns for the
@@ -161,11 +162,11 @@ class TableLifecycle:
         applied by the new key (the target's rows are not rewritten)."""
         behavior = self.state.settings.schema_change_behavior
         old = schema_of(st)
-        d = sc.diff(old, new).with_renames(statements)
+        d = sc.diff(old, new).with_renames(r for ddl in ddls for r in ddl.renames)
         sink, last, _offset, _done = self.halt(st)
         try:
             st.columns = self.shapes.evolve_columns(st, old, new, d, sink, behavior,
-                                                    statements)
+                                                    tuple(ddl.statement for ddl in ddls))
         finally:
             sink.close()
         log.warning("table %s changed: %s (%s); it goes on from %s", st.table, d.describe(),
@@ -315,7 +316,7 @@ class TableLifecycle:
                 # the pipeline's stream cannot go on from a purged file: a new one starts,
                 # and every table it read is taken again in it (each fails above first)
                 state.generation += 1
-            self._resnapshot(st, what)
+            self._retake_purged(st, what)
 
     def _resume_position(self, st: TableState) -> BinlogOffset | None:
         """The earliest binlog position the table's stream needs to go on: its last committed
@@ -326,12 +327,14 @@ class TableLifecycle:
             b = 0 if ckpt.last_planned(st) is not None else None
         off = ckpt.offset(st, b) if b is not None else None
         if off is not None:
-            return ov.position(off)
+            return off.position
         if st.start.offset is not None:
             return BinlogOffset.from_dict(st.start.offset)
         return None  # a snapshot not begun: nothing to resume
 
-    def _resnapshot(self, st: TableState, what: str) -> None:
+    def _retake_purged(self, st: TableState, what: str) -> None:
+        """The table taken again because its binlog was purged (``binlog.purged.behavior:
+        resnapshot``): its target emptied, a snapshot from the start."""
         if self.state.emptying_hits_others(st):
             raise BinlogUnavailable(
                 f"{what}; its target {st.target} is shared with other tables, so it cannot be "

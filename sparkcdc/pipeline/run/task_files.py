@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -103,6 +103,14 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
                                              w.target, w.app_id)
         return sinks[key]
 
+    # the rows planned as files, per (table, target), written when they reach FILE_ROWS
+    # and at the task's end: one file per table and task for a batch, not one per chunk
+    pending: dict[tuple[str, str], _Pending] = {}
+
+    def flush(key: tuple[str, str]) -> dict[str, Any]:
+        p = pending.pop(key)
+        return files_row(key[0], key[1], p.write())
+
     try:
         for b in batches:
             out: list[dict[str, Any]] = []
@@ -110,9 +118,15 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
                 t = from_ipc(ipc)
                 name = _table_of(t)
                 plan = plans.get(name) if name is not None and _snapshot_rows(t) else None
-                written = _as_files(t, plan, sink_of, extras) if plan is not None else None
-                if written is not None:
-                    out.extend(written)
+                todo = _as_files(t, plan, sink_of, extras) if plan is not None else None
+                if todo is not None and plan is not None:
+                    for w, sink, new in todo:
+                        key = (plan.table, w.target)
+                        p = pending.setdefault(key, _Pending(sink, w.batch_id, plan.spec.keys))
+                        if new is not None:
+                            p.add(new)
+                        if p.rows >= FILE_ROWS:
+                            out.append(flush(key))
                     continue
                 ord_ = (part << 32) | seen
                 seen += 1
@@ -124,9 +138,45 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
                                 "payload": ipc})
             if out:
                 yield pa.RecordBatch.from_pylist(out, schema=_OUT)
+        if pending:
+            yield pa.RecordBatch.from_pylist([flush(k) for k in sorted(pending)], schema=_OUT)
     finally:
         for s in sinks.values():
             s.close()
+
+
+# rows of one table a task gathers before it writes them as one file (about 100-200 MB of
+# Parquet for rows of ten-odd columns): a batch's chunks of a table become one file per
+# task, so a large table is not thousands of chunk-sized files that every later batch of
+# changes must open (docs/sinks.md, "Rows from the tasks")
+FILE_ROWS = 1_000_000
+
+
+@dataclass
+class _Pending:
+    """A task's rows of one table for one target, planned as files, not written yet."""
+
+    sink: Any
+    batch_id: int
+    keys: tuple[str, ...]
+    parts: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+
+    def add(self, rows: pa.Table) -> None:
+        self.parts.append(rows)
+        self.rows += rows.num_rows
+
+    def write(self) -> list[dict[str, Any]]:
+        """The rows as files, sorted by key (chunks come in any order; sorted, the files'
+        and row groups' key statistics are tight, which the batches of changes prune by);
+        no file when the target had the batch already (nothing was added)."""
+        if not self.parts:
+            return []
+        rows = pa.concat_tables(self.parts) if len(self.parts) > 1 else self.parts[0]
+        keys = [k for k in self.keys if k in rows.column_names]
+        if len(self.parts) > 1 and keys:
+            rows = rows.sort_by([(k, "ascending") for k in keys])
+        return list(self.sink.write_files(rows, self.batch_id))
 
 
 _OUT = pa.schema([("kind", pa.string()), ("tbl", pa.string()), ("target", pa.string()),
@@ -148,13 +198,14 @@ def _snapshot_rows(t: pa.Table) -> bool:
 
 
 def _as_files(t: pa.Table, plan: FilePlan, sink_of,
-              extras: SourceExtras | None) -> list[dict[str, Any]] | None:
-    """The table's rows written as files of each of its targets, when every row is new to
-    every one of them; None (nothing written) otherwise."""
+              extras: SourceExtras | None) -> list[tuple[TargetWrite, Any, pa.Table | None]] | None:
+    """The table's rows planned as files of each of its targets, when every row is new to
+    every one of them: per target its write, its sink and the rows (None: the target has
+    the batch already); None (nothing planned) otherwise."""
     rows = conform(convert_rows(t.replace_schema_metadata(None), plan.schema, extras),
                    plan.rows_schema)
     changes = reduce_changes(rows, plan.spec)
-    todo = []
+    todo: list[tuple[TargetWrite, Any, pa.Table | None]] = []
     for w in plan.writes:
         sink = sink_of(w)
         last = sink.last_batch_id()
@@ -165,9 +216,7 @@ def _as_files(t: pa.Table, plan: FilePlan, sink_of,
         if new is None:
             return None
         todo.append((w, sink, new))
-    return [files_row(plan.table, w.target,
-                      [] if new is None else sink.write_files(new, w.batch_id))
-            for w, sink, new in todo]
+    return todo
 
 
 @dataclass

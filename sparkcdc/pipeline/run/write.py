@@ -25,6 +25,7 @@ from sparkcdc.pipeline.run.table_run import TableRun, note_emit_lag
 from sparkcdc.pipeline.run.task_changes import ChangePlan, SliceJob, SliceOutcome
 from sparkcdc.pipeline.run.task_files import TaskOutput
 from sparkcdc.pipeline.schema.in_stream import conform
+from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 
@@ -67,7 +68,7 @@ class TargetWriter:
         with self.state.locks(run.state):
             if not self.state.running(run):
                 return  # stopped meanwhile (dropped, taken again, left the stream)
-            if run.sink.kind == "changelog":  # every change row, appended by Spark's writer
+            if run.sink.capabilities.kind is SinkKind.CHANGELOG:  # every change row, appended by Spark's writer
                 if p.empty_first:  # a truncate event (kafka), unless a replay has the batch
                     for sink in targets.each_sink(run.sink):  # (files: refused, with the fix)
                         last = sink.last_batch_id()
@@ -75,7 +76,7 @@ class TargetWriter:
                             sink.empty()
                 marks = [c for c in (DEL_MARK, TRUNC_MARK) if c in rows.column_names]
                 changes = rows.drop_columns(marks)
-                if run.sink.takes_arrow:  # written from the driver's Arrow rows
+                if run.sink.capabilities.takes_arrow:  # written from the driver's Arrow rows
                     run.sink.write_changelog(changes, target_batch, run.keys)
                 else:
                     df = self.shapes.local_frame(changes)

@@ -13,7 +13,7 @@ from sparkcdc.errors import SchemaError
 from sparkcdc.pipeline.definition.conversions import arrow_schema
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
 from sparkcdc.pipeline.schema.diff import Diff
-from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.evolution import Change, ChangeKind
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -47,29 +47,29 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
         if a not in names or b not in new_fields or transformed:
             continue
         if behavior == "lenient":
-            plan += [Change("add", b, type=arrow(b)), Change("copy", a, b)]
+            plan += [Change(ChangeKind.ADD, b, type=arrow(b)), Change(ChangeKind.COPY, a, b)]
         else:
-            plan.append(Change("rename", a, b))
+            plan.append(Change(ChangeKind.RENAME, a, b))
             renamed_to[a] = b
     for c in d.added:
         if c in new_fields and c not in names and not transformed:
-            plan.append(Change("add", c, type=arrow(c)))
+            plan.append(Change(ChangeKind.ADD, c, type=arrow(c)))
     if behavior in ("evolve", "try_evolve"):
-        plan += [Change("drop", c) for c in d.dropped if c in names]
+        plan += [Change(ChangeKind.DROP, c) for c in d.dropped if c in names]
     for col in cols:
         now_named = renamed_to.get(str(col["name"]), str(col["name"]))
         f = new_fields.get(now_named)
         if f is not None and f.dataType.jsonValue() != col["type"]:
-            plan.append(Change("retype", now_named, type=arrow(now_named)))
+            plan.append(Change(ChangeKind.RETYPE, now_named, type=arrow(now_named)))
     if not plan:
         return cols
     current = sink.stored_columns()
     done: list[Change] = []
     for ch in plan:
-        if ch.kind == "copy" and not any(x.kind == "add" and x.name == ch.new_name
+        if ch.kind is ChangeKind.COPY and not any(x.kind is ChangeKind.ADD and x.name == ch.new_name
                                          for x in done):
             continue
-        stored = (current.field(ch.name).type if ch.kind == "retype" and current is not None
+        stored = (current.field(ch.name).type if ch.kind is ChangeKind.RETYPE and current is not None
                   and ch.name in current.names else None)
         why = None
         if not sink.can_change(ch, stored):
@@ -88,11 +88,12 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
                                   "target keeps what it cannot change), or recreate the "
                                   "target with a new checkpoint location")
         log.warning("%s (%s: %s)", why, behavior, {
-            "add": "left out", "drop": "kept, null from now on",
-            "rename": "the new name is added, the old one kept", "copy": "not copied",
-            "retype": "the target keeps its type, values are cast"}[ch.kind])
-        if ch.kind == "rename" and ch.new_name:  # fall back to lenient's rename
-            ch_add = Change("add", ch.new_name, type=arrow(ch.new_name))
+            ChangeKind.ADD: "left out", ChangeKind.DROP: "kept, null from now on",
+            ChangeKind.RENAME: "the new name is added, the old one kept",
+            ChangeKind.COPY: "not copied",
+            ChangeKind.RETYPE: "the target keeps its type, values are cast"}[ch.kind])
+        if ch.kind is ChangeKind.RENAME and ch.new_name:  # fall back to lenient's rename
+            ch_add = Change(ChangeKind.ADD, ch.new_name, type=arrow(ch.new_name))
             try:
                 if sink.can_change(ch_add):
                     sink.evolve([ch_add], tuple(new.primary_key))
@@ -100,15 +101,15 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
             except Exception as e:
                 log.warning("%s: %s failed: %s", target, ch_add.describe(), e)
     for ch in done:
-        if ch.kind == "add":
+        if ch.kind is ChangeKind.ADD:
             # nullable in the target whatever the source says: the rows written before it
             # (and those of the batch before the ALTER) have no value for it
             cols.append(dict(new_fields[ch.name].jsonValue(), nullable=True))
-        elif ch.kind == "drop":
+        elif ch.kind is ChangeKind.DROP:
             cols = [c for c in cols if c["name"] != ch.name]
-        elif ch.kind == "rename":
+        elif ch.kind is ChangeKind.RENAME:
             cols = [dict(c, name=ch.new_name) if c["name"] == ch.name else c for c in cols]
-        elif ch.kind == "retype":
+        elif ch.kind is ChangeKind.RETYPE:
             cols = [dict(c, type=new_fields[ch.name].dataType.jsonValue())
                     if c["name"] == ch.name else c for c in cols]
     log.info("%s: target %s: %s", table, target,

@@ -1,17 +1,18 @@
 """What changed between two schemas of a table: columns added, dropped, retyped, renamed
-(renames read from the DDL statements the stream carried, never guessed) and whether the
-primary key changed. The pipeline's stream finds the schemas and the statements in binlog
-order (``run/schema.py``); the target's changes follow from the diff
-(``column_evolution.py``).
+(renames as the source read them from the DDL the stream carried, never guessed) and
+whether the primary key changed. The pipeline's stream finds the schemas and the DDL in
+binlog order (``run/schema.py``); the target's changes follow from the diff
+(``schema/behavior.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import SchemaError
-from sparkcdc.mysql.port import STRING, column_renames, parse_column_type
+from sparkcdc.mysql.port import STRING, parse_column_type
 
 
 @dataclass(frozen=True)
@@ -26,12 +27,13 @@ class Diff:
         return bool(self.added or self.dropped or self.modified or self.key_changed
                     or self.renamed)
 
-    def with_renames(self, statements: list[str]) -> Diff:
-        """The diff with the renames that ``statements`` (the DDL) made: a column dropped
-        and one added are a rename when a statement says so (``RENAME COLUMN a TO b``,
-        ``CHANGE [COLUMN] a b ...``), not a guess from names or positions."""
+    def with_renames(self, renames: Iterable[tuple[str, str]]) -> Diff:
+        """The diff with the ``(old, new)`` column renames the DDL made (``Ddl.renames``,
+        in order): a column dropped and one added are a rename when a statement says so
+        (``RENAME COLUMN a TO b``, ``CHANGE [COLUMN] a b ...``), not a guess from names or
+        positions."""
         pairs = []
-        for said_old, said_new in column_renames(statements):
+        for said_old, said_new in renames:
             old = next((d for d in self.dropped if d.lower() == said_old.lower()), None)
             new = next((a for a in self.added if a.lower() == said_new.lower()), None)
             if old and new and (old, new) not in pairs:

@@ -22,7 +22,7 @@ class ConsoleConfig:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> ConsoleConfig:
         o = Options("console sink", OPTIONS, options)
-        return cls(num_rows=o.integer("num-rows", lo=0), show_table=o.flag("show-table"))
+        return cls(num_rows=o.given_integer("num-rows", lo=0), show_table=o.flag("show-table"))
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

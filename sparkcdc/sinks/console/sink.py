@@ -25,13 +25,21 @@ from sparkcdc.sinks.base import (
     Sink,
     WriteResult,
 )
+from sparkcdc.sinks.capabilities import Capabilities, Emptying
+from sparkcdc.sinks.console import config
 from sparkcdc.sinks.console.config import ConsoleConfig
-from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.evolution import EVERY_CHANGE
+from sparkcdc.sinks.kinds import SinkKind, SinkType
 
 
 class ConsoleSink(Sink):
-    type = "console"
-    writer = "the console"
+    type = SinkType.CONSOLE
+    capabilities = Capabilities(
+        kind=SinkKind.MERGE, writer="the console", replaces_ranges=True,
+        empties=Emptying.ROWS, schema_changes=EVERY_CHANGE,  # in memory, rows of any shape
+        no_layout="the console sink prints rows: nothing is stored")
+    option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
 
     def __init__(self, config: ConsoleConfig | None = None, out: TextIO | None = None):
         self.config = config or ConsoleConfig()
@@ -66,6 +74,7 @@ class ConsoleSink(Sink):
         key = lambda r: tuple(r[k] for k in changes.keys)
         names = changes.target_schema.names
         if changes.scd_type == 1:
+            self._clear(changes)
             for r in rows:
                 op, k = r["__op"], key(r)
                 if op == DELETE:
@@ -91,13 +100,20 @@ class ConsoleSink(Sink):
                 self._print("  " + _fmt(row))
         return WriteResult(batch_id, counts=counts)
 
+    def _clear(self, changes: ChangeSet) -> None:
+        """The held rows in the ranges of chunks read again, gone (``ChangeSet.replaces``:
+        the batch's rows hold those ranges anew)."""
+        for r in changes.replaces:
+            held = list(self._rows.items())
+            if not held:
+                return
+            values = pa.array([row[r.column] for _, row in held],
+                              changes.table.schema.field(r.column).type)
+            inside = r.holds(values).to_pylist()
+            self._rows = {k: row for (k, row), gone in zip(held, inside) if not gone}
+
     def _current(self) -> list[dict]:
         return list(self._rows.values()) if not self._versions else list(self._versions)
-
-    # -- schema evolution: in memory, rows of any shape ---------------------------------
-
-    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
-        return True
 
     def empty(self) -> None:
         self._rows.clear()

@@ -29,6 +29,7 @@ partition column is not in the files: such tables take the driver's path.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -63,7 +64,8 @@ def _range(add: dict[str, Any], key: str) -> tuple[Any, Any] | None:
 def plan_slices(log: DeltaLog, key: str, key_type: pa.DataType, n: int) -> KeySlices:
     """The slices of the table's live files for a batch (module docstring, step 1)."""
     adds = list(log.files.values())
-    ranges = [_range(a, key) for a in adds] if pa.types.is_integer(key_type) else [None]
+    ranges: list[tuple[Any, Any] | None] = (
+        [_range(a, key) for a in adds] if pa.types.is_integer(key_type) else [None])
     return KeySlices.by_ranges(key, adds, ranges, [_rows(a) for a in adds], n, log.version)
 
 
@@ -127,19 +129,17 @@ def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
     keys = changed_keys.column_names
     staging = files.staging_name(app_id, batch_id)
     touched_files: list[tuple[dict[str, Any], list[int], int]] = []
-    bounds = None
-    if changed_keys.num_rows:
-        first = changed_keys.column(keys[0])
-        bounds = pc.min(first).as_py(), pc.max(first).as_py()
-    if bounds is not None or replaces:
+    wanted = _sorted_ints(changed_keys.column(keys[0])) if changed_keys.num_rows else None
+    if changed_keys.num_rows or replaces:
         for add in owned:
             r = _range(add, keys[0])
-            keyed = bounds is not None and (r is None or not (r[1] < bounds[0]
-                                                              or r[0] > bounds[1]))
+            keyed = bool(changed_keys.num_rows) and (r is None or wanted is None
+                                                     or _any_within(wanted, *r))
             ranged = any(_may_hold(add, x) for x in replaces)
             if not keyed and not ranged:
                 continue
-            hit = _positions(base, add, changed_keys, replaces if ranged else ())
+            hit = _positions(base, add, changed_keys, replaces if ranged else (),
+                             wanted if keyed else None)
             if hit is not None:
                 touched_files.append((add, *hit))
     vectors = (dv.write_file(base, [p for _a, p, _n in touched_files], prefix=staging + "/")
@@ -162,20 +162,54 @@ def _may_hold(add: dict[str, Any], r: KeyRange) -> bool:
     return (nulls > 0 and r.start is None) or r.meets(lo, hi)
 
 
+def _sorted_ints(column: Any) -> list[int] | None:
+    """The changed keys' first column sorted, when it is an integer one (statistics compare
+    exactly); None otherwise (no pruning by key)."""
+    if not pa.types.is_integer(column.type) or column.null_count:
+        return None
+    return sorted(pc.unique(column).to_pylist())
+
+
+def _any_within(wanted: list[int], lo: Any, hi: Any) -> bool:
+    """Whether a key of ``wanted`` (sorted) lies in ``[lo, hi]``: a batch's random keys
+    meet few of a large table's files, which their min-max bounds alone would not tell."""
+    i = bisect.bisect_left(wanted, lo)
+    return i < len(wanted) and wanted[i] <= hi
+
+
 def _positions(base: Path, add: dict[str, Any], changed_keys: pa.Table,
-               replaces: tuple[KeyRange, ...] = ()) -> tuple[list[int], int] | None:
+               replaces: tuple[KeyRange, ...] = (),
+               wanted: list[int] | None = None) -> tuple[list[int], int] | None:
     """The file's deleted positions after this batch (its vector's, the rows of changed
     keys it holds and its rows in ``replaces``), and how many this batch adds; None when
-    it holds none of them."""
+    it holds none of them. With ``wanted`` (the changed keys' integer first column, sorted)
+    and no range to clear, only the row groups whose statistics may hold one of them are
+    read: the cost of a batch stays with its keys, not the file's size."""
     import pyarrow.parquet as pq
 
     keys = changed_keys.column_names
     ranged = [r.column for r in replaces if r.column not in keys]
-    stored = pq.read_table(base / unquote(add["path"]), columns=keys + sorted(set(ranged)))
+    columns = keys + sorted(set(ranged))
+    path = base / unquote(add["path"])
+    groups = _groups_to_read(pq.ParquetFile(path), keys[0], wanted) \
+        if wanted is not None and not replaces else None
+    if groups is None:
+        stored = pq.read_table(path, columns=columns)
+        positions = pa.array(range(stored.num_rows), pa.int64())
+    else:
+        if not groups:
+            return None
+        pf = pq.ParquetFile(path)
+        stored = pf.read_row_groups([g for g, _start in groups], columns=columns)
+        import numpy as np
+
+        positions = pa.array(np.concatenate([
+            np.arange(start, start + pf.metadata.row_group(g).num_rows, dtype=np.int64)
+            for g, start in groups]))
     # as the rows name them (a file may hold string_view, which joins do not take)
     stored = stored.cast(pa.schema([changed_keys.schema.field(n) if n in keys
                                     else stored.schema.field(n) for n in stored.column_names]))
-    stored = stored.append_column("__pos", pa.array(range(stored.num_rows), pa.int64()))
+    stored = stored.append_column("__pos", positions)
     old = dv.Descriptor.from_action(add.get("deletionVector"))
     dead = dv.read(base, old) if old is not None else []
     if dead:
@@ -188,6 +222,27 @@ def _positions(base: Path, add: dict[str, Any], changed_keys: pa.Table,
     if not new:
         return None
     return sorted(set(dead) | new), len(new)
+
+
+def _groups_to_read(pf: Any, key: str, wanted: list[int]) -> list[tuple[int, int]] | None:
+    """The row groups of a data file that may hold a key of ``wanted``, each with the
+    position of its first row; None when the file's statistics cannot tell (then it is read
+    whole)."""
+    md = pf.metadata
+    names = [md.schema.column(j).path for j in range(md.num_columns)]
+    if key not in names:
+        return None
+    j = names.index(key)
+    out, start = [], 0
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        st = rg.column(j).statistics
+        if st is None or not st.has_min_max or not isinstance(st.min, int):
+            return None
+        if _any_within(wanted, st.min, st.max):
+            out.append((g, start))
+        start += rg.num_rows
+    return out
 
 
 def commit_changes(root: str, log: DeltaLog, plan_version: int, results: list[SliceResult],

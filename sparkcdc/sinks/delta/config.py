@@ -9,6 +9,7 @@ from typing import Any
 from sparkcdc.errors import ConfigError
 from sparkcdc.options import REQUIRED, Opt, Options
 from sparkcdc.sinks.base import set_per_target, sub_path, table_name_parts
+from sparkcdc.sinks.kinds import Word
 
 OPTIONS = {
     "path": Opt(REQUIRED, "the table's location: a local path or a URI delta-rs supports"),
@@ -40,7 +41,17 @@ OPTIONS = {
 STORAGE_PREFIX = "storage."  # storage.<key> -> delta-rs storage_options
 PROPERTY_PREFIX = "table-property."  # table-property.<key> -> the table's configuration
 PREFIXES = (STORAGE_PREFIX, PROPERTY_PREFIX)  # option names taken as a group
-WRITERS = ("auto", "spark", "sparkcdc")
+
+
+class DeltaWriter(Word):
+    """Who writes a Delta table (the option ``writer``; ``spark_writer.chosen``)."""
+
+    AUTO = "auto"  # Spark's Delta where the session has it, else sparkcdc's
+    SPARK = "spark"  # Spark's own Delta (delta-spark's MERGE)
+    SPARKCDC = "sparkcdc"  # sparkcdc's writers: Spark tasks and delta-rs
+
+
+WRITERS = tuple(w.value for w in DeltaWriter)
 
 
 @dataclass(frozen=True)
@@ -56,7 +67,7 @@ class DeltaConfig:
     table_properties: dict[str, str] = field(default_factory=dict)  # set when it is created
     deletion_vectors: bool = True  # a table created gets the feature (sinks/delta/changes.py)
     purge_deleted_share: float = 0.2  # files with this much deleted are rewritten (changes.purge)
-    writer: str = "auto"  # auto | spark | sparkcdc (sinks/delta/spark_writer.py)
+    writer: DeltaWriter = DeltaWriter.AUTO  # (sinks/delta/spark_writer.py)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DeltaConfig:
@@ -69,16 +80,22 @@ class DeltaConfig:
                               fix="give both (catalog: spark_catalog, catalog-table: db.table)"
                                   ", or neither for a table known by its path alone",
                               key=missing)
-        return cls(path=o.text("path"), partition_by=o.names("partition-by"),
-                   app_id=o.text("app-id"), compact_every=o.integer("compact-every", lo=0),
+        return cls(path=o.given("path"), partition_by=o.names("partition-by"),
+                   app_id=o.given("app-id"), compact_every=o.given_integer("compact-every", lo=0),
                    target_file_size=o.integer("target-file-size", lo=1),
                    deletion_vectors=o.flag("deletion-vectors"),
                    purge_deleted_share=o.share("purge-deleted-share"),
-                   writer=o.choice("writer", WRITERS),
+                   writer=DeltaWriter(o.choice("writer", WRITERS)),
                    storage_options=o.prefixed[STORAGE_PREFIX], catalog=catalog,
                    table_properties=o.prefixed[PROPERTY_PREFIX],
-                   catalog_table=(table_name_parts("delta", "catalog-table", name, 2)
-                                  if name else None))
+                   catalog_table=_pair(table_name_parts("delta", "catalog-table", name, 2))
+                   if name else None)
+
+
+def _pair(parts: tuple[str, ...]) -> tuple[str, str]:
+    """``table_name_parts``' two parts, typed as two."""
+    database, table = parts
+    return database, table
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

@@ -91,7 +91,7 @@ def deserialize(data: bytes) -> list[int]:
     if magic != MAGIC:
         raise DeletionVectorError(f"deletion vector magic number {magic} (want {MAGIC}: the "
                                   "portable format; the native one is not read)")
-    at, out = 12, []
+    at, out = 12, list[int]()
     for _ in range(n):
         (high,) = struct.unpack_from("<I", data, at)
         bm = BitMap.deserialize(data[at + 4:])

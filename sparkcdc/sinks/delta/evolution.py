@@ -10,8 +10,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sparkcdc.sinks.delta import spark_writer
-from sparkcdc.sinks.delta.sink import read_table, storage_table
-from sparkcdc.sinks.evolution import Change, arrow_change
+from sparkcdc.sinks.delta.storage import read_table, storage_table
+from sparkcdc.sinks.evolution import Change, ChangeKind, arrow_change
 
 
 def _stored(t: pa.DataType) -> pa.DataType:
@@ -34,8 +34,8 @@ def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
     if sink.uses_spark:  # Spark's own Delta writes the table: it changes it too
         spark_writer.evolve(sink, changes)
         return
-    if all(c.kind == "add" for c in changes):
-        _add_columns(sink, [pa.field(c.name, c.type) for c in changes])
+    if all(c.kind is ChangeKind.ADD for c in changes):
+        _add_columns(sink, [pa.field(c.name, c.column_type) for c in changes])
         return
     cfg = sink.config
     t = deltalake.DeltaTable(cfg.path, storage_options=cfg.storage_options)

@@ -29,7 +29,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
-from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
     END_AT,
     OP,
@@ -37,46 +36,49 @@ from sparkcdc.sinks.base import (
     ChangeSet,
     KeyRange,
     KeySlices,
+    RowOp,
     Sink,
     WriteResult,
     check_key_not_null,
     log,
-    micros,
 )
 from sparkcdc.sinks.base import (
     backtick as _q,
 )
+from sparkcdc.sinks.capabilities import Capabilities, Emptying, TableLayout
 from sparkcdc.sinks.delta import changes as task_changes
-from sparkcdc.sinks.delta import files, spark_writer
+from sparkcdc.sinks.delta import config, evolution, files, spark_writer
 from sparkcdc.sinks.delta.catalog import publish
-from sparkcdc.sinks.delta.config import DeltaConfig
+from sparkcdc.sinks.delta.config import DeltaConfig, DeltaWriter
 from sparkcdc.sinks.delta.log import DeltaLog
 from sparkcdc.sinks.delta.predicates import in_range as _in_range
 from sparkcdc.sinks.delta.predicates import literal as _literal
+from sparkcdc.sinks.delta.storage import has_deletion_vectors, read_table, storage_table
+from sparkcdc.sinks.evolution import EVERY_CHANGE, Change
+from sparkcdc.sinks.kinds import SinkKind, SinkType
 
-DELETION_VECTORS = "deletionVectors"
-
-
-def storage_table(t: pa.Table) -> pa.Table:
-    """Arrow columns as Delta stores them (durations as int64 microseconds)."""
-    for i, f in enumerate(t.schema):
-        if pa.types.is_duration(f.type):
-            t = t.set_column(i, pa.field(f.name, pa.int64()), micros(t.column(i)))
-    return t
-
+__all__ = ["DeltaSink", "read_table", "storage_table"]  # (the helpers' home: storage.py)
 
 class DeltaSink(Sink):
-    type = "delta"
-    writer = "delta-rs"
-    tasks_writer = "key slices, deletion vectors"
+    type = SinkType.DELTA
+    capabilities = Capabilities(
+        kind=SinkKind.MERGE, writer="delta-rs", tasks_writer="key slices, deletion vectors",
+        files_from_tasks=True, changes_from_tasks=True, spark_writer=True,
+        replaces_ranges=True, empties=Emptying.ROWS, schema_changes=EVERY_CHANGE,
+        table_layout=TableLayout("partition-by", config.PROPERTY_PREFIX))
+    drivers = ("deltalake", "pyroaring")  # pyroaring: deletion vectors
+    option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
+    option_prefixes = config.PREFIXES
+    path_options = ("path",)
 
     def __init__(self, config: DeltaConfig):
         self.config = config
-        self._dl = require("deltalake", "delta")
+        self._dl = self.load_drivers()[0]
         self.spark: Any = None  # the pipeline's session, once it names the writer (publish)
         # Spark's own Delta writes the table (``spark_writer``): ``writer: spark``, or
         # ``auto`` in a session with Delta, decided in ``publish``
-        self.uses_spark = config.writer == "spark"
+        self.uses_spark = config.writer is DeltaWriter.SPARK
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
@@ -349,26 +351,26 @@ class DeltaSink(Sink):
         op = f"s.{_q(OP)}"
         insert = {_q(c): f"s.{_q(c)}" for c in names}
         if changes.scd_type == 2:
-            m = table.merge(source, f"{on} AND t.{_q(END_AT)} IS NULL AND {op} IN ('close', "
-                                    "'amend')",
+            m = table.merge(source, f"{on} AND t.{_q(END_AT)} IS NULL AND {op} IN ('{RowOp.CLOSE}', "
+                                    f"'{RowOp.AMEND}')",
                             source_alias="s", target_alias="t", commit_properties=props)
             amend = {_q(c): f"s.{_q(c)}" for c in names
                      if c not in changes.keys and c != START_AT}
             m = (m.when_matched_update({_q(END_AT): f"s.{_q(END_AT)}"},
-                                       predicate=f"{op} = 'close'")
-                  .when_matched_update(amend, predicate=f"{op} = 'amend'")
-                  .when_not_matched_insert(insert, predicate=f"{op} = 'version'"))
+                                       predicate=f"{op} = '{RowOp.CLOSE}'")
+                  .when_matched_update(amend, predicate=f"{op} = '{RowOp.AMEND}'")
+                  .when_not_matched_insert(insert, predicate=f"{op} = '{RowOp.VERSION}'"))
         else:
             values = [c for c in names if c not in changes.keys]
             patch = {_q(c): f"coalesce(s.{_q(c)}, t.{_q(c)})" for c in values}
             m = table.merge(source, on, source_alias="s", target_alias="t",
                             commit_properties=props)
-            m = m.when_matched_delete(predicate=f"{op} = 'delete'")
+            m = m.when_matched_delete(predicate=f"{op} = '{RowOp.DELETE}'")
             if values:
                 m = (m.when_matched_update({_q(c): f"s.{_q(c)}" for c in values},
-                                           predicate=f"{op} = 'upsert'")
-                      .when_matched_update(patch, predicate=f"{op} = 'patch'"))
-            m = m.when_not_matched_insert(insert, predicate=f"{op} <> 'delete'")
+                                           predicate=f"{op} = '{RowOp.UPSERT}'")
+                      .when_matched_update(patch, predicate=f"{op} = '{RowOp.PATCH}'"))
+            m = m.when_not_matched_insert(insert, predicate=f"{op} <> '{RowOp.DELETE}'")
             if changes.replaces:  # a chunk read again: its range holds its rows, no other
                 m = m.when_not_matched_by_source_delete(predicate=" OR ".join(
                     _in_range(r, source.schema.field(r.column).type) for r in changes.replaces))
@@ -379,24 +381,16 @@ class DeltaSink(Sink):
         t = self._table()
         return pa.table({}) if t is None else read_table(t)
 
+    # -- schema evolution (evolution.py) ---------------------------------------------------
 
-def has_deletion_vectors(table) -> bool:
-    """Whether the table's protocol has the deletionVectors feature (its readers must
-    apply them)."""
-    p = table.protocol()
-    return DELETION_VECTORS in (p.reader_features or ())
+    def stored_columns(self) -> pa.Schema | None:
+        return evolution.stored_columns(self)
 
+    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
+        evolution.evolve(self, changes, keys)
 
-def read_table(table) -> pa.Table:
-    """Every live row of a ``DeltaTable``. delta-rs' pyarrow dataset refuses tables with
-    deletion vectors; its DataFusion scan applies them, so those are read through it."""
-    if not has_deletion_vectors(table):
-        return table.to_pyarrow_table()
-    from deltalake import QueryBuilder
-
-    schema = pa.schema(table.schema().to_arrow())
-    got = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
-    return got.select(schema.names).cast(schema)
+    def empty(self) -> None:
+        evolution.empty(self)
 
 
 def _may_hold(table, key: str, lo: Any, hi: Any) -> bool:
@@ -439,6 +433,7 @@ def _narrowing(rest: ChangeSet, partition_by: tuple[str, ...]) -> str:
         if col.null_count or len(values) > 100:
             continue
         lits = [_literal(v, col.type) for v in values.to_pylist()]
-        if lits and all(x is not None for x in lits):
-            out += f" AND t.{_q(p)} IN ({', '.join(lits)})"
+        texts = [x for x in lits if x is not None]
+        if lits and len(texts) == len(lits):
+            out += f" AND t.{_q(p)} IN ({', '.join(texts)})"
     return out

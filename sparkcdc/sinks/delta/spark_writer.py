@@ -49,7 +49,7 @@ from sparkcdc.sinks.base import (
     log,
 )
 from sparkcdc.sinks.base import backtick as _q
-from sparkcdc.sinks.delta.config import DeltaConfig
+from sparkcdc.sinks.delta.config import DeltaConfig, DeltaWriter
 from sparkcdc.sinks.delta.files import files_app_id
 from sparkcdc.sinks.delta.predicates import in_range, literal
 
@@ -89,12 +89,12 @@ def lacks_delta(spark: Any) -> str | None:
 def chosen(config: DeltaConfig, spark: Any) -> bool:
     """Whether the target is written by Spark's Delta, as its ``writer`` option says, in the
     session ``spark``; ``writer: spark`` in a session without Delta is a ``ConfigError``."""
-    if config.writer == "sparkcdc":
+    if config.writer is DeltaWriter.SPARKCDC:
         return False
     missing = lacks_delta(spark)
     if missing is None:
         return True
-    if config.writer == "spark":
+    if config.writer is DeltaWriter.SPARK:
         raise ConfigError(f"the delta sink's writer: spark needs Delta Lake in the pipeline's "
                           f"Spark session, and it has none ({missing}; target {config.path})",
                           fix=DELTA_FOR_SPARK, key="writer")

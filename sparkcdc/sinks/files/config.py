@@ -26,7 +26,7 @@ class FilesConfig:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> FilesConfig:
         o = Options("files sink", OPTIONS, options)
-        return cls(path=o.text("path").rstrip("/"), format=o.choice("format", FORMATS),
+        return cls(path=o.given("path").rstrip("/"), format=o.choice("format", FORMATS),
                    compression=o.text("compression"))
 
 

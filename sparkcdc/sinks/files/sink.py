@@ -18,8 +18,11 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcdc.sinks.base import Sink, WriteResult, log
-from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.capabilities import Capabilities
+from sparkcdc.sinks.evolution import ChangeKind
+from sparkcdc.sinks.files import config
 from sparkcdc.sinks.files.config import FilesConfig
+from sparkcdc.sinks.kinds import SinkKind, SinkType
 
 BATCH_COLUMN = "sparkcdc_batch"
 # Spark's JSON defaults keep milliseconds only; CDC timestamps carry microseconds
@@ -35,9 +38,18 @@ def _spark():
 
 
 class FilesSink(Sink):
-    type = "files"
-    writer = "Spark's writer"
-    kind = "changelog"
+    type = SinkType.FILES
+    capabilities = Capabilities(
+        kind=SinkKind.CHANGELOG, writer="Spark's writer",
+        # a changelog takes each batch's shape (new columns just appear) but never
+        # rewrites what it wrote; nor can it be emptied
+        schema_changes=frozenset({ChangeKind.ADD}),
+        shares_targets=False,  # a batch's folder is named by its batch id alone
+        no_layout="the files sink appends a changelog of change rows: it has no table to "
+                  "partition or give properties")
+    option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
+    path_options = ("path",)
 
     def __init__(self, config: FilesConfig):
         self.config = config
@@ -121,13 +133,6 @@ class FilesSink(Sink):
             reader = reader.schema(StructType(schema.fields + [StructField(BATCH_COLUMN, LongType())]))
             reader = reader.options(**JSON_TIME_FORMATS)
         return reader.load(self.config.path)
-
-    # -- schema evolution ------------------------------------------------------------------
-
-    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
-        """A changelog takes each batch's shape (new columns just appear) but never
-        rewrites what it wrote."""
-        return change.kind == "add"
 
     def read(self) -> pa.Table:
         df = self.changelog()

@@ -45,7 +45,7 @@ def _int_bounds(f: Any, field: Any) -> tuple[int, int] | None:
     hi = (f.upper_bounds or {}).get(field.field_id)
     if lo is None or hi is None:
         return None
-    return from_bytes(field.field_type, lo), from_bytes(field.field_type, hi)
+    return int(from_bytes(field.field_type, lo)), int(from_bytes(field.field_type, hi))
 
 
 def plan_slices(table, key: str, n: int) -> KeySlices:

@@ -183,18 +183,22 @@ def commit(table, added: Iterable[Any], *, base: int | None, removed: Iterable[A
                                  current.snapshot_id if current else None, seq,
                                  codec) as ml:
             ml.add_manifests(manifests)
-        snap = Snapshot(snapshot_id=snapshot_id,
+        # (pyiceberg's pydantic models take their fields' names as well as their aliases;
+        # mypy reads the aliases only: hence the ignores)
+        snap = Snapshot(snapshot_id=snapshot_id,  # type: ignore[call-arg]
                         parent_snapshot_id=current.snapshot_id if current else None,
                         manifest_list=list_path, sequence_number=seq, summary=totals,
                         schema_id=meta.current_schema_id)
         updates: tuple[Any, ...] = (
             AddSnapshotUpdate(snapshot=snap),
-            SetSnapshotRefUpdate(snapshot_id=snapshot_id, parent_snapshot_id=base,
+            SetSnapshotRefUpdate(snapshot_id=snapshot_id,  # type: ignore[call-arg]
+                                 parent_snapshot_id=base,
                                  ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH))
         if properties:
             updates += (SetPropertiesUpdate(updates=dict(properties)),)
         requirements = (AssertTableUUID(uuid=meta.table_uuid),
-                        AssertRefSnapshotId(snapshot_id=base, ref=MAIN_BRANCH))
+                        AssertRefSnapshotId(snapshot_id=base,  # type: ignore[call-arg]
+                                            ref=MAIN_BRANCH))
         committing = True
         table._do_commit(updates, requirements)
     except CommitFailedException as e:  # the catalog refused it: nothing was committed

@@ -60,7 +60,7 @@ class IcebergConfig:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> IcebergConfig:
         o = Options("iceberg sink", OPTIONS, options, prefixes=PREFIXES)
-        ns, name = table_name_parts("iceberg", "table", o.text("table"), 2)
+        ns, name = table_name_parts("iceberg", "table", o.given("table"), 2)
         props = dict(o.prefixed[CATALOG_PREFIX])
         warehouse = o.text("warehouse")
         if "uri" not in props:
@@ -76,9 +76,9 @@ class IcebergConfig:
                 warehouse = f"file://{path}"
         if warehouse:
             props.setdefault("warehouse", warehouse)
-        return cls(namespace=ns, table=name, catalog_name=o.text("catalog-name"),
-                   app_id=o.text("app-id"), catalog_properties=props,
-                   compact_every=o.integer("compact-every", lo=0),
+        return cls(namespace=ns, table=name, catalog_name=o.given("catalog-name"),
+                   app_id=o.given("app-id"), catalog_properties=props,
+                   compact_every=o.given_integer("compact-every", lo=0),
                    partition_by=o.names("partition-by"),
                    table_properties=o.prefixed[PROPERTY_PREFIX],
                    purge_deleted_share=o.share("purge-deleted-share"))

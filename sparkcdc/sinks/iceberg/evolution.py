@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sparkcdc.sinks.evolution import Change, arrow_change
+from sparkcdc.sinks.evolution import Change, ChangeKind, arrow_change
 from sparkcdc.sinks.iceberg.storage import storage_table
 
 
@@ -28,13 +28,13 @@ def promotable(old: pa.DataType, new: pa.DataType) -> bool:
 
 
 def can_change(change: Change, current: pa.DataType | None) -> bool:
-    if change.kind == "retype" and current is not None:
-        return promotable(current, _stored(change.type))
+    if change.kind is ChangeKind.RETYPE and current is not None:
+        return promotable(current, _stored(change.column_type))
     return True
 
 
 def refusal_note(change: Change) -> str:
-    if change.kind == "retype":
+    if change.kind is ChangeKind.RETYPE:
         return ("Iceberg changes a type only by its promotions: int to long, float to "
                 "double, a wider decimal")
     return ""
@@ -54,13 +54,13 @@ def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
     t = sink.catalog().load_table(sink.config.identifier)
     with t.transaction() as tx, tx.update_schema() as u:
         for c in changes:
-            if c.kind in ("add", "retype"):
-                u.union_by_name(pa.schema([pa.field(c.name, _stored(c.type))]))
-            elif c.kind == "drop":
+            if c.kind in (ChangeKind.ADD, ChangeKind.RETYPE):
+                u.union_by_name(pa.schema([pa.field(c.name, _stored(c.column_type))]))
+            elif c.kind is ChangeKind.DROP:
                 u.delete_column(c.name)
-            elif c.kind == "rename":
-                u.rename_column(c.name, c.new_name)
-    copies = [c for c in changes if c.kind == "copy"]
+            elif c.kind is ChangeKind.RENAME:
+                u.rename_column(c.name, c.target_name)
+    copies = [c for c in changes if c.kind is ChangeKind.COPY]
     if copies:
         t = sink.catalog().load_table(sink.config.identifier)
         data = t.scan().to_arrow()

@@ -33,7 +33,6 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcdc.errors import SchemaError
-from sparkcdc.sinks import require
 from sparkcdc.sinks.base import (
     ChangeSet,
     KeyRange,
@@ -43,8 +42,10 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
     log,
 )
+from sparkcdc.sinks.capabilities import Capabilities, Emptying, TableLayout
+from sparkcdc.sinks.evolution import EVERY_CHANGE, Change
 from sparkcdc.sinks.iceberg import changes as task_changes
-from sparkcdc.sinks.iceberg import files
+from sparkcdc.sinks.iceberg import config, evolution, files
 from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
 from sparkcdc.sinks.iceberg.config import IcebergConfig
 from sparkcdc.sinks.iceberg.merge import (
@@ -56,17 +57,26 @@ from sparkcdc.sinks.iceberg.merge import (
     plan_merge,
 )
 from sparkcdc.sinks.iceberg.storage import storage_table
+from sparkcdc.sinks.kinds import SinkKind, SinkType
 
 _CATALOG_LOCK = threading.Lock()
 
 class IcebergSink(Sink):
-    type = "iceberg"
-    writer = "pyiceberg"
-    tasks_writer = "key slices, position deletes"
+    type = SinkType.ICEBERG
+    capabilities = Capabilities(
+        kind=SinkKind.MERGE, writer="pyiceberg", tasks_writer="key slices, position deletes",
+        files_from_tasks=True, changes_from_tasks=True, replaces_ranges=True,
+        empties=Emptying.ROWS, schema_changes=EVERY_CHANGE,  # retypes: by its promotions
+        table_layout=TableLayout("partition-by", config.PROPERTY_PREFIX))
+    drivers = ("pyiceberg",)
+    option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
+    option_prefixes = config.PREFIXES
+    path_options = ("warehouse",)
 
     def __init__(self, config: IcebergConfig):
         self.config = config
-        require("pyiceberg", "iceberg")
+        self.load_drivers()
         self._catalog = None
         self._swept = False  # the leftovers of killed compactions looked for (first commit)
 
@@ -396,6 +406,24 @@ class IcebergSink(Sink):
     def read(self) -> pa.Table:
         t = self._table()
         return pa.table({}) if t is None else t.scan().to_arrow()
+
+
+    # -- schema evolution (evolution.py) ---------------------------------------------------
+
+    def stored_columns(self) -> pa.Schema | None:
+        return evolution.stored_columns(self)
+
+    def _can_make(self, change: Change, current: pa.DataType | None) -> bool:
+        return evolution.can_change(change, current)
+
+    def _refusal_note(self, change: Change) -> str:
+        return evolution.refusal_note(change)
+
+    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
+        evolution.evolve(self, changes, keys)
+
+    def empty(self) -> None:
+        evolution.empty(self)
 
 
 SMALL_FILE_BYTES = 32 * 1024**2  # a data file below this is rewritten by compaction

@@ -49,10 +49,15 @@ import pyarrow as pa
 
 from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import ConfigError, ConnectionFailed, PipelineFailed, SchemaError
-from sparkcdc.sinks import require
 from sparkcdc.sinks.base import Sink, WriteResult
-from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.capabilities import Capabilities, Emptying
+from sparkcdc.sinks.evolution import EVERY_CHANGE
+from sparkcdc.sinks.kafka import config
+from sparkcdc.sinks.kafka.client import LIBRDKAFKA_LOG, MESSAGES, error_text, read_topic
 from sparkcdc.sinks.kafka.config import KafkaConfig
+from sparkcdc.sinks.kinds import SinkKind, SinkType
+
+__all__ = ["LIBRDKAFKA_LOG", "KafkaSink", "read_topic"]  # (their home: client.py)
 
 log = logging.getLogger("sparkcdc.sinks.kafka")
 
@@ -64,41 +69,27 @@ PAIRING_FORMATS = ("debezium-json", "canal-json")  # an update's two images in o
 POLL_EVERY = 1000  # messages produced between two polls of the producer
 
 
-def _librdkafka_log(logger: logging.Logger) -> logging.Logger:
-    """librdkafka logs every refused connection and retry; they go to the debug log (a
-    failure reaches the user as the sink's own error)."""
-    quiet = logging.getLogger(logger.name + ".librdkafka")
-    quiet.setLevel(logging.DEBUG)
-    quiet.propagate = False
-    quiet.addHandler(_DebugOf(logger))
-    return quiet
-
-
-class _DebugOf(logging.Handler):
-    def __init__(self, target: logging.Logger):
-        super().__init__()
-        self.target = target
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.target.debug("librdkafka: %s", record.getMessage())
-
-
-# librdkafka's own log lines, at debug level under this logger (the kafka source uses it too)
-LIBRDKAFKA_LOG = _librdkafka_log(log)
-
-
 class KafkaSink(Sink):
-    type = "kafka"
-    writer = "librdkafka"
-    kind = "changelog"
-    takes_arrow = True
-    empties_by_event = True  # a truncate event naming the table (``empty``)
+    type = SinkType.KAFKA
+    capabilities = Capabilities(
+        kind=SinkKind.CHANGELOG, writer="librdkafka", takes_arrow=True,
+        empties=Emptying.EVENT,  # a truncate event naming the table (``empty``)
+        # messages carry their row as it is: a changed table's later messages show the new
+        # columns (as Flink CDC's and Debezium's JSON without schemas do), after the
+        # announcement of the change (``announce``); a topic has no stored schema
+        schema_changes=EVERY_CHANGE,
+        no_layout="the kafka sink sends change messages to topics: it has no table to "
+                  "partition or give properties")
+    drivers = ("confluent_kafka",)
+    option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
+    option_prefixes = config.PREFIXES
 
     def __init__(self, config: KafkaConfig):
         self.config = config
-        self._ck = require("confluent_kafka", "kafka")
-        self._producer = None  # initialised for transactions (fenced the older ones)
-        self._consumer = None  # reads the marker; its group is the transactional id
+        self._ck = self.load_drivers()[0]
+        self._producer: Any = None  # initialised for transactions (fenced the older ones)
+        self._consumer: Any = None  # reads the marker; its group is the transactional id
         self._last: int | None = None  # the marker, once read after the producer's init
         self._announced: str | None = None  # the last schema change announced (its print)
         self._ready = False  # the topic exists (made if absent) and the marker is read
@@ -151,7 +142,7 @@ class KafkaSink(Sink):
     def _unreachable(self, e: Exception, doing: str) -> ConnectionFailed:
         return ConnectionFailed(
             f"cannot reach the Kafka brokers at {self.config.bootstrap_servers} ({doing}): "
-            f"{_text(e)}",
+            f"{error_text(e)}",
             fix="check properties.bootstrap.servers and that the brokers run and are reachable "
                 "from here (listeners, advertised.listeners, security settings)")
 
@@ -223,7 +214,7 @@ class KafkaSink(Sink):
             if err is not None and err.code() == self._ck.KafkaError.TOPIC_ALREADY_EXISTS:
                 return  # another writer made it meanwhile
             raise ConfigError(f"the kafka sink could not create the topic {topic!r} at "
-                              f"{c.bootstrap_servers}: {_text(e)}",
+                              f"{c.bootstrap_servers}: {error_text(e)}",
                               fix="create the topic yourself, or give the sink's user the "
                                   "right to create topics") from None
 
@@ -404,7 +395,7 @@ class KafkaSink(Sink):
         rows = send(report)
         left = p.flush(self._commit_timeout())
         if failed or left:
-            why = _text(failed[0]) if failed else f"{left} message(s) not delivered in time"
+            why = error_text(failed[0]) if failed else f"{left} message(s) not delivered in time"
             self._reset()
             raise ConnectionFailed(f"the kafka sink failed {doing}: {why}",
                                    fix="check the brokers; the batch is written again when "
@@ -521,7 +512,7 @@ class KafkaSink(Sink):
         if code in (K.TOPIC_AUTHORIZATION_FAILED, K.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     K.GROUP_AUTHORIZATION_FAILED, K.CLUSTER_AUTHORIZATION_FAILED):
             return ConfigError(f"the Kafka brokers at {self.config.bootstrap_servers} refused "
-                               f"the kafka sink ({doing}): {_text(e)}",
+                               f"the kafka sink ({doing}): {error_text(e)}",
                                fix="grant the sink's user write on the topic, the "
                                    "transactional id and the group named "
                                    f"{self.config.transactional_id!r}")
@@ -532,9 +523,9 @@ class KafkaSink(Sink):
                                   fix="run one pipeline per checkpoint; the next attempt "
                                       "starts over from the batch Kafka holds")
         if err is not None and (err.retriable() or err.txn_requires_abort()):
-            return ConnectionFailed(f"the kafka sink failed {doing}: {_text(e)}",
+            return ConnectionFailed(f"the kafka sink failed {doing}: {error_text(e)}",
                                     fix="transient: the stream retries the batch")
-        return PipelineFailed(f"the kafka sink failed {doing}: {_text(e)}",
+        return PipelineFailed(f"the kafka sink failed {doing}: {error_text(e)}",
                               fix="see the broker's log; the stream retries from the last "
                                   "committed batch")
 
@@ -543,14 +534,6 @@ class KafkaSink(Sink):
         self._producer = None
         self._ready = False
         self._last = None
-
-    # -- schema evolution: a topic has no stored schema ---------------------------------------
-
-    def can_change(self, change: Change, current: pa.DataType | None = None) -> bool:
-        """Messages carry their row as it is: a changed table's later messages show the new
-        columns (as Flink CDC's and Debezium's JSON without schemas do), after the
-        announcement of the change (``announce``)."""
-        return True
 
     # -- reading back --------------------------------------------------------------------------
 
@@ -581,67 +564,6 @@ class KafkaSink(Sink):
         self._last = None
 
 
-MESSAGES = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
-                      ("value", pa.binary()), ("timestamp", pa.int64()), ("headers", pa.string())])
-
-
-def read_topic(ck, conf: dict, topic: str, timeout: float) -> list[dict]:
-    """Every message of ``topic`` up to its end, as ``read_committed`` sees them (aborted
-    transactions and the transaction markers left out), in partition and offset order.
-
-    The end is each partition's log end when the read starts. A transaction's messages
-    become readable a moment after its commit returns (the broker writes its markers into
-    the partitions), and a read_committed consumer stops at the last stable offset until
-    then: so the read goes on until it reaches that end, waiting out a transaction still
-    open (up to ``timeout``)."""
-    group = f"sparkcdc-read-{time.monotonic_ns()}"
-    ends: dict[int, int] = {}
-    probe = ck.Consumer({**conf, "group.id": group, "isolation.level": "read_uncommitted"})
-    try:
-        meta = probe.list_topics(topic, timeout=timeout).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return []
-        for p in sorted(meta.partitions):
-            lo, hi = probe.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout)
-            if hi > lo:
-                ends[p] = hi
-    finally:
-        probe.close()
-    c = ck.Consumer({**conf, "group.id": group, "isolation.level": "read_committed",
-                     "enable.auto.commit": False, "enable.partition.eof": True,
-                     "auto.offset.reset": "earliest"})
-    try:
-        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in ends])
-        rows, done = [], set()
-        deadline = time.monotonic() + max(timeout, 30)
-        while len(done) < len(ends) and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() != ck.KafkaError._PARTITION_EOF:
-                    raise ck.KafkaException(m.error())
-                if m.offset() >= ends[m.partition()]:
-                    done.add(m.partition())
-                continue
-            if m.offset() >= ends[m.partition()]:  # written after the read started
-                done.add(m.partition())
-                continue
-            hs = m.headers()
-            rows.append({"partition": m.partition(), "offset": m.offset(), "key": m.key(),
-                         "value": m.value(), "timestamp": m.timestamp()[1],
-                         "headers": json.dumps([[k, v.decode(errors="replace")]
-                                                for k, v in hs]) if hs else None})
-        if len(done) < len(ends):
-            raise ConnectionFailed(f"reading the topic {topic!r} did not reach its end in time "
-                                   "(a transaction open on it?)",
-                                   fix="read again once the writer committed or aborted")
-        rows.sort(key=lambda r: (r["partition"], r["offset"]))
-        return rows
-    finally:
-        c.close()
-
-
 def _version() -> str:
     """sparkcdc's version, for Debezium's ``source.version`` (read from the installed
     package: the sink does not import the package's top, which loads the Spark source)."""
@@ -666,9 +588,3 @@ def _has_preimages(df: Any) -> bool:
     """Whether the batch holds an update's pre-image: a scan of the change types (a small
     job, stopping at the first one found), much cheaper than the window it may spare."""
     return not df.filter("_change_type = 'update_preimage'").isEmpty()
-
-
-def _text(e: Exception) -> str:
-    err = e.args[0] if getattr(e, "args", None) else None
-    s = err.str() if hasattr(err, "str") else str(e)
-    return s.splitlines()[0] if s else type(e).__name__

@@ -44,12 +44,12 @@ class MySQLConfig:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> MySQLConfig:
         o = Options("mysql sink", OPTIONS, options)
-        return cls(hostname=o.text("hostname"), port=o.integer("port", 1, 65535),
-                   username=o.text("username"), password=o.get("password") or "",
-                   database=o.text("database"), table=o.text("table"),
-                   app_id=o.text("app-id"),
-                   statement_bytes=o.integer("statement-bytes", lo=1024),
-                   connect_timeout=o.integer("connect-timeout", lo=1))
+        return cls(hostname=o.given("hostname"), port=o.given_integer("port", 1, 65535),
+                   username=o.given("username"), password=o.get("password") or "",
+                   database=o.given("database"), table=o.given("table"),
+                   app_id=o.given("app-id"),
+                   statement_bytes=o.given_integer("statement-bytes", lo=1024),
+                   connect_timeout=o.given_integer("connect-timeout", lo=1))
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sparkcdc.sinks.evolution import Change
-from sparkcdc.sinks.mysql.sink import mysql_type, q
+from sparkcdc.sinks.evolution import Change, ChangeKind
+from sparkcdc.sinks.mysql.text import mysql_type, q
 
 
 def stored_columns(sink) -> pa.Schema | None:
@@ -35,23 +35,23 @@ def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
     conn = sink.connection()
     with conn.cursor() as cur:
         for c in changes:
-            if c.kind == "add":
+            if c.kind is ChangeKind.ADD:
                 if not _has_column(cur, sink, c.name):
                     cur.execute(f"ALTER TABLE {target} ADD COLUMN {q(c.name)} "
-                                f"{mysql_type(c.type)}")
-            elif c.kind == "drop":
+                                f"{mysql_type(c.column_type)}")
+            elif c.kind is ChangeKind.DROP:
                 if _has_column(cur, sink, c.name):
                     cur.execute(f"ALTER TABLE {target} DROP COLUMN {q(c.name)}")
-            elif c.kind == "rename":
+            elif c.kind is ChangeKind.RENAME:
                 cur.execute(f"ALTER TABLE {target} RENAME COLUMN {q(c.name)} TO "
-                            f"{q(c.new_name)}")
-            elif c.kind == "retype":
+                            f"{q(c.target_name)}")
+            elif c.kind is ChangeKind.RETYPE:
                 key = c.name in keys
                 cur.execute(f"ALTER TABLE {target} MODIFY COLUMN {q(c.name)} "
-                            f"{mysql_type(c.type, key)}" + (" NOT NULL" if key else ""))
-            elif c.kind == "copy":
-                cur.execute(f"UPDATE {target} SET {q(c.new_name)} = {q(c.name)} "
-                            f"WHERE {q(c.new_name)} IS NULL")
+                            f"{mysql_type(c.column_type, key)}" + (" NOT NULL" if key else ""))
+            elif c.kind is ChangeKind.COPY:
+                cur.execute(f"UPDATE {target} SET {q(c.target_name)} = {q(c.name)} "
+                            f"WHERE {q(c.target_name)} IS NULL")
     conn.commit()
 
 

@@ -25,14 +25,12 @@ transaction, not in it; a batch found committed drops them all the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
-from sparkcdc.sinks import require
+from sparkcdc.errors import ConnectionFailed, SchemaError
 from sparkcdc.sinks.base import (
     AMEND,
     BATCHES_TABLE,
@@ -51,121 +49,52 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
     log,
 )
-from sparkcdc.sinks.base import (
-    backtick as q,
-)
+from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.kinds import SinkType
+from sparkcdc.sinks.mysql import config, evolution
 from sparkcdc.sinks.mysql.config import MySQLConfig
+from sparkcdc.sinks.mysql.connect import connect, server_version
+from sparkcdc.sinks.mysql.keys import follow_key
+from sparkcdc.sinks.mysql.text import chunks, literals, mysql_type, q, row_tuples
 from sparkcdc.sinks.sql import (
-    STAGE_CHANGES,
-    STAGE_FILES,
     SQLSink,
+    StageKind,
     clear_ranges,
-    column_kind,
-    plain_text,
-    sql_type,
+    sql_capabilities,
     staging_batch,
     staging_name,
     staging_prefix,
 )
 
-# the column type of each Arrow kind (sparkcdc.sinks.sql.arrow_kind); in keys, text and
-# binary need a length
-MYSQL_TYPES = {
-    "int8": "TINYINT", "int16": "SMALLINT", "int32": "INT", "int64": "BIGINT",
-    "decimal": "DECIMAL({precision},{scale})", "float32": "FLOAT", "float64": "DOUBLE",
-    "boolean": "BOOLEAN", "binary": "LONGBLOB", "string": "LONGTEXT", "date": "DATE",
-    "duration": "TIME(6)", "timestamp": "DATETIME(6)", "timestamptz": "DATETIME(6)",
-}
-MYSQL_KEY_TYPES = {**MYSQL_TYPES, "binary": "VARBINARY(255)", "string": "VARCHAR(255)"}
-
-
-def mysql_type(t: pa.DataType, key: bool = False) -> str:
-    return sql_type(t, MYSQL_KEY_TYPES if key else MYSQL_TYPES, "mysql")
-
-
-def _quoted(strings: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise("'", pc.replace_substring(strings, "'", "''"), "'", "")
-
-
-def literals(col: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """One column as SQL literals (strings), NULL for nulls; NO_BACKSLASH_ESCAPES assumed."""
-    col, kind = column_kind(col, "mysql")
-    if kind in ("float32", "float64"):
-        finite = pc.is_finite(col)
-        if pc.any(pc.invert(pc.fill_null(finite, True))).as_py():
-            raise SchemaError("MySQL cannot store NaN or infinite floats",
-                              fix="filter or null them before the mysql sink")
-    if kind == "boolean":
-        out = pc.if_else(col, "TRUE", "FALSE")
-    elif kind == "binary":
-        out = pc.binary_join_element_wise("X'", plain_text(col, kind), "'", "")
-    elif kind in ("string", "date", "timestamp", "timestamptz", "duration"):
-        out = _quoted(plain_text(col, kind))
-    else:  # numbers
-        out = plain_text(col, kind)
-    return pc.fill_null(out, "NULL")
-
-
-def row_tuples(table: pa.Table) -> pa.Array:
-    """'(v1,v2,...)' per row."""
-    cols = [literals(c) for c in table.columns]
-    inner = pc.binary_join_element_wise(*cols, ",") if len(cols) > 1 else cols[0]
-    return pc.binary_join_element_wise("(", inner, ")", "")
-
-
-def chunks(tuples: pa.Array, max_bytes: int) -> Iterator[str]:
-    """Comma-joined runs of tuples, each under about max_bytes."""
-    rows = tuples.to_pylist()
-    start, size = 0, 0
-    for i, r in enumerate(rows):
-        size += len(r) + 1
-        if size >= max_bytes:
-            yield ",".join(rows[start:i + 1])
-            start, size = i + 1, 0
-    if start < len(rows):
-        yield ",".join(rows[start:])
+__all__ = ["MySQLSink", "mysql_type"]  # (mysql_type's home: text.py)
 
 
 class MySQLSink(SQLSink):
-    type = "mysql"
-    writer = "pymysql"
+    type = SinkType.MYSQL
+    capabilities = sql_capabilities(
+        "pymysql", no_layout="MySQL partitions a table by range, list or hash with each "
+        "partition declared, and every unique key must hold the partition columns; its "
+        "tables have no free-form properties")
+    drivers = ("pymysql",)
+    option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
 
     def __init__(self, config: MySQLConfig):
         self.config = config
-        self._pymysql = require("pymysql", "mysql")
-        self._conn = None
+        self._pymysql = self.load_drivers()[0]
+        super().__init__()
+        self._new_alias = False  # MySQL 8.0.19+: ``AS new`` instead of VALUES()
         self._flavor: str | None = None
-        self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
-        # a batch's staged new rows kept for the transaction of its other changes
-        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
-        self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> MySQLSink:
         return cls(MySQLConfig.parse(options))
 
-    def connection(self):
+    def connection(self) -> Any:
         if self._conn is None or not self._conn.open:
-            c, pm = self.config, self._pymysql
-            try:
-                self._conn = pm.connect(
-                    host=c.hostname, port=c.port, user=c.username, password=c.password,
-                    charset="utf8mb4", autocommit=False, connect_timeout=c.connect_timeout,
-                    init_command="SET time_zone = '+00:00', "
-                                 "sql_mode = 'STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES,"
-                                 "NO_ENGINE_SUBSTITUTION'")
-            except pm.err.OperationalError as e:
-                if e.args and e.args[0] == 1045:
-                    raise AuthenticationFailed(
-                        f"MySQL at {c.hostname}:{c.port} refused user {c.username!r}",
-                        fix="check the mysql sink's username and password") from None
-                raise ConnectionFailed(f"cannot reach MySQL at {c.hostname}:{c.port}: {e}",
-                                       fix="check hostname/port and that the server runs") from None
-            with self._conn.cursor() as cur:
-                cur.execute("SELECT VERSION()")
-                version = cur.fetchone()[0]
+            self._conn, version = connect(self._pymysql, self.config)
             self._flavor = "mariadb" if "mariadb" in version.lower() else "mysql"
-            self._new_alias = self._flavor == "mysql" and _version(version) >= (8, 0, 19)
+            self._new_alias = self._flavor == "mysql" and server_version(version) >= (8, 0, 19)
         return self._conn
 
     def close(self) -> None:
@@ -230,47 +159,12 @@ class MySQLSink(SQLSink):
                               f"lacks columns {missing}",
                               fix="add them (ALTER TABLE) or drop them with except_column_list")
 
-    def _follow_key(self, cur, pk: list[str], schema: pa.Schema) -> None:
-        """The target's unique key made to be ``pk``, the table's key of now: a table
-        re-keyed on the source (a new primary key: after its snapshot, its rows kept; during
-        it, taken again into the emptied target) is merged by its new key, and ``ON
-        DUPLICATE KEY UPDATE`` by the old one would make two rows of one old key one. A
-        target with a unique index on exactly those columns (whole, not a prefix) is left
-        as it is; otherwise its primary key is replaced by one on ``pk``, its columns typed
-        as a target created for the new key types them (key columns NOT NULL, text as
-        VARCHAR(255)), in one ALTER TABLE, which commits on its own before the batch's
-        transaction. Asked once per sink and key."""
+    def _follow_key(self, cur: Any, pk: list[str], schema: pa.Schema) -> None:
+        """The target's unique key made to be ``pk`` (``keys.follow_key``), asked once per
+        sink and key."""
         if self._key_followed == tuple(pk):
             return
-        cur.execute("SELECT index_name, column_name, sub_part FROM information_schema.statistics "
-                    "WHERE table_schema = %s AND table_name = %s AND non_unique = 0 "
-                    "ORDER BY index_name, seq_in_index",
-                    (self.config.database, self.config.table))
-        indexes: dict[str, list[str | None]] = {}
-        for name, column, sub_part in cur.fetchall():
-            indexes.setdefault(name, []).append(None if sub_part is not None else column)
-        if not any(set(cols) == set(pk) and len(cols) == len(pk) for cols in indexes.values()):
-            old = [c for c in indexes.get("PRIMARY", []) if c is not None]
-            log.warning("the key of %s.%s becomes (%s) (it was (%s)): its primary key follows",
-                        self.config.database, self.config.table, ", ".join(pk), ", ".join(old))
-            parts = ["DROP PRIMARY KEY"] if "PRIMARY" in indexes else []
-            for f in schema:
-                if f.name in pk:
-                    parts.append(f"MODIFY COLUMN {q(f.name)} {mysql_type(f.type, True)} NOT NULL")
-                elif f.name in old:
-                    parts.append(f"MODIFY COLUMN {q(f.name)} {mysql_type(f.type)} NULL")
-            parts.append(f"ADD PRIMARY KEY ({', '.join(map(q, pk))})")
-            try:
-                cur.execute(f"ALTER TABLE {self._target} " + ", ".join(parts))
-            except self._pymysql.err.MySQLError as e:
-                if not e.args or e.args[0] not in (1062, 1138, 1171, 1265, 1406):
-                    raise
-                raise SchemaError(
-                    f"the mysql table {self.config.database}.{self.config.table} cannot take "
-                    f"the table's new key ({', '.join(pk)}): {e.args[-1]}",
-                    fix="its rows hold that key twice, with nulls or too long, so they differ "
-                        "from the source: empty the target table (or fix those rows) and run "
-                        "again") from None
+        follow_key(cur, self._pymysql, self.config, pk, schema)
         self._key_followed = tuple(pk)
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
@@ -446,7 +340,7 @@ class MySQLSink(SQLSink):
     def _stage(self, name: str) -> str:
         return f"{q(self.config.database)}.{q(name)}"
 
-    def _load_stage(self, rows: pa.Table, batch_id: int, kind: str,
+    def _load_stage(self, rows: pa.Table, batch_id: int, kind: StageKind,
                     keys: tuple[str, ...]) -> str:
         """In a task: a new staging table holding ``rows`` (multi-row INSERTs, committed
         once all are in: the task reports it only then); its name."""
@@ -476,7 +370,7 @@ class MySQLSink(SQLSink):
         """In a task: the new rows INSERTed into a staging table."""
         if not rows.num_rows:
             return []
-        stage = self._load_stage(rows, batch_id, STAGE_FILES, self._keys)
+        stage = self._load_stage(rows, batch_id, StageKind.FILES, self._keys)
         return [{"stage": stage, "rows": rows.num_rows, "keys": list(self._keys)}]
 
     def _lock_batch(self, cur, app_id: str) -> int:
@@ -600,7 +494,7 @@ class MySQLSink(SQLSink):
         gone = pa.table({f.name: deleted[f.name] if f.name in keys
                          else pa.nulls(n_del, f.type) for f in upserts.schema})
         rows = pa.concat_tables([upserts, gone.cast(upserts.schema)]).append_column(OP, ops)
-        stage = self._load_stage(rows, batch_id, STAGE_CHANGES, tuple(keys))
+        stage = self._load_stage(rows, batch_id, StageKind.CHANGES, tuple(keys))
         return {"stage": stage, "rows": rows.num_rows, "keys": keys,
                 "columns": upserts.column_names, "upserts": n_up, "deletes": n_del}
 
@@ -631,11 +525,11 @@ class MySQLSink(SQLSink):
                         t = self._target
                         on = " AND ".join(f"{t}.{q(k)} = s.{q(k)}" for k in keys)
                         cur.execute(f"DELETE {t} FROM {t} JOIN {stage} s ON {on} "
-                                    f"WHERE s.{q(OP)} = 'delete'")
+                                    f"WHERE s.{q(OP)} = '{DELETE}'")
                         cols = ", ".join(map(q, names))
                         scols = ", ".join(f"s.{q(c)}" for c in names)
                         cur.execute(f"INSERT INTO {self._target} ({cols}) SELECT {scols} "
-                                    f"FROM {stage} s WHERE s.{q(OP)} = 'upsert'"
+                                    f"FROM {stage} s WHERE s.{q(OP)} = '{UPSERT}'"
                                     + self._upsert_from(names, keys))
                     self._record_batch(cur, self.config.app_id, batch_id)
                     done = True
@@ -688,10 +582,13 @@ class MySQLSink(SQLSink):
         conn.commit()
         return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
 
+    # -- schema evolution (evolution.py) ---------------------------------------------------
 
-def _version(text: str) -> tuple[int, ...]:
-    parts = []
-    for p in text.split("-")[0].split(".")[:3]:
-        digits = "".join(ch for ch in p if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
+    def stored_columns(self) -> pa.Schema | None:
+        return evolution.stored_columns(self)
+
+    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
+        evolution.evolve(self, changes, keys)
+
+    def empty(self) -> None:
+        evolution.empty(self)

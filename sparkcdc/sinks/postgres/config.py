@@ -42,10 +42,11 @@ class PostgresConfig:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> PostgresConfig:
         o = Options("postgres sink", OPTIONS, options)
-        return cls(host=o.text("host"), port=o.integer("port", 1, 65535), user=o.text("user"),
-                   password=o.get("password") or "", database=o.text("database"),
-                   schema=o.text("schema"), table=o.text("table"), app_id=o.text("app-id"),
-                   connect_timeout=o.integer("connect-timeout", lo=1))
+        port, timeout = o.given_integer("port", 1, 65535), o.given_integer("connect-timeout", lo=1)
+        return cls(host=o.given("host"), port=port, user=o.given("user"),
+                   password=o.get("password") or "", database=o.given("database"),
+                   schema=o.given("schema"), table=o.given("table"), app_id=o.given("app-id"),
+                   connect_timeout=timeout)
 
 
 def target_options(options: Mapping[str, str], db: str, table: str) -> dict[str, str]:

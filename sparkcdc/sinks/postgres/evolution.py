@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sparkcdc.sinks.evolution import Change
-from sparkcdc.sinks.postgres.sink import pg_type
+from sparkcdc.sinks.evolution import Change, ChangeKind
+from sparkcdc.sinks.postgres.copy import pg_type
 
 
 def stored_columns(sink) -> pa.Schema | None:
@@ -29,22 +29,22 @@ def evolve(sink, changes: list[Change], keys: tuple[str, ...]) -> None:
     with conn.transaction(), conn.cursor() as cur:
         for c in changes:
             col = sql.Identifier(c.name)
-            if c.kind == "add":
+            if c.kind is ChangeKind.ADD:
                 cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
-                    target, col, sql.SQL(pg_type(c.type))))
-            elif c.kind == "drop":
+                    target, col, sql.SQL(pg_type(c.column_type))))
+            elif c.kind is ChangeKind.DROP:
                 cur.execute(sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS {}").format(
                     target, col))
-            elif c.kind == "rename":
+            elif c.kind is ChangeKind.RENAME:
                 cur.execute(sql.SQL("ALTER TABLE {} RENAME COLUMN {} TO {}").format(
-                    target, col, sql.Identifier(c.new_name)))
-            elif c.kind == "retype":
-                typ = sql.SQL(pg_type(c.type))
+                    target, col, sql.Identifier(c.target_name)))
+            elif c.kind is ChangeKind.RETYPE:
+                typ = sql.SQL(pg_type(c.column_type))
                 cur.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}")
                             .format(target, col, typ, col, typ))
-            elif c.kind == "copy":
+            elif c.kind is ChangeKind.COPY:
                 cur.execute(sql.SQL("UPDATE {} SET {} = {} WHERE {} IS NULL").format(
-                    target, sql.Identifier(c.new_name), col, sql.Identifier(c.new_name)))
+                    target, sql.Identifier(c.target_name), col, sql.Identifier(c.target_name)))
 
 
 def empty(sink) -> None:

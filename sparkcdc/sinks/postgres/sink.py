@@ -25,17 +25,14 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from sparkcdc.errors import AuthenticationFailed, ConnectionFailed, SchemaError
-from sparkcdc.sinks import require
+from sparkcdc.errors import ConnectionFailed, SchemaError
 from sparkcdc.sinks.base import (
-    BATCHES_TABLE,
     DELETE,
     END_AT,
     OP,
+    PATCH,
     START_AT,
     UPSERT,
     ChangeSet,
@@ -45,72 +42,32 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
     log,
 )
-from sparkcdc.sinks.postgres import staging
+from sparkcdc.sinks.evolution import Change
+from sparkcdc.sinks.kinds import SinkType
+from sparkcdc.sinks.postgres import batches, config, evolution, staging
 from sparkcdc.sinks.postgres.config import PostgresConfig
-from sparkcdc.sinks.sql import SQLSink, clear_ranges, column_kind, plain_text, sql_type
+from sparkcdc.sinks.postgres.connect import connect
+from sparkcdc.sinks.postgres.copy import copy_text, pg_type
+from sparkcdc.sinks.postgres.keys import follow_key
+from sparkcdc.sinks.sql import SQLSink, StageKind, clear_ranges, sql_capabilities
 
-# the column type of each Arrow kind (sparkcdc.sinks.sql.arrow_kind)
-PG_TYPES = {
-    "int8": "smallint", "int16": "smallint", "int32": "integer", "int64": "bigint",
-    "decimal": "numeric({precision},{scale})", "float32": "real",
-    "float64": "double precision", "boolean": "boolean", "binary": "bytea", "string": "text",
-    "date": "date", "duration": "interval", "timestamp": "timestamp",
-    "timestamptz": "timestamptz",
-}
-
-
-def pg_type(t: pa.DataType) -> str:
-    return sql_type(t, PG_TYPES, "postgres")
-
-
-def _escaped(strings: pa.Array) -> pa.Array:
-    """COPY text escaping: backslash first, then the separators."""
-    for raw, esc in (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")):
-        strings = pc.replace_substring(strings, raw, esc)
-    return strings
-
-
-def copy_field(col: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """One column in COPY's text format (NULL as \\N), built with Arrow compute."""
-    col, kind = column_kind(col, "postgres")
-    out = plain_text(col, kind) if kind != "boolean" else pc.if_else(col, "t", "f")
-    if kind in ("float32", "float64"):
-        out = pc.replace_substring(pc.replace_substring(out, "inf", "Infinity"), "nan", "NaN")
-    elif kind == "string":
-        out = _escaped(out)
-    elif kind == "binary":  # bytea's hex form, its backslash escaped for COPY
-        out = pc.binary_join_element_wise("\\\\x", out, "")
-    elif kind == "timestamptz":
-        out = pc.binary_join_element_wise(out, "+00", "")
-    return pc.fill_null(out, "\\N")
-
-
-def copy_text(table: pa.Table) -> bytes:
-    """A table as COPY FROM STDIN text: tab-separated fields, one line per row."""
-    if table.num_rows == 0:
-        return b""
-    fields = [copy_field(c) for c in table.columns]
-    lines = pc.binary_join_element_wise(*fields, "\t") if len(fields) > 1 else fields[0]
-    lines = pc.binary_join_element_wise(lines, "", "\n")  # each line ends with a newline
-    # the string array's data buffer is all lines back to back: take it without a copy
-    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
-    start, end = offsets[lines.offset], offsets[lines.offset + len(lines)]
-    return lines.buffers()[2].to_pybytes()[start:end]
+__all__ = ["PostgresSink", "copy_text", "pg_type"]  # (their home: copy.py)
 
 
 class PostgresSink(SQLSink):
-    type = "postgres"
-    writer = "psycopg"
+    type = SinkType.POSTGRES
+    capabilities = sql_capabilities(
+        "psycopg", no_layout="PostgreSQL partitions a table by range, list or hash with "
+        "each partition declared, which partition-keys does not say; its tables have no "
+        "free-form properties")
+    drivers = ("psycopg",)
+    option_spec = config.OPTIONS
+    target_options = staticmethod(config.target_options)  # how it names a target
 
     def __init__(self, config: PostgresConfig):
         self.config = config
-        self._pg = require("psycopg", "postgres")
-        self._conn = None
-        self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
-        # a batch's staged new rows kept for the transaction of its other changes
-        self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
-        self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
+        self._pg = self.load_drivers()[0]
+        super().__init__()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> PostgresSink:
@@ -118,22 +75,9 @@ class PostgresSink(SQLSink):
 
     # -- connection ----------------------------------------------------------------------
 
-    def connection(self):
+    def connection(self) -> Any:
         if self._conn is None or self._conn.closed:
-            c = self.config
-            try:
-                self._conn = self._pg.connect(
-                    host=c.host, port=c.port, user=c.user, password=c.password,
-                    dbname=c.database, connect_timeout=c.connect_timeout,
-                    options="-c TimeZone=UTC -c client_encoding=UTF8")
-            except self._pg.OperationalError as e:
-                text = str(e)
-                if "password authentication failed" in text:
-                    raise AuthenticationFailed(
-                        f"PostgreSQL at {c.host}:{c.port} refused user {c.user!r}",
-                        fix="check the postgres sink's user and password") from None
-                raise ConnectionFailed(f"cannot reach PostgreSQL at {c.host}:{c.port}: {text}",
-                                       fix="check host/port and that the server runs") from None
+            self._conn = connect(self._pg, self.config)
         return self._conn
 
     def close(self) -> None:
@@ -148,37 +92,10 @@ class PostgresSink(SQLSink):
     def _target(self):
         return self._ident(self.config.schema, self.config.table)
 
-    @property
-    def _batches(self):
-        return self._ident(self.config.schema, BATCHES_TABLE)
-
-    # -- batch ids -----------------------------------------------------------------------
-
-    def _ensure_batches(self, cur) -> None:
-        cur.execute("SELECT to_regclass(%s)", (f'"{self.config.schema}"."{BATCHES_TABLE}"',))
-        if cur.fetchone()[0] is not None:
-            return
-        # writers of several tables may create the schema at once: CREATE ... IF NOT EXISTS
-        # races in PostgreSQL, so they take turns (a lock until the transaction ends)
-        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.config.schema,))
-        cur.execute(self._pg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-            self._ident(self.config.schema)))
-        cur.execute(self._pg.sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (app_id text NOT NULL, target text NOT NULL, "
-            "batch_id bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
-            "PRIMARY KEY (app_id, target))").format(self._batches))
-
     def last_batch_id(self) -> int | None:
         conn = self.connection()
         with conn.transaction(), conn.cursor() as cur:
-            cur.execute("SELECT to_regclass(%s)",
-                        (f'"{self.config.schema}"."{BATCHES_TABLE}"',))
-            if cur.fetchone()[0] is None:
-                return None
-            cur.execute(self._pg.sql.SQL("SELECT batch_id FROM {} WHERE app_id = %s AND target = %s")
-                        .format(self._batches), (self.config.app_id, self.config.table))
-            row = cur.fetchone()
-            return None if row is None else row[0]
+            return batches.last(cur, self._pg, self.config)
 
     # -- writes --------------------------------------------------------------------------
 
@@ -206,50 +123,12 @@ class PostgresSink(SQLSink):
                               fix="add them (ALTER TABLE) or drop them with except_column_list")
         return schema.names
 
-    def _follow_key(self, cur, pk: list[str]) -> None:
-        """The target's unique key made to be ``pk``, the table's key of now: a table
-        re-keyed on the source (a new primary key: after its snapshot, its rows kept; during
-        it, taken again into the emptied target) is merged by its new key, and ``ON
-        CONFLICT`` needs a unique index on exactly those columns. A target with one (any
-        unique index without a condition or an expression) is left as it is; otherwise its
-        primary key is replaced by one on ``pk``, and the columns only the old key held
-        may be null again, as in a target created for the new key. In the batch's
-        transaction: a failed batch leaves the old key. Asked once per sink and key."""
+    def _follow_key(self, cur: Any, pk: list[str]) -> None:
+        """The target's unique key made to be ``pk`` (``keys.follow_key``), asked once per
+        sink and key."""
         if self._key_followed == tuple(pk):
             return
-        sql, I = self._pg.sql.SQL, self._ident
-        target = f'"{self.config.schema}"."{self.config.table}"'
-        cur.execute("SELECT i.indisprimary, c.conname, ARRAY(SELECT a.attname FROM "
-                    "pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)) "
-                    "FROM pg_index i LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid "
-                    "AND c.conrelid = i.indrelid WHERE i.indrelid = %s::regclass "
-                    "AND i.indisunique AND i.indpred IS NULL AND NOT (0 = ANY(i.indkey))",
-                    (target,))
-        found = cur.fetchall()
-        if not any(set(cols) == set(pk) and len(cols) == len(pk) for _p, _c, cols in found):
-            primary = [(name, cols) for is_pk, name, cols in found if is_pk]
-            old = primary[0][1] if primary else []
-            log.warning("the key of %s.%s becomes (%s) (it was (%s)): its primary key follows",
-                        self.config.schema, self.config.table, ", ".join(pk), ", ".join(old))
-            if primary:
-                cur.execute(sql("ALTER TABLE {} DROP CONSTRAINT {}").format(
-                    self._target, I(primary[0][0])))
-                for c in old:
-                    if c not in pk:
-                        cur.execute(sql("ALTER TABLE {} ALTER COLUMN {} DROP NOT NULL").format(
-                            self._target, I(c)))
-            try:
-                with cur.connection.transaction():  # a savepoint, for the message
-                    cur.execute(sql("ALTER TABLE {} ADD PRIMARY KEY ({})").format(
-                        self._target, sql(", ").join(map(I, pk))))
-            except (self._pg.errors.UniqueViolation, self._pg.errors.NotNullViolation) as e:
-                raise SchemaError(
-                    f"the postgres table {self.config.schema}.{self.config.table} cannot take "
-                    f"the table's new key ({', '.join(pk)}): "
-                    f"{str(e).splitlines()[0]}",
-                    fix="its rows hold that key twice or with nulls, so they differ from the "
-                        "source: empty the target table (or fix those rows) and run again"
-                ) from None
+        follow_key(cur, self._pg, self.config, pk)
         self._key_followed = tuple(pk)
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
@@ -263,18 +142,10 @@ class PostgresSink(SQLSink):
             raise
 
     def _write(self, conn, changes: ChangeSet, names: list[str], batch_id: int) -> WriteResult:
-        sql = self._pg.sql.SQL
         with conn.transaction(), conn.cursor() as cur:
-            self._ensure_batches(cur)
+            batches.ensure(cur, self._pg, self.config)
             self._create(cur, changes)
-            cur.execute(sql("INSERT INTO {} (app_id, target, batch_id) VALUES (%s, %s, -1) "
-                            "ON CONFLICT DO NOTHING").format(self._batches),
-                        (self.config.app_id, self.config.table))
-            cur.execute(sql("SELECT batch_id FROM {} WHERE app_id = %s AND target = %s "
-                            "FOR UPDATE").format(self._batches),
-                        (self.config.app_id, self.config.table))
-            last = cur.fetchone()[0]
-            if batch_id <= last:
+            if batch_id <= batches.lock(cur, self._pg, self.config, self.config.app_id):
                 self._pending = None
                 return WriteResult(batch_id, skipped=True)
             cleared = self._clear(cur, changes.replaces)
@@ -282,9 +153,7 @@ class PostgresSink(SQLSink):
             rest, appended = self._append_new(cur, changes, names)
             if rest.num_rows:
                 self._merge(cur, rest, names)
-            cur.execute(sql("UPDATE {} SET batch_id = %s, updated_at = now() "
-                            "WHERE app_id = %s AND target = %s").format(self._batches),
-                        (batch_id, self.config.app_id, self.config.table))
+            batches.record(cur, self._pg, self.config, self.config.app_id, batch_id)
         counts = changes.counts(appended=appended)
         if staged:
             counts["staged new rows"] = staged
@@ -370,11 +239,11 @@ class PostgresSink(SQLSink):
         """The staged rows (``__op``: ``delete``, ``upsert``, ``patch``) applied."""
         sql, I = self._pg.sql.SQL, self._ident
         on = sql(" AND ").join(sql("t.{0} = s.{0}").format(I(k)) for k in keys)
-        cur.execute(sql("DELETE FROM {} t USING {} s WHERE {} AND s.{} = 'delete'").format(
+        cur.execute(sql(f"DELETE FROM {{}} t USING {{}} s WHERE {{}} AND s.{{}} = '{DELETE}'").format(
             self._target, stage, on, I(OP)))
         values = [n for n in names if n not in keys]
         col_list = sql(", ").join(map(I, names))
-        for op, template in (("upsert", "EXCLUDED.{0}"), ("patch", "COALESCE(EXCLUDED.{0}, t.{0})")):
+        for op, template in ((UPSERT, "EXCLUDED.{0}"), (PATCH, "COALESCE(EXCLUDED.{0}, t.{0})")):
             if values:
                 action = sql("DO UPDATE SET ") + sql(", ").join(
                     sql("{} = ").format(I(c)) + sql(template).format(I(c)) for c in values)
@@ -383,7 +252,7 @@ class PostgresSink(SQLSink):
             cur.execute(sql("INSERT INTO {} AS t ({}) SELECT {} FROM {} WHERE {} = %s "
                             "ON CONFLICT ({}) {}").format(
                 self._target, col_list, col_list, stage, I(OP),
-                sql(", ").join(map(I, keys)), action), (op,))
+                sql(", ").join(map(I, keys)), action), (op.value,))
 
     def _apply_scd2(self, cur, changes: ChangeSet, names: list[str]) -> None:
         sql, I = self._pg.sql.SQL, self._ident
@@ -435,9 +304,9 @@ class PostgresSink(SQLSink):
     def ready_for_files(self, schema: pa.Schema) -> None:
         conn = self.connection()
         with conn.transaction(), conn.cursor() as cur:
-            self._ensure_batches(cur)
+            batches.ensure(cur, self._pg, self.config)
 
-    def _load_stage(self, rows: pa.Table, batch_id: int, kind: str,
+    def _load_stage(self, rows: pa.Table, batch_id: int, kind: StageKind,
                     schema: pa.Schema) -> str:
         """In a task: a new staging table holding ``rows`` (columns ``schema``'s), made
         and filled in one transaction; its name. Its columns take the target's types where
@@ -471,21 +340,6 @@ class PostgresSink(SQLSink):
         log.debug("staged %d new rows of %s in %s", rows.num_rows, self.config.table, stage)
         return [{"stage": stage, "rows": rows.num_rows, "keys": list(self._keys)}]
 
-    def _lock_batch(self, cur, app_id: str) -> int:
-        """The app id's batch-id row locked until the transaction ends; its batch id."""
-        sql = self._pg.sql.SQL
-        cur.execute(sql("INSERT INTO {} (app_id, target, batch_id) VALUES (%s, %s, -1) "
-                        "ON CONFLICT DO NOTHING").format(self._batches),
-                    (app_id, self.config.table))
-        cur.execute(sql("SELECT batch_id FROM {} WHERE app_id = %s AND target = %s "
-                        "FOR UPDATE").format(self._batches), (app_id, self.config.table))
-        return cur.fetchone()[0]
-
-    def _record_batch(self, cur, app_id: str, batch_id: int) -> None:
-        cur.execute(self._pg.sql.SQL("UPDATE {} SET batch_id = %s, updated_at = now() "
-                                     "WHERE app_id = %s AND target = %s").format(self._batches),
-                    (batch_id, app_id, self.config.table))
-
     def _check_stage(self, cur, stage: str, rows: int) -> None:
         """A staging table holds the rows its task reported; else the batch fails as
         transient (a server that restarted empties unlogged tables)."""
@@ -510,15 +364,15 @@ class PostgresSink(SQLSink):
         conn = self.connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
-                self._ensure_batches(cur)
-                last = self._lock_batch(cur, app)
+                batches.ensure(cur, self._pg, self.config)
+                last = batches.lock(cur, self._pg, self.config, app)
                 if batch_id > last and not final:
                     self._pending = (batch_id, files, schema)
                     return WriteResult(batch_id, counts={"staged": sum(
                         int(f["rows"]) for f in files)})
                 if batch_id > last:
                     n = self._apply_files(cur, files, schema)
-                    self._record_batch(cur, app, batch_id)
+                    batches.record(cur, self._pg, self.config, app, batch_id)
                     done = True
         except BaseException:
             self._key_followed = None  # its change was rolled back: asked again
@@ -596,7 +450,7 @@ class PostgresSink(SQLSink):
         conn = self.connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
-                self._ensure_batches(cur)
+                batches.ensure(cur, self._pg, self.config)
                 self._create_table(cur, schema, list(keys))  # its key follows the table's
         except BaseException:
             self._key_followed = None  # its change was rolled back: asked again
@@ -632,8 +486,8 @@ class PostgresSink(SQLSink):
         done, staged, cleared = False, 0, 0
         conn = self.connection()
         with self._key_kept(), conn.transaction(), conn.cursor() as cur:
-            self._ensure_batches(cur)
-            last = self._lock_batch(cur, self.config.app_id)
+            batches.ensure(cur, self._pg, self.config)
+            last = batches.lock(cur, self._pg, self.config, self.config.app_id)
             if batch_id <= last:
                 self._pending = None
             else:
@@ -646,7 +500,7 @@ class PostgresSink(SQLSink):
                     self._check_stage(cur, w["stage"], int(w["rows"]))
                     self._apply_upserts(cur, stage, list(w["keys"]), list(w["columns"]))
                     cur.execute(sql("DROP TABLE {}").format(stage))
-                self._record_batch(cur, self.config.app_id, batch_id)
+                batches.record(cur, self._pg, self.config, self.config.app_id, batch_id)
                 done = True
         self._drop_leftovers(batch_id)
         if not done:
@@ -691,3 +545,13 @@ class PostgresSink(SQLSink):
             rows = cur.fetchall()
         return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
 
+    # -- schema evolution (evolution.py) ---------------------------------------------------
+
+    def stored_columns(self) -> pa.Schema | None:
+        return evolution.stored_columns(self)
+
+    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
+        evolution.evolve(self, changes, keys)
+
+    def empty(self) -> None:
+        evolution.empty(self)

@@ -27,10 +27,11 @@ with multi-row INSERTs; dropped just after its commit, MySQL's DDL committing im
 
 from __future__ import annotations
 
-from sparkcdc.sinks.sql import STAGE_CHANGES as CHANGES
-from sparkcdc.sinks.sql import STAGE_FILES as FILES
+from sparkcdc.sinks.sql import StageKind
 from sparkcdc.sinks.sql import staging_batch as batch_of
 from sparkcdc.sinks.sql import staging_name as name
 from sparkcdc.sinks.sql import staging_prefix as prefix
+
+CHANGES, FILES = StageKind.CHANGES, StageKind.FILES
 
 __all__ = ["CHANGES", "FILES", "batch_of", "name", "prefix"]

@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from replay_support import jsonb
 from rows_support import FUZZ_BINLOG_COLUMNS as _BCS
 from rows_support import FUZZ_COLUMNS as _COLS
 from rows_support import assert_rows_same, random_rows, write_random_rows
@@ -18,10 +19,11 @@ from rows_support import binlog_column as _bc
 from rows_support import fuzz_image as _image
 from types_support import COLUMNS, cdc, expected_all_types, insert_all_types
 
-from sparkcdc.core.schema import Column, TableId
+from sparkcdc.core.schema import Column, TableId, TableSchema
 from sparkcdc.errors import DecodeError
 from sparkcdc.mysql.binlog import fastdecode as F
 from sparkcdc.mysql.binlog import row_decoding as B
+from sparkcdc.mysql.binlog import transaction_payload as P
 from sparkcdc.mysql.binlog.reader import BinlogReader, load_table_schema
 from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
 from sparkcdc.mysql.offsets import current_offset
@@ -64,6 +66,24 @@ def test_without_the_extension_the_default_falls_back_to_python(monkeypatch):
     monkeypatch.setattr(F, "_C", None)
     assert not F.available()
     assert type(F.default_decoder()) is PyRowDecoder
+
+
+def test_an_extension_without_json_and_payloads_in_c_leaves_them_to_python(monkeypatch):
+    """An extension built before JSON and payloads moved to C: JSON columns go through
+    json_binary (OP_CALL), payloads through transaction_payload, with the same values."""
+    col = Column("j", "json")
+    schema = TableSchema(TableId("f", "j"), (col,), ("j",), "j")
+    bc = _bc(B._JSON, length_size=4)
+    doc = jsonb(("obj", [("a", ("int16", 7))], False))
+    data = b"\0" + struct.pack("<I", len(doc)) + doc
+    assert F.column_spec(bc, col)[0] == (F.OP_JSON if F.JSON_IN_C else F.OP_CALL)
+    fast = F._C.decode(F.compile_plan([bc], schema), data, 0)
+    monkeypatch.setattr(F, "JSON_IN_C", False)
+    monkeypatch.setattr(F, "PAYLOAD_IN_C", False)
+    assert F.column_spec(bc, col)[0] == F.OP_CALL
+    assert F._C.decode(F.compile_plan([bc], schema), data, 0) == fast == \
+        [(None, {"j": '{"a": 7}'})]
+    assert F.CRowDecoder().open_payload is P.open_payload
 
 
 @settings(max_examples=20, deadline=None,
@@ -118,8 +138,6 @@ def test_randomized_row_images_of_every_type_equal_the_reference(images):
 def test_hand_picked_edge_bytes():
     """Values the random bytes rarely hit: negative TIME2 with fractions, zero dates, the
     zero TIMESTAMP, Feb 30, DECIMAL negative zero, SET with every member."""
-    from sparkcdc.core.schema import TableSchema
-
     cases = [
         ("time(6)", _bc(B._TIME2, fsp=6), (0x800000000000 - 1).to_bytes(6, "big")),
         ("time(2)", _bc(B._TIME2, fsp=2), (0x800000 - 1).to_bytes(3, "big") + b"\x9c"),

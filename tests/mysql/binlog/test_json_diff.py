@@ -50,10 +50,10 @@ def _apply(*diffs: bytes, doc: bytes = DOC) -> str:
 
 
 def test_paths():
-    assert D.parse_path("$") == []
+    assert D.parse_path("$") == ()
     assert D.parse_path('$.a[3]."k y".b[last][last-2]') == \
-        ["a", (3, False), "k y", "b", (0, True), (2, True)]
-    assert D.parse_path('$."a\\"b\\u00e9"') == ['a"bé']
+        ("a", (3, False), "k y", "b", (0, True), (2, True))
+    assert D.parse_path('$."a\\"b\\u00e9"') == ('a"bé',)
 
 
 def test_replace_insert_remove_as_the_server_applies_them():

@@ -229,9 +229,9 @@ def test_partial_json_updates_equal_the_servers_documents(mysql_compressed, monk
     applied = []
     real_apply = json_diff.apply
 
-    def counting(*args):
+    def counting(*args, **kw):
         applied.append(args[2])
-        return real_apply(*args)
+        return real_apply(*args, **kw)
 
     monkeypatch.setattr(json_diff, "apply", counting)
     steps = []
@@ -442,11 +442,11 @@ def test_invisible_and_generated_columns_on_both_paths(server, server_db):
 
 
 def test_partial_update_events_without_diffs_are_decoded_in_c(mysql_compressed, monkeypatch):
-    """A PARTIAL_UPDATE_ROWS event whose rows hold no JSON diff (every UPDATE of a table
-    without JSON columns; an UPDATE of a JSON table that leaves its JSON alone, logged as
-    empty diffs, or sets a whole new document) is decoded by the compiled decoder in one
-    call; one with diffs is handed to the Python decoder, which applies them. Both equal
-    the Python decoder's."""
+    """Every PARTIAL_UPDATE_ROWS event is decoded by the compiled decoder in one call: those
+    whose rows hold no JSON diff (every UPDATE of a table without JSON columns; an UPDATE of
+    a JSON table that leaves its JSON alone, logged as empty diffs, or sets a whole new
+    document) and those with diffs, which json_diff applies to trees built in C; none is
+    handed to the Python decoder. Both equal the Python decoder's."""
     from sparkcdc.mysql.binlog import fastdecode
     from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
 
@@ -479,17 +479,17 @@ def test_partial_update_events_without_diffs_are_decoded_in_c(mysql_compressed, 
     diffs = []
     real_apply = json_diff.apply
 
-    def apply(before, d, column):
-        diffs.append((column, len(d)))
-        return real_apply(before, d, column)
+    def apply(before, d, column, **kw):
+        diffs.append((column, len(d), bool(kw)))
+        return real_apply(before, d, column, **kw)
 
     monkeypatch.setattr(BinlogReader, "_decode_partial", spy)
     monkeypatch.setattr(json_diff, "apply", apply)
     in_c = changes(reader(conn, db, "p", "q").read_window(start, end))
     # MySQL flags a JSON column the UPDATE left alone as an empty diff: read in C as the
     # before value; only the JSON_SET's event holds a real diff (the small document
-    # JSON_REMOVE changed is logged whole)
-    assert ("j", 12) in diffs and to_python == ["q"]
+    # JSON_REMOVE changed is logged whole), applied over the C parse and render
+    assert diffs == [("j", 12, True)] and to_python == []
     schemas = {TableId(db, t): load_table_schema(conn, TableId(db, t)) for t in ("p", "q")}
     in_py = changes(BinlogReader(conn, 7406, schemas, flavor="mysql",
                                  decoder=PyRowDecoder()).read_window(start, end))

@@ -197,3 +197,32 @@ def test_an_uncompressed_payload_and_corrupt_ones():
         P.inner_events(payload_body(inner(P.TRANSACTION_PAYLOAD, b"")), 1, 2)
     with pytest.raises(DecodeError, match="ends inside an event header"):
         P.inner_events(payload_body(events + b"\0" * 5, compression=P.NONE), 1, 2)
+
+
+OPENERS = [P.open_payload] + ([F.CRowDecoder().open_payload] if F.PAYLOAD_IN_C else [])
+
+
+@pytest.mark.parametrize("open_payload", OPENERS)
+@pytest.mark.parametrize("csum", [0, 4])
+def test_the_compiled_payload_opener_equals_the_reference(open_payload, csum):
+    """The reader's call (``open_payload``: the body at data[start:end]) gives the reference's
+    events, with and without the stream's checksum bytes, and names corrupt payloads alike."""
+    events = inner(E.QUERY, query(b"BEGIN")) + inner(E.XID, xid(5))
+    pad = b"\xaa" * 7  # the payload event's header before, its checksum after: not read
+    for body in (payload_body(events), payload_body(events, compression=P.NONE)):
+        got = open_payload(pad + body + pad, len(pad), len(pad) + len(body), 10, 20, csum)
+        assert got == P.inner_events(body, 10, 20, csum)
+        assert [h[1] for h in got[1]] == [E.QUERY, E.XID]
+    frame = zstandard.ZstdCompressor().compress(events)
+    for bad, error in [
+            (payload_body(events, compression=7), "algorithm 7"),
+            (payload_body(events, frame=frame[:-3]), "ends inside its zstd frame"),
+            (payload_body(events + b"x", frame=frame), "header says"),
+            (payload_body(events)[:-1], "bytes in"),
+            (payload_body(events)[:1], "header ends early"),
+            (payload_body(events)[:2], "runs past the event"),
+            (payload_body(inner(P.TRANSACTION_PAYLOAD, b"")), "inside a TRANSACTION_PAYLOAD"),
+            (payload_body(events + b"\0" * 5, compression=P.NONE), "inside an event header"),
+            (payload_body(events[:-1] + b"\0" * 30, compression=P.NONE), "an event of")]:
+        with pytest.raises(DecodeError, match=error):
+            open_payload(bad, 0, len(bad), 1, 2, csum)

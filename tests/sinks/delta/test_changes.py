@@ -120,6 +120,41 @@ def test_a_small_batch_writes_the_change_not_the_table(tmp_path):
     assert all(got[k] == (-k, "upd") for k in keys) and len(got) == 200_000
 
 
+def test_a_batch_reads_only_the_row_groups_its_keys_can_lie_in(tmp_path, monkeypatch):
+    """Files of many row groups (as compaction writes them): a batch of a few keys reads
+    the key column of the row groups whose statistics may hold them, not the whole file,
+    and the rows it deletes are the right ones at their positions in the file."""
+    import pyarrow.parquet as pq
+
+    dt = dl.DeltaTable.create(str(tmp_path), SCHEMA)
+    dt.alter.add_feature(dl.TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+    ids = list(range(100_000))
+    dl.write_deltalake(str(tmp_path), pa.table({"id": ids, "v": ids, "s": ["init"] * len(ids)},
+                                               schema=SCHEMA), mode="append",
+                       writer_properties=dl.WriterProperties(max_row_group_size=10_000))
+    want = {i: (i, "init") for i in ids}
+    (add,) = DeltaLog(tmp_path).refresh().files.values()
+    assert pq.ParquetFile(tmp_path / add["path"]).metadata.num_row_groups == 10
+    read_groups: list[list[int]] = []
+    real = pq.ParquetFile.read_row_groups
+
+    def spy(self, groups, *a, **kw):
+        read_groups.append(list(groups))
+        return real(self, groups, *a, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", spy)
+    apply(tmp_path, [(15_001, -1, "upd"), (87_654, -2, "upd")], [42_000], 1, 1)
+    want.update({15_001: (-1, "upd"), 87_654: (-2, "upd")})
+    del want[42_000]
+    assert read_groups == [[1, 4, 8]]
+    assert read(tmp_path) == want
+    # a key in no row group's range: the file is not touched at all
+    read_groups.clear()
+    apply(tmp_path, [(200_000, 7, "new")], [], 2, 1)
+    want[200_000] = (7, "new")
+    assert read_groups == [] and read(tmp_path) == want
+
+
 def test_a_commit_after_another_writers_fails_and_leftovers_go(tmp_path):
     path = tmp_path / "t"
     make(path, 1000, 500)

@@ -1,0 +1,174 @@
+/* MySQL 8's TRANSACTION_PAYLOAD event opened in C: its header read, and its uncompressed
+ * events split into the dump stream's event form. The reference is transaction_payload.py
+ * (its docstring has the format); the zstd decompression between the two calls stays in the
+ * zstandard package (C already). tests/mysql/binlog/test_transaction_payload.py runs both.
+ * Malformed bytes raise ValueError with transaction_payload's messages. */
+#include "_fastdecode.h"
+
+#include <string.h>
+
+#define IN_PAYLOAD (1 << 16) /* transaction_payload.IN_PAYLOAD */
+#define TRANSACTION_PAYLOAD 40
+
+/* A length-encoded integer at *p (protocol._packed_int); 1 when the header ends first. */
+static int packed(const unsigned char *d, Py_ssize_t end, Py_ssize_t *p, uint64_t *v) {
+    if (*p >= end) return 1;
+    unsigned c = d[*p];
+    int n = c < 251 ? 0 : c == 252 ? 2 : c == 253 ? 3 : c == 254 ? 8 : -1;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "bad length-encoded integer 0x%02x in a binlog event", c);
+        return -1;
+    }
+    if (end - *p - 1 < n) return 1;
+    *v = n == 0 ? c : fd_le(d + *p + 1, n);
+    *p += 1 + n;
+    return 0;
+}
+
+/* payload_header(data, start, end) -> (compression, size, uncompressed | None, payload start)
+ *
+ * The header of a payload event whose body is data[start:end] (transaction_payload
+ * .read_header; the payload start is an index into ``data``). */
+PyObject *fp_payload_header(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, end;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn", &buf, &start, &end)) return NULL;
+    if (start < 0 || end > buf.len || start > end) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "a TRANSACTION_PAYLOAD outside its buffer");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)buf.buf;
+    Py_ssize_t p = start;
+    uint64_t field, length, value, size = 0, compression = 0, uncompressed = 0;
+    int have_size = 0, have_compression = 0, have_uncompressed = 0, rc;
+    for (;;) {
+        if ((rc = packed(d, end, &p, &field)) != 0) goto early;
+        if (field == 0) break;
+        if ((rc = packed(d, end, &p, &length)) != 0) goto early;
+        if (length > (uint64_t)(end - p)) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a TRANSACTION_PAYLOAD header field runs past the event");
+            goto fail;
+        }
+        Py_ssize_t stop = p + (Py_ssize_t)length;
+        if (field == 1 || field == 2 || field == 3) {
+            Py_ssize_t q = p;
+            if ((rc = packed(d, end, &q, &value)) != 0) goto early;
+            if (q != stop) {
+                PyErr_Format(PyExc_ValueError, "TRANSACTION_PAYLOAD header field %d has %llu "
+                             "bytes for a %zd-byte value", (int)field,
+                             (unsigned long long)length, q - p);
+                goto fail;
+            }
+            if (field == 1) { size = value; have_size = 1; }
+            else if (field == 2) { compression = value; have_compression = 1; }
+            else { uncompressed = value; have_uncompressed = 1; }
+        }
+        p = stop; /* a field this reader does not know: skipped by its length */
+    }
+    if (!have_size || !have_compression) {
+        PyErr_SetString(PyExc_ValueError, "a TRANSACTION_PAYLOAD header without its payload "
+                                          "size or compression type");
+        goto fail;
+    }
+    if ((uint64_t)(end - p) != size) {
+        PyErr_Format(PyExc_ValueError, "a TRANSACTION_PAYLOAD of %llu bytes in %zd bytes",
+                     (unsigned long long)size, end - p);
+        goto fail;
+    }
+    PyBuffer_Release(&buf);
+    if (have_uncompressed)
+        return Py_BuildValue("(KKKn)", (unsigned long long)compression,
+                             (unsigned long long)size, (unsigned long long)uncompressed, p);
+    return Py_BuildValue("(KKOn)", (unsigned long long)compression, (unsigned long long)size,
+                         Py_None, p);
+early:
+    if (rc > 0) PyErr_SetString(PyExc_ValueError, "a TRANSACTION_PAYLOAD header ends early");
+fail:
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+/* payload_events(events, size, log_pos, csum) -> (data, [(timestamp, type, server_id, size,
+ * log_pos, flags, start, end), ...])
+ *
+ * A payload's uncompressed ``events`` in the dump stream's form (transaction_payload
+ * .inner_events): each with the payload event's ``size`` and ``log_pos`` and IN_PAYLOAD in
+ * its flags; with ``csum`` (the stream's checksum length) each event is followed by that many
+ * zero bytes in ``data``, where the stream would have its checksum. */
+PyObject *fp_payload_events(PyObject *self, PyObject *args) {
+    PyObject *src;
+    unsigned long long size, log_pos;
+    int csum;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "SKKi", &src, &size, &log_pos, &csum)) return NULL;
+    if (csum < 0 || csum > 8) {
+        PyErr_SetString(PyExc_ValueError, "a checksum of 0 to 8 bytes");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(src);
+    Py_ssize_t end = PyBytes_GET_SIZE(src), p = 0, count = 0;
+    /* first pass: the events are whole and none is a payload itself */
+    while (p < end) {
+        if (end - p < 19) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a TRANSACTION_PAYLOAD ends inside an event header");
+            return NULL;
+        }
+        uint64_t n = fd_le(d + p + 9, 4);
+        if (n < 19 || n > (uint64_t)(end - p)) {
+            PyErr_Format(PyExc_ValueError, "an event of %llu bytes inside a "
+                         "TRANSACTION_PAYLOAD of %zd bytes at %zd", (unsigned long long)n,
+                         end, p);
+            return NULL;
+        }
+        if (d[p + 4] == TRANSACTION_PAYLOAD) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a TRANSACTION_PAYLOAD inside a TRANSACTION_PAYLOAD");
+            return NULL;
+        }
+        p += (Py_ssize_t)n;
+        count++;
+    }
+    PyObject *data, *events = PyList_New(count);
+    if (events == NULL) return NULL;
+    unsigned char *out = NULL;
+    if (csum) {
+        data = PyBytes_FromStringAndSize(NULL, end + count * csum);
+        if (data == NULL) {
+            Py_DECREF(events);
+            return NULL;
+        }
+        out = (unsigned char *)PyBytes_AS_STRING(data);
+    } else
+        data = Py_NewRef(src);
+    Py_ssize_t at = 0;
+    p = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        const unsigned char *e = d + p;
+        Py_ssize_t n = (Py_ssize_t)fd_le(e + 9, 4);
+        Py_ssize_t a = csum ? at : p;
+        if (csum) {
+            memcpy(out + at, e, n);
+            memset(out + at + n, 0, csum);
+            at += n + csum;
+        }
+        PyObject *ev = Py_BuildValue("(kikKKlnn)", (unsigned long)fd_le(e, 4), (int)e[4],
+                                     (unsigned long)fd_le(e + 5, 4), size, log_pos,
+                                     (long)(fd_le(e + 17, 2) | IN_PAYLOAD), a,
+                                     a + n + csum);
+        if (ev == NULL) {
+            Py_DECREF(events);
+            Py_DECREF(data);
+            return NULL;
+        }
+        PyList_SET_ITEM(events, k, ev);
+        p += n;
+    }
+    PyObject *res = PyTuple_Pack(2, data, events);
+    Py_DECREF(data);
+    Py_DECREF(events);
+    return res;
+}

@@ -1,0 +1,109 @@
+"""librdkafka as the kafka sink uses it, apart from the sink's transactions: its own log
+lines kept at debug level (a failure reaches the user as the sink's error), a topic read
+back as a ``read_committed`` consumer sees it (``KafkaSink.read``, the tests), and a client
+error's text."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcdc.errors import ConnectionFailed
+
+
+def _librdkafka_log(logger: logging.Logger) -> logging.Logger:
+    """librdkafka logs every refused connection and retry; they go to the debug log (a
+    failure reaches the user as the sink's own error)."""
+    quiet = logging.getLogger(logger.name + ".librdkafka")
+    quiet.setLevel(logging.DEBUG)
+    quiet.propagate = False
+    quiet.addHandler(_DebugOf(logger))
+    return quiet
+
+
+class _DebugOf(logging.Handler):
+    def __init__(self, target: logging.Logger):
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.target.debug("librdkafka: %s", record.getMessage())
+
+
+# librdkafka's own log lines, at debug level under the sink's logger (the kafka source uses
+# it too)
+LIBRDKAFKA_LOG = _librdkafka_log(logging.getLogger("sparkcdc.sinks.kafka"))
+
+
+MESSAGES = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
+                      ("value", pa.binary()), ("timestamp", pa.int64()), ("headers", pa.string())])
+
+
+def read_topic(ck: Any, conf: dict, topic: str, timeout: float) -> list[dict]:
+    """Every message of ``topic`` up to its end, as ``read_committed`` sees them (aborted
+    transactions and the transaction markers left out), in partition and offset order.
+
+    The end is each partition's log end when the read starts. A transaction's messages
+    become readable a moment after its commit returns (the broker writes its markers into
+    the partitions), and a read_committed consumer stops at the last stable offset until
+    then: so the read goes on until it reaches that end, waiting out a transaction still
+    open (up to ``timeout``)."""
+    group = f"sparkcdc-read-{time.monotonic_ns()}"
+    ends: dict[int, int] = {}
+    probe = ck.Consumer({**conf, "group.id": group, "isolation.level": "read_uncommitted"})
+    try:
+        meta = probe.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return []
+        for p in sorted(meta.partitions):
+            lo, hi = probe.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout)
+            if hi > lo:
+                ends[p] = hi
+    finally:
+        probe.close()
+    c = ck.Consumer({**conf, "group.id": group, "isolation.level": "read_committed",
+                     "enable.auto.commit": False, "enable.partition.eof": True,
+                     "auto.offset.reset": "earliest"})
+    try:
+        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in ends])
+        rows: list[dict] = []
+        done: set[int] = set()
+        deadline = time.monotonic() + max(timeout, 30)
+        while len(done) < len(ends) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() != ck.KafkaError._PARTITION_EOF:
+                    raise ck.KafkaException(m.error())
+                if m.offset() >= ends[m.partition()]:
+                    done.add(m.partition())
+                continue
+            if m.offset() >= ends[m.partition()]:  # written after the read started
+                done.add(m.partition())
+                continue
+            hs = m.headers()
+            rows.append({"partition": m.partition(), "offset": m.offset(), "key": m.key(),
+                         "value": m.value(), "timestamp": m.timestamp()[1],
+                         "headers": json.dumps([[k, v.decode(errors="replace")]
+                                                for k, v in hs]) if hs else None})
+        if len(done) < len(ends):
+            raise ConnectionFailed(f"reading the topic {topic!r} did not reach its end in time "
+                                   "(a transaction open on it?)",
+                                   fix="read again once the writer committed or aborted")
+        rows.sort(key=lambda r: (r["partition"], r["offset"]))
+        return rows
+    finally:
+        c.close()
+
+
+def error_text(e: Exception) -> str:
+    """The first line of a client error: a ``KafkaException``'s ``KafkaError`` says it in
+    its ``str()``, any other exception in its own text."""
+    err: Any = e.args[0] if e.args else None
+    s = err.str() if hasattr(err, "str") else str(e)
+    return s.splitlines()[0] if s else type(e).__name__
