@@ -201,7 +201,7 @@ class MicroBatch:
         out: set[str] = set()
         for t in tables:
             off = state.ckpt.offset(state.members[t].state, batch_id)
-            if off is not None and t in ov.tables_read(off):
+            if off is not None and t in off.tables_read:
                 out.add(t)
         return out
 
