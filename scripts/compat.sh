@@ -16,6 +16,7 @@ TESTS=(tests/spark/test_versions.py tests/core/test_watermark.py tests/core/test
        tests/sinks/test_sinks.py tests/pipeline/test_pipeline.py tests/pipeline/test_schema_in_stream.py
        tests/test_cli.py tests/sinks/delta/test_catalog.py tests/sinks/delta/test_changes.py
        tests/sinks/delta/test_spark_writer.py tests/pipeline/test_spark_delta.py
+       tests/pipeline/test_spark_delta_paths.py
        tests/pipeline/launch/test_warm_python.py)
 stamp_of() { cat pyproject.toml setup.py | sha1sum | cut -c1-12; }
 

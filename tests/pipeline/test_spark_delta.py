@@ -19,46 +19,19 @@ replayed after its commit (its record in Spark's checkpoint removed) commits not
 from __future__ import annotations
 
 import glob
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from pipeline_support import source_yaml
 from reread_support import ROWS, Writer
 from sink_support import read_delta
+from spark_delta_support import DELTA_JARS, NO_JARS, commits, run, spark_read, spark_yaml
 
 pytestmark = pytest.mark.spark_delta
 
-ROOT = Path(__file__).resolve().parents[2]
-DELTA_JARS = sorted(glob.glob(str(ROOT / ".jars" / "delta" / "*.jar")))
-DELTA_CONF = {
-    "spark.jars": ",".join(DELTA_JARS),
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    # Delta reads its log with 50 tasks by default: two do on two cores
-    "spark.databricks.delta.snapshotPartitions": "2",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.ui.showConsoleProgress": "false",
-}
-
-READER = """\
-import json, sys
-from pyspark.sql import SparkSession
-conf, paths = json.loads(sys.argv[1]), sys.argv[2:]
-b = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-for k, v in conf.items():
-    b = b.config(k, v)
-spark = b.getOrCreate()
-print("RESULT " + json.dumps([[r.asDict() for r in spark.read.format("delta").load(p)
-                               .collect()] for p in paths], default=str))
-"""
-
 
 def write_yaml(path: Path, mariadb, db: str, lake: Path, ckpt: Path) -> None:
-    spark = "".join(f"    {k}: '{v}'\n" for k, v in DELTA_CONF.items())
     path.write_text(source_yaml(mariadb, db + ".\\.*", 3) + f"""\
   scan.incremental.snapshot.chunk.size: 500
 sink:
@@ -70,24 +43,7 @@ pipeline:
   parallelism: 2
   max-rows-per-batch: 600
   checkpoint.location: {ckpt}
-  spark:
-{spark}""")
-
-
-def run(yaml_path: Path, mariadb, cwd: Path) -> str:
-    """``sparkcdc run --until-caught-up`` in its own process; its log (-v)."""
-    env = {**os.environ, "TEST_PW": mariadb.info.cdc_password,
-           "PYSPARK_PYTHON": sys.executable}
-    p = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path), "-v",
-                        "--until-caught-up", "--no-progress", "--master", "local[2]"],
-                       capture_output=True, text=True, env=env, cwd=cwd, timeout=900,
-                       check=False)
-    out = p.stdout + p.stderr
-    n = len(list(cwd.glob("run-*.log")))
-    (cwd / f"run-{n}.log").write_text(out)  # the whole log, for a failure's reader
-    errors = [ln for ln in out.splitlines() if "Error" in ln or " ERROR " in ln]
-    assert p.returncode == 0, (cwd / f"run-{n}.log", errors[-20:])
-    return out
+{spark_yaml()}""")
 
 
 def source_rows(mariadb, db: str, t: str) -> dict:
@@ -102,25 +58,12 @@ def by_key(rows: list[dict]) -> dict:
 
 def spark_rows(tmp: Path, *paths: Path) -> list[dict]:
     """The tables as another Spark process with delta-spark reads them."""
-    script = tmp / "reader.py"
-    script.write_text(READER)
-    p = subprocess.run([sys.executable, str(script), json.dumps(DELTA_CONF),
-                        *map(str, paths)],
-                       capture_output=True, text=True, cwd=tmp, timeout=600, check=False,
-                       env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-    assert p.returncode == 0, p.stderr[-3000:]
-    line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return [by_key(rows) for rows in json.loads(line[len("RESULT "):])]
-
-
-def commits(root: Path) -> list[list[dict]]:
-    return [[json.loads(line) for line in f.read_text().splitlines()]
-            for f in sorted((root / "_delta_log").glob("*.json"))]
+    return [by_key(rows) for rows in spark_read(tmp, *paths)]
 
 
 @pytest.mark.timeout(1800)  # five runs of `sparkcdc run`, each its own JVM
 def test_spark_delta_appends_the_snapshot_and_merges_the_changes(mariadb, db, tmp_path):
-    assert DELTA_JARS, "scripts/fetch_jars.sh delta fetches delta-spark's jars into .jars/delta"
+    assert DELTA_JARS, NO_JARS
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
                         f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",

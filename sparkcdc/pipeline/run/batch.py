@@ -79,7 +79,8 @@ class MicroBatch:
         staged = None
         try:
             if plans or changing or framing:
-                self.writer.ready_for_files(sorted(set(plans) | set(changing)))
+                self.writer.ready_for_files(sorted(set(plans) | set(changing)
+                                                   | self._read_in(batch_id, framing)))
                 out, staged = self._in_tasks(df, plans, {**changing, **framing})
                 decoded = decode_tables(out.handed_back())
                 # a table with schema events in the batch takes the driver's path whole
@@ -191,6 +192,18 @@ class MicroBatch:
         if self.writer.on_batch is not None or state.sink_kind() is not SinkKind.MERGE:
             return {}
         return self._keyed_plans(batch_id, self._takes_frames)
+
+    def _read_in(self, batch_id: int, tables: dict[str, ChangePlan]) -> set[str]:
+        """Those of ``tables`` with chunks read in this batch: their targets are made
+        before anything is written, rows or none (an empty table's chunk has no row to
+        write), as the tasks' files path makes them (``ready_for_files``)."""
+        state = self.state
+        out: set[str] = set()
+        for t in tables:
+            off = state.ckpt.offset(state.members[t].state, batch_id)
+            if off is not None and t in off.tables_read:
+                out.add(t)
+        return out
 
     def _keyed_plans(self, batch_id: int, takes: Callable[[TableRun], bool]
                      ) -> dict[str, ChangePlan]:

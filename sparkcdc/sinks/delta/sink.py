@@ -167,7 +167,11 @@ class DeltaSink(Sink):
 
     def ready_for_files(self, schema: pa.Schema) -> None:
         if self._table() is None:
-            self._create(storage_table(schema.empty_table()).schema)
+            stored = storage_table(schema.empty_table()).schema
+            if self.uses_spark:  # made by Spark's Delta, which writes it
+                spark_writer.create(self, stored)
+            else:
+                self._create(stored)
 
     def write_files(self, rows: pa.Table, batch_id: int) -> list[dict[str, Any]]:
         written = files.write_data_files(self.config.path, storage_table(rows),

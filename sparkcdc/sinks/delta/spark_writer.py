@@ -179,6 +179,14 @@ def ensure_table(sink: Any, spark: Any, schema: Any) -> None:
                   f"{parts}{tbl}")
 
 
+def create(sink: Any, schema: pa.Schema) -> None:
+    """The table made by Spark with the columns of ``schema`` (as the table stores them),
+    before any row is written: a table whose snapshot holds no row has a target too."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    ensure_table(sink, session(sink), from_arrow_schema(schema, prefer_timestamp_ntz=True))
+
+
 def has_feature(table: Any) -> bool:
     return "deletionVectors" in (table.protocol().reader_features or ())
 
