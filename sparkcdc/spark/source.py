@@ -84,10 +84,10 @@ PROFILE_ENV = "SPARKCDC_PROFILE_DIR"  # set: each task writes a cProfile of its 
 
 # -- driver-side helpers -------------------------------------------------------------------------
 
-def discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | None = None
-                    ) -> tuple[dict[TableId, TableSchema], str]:
+def _discover_tables(config: SourceConfig, known: dict[TableId, TableSchema] | None = None
+                     ) -> tuple[dict[TableId, TableSchema], str]:
     """The server checked ready, the captured tables (sorted) and the server's flavor,
-    through the source's port (``MySQLSource.discover``), as the pipeline reads them."""
+    through the source's port (``MySQLSource.discover``), the same door the pipeline uses."""
     return MySQLSource(config).discover(known)
 
 
@@ -192,7 +192,7 @@ class MySQLCDCDataSource(DataSource):
                 info = validate_server(self.config.connection, list(self.config.server_ids))
                 self._tables, self._flavor = given, info.flavor
             else:
-                self._tables, self._flavor = discover_tables(self.config)
+                self._tables, self._flavor = _discover_tables(self.config)
         return self._tables
 
     def _context(self) -> ReadContext:
