@@ -79,7 +79,10 @@ test-faults: setup
 # beside Debezium (bench/tables.py); sparkcdc against Flink CDC itself under PyFlink, in
 # .venv-flink with its connector jar in .jars/flink (bench/flink.py, scripts/setup_flink.sh);
 # MySQL → Kafka, sparkcdc's kafka sink against Debezium's MySQL connector on Kafka Connect
-# into one broker (bench/kafka.py); all write docs/benchmarks.md
+# into one broker (bench/kafka.py); `sparkcdc run` for SOAK_MINUTES under 500 row changes/s
+# (memory, lag, CPU per change; bench/soak.py, 30 minutes unless SOAK_MINUTES says less); all
+# write docs/benchmarks.md
+SOAK_MINUTES ?= 30
 bench: setup
 	$(VENV)/bin/python -m pip install -q -e '.[dev,bench,all]'
 	bash scripts/fetch_jars.sh
@@ -94,6 +97,7 @@ bench: setup
 	$(PY) bench/pipeline.py --server mysql --sinks delta
 	$(PY) bench/flink.py --server mysql
 	$(PY) bench/mysql_reader.py
+	$(PY) bench/soak.py --minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf $(VENV) .venv-compat .venv-flink .pytest_cache build *.egg-info

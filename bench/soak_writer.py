@@ -76,10 +76,10 @@ class Writer(threading.Thread):
         self.next_id = rows + 1
         self.rng = random.Random(seed)
         self.counts = Counts()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join()
 
     def run(self) -> None:
@@ -94,7 +94,7 @@ class Writer(threading.Thread):
         t0 = time.monotonic()
         next_beat = t0
         with conn, conn.cursor() as cur:
-            while not self._stop.is_set():
+            while not self._halt.is_set():
                 now = time.monotonic()
                 if now >= next_beat:
                     cur.execute("INSERT INTO heartbeat (sent_us) VALUES (%s)",
@@ -109,7 +109,7 @@ class Writer(threading.Thread):
                     c.behind_s = max(c.behind_s, behind)
                     t0 = now - (c.changes + self.rate) / self.rate
                 if c.changes >= due:
-                    self._stop.wait(min(0.02, (c.changes - due + 1) / self.rate))
+                    self._halt.wait(min(0.02, (c.changes - due + 1) / self.rate))
                     continue
                 self._transaction(cur)
                 conn.commit()
