@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import shutil
 import signal
@@ -292,10 +293,17 @@ class Soak:
             conn.commit()
         writer.counts.changes += 1
         t_stop = time.monotonic()
+        still: tuple[int | None, float] = (None, t_stop)  # a lag that stopped moving, since
         while True:
             newest = self.newest_heartbeat()
             lag = self.status_lag()
-            if newest is not None and newest >= last_us and lag == 0:
+            if lag != still[0]:
+                still = (lag, time.monotonic())
+            if newest is not None and newest >= last_us and (
+                    lag == 0 or time.monotonic() - still[1] > 30):
+                if lag != 0:
+                    say(f"the last heartbeat arrived; status keeps {lag} B of lag (no batch "
+                        "for them in 30 s)")
                 break
             if time.monotonic() - t_stop > self.args.catchup_timeout:
                 raise RuntimeError(f"not caught up {self.args.catchup_timeout} s after the "
@@ -364,8 +372,14 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the sandbox's and run's folder")
     p.add_argument("--no-write-docs", action="store_true")
     p.add_argument("--json", help="also write the samples and figures here")
+    p.add_argument("--render-from", help="no run: the section from a run's --json file")
     args = p.parse_args()
     args.pipeline_option = [tuple(x.split("=", 1)) for x in args.pipeline_option]
+    if args.render_from:  # a run's JSON rendered again (after a change to the report)
+        raw = json.loads(Path(args.render_from).read_text())
+        publish(soak_report.render(raw["meta"], raw["figures"], raw["samples"], BEGIN, END),
+                raw, None, BEGIN, END, not args.no_write_docs)
+        return
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
     b = Soak(args)
     b.start_server()
@@ -381,10 +395,12 @@ def main() -> None:
             "writer": res["writer"], "writes_s": res["writes_s"],
             "catchup_s": res["caught"]["catchup_s"], "stop_s": res["stop_s"], "rc": res["rc"],
             "check": res["check"]["summary"]}
-    text = soak_report.render(meta, res["fig"], b.samples, BEGIN, END)
-    publish(text, {"meta": meta, "figures": res["fig"], "samples": b.samples,
-                   "check": res["check"], "histogram": res["histogram"]},
-            args.json, BEGIN, END, not args.no_write_docs)
+    raw = {"meta": meta, "figures": res["fig"], "samples": b.samples, "check": res["check"],
+           "histogram": res["histogram"]}
+    if args.json:  # first, so a report that fails leaves the run's samples
+        Path(args.json).write_text(json.dumps(raw, indent=1, default=str))
+    publish(soak_report.render(meta, res["fig"], b.samples, BEGIN, END), raw, None, BEGIN,
+            END, not args.no_write_docs)
     if not res["check"]["equal"] or res["rc"] != 0:
         raise SystemExit(1)
 
