@@ -149,7 +149,7 @@ def render(meta: dict, fig: dict, samples: list[dict], begin: str, end: str) -> 
         f"changes; {_f(c['cores'], '{:.2f}')} cores) |"),
         (f"| load average (1 min) from minute 2: median (min-max) | {fig['load']['median']:.1f} "
         f"({fig['load']['min']:.1f}-{fig['load']['max']:.1f}) |"), "",
-        "Every 5 minutes (the sample nearest each mark):", "",
+        "Along the run (the sample nearest each minute named):", "",
         ("| minute | PSS MB | RSS MB | JVM PSS | CLI PSS | Python PSS | lag s | lag bytes | "
         "load | changes |"),
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
