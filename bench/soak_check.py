@@ -31,11 +31,12 @@ def source_rows(sb, db: str, table: str, key: str) -> tuple[list[str], dict]:
 
 
 def target_rows(path: Path, cols: list[str], key: str) -> dict:
+    import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
     t = DeltaTable(str(path))
-    got = QueryBuilder().register("t", t).execute(
-        "SELECT " + ", ".join(f'"{c}"' for c in cols) + " FROM t").read_all()
+    got = pa.table(QueryBuilder().register("t", t).execute(  # (an arro3 table: to pyarrow)
+        "SELECT " + ", ".join(f'"{c}"' for c in cols) + " FROM t").read_all())
     k = cols.index(key)
     out: dict = {}
     dups = 0
