@@ -16,6 +16,9 @@ and the lag, read three ways:
 
 - *seconds*: now minus the write time of the newest heartbeat row found in the Delta target
   (the writer inserts one a second; read with delta-rs), what a reader of the target sees;
+  sampled in step with the trigger it shows one phase of the batches' sawtooth, so the run
+  also takes each heartbeat's own latency afterwards: its write to the commit that brought
+  it into the target (the heartbeat table's Delta log, bench/soak_check.py);
 - *binlog bytes*: what ``sparkcdc status`` shows: from the position of the last committed
   micro-batch (Spark's offset and commit logs in the checkpoint) to the server's position
   now (``status.table_statuses``, in this process);
@@ -268,16 +271,17 @@ class Soak:
         histogram = self.class_histogram()
         stop_s, rc, usage_cpu = self.terminate()
         log.close()
+        markers = soak_check.heartbeat_latencies(self.work / "lake" / DB / "heartbeat")
         try:
             check = soak_check.compare(self.sb, self.work / "lake", DB)
         except Exception as e:  # noqa: BLE001 - the run's samples are kept all the same
             check = {"equal": False, "summary": f"not compared: {type(e).__name__}: {e}"}
         say(f"target against source: {check['summary']}")
-        fig = soak_report.summarize(self.samples, writes_s, caught)
+        fig = soak_report.summarize(self.samples, writes_s, caught, markers)
         fig["cpu"]["whole_run_cpu_s"] = max(usage_cpu, self.cpu_seen)
         return {"writes_s": writes_s, "caught": caught, "stop_s": stop_s, "rc": rc,
                 "check": check, "fig": fig, "writer": vars(writer.counts),
-                "histogram": histogram}
+                "histogram": histogram, "markers": markers}
 
     def check_alive(self, writer: Writer, writing: bool = True) -> None:
         if self.proc.poll() is not None:
@@ -399,7 +403,7 @@ def main() -> None:
             "catchup_s": res["caught"]["catchup_s"], "stop_s": res["stop_s"], "rc": res["rc"],
             "check": res["check"]["summary"]}
     raw = {"meta": meta, "figures": res["fig"], "samples": b.samples, "check": res["check"],
-           "histogram": res["histogram"]}
+           "histogram": res["histogram"], "markers": res["markers"]}
     if args.json:  # first, so a report that fails leaves the run's samples
         Path(args.json).write_text(json.dumps(raw, indent=1, default=str))
     publish(soak_report.render(meta, res["fig"], b.samples, BEGIN, END), raw, None, BEGIN,

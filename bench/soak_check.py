@@ -74,3 +74,36 @@ def compare(sb, lake: Path, db: str, examples: int = 5) -> dict:
                                             f"{r['duplicates']})")
         for t, r in per.items())
     return {"equal": equal, "tables": per, "summary": summary}
+
+
+def heartbeat_latencies(path: Path) -> list[tuple[float, float]]:
+    """Each heartbeat's (write time, seconds from its write to the commit that brought it
+    into the target), from the Delta log: commits in order, the rows of each file a commit
+    adds, a heartbeat counted at the first commit holding it (compaction adds it again
+    later). The commit's time is ``commitInfo.timestamp`` (ms), stamped by the writer of the
+    target on the same machine's clock as the heartbeat's."""
+    import json
+    from urllib.parse import unquote
+
+    import pyarrow.parquet as pq
+
+    seen: set[int] = set()
+    out: list[tuple[float, float]] = []
+    logs = sorted(p for p in (path / "_delta_log").glob("*.json") if p.stem.isdigit())
+    for commit in logs:
+        when, adds = None, []
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                when = action["commitInfo"].get("timestamp")
+            elif "add" in action:
+                adds.append(unquote(action["add"]["path"]))
+        if when is None:
+            continue
+        for rel in adds:
+            t = pq.read_table(path / rel, columns=["id", "sent_us"])
+            for i, sent in zip(t.column("id").to_pylist(), t.column("sent_us").to_pylist()):
+                if i not in seen:
+                    seen.add(i)
+                    out.append((sent / 1e6, when / 1e3 - sent / 1e6))
+    return sorted(out)

@@ -43,12 +43,30 @@ def median_of(samples: list[dict], key: str, lo: float, hi: float) -> float | No
     return statistics.median(xs) if xs else None
 
 
-def summarize(samples: list[dict], writes_end: float, caught_up: dict) -> dict:
+def marker_figures(markers: list, writes_end: float) -> dict:
+    """Each heartbeat's latency (its write to the commit that brought it into the target)
+    from minute 2 on: percentiles, slope, the two halves' medians."""
+    if not markers:
+        return {}
+    t0 = markers[0][0]
+    pts = [(t - t0, lat) for t, lat in markers if START <= t - t0 <= writes_end]
+    xs = [lat for _, lat in pts]
+    mid = (START + writes_end) / 2
+    return {"n": len(xs), "p50": pct(xs, 50), "p95": pct(xs, 95), "p99": pct(xs, 99),
+            "max": max(xs, default=None), "slope_per_h": slope_per_hour(pts),
+            "first_half_p50": pct([x for t, x in pts if t < mid], 50),
+            "second_half_p50": pct([x for t, x in pts if t >= mid], 50),
+            "last5_p95": pct([x for t, x in pts if t >= writes_end - 300], 95)}
+
+
+def summarize(samples: list[dict], writes_end: float, caught_up: dict,
+              markers: list | None = None) -> dict:
     """The figures of the run: memory start/end/slope, lag percentiles and slope, CPU per
     1,000 changes over the steady part, load."""
     steady = [s for s in samples if START <= s["t"] <= writes_end]
     end_lo = max(START, writes_end - 300)
-    out: dict = {"samples": len(samples), "steady_samples": len(steady)}
+    out: dict = {"samples": len(samples), "steady_samples": len(steady),
+                 "markers": marker_figures(markers or [], writes_end)}
     for key in ("pss", "rss", "pss_jvm", "pss_cli", "pss_py"):
         out[key] = {
             "start": median_of(samples, key, START, min(300.0, writes_end)),
@@ -132,10 +150,21 @@ def render(meta: dict, fig: dict, samples: list[dict], begin: str, end: str) -> 
                      f"{_f(h['start'])} / {_f(h['end'])} MB; {_f(h['old_start'])} / "
                      f"{_f(h['old_end'])} MB / {_f(h['old_slope_mb_h'], '{:+,.0f}')} MB/hour |")
     ls, lb, le = fig["lag_s"], fig["lag_bytes"], fig["emit_lag_s"]
+    mk = fig.get("markers") or {}
+    if mk:
+        lines += [
+            (f"| each heartbeat's write to its commit in the target ({mk['n']:,} from minute "
+             f"2): p50 / p95 / p99 / max | {_f(mk['p50'], '{:.1f}')} / "
+             f"{_f(mk['p95'], '{:.1f}')} / {_f(mk['p99'], '{:.1f}')} / "
+             f"{_f(mk['max'], '{:.1f}')} s |"),
+            (f"| its slope; p50 first / second half; p95 of the last 5 minutes | "
+             f"{_f(mk['slope_per_h'], '{:+.1f}')} s/hour; {_f(mk['first_half_p50'], '{:.1f}')} "
+             f"/ {_f(mk['second_half_p50'], '{:.1f}')} s; {_f(mk['last5_p95'], '{:.1f}')} s |")]
     lines += [
-        (f"| lag, seconds (heartbeat): p50 / p95 / max | {_f(ls['p50'], '{:.1f}')} / "
+        (f"| lag sampled every 10 s (now - newest heartbeat in the target): p50 / p95 / "
+         f"max | {_f(ls['p50'], '{:.1f}')} / "
         f"{_f(ls['p95'], '{:.1f}')} / {_f(ls['max'], '{:.1f}')} s |"),
-        (f"| lag slope from minute 2; p50 first / second half | "
+        (f"| sampled lag's slope; p50 first / second half | "
         f"{_f(ls['slope_per_h'], '{:+.1f}')} s/hour; {_f(ls['first_half_p50'], '{:.1f}')} / "
         f"{_f(ls['second_half_p50'], '{:.1f}')} s |"),
         (f"| lag, binlog bytes (`status`): p50 / p95 / max | {_f(lb['p50'])} / "
