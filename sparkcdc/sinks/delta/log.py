@@ -29,6 +29,15 @@ def _dv_id(dv: dict[str, Any] | None) -> str:
     return f"{dv['storageType']}{dv['pathOrInlineDv']}" + ("" if off is None else f"@{off}")
 
 
+def last_checkpoint(root: Path) -> int | None:
+    """The version of the table's last checkpoint (``_last_checkpoint``), None if it has
+    none or the file cannot be read (a checkpoint is then due)."""
+    try:
+        return int(json.loads((root / "_delta_log" / "_last_checkpoint").read_text())["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class DeltaLog:
     """The table at ``root``: its version and live ``add`` actions (``files``, by path)."""
 
