@@ -64,13 +64,18 @@ test-compat: setup
 	bash scripts/compat.sh
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md),
-# and 1,000 tables in one query (make test takes 250); then every test marked faults elsewhere
+# and 1,000 tables in one query (make test takes 250); then every test marked faults elsewhere;
+# then the SIGKILL tests again on a MySQL 9.7 source (MYSQL_FAULT_TESTS, every test of those
+# files that uses the session's source server; docs/mysql-findings.md)
+MYSQL_FAULT_TESTS := tests/faults/test_kill.py tests/faults/test_reread_kill.py \
+	tests/faults/test_task_changes_kill.py
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
 	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults \
 		tests/pipeline/test_pipeline_stream.py::test_many_tables_one_query
 	# the slower variants kept out of make test, wherever they live
 	$(PY) -m pytest tests --ignore=tests/faults -m faults
+	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_FAULT_TESTS) --source-tests-only
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into

@@ -18,6 +18,7 @@ import deltalake
 import pytest
 from faults_support import SEED, Writers, make_table, table_state
 from pipeline_support import source_yaml
+from server_support import seq
 from sink_support import read_delta
 
 
@@ -129,7 +130,7 @@ def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
     names, rows = [f"t{i:03d}" for i in range(100)], 300
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(20))"
                       for t in names],
-                    *[f"INSERT INTO {t} SELECT seq, seq, 'a' FROM seq_1_to_{rows}"
+                    *[f"INSERT INTO {t} SELECT seq, seq, 'a' FROM {seq(mariadb, rows)}"
                       for t in names], database=db)
     yaml, lake, ckpt = tmp_path / "p.yaml", tmp_path / "lake", tmp_path / "ckpt"
     _yaml(yaml, mariadb, db, lake, ckpt, tables="t\\d+", chunk=100,
