@@ -115,12 +115,7 @@ class GtidSet:
         if fast is not None and gtid.startswith(fast[0]):
             number = gtid[len(fast[0]):]
             if number.isdigit():
-                n, last = int(number), fast[1]
-                if n == last[1] + 1:  # the usual case: two concatenations
-                    last[1] = n
-                    self._text = f"{fast[2]}{n}{fast[3]}"
-                    self._stale = True
-                    return True
+                return self.add_next(fast[0], int(number))
         return self._add(gtid)
 
     def add_next(self, sid: str, n: int) -> bool:
@@ -128,7 +123,7 @@ class GtidSet:
         ``protocol.mysql_gtid_parts`` gives it) and number: the usual next GTID of the last
         source without a parse."""
         fast = self._fast
-        if fast is not None and n == fast[1][1] + 1 and fast[0] == sid:
+        if fast is not None and n == fast[1][1] + 1 and fast[0] == sid:  # two concatenations
             fast[1][1] = n
             self._text = f"{fast[2]}{n}{fast[3]}"
             self._stale = True

@@ -97,8 +97,7 @@ class ReadState:
     def begin_mysql(self, pos: int, sid: str, gno: int, ts: int, explicit: bool) -> None:
         """``begin`` at a MySQL GTID event given as its source (``"uuid:"``) and number
         (``protocol.mysql_gtid_parts``): the commit then grows the set by the number."""
-        self.in_txn, self.txn_pos, self.txn_gtid, self.txn_ts = True, pos, f"{sid}{gno}", ts
-        self.txn_gtid_before, self.explicit, self.events = self.gtid, explicit, 0
+        self.begin(pos, f"{sid}{gno}", ts, explicit)
         self._txn_sid, self._txn_gno = sid, gno
 
     def commit(self, end_pos: int) -> None:

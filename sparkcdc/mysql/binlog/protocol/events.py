@@ -80,14 +80,8 @@ def mysql_gtid_parts(data: bytes, start: int) -> tuple[str, int]:
 
 def mysql_gtid(data: bytes, start: int) -> str:
     """``uuid:gno`` of a MySQL GTID event."""
-    b = start + 19
-    raw = bytes(data[b + 1:b + 17])
-    sid = _SIDS.get(raw)
-    if sid is None:
-        if len(_SIDS) >= 1024:
-            _SIDS.clear()
-        sid = _SIDS[raw] = _uuid(raw) + ":"
-    return f"{sid}{int.from_bytes(data[b + 17:b + 25], 'little')}"
+    sid, gno = mysql_gtid_parts(data, start)
+    return f"{sid}{gno}"
 
 
 def previous_gtids(data: bytes, start: int) -> list[str]:
