@@ -235,7 +235,7 @@ class DeltaSink(Sink):
         if done:
             root = files.local(self.config.path)
             log_ = DeltaLog(root).refresh()
-            version = task_changes.commit_changes(
+            task_changes.commit_changes(
                 self.config.path, log_, slices.version, results, self.config.app_id, batch_id,
                 [(self.config.app_id, batch_id)])
             if task_changes.needs_purge(results, self.config.purge_deleted_share):
@@ -243,15 +243,14 @@ class DeltaSink(Sink):
         self._remove_leftovers(batch_id)
         if not done:
             return WriteResult(batch_id, skipped=True)
-        self._maybe_compact(self._table(), batch_id)
-        self._checkpoint_if_due(version)
+        self._checkpoint_if_due(self._maybe_compact(self._table(), batch_id))
         up = sum(f.rows for r in results for f in r.data)
         marked = sum(t.deleted for r in results for t in r.touched)
         return WriteResult(batch_id, counts={"written": up, "marked deleted": marked,
                                              "files touched": sum(len(r.touched)
                                                                   for r in results)})
 
-    def _checkpoint_if_due(self, version: int) -> None:
+    def _checkpoint_if_due(self, table) -> None:
         """A checkpoint once the table has passed the next multiple of ``CHECKPOINT_EVERY``
         after its last one, whichever commit took it there. Checking only the change's own
         commit (``version % 100 == 0``) missed every mark a purge or a compaction landed on:
@@ -259,10 +258,8 @@ class DeltaSink(Sink):
         versions without one, each batch reading the whole JSON log again twice
         (docs/benchmarks.md, "The 30-minute soak")."""
         every = task_changes.CHECKPOINT_EVERY
-        table = self._table()
-        now = max(version, table.version())
         last = last_checkpoint(files.local(self.config.path))
-        if now >= (every if last is None else (last // every + 1) * every):
+        if table.version() >= (every if last is None else (last // every + 1) * every):
             table.create_checkpoint()
 
     def _remove_leftovers(self, batch_id: int) -> None:
@@ -271,11 +268,14 @@ class DeltaSink(Sink):
             log.info("%s: %d folder(s) of batch %d no commit names removed",
                      self.config.path, gone, batch_id)
 
-    def _maybe_compact(self, table, batch_id: int) -> None:
-        # by batch id, not by batches this process wrote: short runs (--until-caught-up)
-        # write a few batches each and must compact as a long stream does
+    def _maybe_compact(self, table, batch_id: int):
+        """The table, compacted when its batch is due (then read again: compaction commits).
+        By batch id, not by batches this process wrote: short runs (--until-caught-up) write
+        a few batches each and must compact as a long stream does."""
         if self.config.compact_every and (batch_id + 1) % self.config.compact_every == 0:
             self.compact(table)
+            return self._table()
+        return table
 
     def compact(self, table) -> None:
         """Files mostly deleted rewritten without their dead rows, then delta-rs'

@@ -26,17 +26,17 @@ def test_a_mark_passed_by_another_commit_still_takes_a_checkpoint(tmp_path):
     _table_at(path, 103)  # versions 0..102; delta-rs' own checkpoints are kept off
     assert last_checkpoint(path) is None
     sink = DeltaSink.from_options({"path": str(path)})
-    sink._checkpoint_if_due(101)  # the change's commit was 101: 100 went to a purge
+    sink._checkpoint_if_due(DeltaTable(str(path)))  # at 102: the mark 100 went to others
     assert last_checkpoint(path) == 102
     # the next mark is 200: nothing until then, whatever commits come
     for i in range(5):
         write_deltalake(str(path), pa.table({"id": [1000 + i]}), mode="append")
-    sink._checkpoint_if_due(DeltaTable(str(path)).version())
+    sink._checkpoint_if_due(DeltaTable(str(path)))
     assert last_checkpoint(path) == 102
 
 
 def test_a_young_table_takes_none(tmp_path):
     path = tmp_path / "t"
     _table_at(path, 5)
-    DeltaSink.from_options({"path": str(path)})._checkpoint_if_due(4)
+    DeltaSink.from_options({"path": str(path)})._checkpoint_if_due(DeltaTable(str(path)))
     assert last_checkpoint(path) is None
