@@ -76,29 +76,19 @@ class MicroBatch:
         plans = self._file_plans(batch_id)
         changing = self._change_plans(batch_id)
         framing = self._frame_plans(batch_id)
-        staged = None
+        out, staged = None, None
         try:
             if plans or changing or framing:
                 self.writer.ready_for_files(sorted(set(plans) | set(changing)
                                                    | self._read_in(batch_id, framing)))
                 out, staged = self._in_tasks(df, plans, {**changing, **framing})
-                decoded = decode_tables(out.handed_back())
-                # a table with schema events in the batch takes the driver's path whole
-                evented = out.kept & set(decoded)
+                # a kept table with schema events in the batch takes the driver's path whole
+                evented = out.kept & out.named
                 if evented:
                     self._hand_back(out, staged, evented)
-                    decoded = decode_tables(out.handed_back())
-                # a table with chunks read again clears their ranges, rows or none
-                in_tasks = _kept(changing, out.kept, evented)
-                framed = _kept(framing, out.kept, evented)
-                # first: the rest of a table's batch records its batch id
-                self.writer.commit_files(out, batch_id, set(decoded) | set(in_tasks))
-                if in_tasks:
-                    self.writer.write_changes_in_tasks(staged, in_tasks, batch_id)
-                if framed:
-                    self.writer.write_frames(staged, framed, batch_id)
-            else:
-                decoded = decode_tables(df.toArrow())
+            decoded = decode_tables(df.toArrow() if out is None else out.handed_back())
+            if out is not None:
+                self._commit_tasks(out, staged, decoded, changing, framing, batch_id)
         finally:
             if staged is not None:
                 staged.unpersist()
@@ -122,6 +112,21 @@ class MicroBatch:
         with ThreadPoolExecutor(min(self._workers, len(work))) as pool:
             for f in [pool.submit(self._write, run, ch, batch_id) for run, ch in work]:
                 f.result()  # the first failure fails the batch (Spark replays it)
+
+    def _commit_tasks(self, out: TaskOutput, staged: Any, decoded: dict[str, TableChanges],
+                      changing: dict[str, ChangePlan], framing: dict[str, ChangePlan],
+                      batch_id: int) -> None:
+        """What the tasks wrote, committed: their files first (the rest of a table's batch
+        records its batch id), then the changes they kept, by key slice or through Spark's
+        own writer. A table with chunks read again clears their ranges, rows or none."""
+        evented = out.kept & out.named
+        in_tasks = _kept(changing, out.kept, evented)
+        framed = _kept(framing, out.kept, evented)
+        self.writer.commit_files(out, batch_id, set(decoded) | set(in_tasks))
+        if in_tasks:
+            self.writer.write_changes_in_tasks(staged, in_tasks, batch_id)
+        if framed:
+            self.writer.write_frames(staged, framed, batch_id)
 
     def _replaced(self, batch_id: int) -> dict[str, tuple[KeyRange, ...]]:
         """Per table of the batch's generation, the ranges of its chunks read again whole

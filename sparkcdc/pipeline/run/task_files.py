@@ -42,9 +42,10 @@ from sparkcdc.pipeline.definition.conversions import convert_rows
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
 from sparkcdc.pipeline.schema.in_stream import conform
 from sparkcdc.spark.arrow_batches import from_ipc
+from sparkcdc.spark.rows import batch_event
 
 OUT_SCHEMA = "kind string, tbl string, target string, ord long, payload binary"
-FILES, ROWS, CHANGES = "files", "rows", "changes"
+FILES, ROWS, CHANGES, NAMES = "files", "rows", "changes", "names"
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,10 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
     row per target), or kept for the tasks that write changes (a ``changes`` row: rows of
     one of ``change_tables``, ``task_changes``), or handed back as it came (a ``rows``
     row). Kept and handed-back rows carry their place in the batch (``ord``: the
-    partition, then the order in it), which the driver's path keeps."""
+    partition, then the order in it), which the driver's path keeps. With tables to keep,
+    a handed-back batch also names the kept tables it holds rows or an event of (a
+    ``names`` row each): such a table takes the driver's path whole, and the driver
+    learns which without decoding what came back twice."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -136,6 +140,8 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
                 else:
                     out.append({"kind": ROWS, "tbl": None, "target": None, "ord": ord_,
                                 "payload": ipc})
+                    out.extend({"kind": NAMES, "tbl": n, "target": None, "ord": None,
+                                "payload": None} for n in _kept_in(t, change_tables))
             if out:
                 yield pa.RecordBatch.from_pylist(out, schema=_OUT)
         if pending:
@@ -191,6 +197,22 @@ def _table_of(t: pa.Table) -> str | None:
     return names[0].as_py() if len(names) == 1 else None
 
 
+def _kept_in(t: pa.Table, change_tables: frozenset[str]) -> list[str]:
+    """Those of ``change_tables`` a handed-back record batch holds rows of, or is the
+    event of."""
+    if not change_tables:
+        return []
+    if not t.num_rows:
+        ev = batch_event(t.schema)
+        names = [str(ev.table_id)] if ev is not None else []
+    elif "_database" in t.column_names:
+        names = pc.unique(pc.binary_join_element_wise(t["_database"], t["_table"], "."))
+        names = names.to_pylist()
+    else:
+        names = []
+    return [n for n in names if n in change_tables]
+
+
 def _snapshot_rows(t: pa.Table) -> bool:
     """Rows a chunk read: no commit time (``_op_ts`` is a change's)."""
     return (t.num_rows > 0 and "_op_ts" in t.column_names
@@ -223,12 +245,14 @@ def _as_files(t: pa.Table, plan: FilePlan, sink_of,
 class TaskOutput:
     """What the tasks of a batch sent the driver: per (table, target) the files written,
     the record batches handed back (IPC, by their place in the batch), for the driver's
-    own path, and the tables whose change rows the tasks kept (``changes`` rows, whose
-    payloads are not collected)."""
+    own path, the tables whose change rows the tasks kept (``changes`` rows, whose
+    payloads are not collected), and those of them that something handed back names
+    (``names`` rows: they take the driver's path whole)."""
 
     files: dict[tuple[str, str], list[dict[str, Any]]]
     rows: dict[int, bytes]
     kept: set[str]
+    named: set[str] = field(default_factory=set)
     file_bytes: int = 0  # what the files' descriptions cost to send
 
     @classmethod
@@ -245,6 +269,8 @@ class TaskOutput:
                     json.loads(r["payload"]))
             elif r["kind"] == CHANGES and r["payload"] is None:
                 self.kept.add(r["tbl"])
+            elif r["kind"] == NAMES:
+                self.named.add(r["tbl"])
             else:
                 self.rows[int(r["ord"])] = bytes(r["payload"])
 
