@@ -28,7 +28,7 @@ from typing import Any
 from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.replaces import replaced
-from sparkcdc.pipeline.run.schema import SchemaInStream
+from sparkcdc.pipeline.run.schema_events import SchemaInStream
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun

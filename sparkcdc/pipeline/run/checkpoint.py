@@ -139,7 +139,7 @@ class TableState:
     gap: dict | None = None
     ddl_seen: dict | None = None
     pending_ddl: list | None = None  # DDL statements the stream brought before the schema
-    #                                  they made (pipeline/schema/in_stream.py)
+    #                                  they made (pipeline/run/schema/in_stream.py)
     gone: Gone | None = None  # dropped, renamed or re-keyed, as the pipeline's stream saw it
     note: str = ""
     paused_at: dict | None = None  # where a paused table resumes (its target's last batch end)

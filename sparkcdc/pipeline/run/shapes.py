@@ -17,9 +17,9 @@ from sparkcdc.pipeline.run.checkpoint import TableState
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.pipeline.schema import diff as sc
-from sparkcdc.pipeline.schema.behavior import evolve_target
-from sparkcdc.pipeline.schema.in_stream import target_arrow_schema
+from sparkcdc.pipeline.run.schema import diff as sc
+from sparkcdc.pipeline.run.schema.behavior import evolve_target
+from sparkcdc.pipeline.run.schema.in_stream import target_arrow_schema
 from sparkcdc.spark.arrow_batches import spark_arrow_schema
 
 

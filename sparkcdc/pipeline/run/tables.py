@@ -21,7 +21,7 @@ from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState, schema_of
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.pipeline.schema import diff as sc
+from sparkcdc.pipeline.run.schema import diff as sc
 from sparkcdc.spark.offset_view import OffsetView
 
 log = logging.getLogger("sparkcdc.pipeline")

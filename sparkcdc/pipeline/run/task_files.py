@@ -40,7 +40,7 @@ from sparkcdc.core.schema import TableSchema
 from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.definition.conversions import convert_rows
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
-from sparkcdc.pipeline.schema.in_stream import conform
+from sparkcdc.pipeline.run.schema.in_stream import conform
 from sparkcdc.spark.arrow_batches import from_ipc
 from sparkcdc.spark.rows import batch_event
 

@@ -24,7 +24,7 @@ from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun, note_emit_lag
 from sparkcdc.pipeline.run.task_changes import ChangePlan, SliceJob, SliceOutcome
 from sparkcdc.pipeline.run.task_files import TaskOutput
-from sparkcdc.pipeline.schema.in_stream import conform
+from sparkcdc.pipeline.run.schema.in_stream import conform
 from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc

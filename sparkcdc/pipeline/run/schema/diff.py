@@ -1,7 +1,7 @@
 """What changed between two schemas of a table: columns added, dropped, retyped, renamed
 (renames as the source read them from the DDL the stream carried, never guessed) and
 whether the primary key changed. The pipeline's stream finds the schemas and the DDL in
-binlog order (``run/schema.py``); the target's changes follow from the diff
+binlog order (``run/schema_events.py``); the target's changes follow from the diff
 (``schema/behavior.py``).
 """
 

@@ -12,7 +12,7 @@ from sparkcdc.core.schema import TableSchema
 from sparkcdc.errors import SchemaError
 from sparkcdc.pipeline.definition.conversions import arrow_schema
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
-from sparkcdc.pipeline.schema.diff import Diff
+from sparkcdc.pipeline.run.schema.diff import Diff
 from sparkcdc.sinks.evolution import Change, ChangeKind
 
 log = logging.getLogger("sparkcdc.pipeline")

@@ -1,5 +1,5 @@
 """Schema changes, TRUNCATEs, drops and renames met inside a micro-batch of the pipeline's
-stream, in binlog order between a table's rows (pipeline/schema/in_stream.py): the target
+stream, in binlog order between a table's rows (pipeline/run/schema/in_stream.py): the target
 evolved between them, the rows shaped like it afterwards. What the stream cannot make
 itself (a change during the snapshot, a new key no row followed, the behavior
 ``exception``) is handed to the loop (``LoopRequests``); a drop, a rename or a new key
@@ -30,8 +30,8 @@ from sparkcdc.pipeline.run.checkpoint import Gone, TableState
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState, StopRun, TakeAgain, schema_of
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.pipeline.schema import diff as sc
-from sparkcdc.pipeline.schema.in_stream import add_renames, after_seq, before_seq, conform
+from sparkcdc.pipeline.run.schema import diff as sc
+from sparkcdc.pipeline.run.schema.in_stream import add_renames, after_seq, before_seq, conform
 
 log = logging.getLogger("sparkcdc.pipeline")
 
