@@ -13,13 +13,15 @@ import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
 from sparkcdc.sinks.base import KeyRange, Sink
+
+C = TypeVar("C")  # the dialect's config (MySQLConfig, PostgresConfig)
 from sparkcdc.sinks.capabilities import Capabilities, Emptying
 from sparkcdc.sinks.evolution import EVERY_CHANGE
 from sparkcdc.sinks.kinds import SinkKind, Word
@@ -35,16 +37,18 @@ def sql_capabilities(writer: str, no_layout: str) -> Capabilities:
         empties=Emptying.ROWS, schema_changes=EVERY_CHANGE, no_layout=no_layout)
 
 
-class SQLSink(Sink):
+class SQLSink(Sink, Generic[C]):
     """The base of the SQL sinks: a database the tasks reach as the driver does, so every
     target takes the rows of its snapshot chunks and its changes from Spark tasks (they
     load staging tables; the driver applies them in one transaction with the batch id).
     A table without a key has nothing to slice its changes by. Each dialect declares its
     ``capabilities`` with ``sql_capabilities``."""
 
-    def __init__(self) -> None:
-        """What every SQL sink keeps between calls (its dialect's ``__init__`` adds its
-        config and driver first): its connection, opened on first use."""
+    def __init__(self, config: C) -> None:
+        """What every SQL sink keeps between calls: its config, its database's driver
+        module (``drivers``: pymysql, psycopg), its connection, opened on first use."""
+        self.config: C = config
+        self.driver: Any = self.load_drivers()[0]
         self._conn: Any = None
         self._keys: tuple[str, ...] = ()  # the keys ``new_rows`` saw (``write_files``)
         # a batch's staged new rows kept for the transaction of its other changes

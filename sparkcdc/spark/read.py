@@ -14,9 +14,9 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Iterator
 
 import pyarrow as pa
 
@@ -52,7 +52,6 @@ from sparkcdc.spark.rows import (
 
 log = logging.getLogger(__name__)
 
-OFFSET_VERSION = 1
 ROWS_PER_ARROW_BATCH = 8192
 # a window's batch is also cut at about this many bytes of long values (TEXT, BLOB, JSON,
 # GEOMETRY), so rows of 16 MB values never pile up 8192 deep (tests/faults/test_huge.py)

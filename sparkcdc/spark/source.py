@@ -72,14 +72,6 @@ from sparkcdc.spark.rows import (
 log = logging.getLogger(__name__)
 
 OFFSET_VERSION = 1
-ROWS_PER_ARROW_BATCH = 8192
-# a window's batch is also cut at about this many bytes of long values (TEXT, BLOB, JSON,
-# GEOMETRY), so rows of 16 MB values never pile up 8192 deep (tests/faults/test_huge.py)
-BYTES_PER_ARROW_BATCH = 32 * 1024 * 1024
-_WIDE_TYPES = frozenset({"text", "mediumtext", "longtext", "blob", "mediumblob", "longblob",
-                         "json", "geometry", "linestring", "polygon", "multipoint",
-                         "multilinestring", "multipolygon", "geometrycollection"})
-PROFILE_ENV = "SPARKCDC_PROFILE_DIR"  # set: each task writes a cProfile of its reading there
 
 
 # -- driver-side helpers -------------------------------------------------------------------------
@@ -156,7 +148,7 @@ class SourceOffset:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SourceOffset":
+    def from_dict(cls, d: dict[str, Any]) -> SourceOffset:
         if d.get("v") != OFFSET_VERSION:
             raise OffsetError(f"checkpointed offset version {d.get('v')!r} is not supported",
                               fix="start the query with a new checkpoint location")
@@ -215,10 +207,10 @@ class MySQLCDCDataSource(DataSource):
             return from_arrow_schema(SCHEMA)
         return from_arrow_schema(self._context().out_schema, prefer_timestamp_ntz=True)
 
-    def reader(self, schema) -> "SnapshotReader":
+    def reader(self, schema) -> SnapshotReader:
         return SnapshotReader(self._context())
 
-    def streamReader(self, schema) -> "CDCStreamReader":
+    def streamReader(self, schema) -> CDCStreamReader:
         return CDCStreamReader(self._context())
 
 
@@ -535,4 +527,4 @@ def register(spark) -> None:
     spark.dataSource.register(MySQLCDCDataSource)
 
 
-__all__ = ["MySQLCDCDataSource", "register", "SourceOffset", "ConfigError"]
+__all__ = ["ConfigError", "MySQLCDCDataSource", "SourceOffset", "register"]

@@ -69,7 +69,7 @@ from sparkcdc.sinks.sql import (
 __all__ = ["MySQLSink", "mysql_type"]  # (mysql_type's home: text.py)
 
 
-class MySQLSink(SQLSink):
+class MySQLSink(SQLSink[MySQLConfig]):
     type = SinkType.MYSQL
     capabilities = sql_capabilities(
         "pymysql", no_layout="MySQL partitions a table by range, list or hash with each "
@@ -80,9 +80,7 @@ class MySQLSink(SQLSink):
     target_options = staticmethod(config.target_options)  # how it names a target
 
     def __init__(self, config: MySQLConfig):
-        self.config = config
-        self._pymysql = self.load_drivers()[0]
-        super().__init__()
+        super().__init__(config)
         self._new_alias = False  # MySQL 8.0.19+: ``AS new`` instead of VALUES()
         self._flavor: str | None = None
 
@@ -92,7 +90,7 @@ class MySQLSink(SQLSink):
 
     def connection(self) -> Any:
         if self._conn is None or not self._conn.open:
-            self._conn, version = connect(self._pymysql, self.config)
+            self._conn, version = connect(self.driver, self.config)
             self._flavor = "mariadb" if "mariadb" in version.lower() else "mysql"
             self._new_alias = self._flavor == "mysql" and server_version(version) >= (8, 0, 19)
         return self._conn
@@ -164,7 +162,7 @@ class MySQLSink(SQLSink):
         sink and key."""
         if self._key_followed == tuple(pk):
             return
-        follow_key(cur, self._pymysql, self.config, pk, schema)
+        follow_key(cur, self.driver, self.config, pk, schema)
         self._key_followed = tuple(pk)
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
@@ -236,7 +234,7 @@ class MySQLSink(SQLSink):
         cur.execute("SAVEPOINT sparkcdc_append")
         try:
             self._insert(cur, new, None)
-        except self._pymysql.err.IntegrityError as e:
+        except self.driver.err.IntegrityError as e:
             if not e.args or e.args[0] != 1062:  # ER_DUP_ENTRY
                 raise
             cur.execute("ROLLBACK TO SAVEPOINT sparkcdc_append")
@@ -450,7 +448,7 @@ class MySQLSink(SQLSink):
             try:
                 n += cur.execute(f"INSERT INTO {self._target} ({cols}) SELECT {cols} "
                                  f"FROM {stage}")
-            except self._pymysql.err.IntegrityError as e:
+            except self.driver.err.IntegrityError as e:
                 if not e.args or e.args[0] != 1062:  # ER_DUP_ENTRY
                     raise
                 cur.execute("ROLLBACK TO SAVEPOINT sparkcdc_append")

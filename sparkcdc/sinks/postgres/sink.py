@@ -54,7 +54,7 @@ from sparkcdc.sinks.sql import SQLSink, StageKind, clear_ranges, sql_capabilitie
 __all__ = ["PostgresSink", "copy_text", "pg_type"]  # (their home: copy.py)
 
 
-class PostgresSink(SQLSink):
+class PostgresSink(SQLSink[PostgresConfig]):
     type = SinkType.POSTGRES
     capabilities = sql_capabilities(
         "psycopg", no_layout="PostgreSQL partitions a table by range, list or hash with "
@@ -64,11 +64,6 @@ class PostgresSink(SQLSink):
     option_spec = config.OPTIONS
     target_options = staticmethod(config.target_options)  # how it names a target
 
-    def __init__(self, config: PostgresConfig):
-        self.config = config
-        self._pg = self.load_drivers()[0]
-        super().__init__()
-
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> PostgresSink:
         return cls(PostgresConfig.parse(options))
@@ -77,7 +72,7 @@ class PostgresSink(SQLSink):
 
     def connection(self) -> Any:
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self._pg, self.config)
+            self._conn = connect(self.driver, self.config)
         return self._conn
 
     def close(self) -> None:
@@ -86,7 +81,7 @@ class PostgresSink(SQLSink):
             self._conn = None
 
     def _ident(self, *names: str):
-        return self._pg.sql.Identifier(*names)
+        return self.driver.sql.Identifier(*names)
 
     @property
     def _target(self):
@@ -95,7 +90,7 @@ class PostgresSink(SQLSink):
     def last_batch_id(self) -> int | None:
         conn = self.connection()
         with conn.transaction(), conn.cursor() as cur:
-            return batches.last(cur, self._pg, self.config)
+            return batches.last(cur, self.driver, self.config)
 
     # -- writes --------------------------------------------------------------------------
 
@@ -106,7 +101,7 @@ class PostgresSink(SQLSink):
     def _create_table(self, cur, schema: pa.Schema, pk: list[str]) -> list[str]:
         """The target made with ``schema``'s columns and primary key ``pk`` if absent; an
         existing one must have every column."""
-        sql = self._pg.sql.SQL
+        sql = self.driver.sql.SQL
         cols = [sql("{} {}").format(self._ident(f.name), sql(pg_type(f.type))) for f in schema]
         cur.execute(sql("CREATE SCHEMA IF NOT EXISTS {}").format(self._ident(self.config.schema)))
         cur.execute(sql("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
@@ -128,7 +123,7 @@ class PostgresSink(SQLSink):
         sink and key."""
         if self._key_followed == tuple(pk):
             return
-        follow_key(cur, self._pg, self.config, pk)
+        follow_key(cur, self.driver, self.config, pk)
         self._key_followed = tuple(pk)
 
     def write(self, changes: ChangeSet, batch_id: int) -> WriteResult:
@@ -143,9 +138,9 @@ class PostgresSink(SQLSink):
 
     def _write(self, conn, changes: ChangeSet, names: list[str], batch_id: int) -> WriteResult:
         with conn.transaction(), conn.cursor() as cur:
-            batches.ensure(cur, self._pg, self.config)
+            batches.ensure(cur, self.driver, self.config)
             self._create(cur, changes)
-            if batch_id <= batches.lock(cur, self._pg, self.config, self.config.app_id):
+            if batch_id <= batches.lock(cur, self.driver, self.config, self.config.app_id):
                 self._pending = None
                 return WriteResult(batch_id, skipped=True)
             cleared = self._clear(cur, changes.replaces)
@@ -153,7 +148,7 @@ class PostgresSink(SQLSink):
             rest, appended = self._append_new(cur, changes, names)
             if rest.num_rows:
                 self._merge(cur, rest, names)
-            batches.record(cur, self._pg, self.config, self.config.app_id, batch_id)
+            batches.record(cur, self.driver, self.config, self.config.app_id, batch_id)
         counts = changes.counts(appended=appended)
         if staged:
             counts["staged new rows"] = staged
@@ -178,7 +173,7 @@ class PostgresSink(SQLSink):
         the result is the same, only slower."""
         if changes.scd_type != 1 or not changes.num_rows:
             return changes, 0
-        sql = self._pg.sql.SQL
+        sql = self.driver.sql.SQL
         key = changes.keys[0]
         # the bounds as the key column's own type: an integer column compared with a
         # numeric parameter would not use its index
@@ -196,7 +191,7 @@ class PostgresSink(SQLSink):
         try:
             with cur.connection.transaction():  # a savepoint
                 self._copy(cur, self._target, new, names)
-        except self._pg.errors.UniqueViolation as e:
+        except self.driver.errors.UniqueViolation as e:
             log.warning("appending %d new rows to %s collided with rows the range check "
                         "did not see (another writer?): %s; merging them instead",
                         new.num_rows, self.config.table, str(e).splitlines()[0])
@@ -207,7 +202,7 @@ class PostgresSink(SQLSink):
     def _copy(self, cur, dest, table: pa.Table, names: list[str]) -> None:
         """COPY ``table``'s ``names`` columns into ``dest`` as text, 50,000 rows a chunk
         (a chunk's text is built in memory at once)."""
-        sql = self._pg.sql.SQL
+        sql = self.driver.sql.SQL
         table = table.select(names)
         with cur.copy(sql("COPY {} ({}) FROM STDIN").format(
                 dest, sql(", ").join(map(self._ident, names)))) as copy:
@@ -223,7 +218,7 @@ class PostgresSink(SQLSink):
             self._apply_scd1(cur, changes, names)
 
     def _stage(self, cur, changes: ChangeSet, names: list[str]) -> None:
-        sql = self._pg.sql.SQL
+        sql = self.driver.sql.SQL
         stage = self._ident("__sparkcdc_stage")
         cur.execute(sql("DROP TABLE IF EXISTS {}").format(stage))
         cur.execute(sql("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {}, NULL::text AS {} "
@@ -237,7 +232,7 @@ class PostgresSink(SQLSink):
 
     def _apply_upserts(self, cur, stage, keys: list[str], names: list[str]) -> None:
         """The staged rows (``__op``: ``delete``, ``upsert``, ``patch``) applied."""
-        sql, I = self._pg.sql.SQL, self._ident
+        sql, I = self.driver.sql.SQL, self._ident
         on = sql(" AND ").join(sql("t.{0} = s.{0}").format(I(k)) for k in keys)
         cur.execute(sql(f"DELETE FROM {{}} t USING {{}} s WHERE {{}} AND s.{{}} = '{DELETE}'").format(
             self._target, stage, on, I(OP)))
@@ -255,7 +250,7 @@ class PostgresSink(SQLSink):
                 sql(", ").join(map(I, keys)), action), (op.value,))
 
     def _apply_scd2(self, cur, changes: ChangeSet, names: list[str]) -> None:
-        sql, I = self._pg.sql.SQL, self._ident
+        sql, I = self.driver.sql.SQL, self._ident
         stage = I("__sparkcdc_stage")
         on = sql(" AND ").join(sql("t.{0} = s.{0}").format(I(k)) for k in changes.keys)
         cur.execute(sql("UPDATE {} t SET {} = s.{} FROM {} s WHERE {} AND t.{} IS NULL "
@@ -288,7 +283,7 @@ class PostgresSink(SQLSink):
             if not self._exists(cur):
                 new, rest = changes.split_new(lambda lo, hi: False, server_compares=True)
             else:
-                sql = self._pg.sql.SQL
+                sql = self.driver.sql.SQL
                 key = changes.keys[0]
                 cast = sql(pg_type(changes.target_schema.field(key).type))
                 query = sql("SELECT EXISTS (SELECT 1 FROM {} WHERE {} BETWEEN %s::{} "
@@ -304,14 +299,14 @@ class PostgresSink(SQLSink):
     def ready_for_files(self, schema: pa.Schema) -> None:
         conn = self.connection()
         with conn.transaction(), conn.cursor() as cur:
-            batches.ensure(cur, self._pg, self.config)
+            batches.ensure(cur, self.driver, self.config)
 
     def _load_stage(self, rows: pa.Table, batch_id: int, kind: StageKind,
                     schema: pa.Schema) -> str:
         """In a task: a new staging table holding ``rows`` (columns ``schema``'s), made
         and filled in one transaction; its name. Its columns take the target's types where
         the target exists (as the driver's staging table does), else the sink's own."""
-        sql, I = self._pg.sql.SQL, self._ident
+        sql, I = self.driver.sql.SQL, self._ident
         stage = staging.name(self.config.app_id, self.config.schema, self.config.table,
                              batch_id, kind)
         dest = I(self.config.schema, stage)
@@ -343,7 +338,7 @@ class PostgresSink(SQLSink):
     def _check_stage(self, cur, stage: str, rows: int) -> None:
         """A staging table holds the rows its task reported; else the batch fails as
         transient (a server that restarted empties unlogged tables)."""
-        cur.execute(self._pg.sql.SQL("SELECT count(*) FROM {}").format(
+        cur.execute(self.driver.sql.SQL("SELECT count(*) FROM {}").format(
             self._ident(self.config.schema, stage)))
         have = cur.fetchone()[0]
         if have != rows:
@@ -364,15 +359,15 @@ class PostgresSink(SQLSink):
         conn = self.connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
-                batches.ensure(cur, self._pg, self.config)
-                last = batches.lock(cur, self._pg, self.config, app)
+                batches.ensure(cur, self.driver, self.config)
+                last = batches.lock(cur, self.driver, self.config, app)
                 if batch_id > last and not final:
                     self._pending = (batch_id, files, schema)
                     return WriteResult(batch_id, counts={"staged": sum(
                         int(f["rows"]) for f in files)})
                 if batch_id > last:
                     n = self._apply_files(cur, files, schema)
-                    batches.record(cur, self._pg, self.config, app, batch_id)
+                    batches.record(cur, self.driver, self.config, app, batch_id)
                     done = True
         except BaseException:
             self._key_followed = None  # its change was rolled back: asked again
@@ -385,7 +380,7 @@ class PostgresSink(SQLSink):
     def _apply_files(self, cur, files: list[dict[str, Any]], schema: pa.Schema) -> int:
         """The staging tables of new rows INSERTed into the target (made if absent, its key
         the table's) and dropped; how many rows."""
-        sql, I = self._pg.sql.SQL, self._ident
+        sql, I = self.driver.sql.SQL, self._ident
         keys = next((list(f["keys"]) for f in files if f.get("keys")), [])
         if keys:
             self._create_table(cur, schema, keys)
@@ -422,14 +417,14 @@ class PostgresSink(SQLSink):
     def _insert_stage(self, cur, stage, keys: list[str], names: list[str]) -> int:
         """A staging table of new rows INSERTed into the target under a savepoint; merged
         (``ON CONFLICT ... DO UPDATE``) if a key is there after all. Rows inserted."""
-        sql, I = self._pg.sql.SQL, self._ident
+        sql, I = self.driver.sql.SQL, self._ident
         cols = sql(", ").join(map(I, names))
         try:
             with cur.connection.transaction():  # a savepoint
                 cur.execute(sql("INSERT INTO {} ({}) SELECT {} FROM {}").format(
                     self._target, cols, cols, stage))
                 return cur.rowcount
-        except self._pg.errors.UniqueViolation as e:
+        except self.driver.errors.UniqueViolation as e:
             log.warning("inserting staged new rows into %s collided with rows the range "
                         "check did not see (another writer?): %s; merging them instead",
                         self.config.table, str(e).splitlines()[0])
@@ -450,7 +445,7 @@ class PostgresSink(SQLSink):
         conn = self.connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
-                batches.ensure(cur, self._pg, self.config)
+                batches.ensure(cur, self.driver, self.config)
                 self._create_table(cur, schema, list(keys))  # its key follows the table's
         except BaseException:
             self._key_followed = None  # its change was rolled back: asked again
@@ -482,12 +477,12 @@ class PostgresSink(SQLSink):
         """Every slice's staging table applied in one transaction that records the batch
         id, and dropped in it (``DELETE ... USING``, ``INSERT ... ON CONFLICT``: the driver's
         own statements); then the batch's staging tables no commit used."""
-        sql, I = self._pg.sql.SQL, self._ident
+        sql, I = self.driver.sql.SQL, self._ident
         done, staged, cleared = False, 0, 0
         conn = self.connection()
         with self._key_kept(), conn.transaction(), conn.cursor() as cur:
-            batches.ensure(cur, self._pg, self.config)
-            last = batches.lock(cur, self._pg, self.config, self.config.app_id)
+            batches.ensure(cur, self.driver, self.config)
+            last = batches.lock(cur, self.driver, self.config, self.config.app_id)
             if batch_id <= last:
                 self._pending = None
             else:
@@ -500,7 +495,7 @@ class PostgresSink(SQLSink):
                     self._check_stage(cur, w["stage"], int(w["rows"]))
                     self._apply_upserts(cur, stage, list(w["keys"]), list(w["columns"]))
                     cur.execute(sql("DROP TABLE {}").format(stage))
-                batches.record(cur, self._pg, self.config, self.config.app_id, batch_id)
+                batches.record(cur, self.driver, self.config, self.config.app_id, batch_id)
                 done = True
         self._drop_leftovers(batch_id)
         if not done:
@@ -525,7 +520,7 @@ class PostgresSink(SQLSink):
             old = [r[0] for r in cur.fetchall()
                    if (b := staging.batch_of(r[0], start)) is not None and b <= batch_id]
             for stage in old:
-                cur.execute(self._pg.sql.SQL("DROP TABLE IF EXISTS {}").format(
+                cur.execute(self.driver.sql.SQL("DROP TABLE IF EXISTS {}").format(
                     self._ident(self.config.schema, stage)))
         if old:
             log.info("%s.%s: %d staging table(s) of batch %d or before no commit used, "
@@ -540,7 +535,7 @@ class PostgresSink(SQLSink):
             cur.execute("SELECT to_regclass(%s)", (f'"{self.config.schema}"."{self.config.table}"',))
             if cur.fetchone()[0] is None:
                 return pa.table({})
-            cur.execute(self._pg.sql.SQL("SELECT * FROM {}").format(self._target))
+            cur.execute(self.driver.sql.SQL("SELECT * FROM {}").format(self._target))
             names = [d.name for d in cur.description]
             rows = cur.fetchall()
         return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
