@@ -136,11 +136,12 @@ class Bench:
         path.write_text(text)
         return path
 
-    def run_cli(self, sink: str, yaml: Path, what: str, work: Path) -> dict:
+    def run_cli(self, sink: str, yaml: Path, what: str, work: Path,
+                exe: str | None = None) -> dict:
         env = {**os.environ, "BENCH_SOURCE_PASSWORD": self.sb.info.cdc_password,
                "BENCH_SINK_PASSWORD": self.sink_password(sink)}
-        cmd = [str(ROOT / ".venv" / "bin" / "sparkcdc"), "run", str(yaml), "--until-caught-up",
-               "--no-progress"]
+        cmd = [exe or str(ROOT / ".venv" / "bin" / "sparkcdc"), "run", str(yaml),
+               "--until-caught-up", "--no-progress"]
         if self.args.profile:  # the batch function runs in a py4j thread: its log says more
             cmd.append("-v")
         before = os.getloadavg()[0]
@@ -271,39 +272,57 @@ class Bench:
         if (int(src[0]), int(src[1])) != (int(got[0]), int(got[1] or 0)):
             raise RuntimeError(f"{sink}: target {got} differs from source {src}")
 
+    def builds(self, r: int) -> list[tuple[str, str | None]]:
+        """This checkout's sparkcdc, then each ``--build`` beside it; the order turns by
+        round, so the machine's drift hits every build alike."""
+        out: list[tuple[str, str | None]] = [("", None)]
+        for b in self.args.build:
+            name, _, exe = b.partition("=")
+            out.append((f"@{name}", exe))
+        k = r % len(out)
+        return out[k:] + out[:k]
+
     def round(self, r: int) -> None:
         for sink in self.args.sinks:
-            work = self.tmp / f"r{r}-{sink}"
-            work.mkdir()
-            yaml = self.pipeline(sink, work)
-            res = self.results.setdefault(sink, {"snapshot": [], "catchup": [], "idle": []})
-            s = self.run_cli(sink, yaml, "snapshot", work)
-            self.check(sink, work)
-            say(f"{sink} snapshot: {s['seconds']} s, {self.args.rows / s['seconds']:,.0f} rows/s,"
-                f" {s['cpu_s']} CPU-s, peak PSS {s['pss_mb']} MB")
-            res["snapshot"].append(s)
-            if "catchup" not in self.args.phases:
-                shutil.rmtree(work, ignore_errors=True)
-                continue
+            for label, exe in self.builds(r):
+                self.sink_round(r, sink, label, exe)
+        self.tools_round(r)
+
+    def sink_round(self, r: int, sink: str, label: str, exe: str | None) -> None:
+        """One sink's snapshot, catch-up and idle run, by one build of sparkcdc."""
+        name = f"{sink}{label}"
+        work = self.tmp / f"r{r}-{sink}{label.replace('@', '-')}"
+        work.mkdir()
+        yaml = self.pipeline(sink, work)
+        res = self.results.setdefault(name, {"snapshot": [], "catchup": [], "idle": []})
+        s = self.run_cli(sink, yaml, "snapshot", work, exe)
+        self.check(sink, work)
+        say(f"{name} snapshot: {s['seconds']} s, {self.args.rows / s['seconds']:,.0f} rows/s,"
+            f" {s['cpu_s']} CPU-s, peak PSS {s['pss_mb']} MB")
+        res["snapshot"].append(s)
+        if "catchup" in self.args.phases:
             self.updates(self.args.updates)
-            c = self.run_cli(sink, yaml, "catchup", work)
+            c = self.run_cli(sink, yaml, "catchup", work, exe)
             self.check(sink, work)
-            say(f"{sink} catch-up: {c['seconds']} s, "
+            say(f"{name} catch-up: {c['seconds']} s, "
                 f"{self.args.updates / c['seconds']:,.0f} changes/s, {c['cpu_s']} CPU-s, "
                 f"peak PSS {c['pss_mb']} MB")
             res["catchup"].append(c)
             if "idle" in self.args.phases:
-                i = self.run_cli(sink, yaml, "idle", work)
-                say(f"{sink} idle run: {i['seconds']} s")
+                i = self.run_cli(sink, yaml, "idle", work, exe)
+                say(f"{name} idle run: {i['seconds']} s")
                 res["idle"].append(i)
-            if self.args.profile:  # the profiles and logs outlive the run
-                keep = Path(tempfile.gettempdir()) / "sparkcdc-bench-profiles" / work.name
-                shutil.rmtree(keep, ignore_errors=True)
-                keep.mkdir(parents=True)
-                for f in [*work.glob("*.prof"), *work.glob("*.log")]:
-                    shutil.copy(f, keep)
-                say(f"profiles in {keep}")
-            shutil.rmtree(work, ignore_errors=True)
+        if self.args.profile:  # the profiles and logs outlive the run
+            keep = Path(tempfile.gettempdir()) / "sparkcdc-bench-profiles" / work.name
+            shutil.rmtree(keep, ignore_errors=True)
+            keep.mkdir(parents=True)
+            for f in [*work.glob("*.prof"), *work.glob("*.log")]:
+                shutil.copy(f, keep)
+            say(f"profiles in {keep}")
+        shutil.rmtree(work, ignore_errors=True)
+
+    def tools_round(self, r: int) -> None:
+        """The peers and the server's own tools, once a round."""
         if self.args.peers:
             self.peers(r)
         server = self.args.server
@@ -430,6 +449,9 @@ def main() -> None:
                         "debezium (Debezium embedded); empty for none")
     p.add_argument("--no-peers", dest="peers", action="store_const", const="",
                    help="the same as --peers ''")
+    p.add_argument("--build", action="append", default=[], metavar="NAME=SPARKCDC",
+                   help="also run each sink with this sparkcdc executable (another "
+                   "checkout's venv), in the same rounds: before and after side by side")
     p.add_argument("--no-write-docs", action="store_true")
     p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args()
