@@ -83,3 +83,31 @@ def test_empty_batch_and_unsupported_specs():
         reduce_changes(t, ApplySpec(keys=("id",), ignore_null_updates=True))
     with pytest.raises(ConfigError, match="mark_changes"):  # SQL rules need their markers
         reduce_changes(t, ApplySpec(keys=("id",), apply_as_deletes="v < 0"))
+
+
+@pytest.mark.parametrize("keys", [("id",), ("tag", "id")], ids=["one-key", "composite"])
+def test_inserts_of_distinct_keys_plan_as_spark_does(spark, keys):
+    """A snapshot chunk's rows (every row an insert of its own key) skip the sort and
+    group-by, and plan the same as Spark; a repeated key takes the full reduction."""
+    t = _stream(5, 3000, 400)
+    t = t.filter(pa.compute.equal(t["_change_type"], "insert"))
+    seen, keep = set(), []
+    for i, r in enumerate(t.select(list(keys)).to_pylist()):
+        k = tuple(r.values())
+        if k not in seen:
+            seen.add(k)
+            keep.append(i)
+    distinct = t.take(keep)
+    repeated = pa.concat_tables([distinct, distinct.slice(0, 5).set_column(
+        7, "_seq", pa.array([Decimal(10**9 + i) for i in range(5)], pa.decimal128(38, 0)))])
+    spec = ApplySpec(keys=keys)
+    for rows in (distinct, repeated):
+        ours = reduce_changes(rows, spec)
+        theirs = collect_changes(spark.createDataFrame(rows), spec)
+        assert ours.table.schema == theirs.table.cast(ours.table.schema).schema
+        assert _sorted(ours.table, keys) == _sorted(theirs.table.cast(ours.table.schema), keys)
+    assert reduce_changes(distinct, spec).num_rows == distinct.num_rows
+    assert reduce_changes(repeated, spec).num_rows == distinct.num_rows
+    # the shortcut's rows are typed as the full reduction's
+    assert (reduce_changes(distinct, spec).table.schema
+            == reduce_changes(repeated, spec).table.schema)

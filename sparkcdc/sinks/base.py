@@ -155,6 +155,13 @@ class Sink(ABC):
         driver writes them (``write``)."""
         return False
 
+    def pin(self) -> None:
+        """In a Spark task: from here on the target is read once and that view kept for
+        the sink's life. Nothing commits to a target while a batch's tasks run (the
+        driver commits after them), so a task need not read the table again for each of
+        its record batches (``last_batch_id``, ``new_rows``). A sink that reads nothing
+        per batch has nothing to keep."""
+
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         """In a Spark task: the rows to write as files when every change of ``changes`` is
         a row new to the target (none of its stored rows can have their key); None when

@@ -143,7 +143,7 @@ class ReadContext:
 def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordBatch]:
     prof_dir = os.environ.get(PROFILE_ENV)
     if prof_dir:  # where a task's time goes (docs/benchmarks.md): one pstats file per task
-        batches = _profiled(prof_dir, _read_partition(ctx, part))
+        batches = profiled(prof_dir, _read_partition(ctx, part))
     else:
         batches = _read_partition(ctx, part)
     if ctx.config.arrow_batches:
@@ -153,7 +153,10 @@ def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordB
         yield from batches
 
 
-def _profiled(prof_dir: str, it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def profiled(prof_dir: str, it: Iterator[pa.RecordBatch], what: str = "task"
+             ) -> Iterator[pa.RecordBatch]:
+    """``it``, with the time spent in it profiled (not the consumer's), written to
+    ``prof_dir`` as one pstats file when it ends: where a task's time goes."""
     import cProfile
 
     prof = cProfile.Profile()
@@ -169,7 +172,7 @@ def _profiled(prof_dir: str, it: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
             yield batch
     finally:
         os.makedirs(prof_dir, exist_ok=True)
-        prof.dump_stats(os.path.join(prof_dir, f"task-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        prof.dump_stats(os.path.join(prof_dir, f"{what}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
                                                 ".pstats"))
 
 

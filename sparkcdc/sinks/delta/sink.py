@@ -79,6 +79,8 @@ class DeltaSink(Sink):
         # Spark's own Delta writes the table (``spark_writer``): ``writer: spark``, or
         # ``auto`` in a session with Delta, decided in ``publish``
         self.uses_spark = config.writer is DeltaWriter.SPARK
+        self._pinned = False  # in a task: the table read once (``pin``)
+        self._view: Any = _UNREAD
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
@@ -104,11 +106,19 @@ class DeltaSink(Sink):
             self.uses_spark = spark_writer.chosen(self.config, spark)
         return self.uses_spark
 
+    def pin(self) -> None:
+        self._pinned = True
+
     def _table(self):
+        if self._view is not _UNREAD:
+            return self._view
         dl = self._dl
-        if not dl.DeltaTable.is_deltatable(self.config.path, self.config.storage_options):
-            return None
-        return dl.DeltaTable(self.config.path, storage_options=self.config.storage_options)
+        t = None
+        if dl.DeltaTable.is_deltatable(self.config.path, self.config.storage_options):
+            t = dl.DeltaTable(self.config.path, storage_options=self.config.storage_options)
+        if self._pinned:
+            self._view = t
+        return t
 
     def publish(self, spark) -> bool:
         self.writes_with_spark(spark)
@@ -404,6 +414,9 @@ class DeltaSink(Sink):
 
     def empty(self) -> None:
         evolution.empty(self)
+
+
+_UNREAD = object()  # a pinned sink's table not read yet
 
 
 def _may_hold(table, key: str, lo: Any, hi: Any) -> bool:

@@ -60,6 +60,7 @@ from sparkcdc.sinks.iceberg.storage import storage_table
 from sparkcdc.sinks.kinds import SinkKind, SinkType
 
 _CATALOG_LOCK = threading.Lock()
+_UNREAD = object()  # a pinned sink's table not read yet
 
 class IcebergSink(Sink):
     type = SinkType.ICEBERG
@@ -79,6 +80,8 @@ class IcebergSink(Sink):
         self.load_drivers()
         self._catalog = None
         self._swept = False  # the leftovers of killed compactions looked for (first commit)
+        self._pinned = False  # in a task: the table read once (``pin``)
+        self._view: Any = _UNREAD
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> IcebergSink:
@@ -96,13 +99,21 @@ class IcebergSink(Sink):
                                              **self.config.catalog_properties)
         return self._catalog
 
+    def pin(self) -> None:
+        self._pinned = True
+
     def _table(self):
         from pyiceberg.exceptions import NoSuchTableError
 
+        if self._view is not _UNREAD:
+            return self._view
         try:
-            return self.catalog().load_table(self.config.identifier)
+            t = self.catalog().load_table(self.config.identifier)
         except NoSuchTableError:
-            return None
+            t = None
+        if self._pinned:
+            self._view = t
+        return t
 
     def last_batch_id(self) -> int | None:
         t = self._table()

@@ -104,3 +104,23 @@ def test_an_empty_batch_records_its_id_and_a_remote_table_is_not_taken(tmp_path)
     mapped = sinks.create("delta", {"path": str(tmp_path / "m"),
                                     "table-property.delta.columnMapping.mode": "name"})
     assert not mapped.takes_files()
+
+
+def test_a_pinned_sink_reads_its_table_once(tmp_path):
+    """In a task the sink is pinned (``Sink.pin``): the table as it was when first read
+    serves every record batch of the task (nothing commits while a batch's tasks run);
+    an unpinned sink, the driver's, reads each commit."""
+    root = tmp_path / "p"
+    options = {"path": str(root), "app-id": "app"}
+    driver = sinks.create("delta", options)
+    rows = pa.table({"id": [1, 2], "v": ["a", "b"], "p": [0, 0]}, schema=SCHEMA)
+    driver.commit_files(driver.write_files(rows, 0), SCHEMA, 0)
+    task = sinks.create("delta", options)
+    task.pin()
+    assert task.last_batch_id() == 0
+    driver.commit_files(driver.write_files(rows, 1), SCHEMA, 1)
+    assert driver.last_batch_id() == 1
+    assert task.last_batch_id() == 0  # its view, kept
+    fresh = sinks.create("delta", options)
+    fresh.pin()
+    assert fresh.last_batch_id() == 1

@@ -102,3 +102,21 @@ def test_an_empty_batch_records_its_id_and_a_remote_table_is_not_taken(tmp_path)
     v1 = sinks.create("iceberg", {"warehouse": str(tmp_path / "wh"), "table": "db.v1",
                                   "table-property.format-version": "1"})
     assert not v1.takes_files()  # no position deletes in v1
+
+
+def test_a_pinned_sink_reads_its_table_once(tmp_path):
+    """As Delta's (``Sink.pin``): a pinned sink keeps the table it read first."""
+    options = {"warehouse": str(tmp_path / "wh"), "table": "db.p", "app-id": "app"}
+    driver = sinks.create("iceberg", options)
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    rows = pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=schema)
+    driver.ready_for_files(schema)
+    driver.commit_files(driver.write_files(rows, 0), schema, 0)
+    task = sinks.create("iceberg", options)
+    task.pin()
+    assert task.last_batch_id() == 0
+    driver.commit_files(driver.write_files(rows, 1), schema, 1)
+    assert driver.last_batch_id() == 1
+    assert task.last_batch_id() == 0  # its view, kept
+    driver.close()
+    task.close()
