@@ -175,6 +175,8 @@ class Bench:
         work.mkdir()
         if "noop" in self.args.peers:
             self.source_alone(work)
+        if "noop-pipeline" in self.args.peers:
+            self.source_alone(work, as_pipeline=True)
         if "debezium" not in self.args.peers:
             return
         try:
@@ -199,13 +201,18 @@ class Bench:
         dbz["catchup"].append({"seconds": round(c, 2), "load": round(os.getloadavg()[0], 1)})
         say(f"Debezium catch-up: {c:.2f} s")
 
-    def source_alone(self, work: Path) -> None:
-        """The source alone into Spark's noop sink: a whole process, like the pipeline."""
+    def source_alone(self, work: Path, as_pipeline: bool = False) -> None:
+        """The source alone into Spark's noop sink: a whole process, like the pipeline.
+        ``as_pipeline``: read as the pipeline reads it (Arrow record batches, the
+        pipeline's session with its warm workers and class archive), nothing written: what
+        the pipeline's snapshot could reach if writing cost nothing."""
         i = self.sb.info
         cfg = {"options": {"hostname": i.host, "port": str(i.port), "username": i.cdc_user,
                            "password": i.cdc_password, "database-name": DB,
-                           "table-name": f"{DB}\\.{TABLE}", "server-id": "5400-5404"},
-               "checkpoint": str(work / "noop-ckpt")}
+                           "table-name": f"{DB}\\.{TABLE}", "server-id": "5400-5404",
+                           **({"arrow-batches": "true"} if as_pipeline else {})},
+               "checkpoint": str(work / f"noop-ckpt{'-p' if as_pipeline else ''}"),
+               "as_pipeline": as_pipeline}
         path = work / "noop.json"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds a password
         with os.fdopen(fd, "w") as f:
@@ -216,10 +223,12 @@ class Bench:
         path.unlink(missing_ok=True)
         if m.rc != 0:
             raise RuntimeError((work / "noop.log").read_text()[-3000:])
-        self.results.setdefault("mysql-cdc source alone → Spark noop", {"snapshot": []})[
+        name = ("mysql-cdc source alone as the pipeline reads → Spark noop" if as_pipeline
+                else "mysql-cdc source alone → Spark noop")
+        self.results.setdefault(name, {"snapshot": []})[
             "snapshot"].append({"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 1),
                                 "pss_mb": round(m.peak_pss_mb), "load": before})
-        say(f"source alone → noop: {m.seconds:.2f} s, {m.cpu_s:.1f} CPU-s, peak PSS "
+        say(f"{name}: {m.seconds:.2f} s, {m.cpu_s:.1f} CPU-s, peak PSS "
             f"{m.peak_pss_mb:.0f} MB")
 
     def debezium(self, mode: str, expect: int, work: Path) -> float:
@@ -415,15 +424,26 @@ def noop_child(config: str) -> None:
     import sparkcdc
 
     cfg = json.loads(Path(config).read_text())
-    spark = (SparkSession.builder.master("local[*]").appName("bench-noop")
-             .config("spark.ui.enabled", "false").getOrCreate())
+    own = None
+    if cfg.get("as_pipeline"):  # the session `sparkcdc run` builds, its defaults
+        from sparkcdc.pipeline.definition.model import PipelineSettings
+        from sparkcdc.pipeline.launch.session import build_session
+
+        own = build_session(PipelineSettings(name="bench-noop"), None)
+        spark = own.spark
+    else:
+        spark = (SparkSession.builder.master("local[*]").appName("bench-noop")
+                 .config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     sparkcdc.register(spark)
     q = (spark.readStream.format("mysql-cdc").options(**cfg["options"]).load()
          .writeStream.format("noop").option("checkpointLocation", cfg["checkpoint"])
          .trigger(availableNow=True).start())
     q.awaitTermination()
-    spark.stop()
+    if own is not None:
+        own.stop()
+    else:
+        spark.stop()
 
 
 def main() -> None:
@@ -446,6 +466,8 @@ def main() -> None:
                         "collecting, the sink's write)")
     p.add_argument("--peers", default="noop,debezium",
                    help="beside the pipeline: noop (the source alone into Spark's noop sink), "
+                        "noop-pipeline (the same, read as the pipeline reads: Arrow batches, "
+                        "its session), "
                         "debezium (Debezium embedded); empty for none")
     p.add_argument("--no-peers", dest="peers", action="store_const", const="",
                    help="the same as --peers ''")
