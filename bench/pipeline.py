@@ -144,13 +144,28 @@ class Bench:
                "--until-caught-up", "--no-progress"]
         if self.args.profile:  # the batch function runs in a py4j thread: its log says more
             cmd.append("-v")
+        if self.args.pyspy and what in self.args.pyspy_phases:  # every Python process of the tree
+            keep = Path(self.args.pyspy)
+            keep.mkdir(parents=True, exist_ok=True)
+            cmd = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--subprocesses",
+                   "--nonblocking", "--format", "raw", "-r", "50",
+                   "-o", str(keep / f"{work.name}-{what}.txt"), "--", *cmd]
         before = os.getloadavg()[0]
-        m = measure(cmd, env, work / f"{what}.log")
+        trace: list | None = [] if self.args.trace else None
+        m = measure(cmd, env, work / f"{what}.log", trace=trace)
         if m.rc != 0:
             tail = (work / f"{what}.log").read_text(errors="replace")[-3000:]
             raise RuntimeError(f"sparkcdc run exited {m.rc} ({what}, {sink}):\n{tail}")
+        if trace is not None:  # the tree's PSS by part, every sample, for a plot or a look
+            keep = Path(self.args.trace)
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{work.name}-{what}.json").write_text(json.dumps(trace))
         return {"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 1),
-                "pss_mb": round(m.peak_pss_mb), "load": round(before, 1)}
+                "pss_mb": round(m.peak_pss_mb), "load": round(before, 1),
+                "load_after": round(os.getloadavg()[0], 1),
+                "pss_at_peak": {k: round(v) for k, v in m.at_peak.items()},
+                "pss_part_peaks": {k: round(v) for k, v in m.part_peaks.items()},
+                "cpu_parts": {k: round(v, 1) for k, v in m.cpu_parts.items()}}
 
     def updates(self, n: int) -> None:
         """n row updates in 10,000-row transactions, spread over the whole table."""
@@ -307,7 +322,7 @@ class Bench:
         s = self.run_cli(sink, yaml, "snapshot", work, exe)
         self.check(sink, work)
         say(f"{name} snapshot: {s['seconds']} s, {self.args.rows / s['seconds']:,.0f} rows/s,"
-            f" {s['cpu_s']} CPU-s, peak PSS {s['pss_mb']} MB")
+            f" {s['cpu_s']} CPU-s, peak PSS {s['pss_mb']} MB; {parts(s)}")
         res["snapshot"].append(s)
         if "catchup" in self.args.phases:
             self.updates(self.args.updates)
@@ -315,7 +330,7 @@ class Bench:
             self.check(sink, work)
             say(f"{name} catch-up: {c['seconds']} s, "
                 f"{self.args.updates / c['seconds']:,.0f} changes/s, {c['cpu_s']} CPU-s, "
-                f"peak PSS {c['pss_mb']} MB")
+                f"peak PSS {c['pss_mb']} MB; {parts(c)}")
             res["catchup"].append(c)
             if "idle" in self.args.phases:
                 i = self.run_cli(sink, yaml, "idle", work, exe)
@@ -347,6 +362,16 @@ class Bench:
         b = self.binlog_c(start)
         self.results.setdefault(binlog, {"catchup": []})["catchup"].append(b)
         say(f"{binlog}: {b['seconds']:.2f} s, {b['cpu_s']} CPU-s")
+
+
+def parts(r: dict) -> str:
+    """A run's memory and CPU by part of the tree: the CLI (Python driver), the JVM,
+    Spark's Python workers."""
+    def each(d: dict) -> str:
+        return "/".join(f"{d.get(k, 0):,}" for k in ("cli", "jvm", "py"))
+    return (f"PSS at the peak cli/jvm/py {each(r['pss_at_peak'])} MB, each part's peak "
+            f"{each(r['pss_part_peaks'])} MB, CPU-s {each(r['cpu_parts'])}, "
+            f"load {r['load']} -> {r['load_after']}")
 
 
 def _median(xs: list[dict], key: str) -> float:
@@ -475,6 +500,12 @@ def main() -> None:
                    help="also run each sink with this sparkcdc executable (another "
                    "checkout's venv), in the same rounds: before and after side by side")
     p.add_argument("--no-write-docs", action="store_true")
+    p.add_argument("--pyspy", help="a folder: each run's Python processes sampled by py-spy "
+                                   "(collapsed stacks; the figures then count py-spy too)")
+    p.add_argument("--pyspy-phases", default="catchup",
+                   help="the runs --pyspy samples: snapshot, catchup, idle")
+    p.add_argument("--trace", help="a folder: each run's PSS by part (CLI, JVM, Python "
+                                   "workers) every 0.2 s, as JSON")
     p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args()
     args.sinks = [s for s in args.sinks.split(",") if s]

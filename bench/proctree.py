@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -65,17 +65,51 @@ def tree_pss_mb(root: int) -> float:
     return tree_memory_mb(root)[1]
 
 
+def kind(pid: int, root: int) -> str:
+    """Which part of a ``sparkcdc`` tree a process is: ``cli`` (the root, the Python
+    driver), ``jvm`` (Spark's driver JVM) or ``py`` (Spark's Python workers and the warm
+    interpreter they fork from)."""
+    if pid == root:
+        return "cli"
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "py"
+    return "jvm" if comm == "java" else "py"
+
+
+def tree_parts_mb(root: int) -> dict[str, float]:
+    """PSS (MB) of the tree by part (``kind``); ``rss``: the tree's RSS."""
+    parts = {"cli": 0.0, "jvm": 0.0, "py": 0.0, "rss": 0.0}
+    for pid in tree_pids(root):
+        r, s = _rss_pss_kb(pid)
+        parts[kind(pid, root)] += s / 1024
+        parts["rss"] += r / 1024
+    return parts
+
+
+def tree_py_mb(root: int) -> list[float]:
+    """PSS (MB) of each of the tree's Python workers (``py``), largest first."""
+    return sorted((_rss_pss_kb(pid)[1] / 1024 for pid in tree_pids(root)
+                   if kind(pid, root) == "py"), reverse=True)
+
+
 class PeakSampler:
     """Samples a process tree every ``every`` seconds in a thread, keeping the peaks.
 
     ``pid``: the root's pid, or a callable giving it (None while the process is not started
     yet, as when a sandbox launches it inside a blocking ``start()``)."""
 
-    def __init__(self, pid: int | Callable[[], int | None], every: float = 0.2):
+    def __init__(self, pid: int | Callable[[], int | None], every: float = 0.2,
+                 trace: list[tuple[float, dict[str, float]]] | None = None):
         self._pid = pid if callable(pid) else (lambda: pid)
         self.every = every
         self.peak_rss_mb = 0.0
         self.peak_pss_mb = 0.0
+        self.at_peak: dict[str, float] = {}  # the tree's parts (PSS) when its PSS peaked
+        self.part_peaks: dict[str, float] = {}  # each part's own peak
+        self.trace = trace  # (seconds, parts) per sample, when given a list
+        self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -83,9 +117,18 @@ class PeakSampler:
         while not self._stop.is_set():
             pid = self._pid()
             if pid is not None:
-                rss, pss = tree_memory_mb(pid)
+                parts = tree_parts_mb(pid)
+                rss = parts.pop("rss")
+                pss = sum(parts.values())
                 self.peak_rss_mb = max(self.peak_rss_mb, rss)
-                self.peak_pss_mb = max(self.peak_pss_mb, pss)
+                if pss > self.peak_pss_mb:
+                    self.peak_pss_mb, self.at_peak = pss, parts
+                for k, v in parts.items():
+                    self.part_peaks[k] = max(self.part_peaks.get(k, 0.0), v)
+                if self.trace is not None:
+                    py = tree_py_mb(pid)
+                    self.trace.append((round(time.monotonic() - self._t0, 2),
+                                       {**parts, "py_each": [round(x) for x in py]}))
             self._stop.wait(self.every)
 
     def __enter__(self):
@@ -128,10 +171,14 @@ class Measured:
     peak_rss_mb: float
     peak_pss_mb: float
     rc: int
+    at_peak: dict[str, float] = field(default_factory=dict)  # PSS by part at the peak
+    part_peaks: dict[str, float] = field(default_factory=dict)  # each part's own peak
+    cpu_parts: dict[str, float] = field(default_factory=dict)  # CPU-seconds by part
 
 
 def measure(cmd: list[str], env: dict | None, log_path: Path | str,
-            discard_stdout: bool = False, every: float = 0.1) -> Measured:
+            discard_stdout: bool = False, every: float = 0.1,
+            trace: list[tuple[float, dict[str, float]]] | None = None) -> Measured:
     """Run ``cmd`` to its end, its output appended to ``log_path`` (stdout thrown away with
     ``discard_stdout``, as a dump to /dev/null).
 
@@ -142,6 +189,7 @@ def measure(cmd: list[str], env: dict | None, log_path: Path | str,
     misses the descendants nobody waited for (a JVM's Python workers). The larger of the
     two is the nearer; a one-process tool (a dump) is counted exactly by its rusage."""
     cpu: dict[int, float] = {}
+    kinds: dict[int, str] = {}
     stop = threading.Event()
     with open(log_path, "ab") as out:
         t0 = time.monotonic()
@@ -152,10 +200,11 @@ def measure(cmd: list[str], env: dict | None, log_path: Path | str,
             while not stop.is_set():
                 for q in tree_pids(p.pid):
                     cpu[q] = max(cpu.get(q, 0.0), own_cpu_s(q))
+                    kinds[q] = kind(q, p.pid)  # (a launcher script execs the JVM)
                 stop.wait(every)
 
         sampler = threading.Thread(target=sample, daemon=True)
-        with PeakSampler(p.pid) as s:
+        with PeakSampler(p.pid, trace=trace) as s:
             sampler.start()
             _, status, usage = os.wait4(p.pid, 0)
             secs = time.monotonic() - t0
@@ -163,7 +212,11 @@ def measure(cmd: list[str], env: dict | None, log_path: Path | str,
             sampler.join()
     p.returncode = os.waitstatus_to_exitcode(status)
     total = max(sum(cpu.values()), usage.ru_utime + usage.ru_stime)
-    return Measured(secs, total, s.peak_rss_mb, s.peak_pss_mb, p.returncode)
+    parts: dict[str, float] = {}
+    for q, c in cpu.items():
+        parts[kinds.get(q, "py")] = parts.get(kinds.get(q, "py"), 0.0) + c
+    return Measured(secs, total, s.peak_rss_mb, s.peak_pss_mb, p.returncode, s.at_peak,
+                    s.part_peaks, parts)
 
 
 def timed(cmd: list[str], env: dict, log_path: Path) -> tuple[float, float, int]:

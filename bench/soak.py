@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import servers
 import soak_check
 import soak_report
-from proctree import TICK, _rss_pss_kb, tree_pids
+from proctree import TICK, _rss_pss_kb, kind, tree_pids
 from soak_writer import Writer, fill_small
 from throughput import COLUMNS_DDL, machine, publish, say
 
@@ -74,16 +74,6 @@ def cpu_with_children(pid: int) -> float:
         return sum(int(v) for v in x[11:15]) / TICK
     except (OSError, IndexError, ValueError):
         return 0.0
-
-
-def kind(pid: int, root: int) -> str:
-    if pid == root:
-        return "cli"
-    try:
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "py"
-    return "jvm" if comm == "java" else "py"
 
 
 class Soak:

@@ -306,10 +306,12 @@ def purge(root: str, share: float, app_id: str, partition_by: tuple[str, ...] = 
     without those rows, in one commit (no data change: the table reads the same). delta-rs'
     ``optimize.compact`` leaves a file alone when nothing else is in its bin, whatever
     its vector deletes, so a table updated at random would keep its dead rows forever.
+    The live rows stream from the old files to the new ones a row group at a time
+    (``_live_rows``): a catch-up that marks half of a large table's rows deleted purges
+    most of its files after one batch, and holding them all at once cost the driver
+    hundreds of MB (docs/benchmarks.md, "Where the catch-up's memory went").
     Returns how many files were rewritten; a commit that meets another writer's fails and
     is tried at the next compaction."""
-    import pyarrow.parquet as pq
-
     base = files.local(root)
     log = DeltaLog(base).refresh()
     victims = []
@@ -326,25 +328,14 @@ def purge(root: str, share: float, app_id: str, partition_by: tuple[str, ...] = 
         "timestamp": now, "operation": "OPTIMIZE",
         "operationParameters": {"predicate": f"purge deleted rows >= {share}"},
         "engineInfo": "sparkcdc", "isBlindAppend": False}}]
-    kept = []
-    for add, vec in victims:
-        # as the table declares its columns (a file may hold string_view, which Arrow's
-        # filter does not take)
-        t = pq.read_table(base / unquote(add["path"]))
-        t = t.cast(_schema_of(log, t.schema))
-        dead = pa.array(dv.read(base, vec), pa.int64())
-        keep = pc.invert(pc.is_in(pa.array(range(t.num_rows), pa.int64()), value_set=dead))
-        t = t.filter(keep)
-        for p, v in (add.get("partitionValues") or {}).items():  # not in the files
-            t = t.append_column(p, pa.array([v] * t.num_rows, pa.string()))
-        kept.append(t.cast(_schema_of(log, t.schema)))
+    for add, _vec in victims:
         remove = {"path": add["path"], "deletionTimestamp": now, "dataChange": False,
                   "extendedFileMetadata": True,
                   "partitionValues": add.get("partitionValues") or {}, "size": add["size"],
                   "deletionVector": add["deletionVector"]}
         actions.append({"remove": remove})
-    table = pa.concat_tables(kept, promote_options="default")
-    new = files.write_data_files(root, table, app_id, -1, partition_by, name=name)
+    new = files.write_data_files(root, _live_rows(base, log, victims), app_id, -1,
+                                 partition_by, name=name)
     actions += [{"add": {"path": f.path, "partitionValues": f.partition_values,
                          "size": f.size, "modificationTime": f.modification_time,
                          "dataChange": False, "stats": f.stats}} for f in new]
@@ -356,17 +347,63 @@ def purge(root: str, share: float, app_id: str, partition_by: tuple[str, ...] = 
     return len(victims)
 
 
+def _live_rows(base: Path, log: DeltaLog, victims: list[tuple[dict[str, Any], dv.Descriptor]]
+               ) -> pa.RecordBatchReader:
+    """The rows of ``victims`` their vectors do not delete, a row group at a time, each
+    column as the table declares it (a file may hold string_view, which Arrow's filter
+    does not take), partition values as columns (not in the files), and the files' columns
+    unified as ``concat_tables`` would (a column a file lacks is null in its rows)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    declared = _declared(log)
+    plans = []
+    for add, vec in victims:
+        path = base / unquote(add["path"])
+        stored = _schema_of(declared, pq.read_schema(path))
+        parts = {p: (v, declared.field(p).type if p in declared.names else pa.string())
+                 for p, v in (add.get("partitionValues") or {}).items()}  # not in the files
+        own = pa.schema([*stored, *(pa.field(p, t) for p, (_v, t) in parts.items())])
+        plans.append((path, parts, vec, stored, own))
+    out = pa.unify_schemas([p[4] for p in plans], promote_options="default")
+
+    def batches():
+        for path, parts, vec, stored, own in plans:
+            dead = np.asarray(dv.read(base, vec), dtype=np.int64)
+            start = 0
+            for b in pq.ParquetFile(path).iter_batches(batch_size=65_536):
+                n = b.num_rows
+                keep = np.ones(n, dtype=bool)
+                lo, hi = np.searchsorted(dead, [start, start + n])
+                keep[dead[lo:hi] - start] = False
+                start += n
+                if not keep.any():
+                    continue
+                b = b.cast(stored).filter(pa.array(keep))
+                for p, (v, t) in parts.items():
+                    b = b.append_column(p, pa.array([v] * b.num_rows, pa.string()).cast(t))
+                yield pa.RecordBatch.from_arrays(
+                    [b.column(f.name).cast(f.type) if f.name in own.names
+                     else pa.nulls(b.num_rows, f.type) for f in out], schema=out)
+
+    return pa.RecordBatchReader.from_batches(out, batches())
+
+
 def needs_purge(results: list[SliceResult], share: float) -> bool:
     """Whether a file a batch marked now has at least ``share`` of its rows deleted."""
     return any(_rows(t.add) and t.vector.cardinality / _rows(t.add) >= share
                for r in results for t in r.touched)
 
 
-def _schema_of(log: DeltaLog, got: pa.Schema) -> pa.Schema:
-    """The rows' Arrow schema with each partition column as the table declares it (the log
-    gives partition values as text)."""
+def _declared(log: DeltaLog) -> pa.Schema:
+    """The table's columns as its log declares them, in Arrow."""
     from deltalake import Schema
 
-    declared = pa.schema(Schema.from_json(log.metadata["schemaString"]).to_arrow())
+    return pa.schema(Schema.from_json(log.metadata["schemaString"]).to_arrow())
+
+
+def _schema_of(declared: pa.Schema, got: pa.Schema) -> pa.Schema:
+    """The rows' Arrow schema with each column the table declares as it declares it (the
+    log gives partition values as text; a file may hold string_view)."""
     return pa.schema([declared.field(n) if n in declared.names else got.field(n)
                       for n in got.names])

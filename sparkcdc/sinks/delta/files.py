@@ -85,15 +85,15 @@ def staging_name(app_id: str, batch_id: int) -> str:
     return _prefix(app_id, batch_id) + uuid.uuid4().hex
 
 
-def write_data_files(root: str, rows: pa.Table, app_id: str, batch_id: int,
-                     partition_by: tuple[str, ...] = (), name: str | None = None
-                     ) -> list[DataFile]:
-    """In a task: ``rows`` (shaped as the target stores them) written as data files of the
-    table at ``root``, uncommitted, in staging folder ``name`` (a new one by default). An
-    empty ``rows`` writes nothing."""
+def write_data_files(root: str, rows: pa.Table | pa.RecordBatchReader, app_id: str,
+                     batch_id: int, partition_by: tuple[str, ...] = (),
+                     name: str | None = None) -> list[DataFile]:
+    """In a task: ``rows`` (shaped as the target stores them; a reader streams them)
+    written as data files of the table at ``root``, uncommitted, in staging folder
+    ``name`` (a new one by default). No rows write nothing."""
     import deltalake
 
-    if rows.num_rows == 0:
+    if isinstance(rows, pa.Table) and rows.num_rows == 0:
         return []
     name = name or staging_name(app_id, batch_id)
     staging = local(root) / name

@@ -244,9 +244,9 @@ def test_files_mostly_deleted_are_rewritten_without_their_dead_rows(tmp_path):
 
     path = tmp_path / "t"
     want = make(path, 2000, 1000)  # two files
-    apply(path, [], list(range(0, 300)), 0, 1)  # 30% of the first file
+    apply(path, [], list(range(300)), 0, 1)  # 30% of the first file
     apply(path, [], list(range(1000, 1050)), 1, 1)  # 5% of the second
-    for k in list(range(0, 300)) + list(range(1000, 1050)):
+    for k in list(range(300)) + list(range(1000, 1050)):
         del want[k]
     assert ch.purge(str(path), 0.2, "app") == 1
     live = DeltaLog(path).refresh().files
@@ -257,6 +257,76 @@ def test_files_mostly_deleted_are_rewritten_without_their_dead_rows(tmp_path):
     assert ch.purge(str(path), 0.2, "app") == 0  # nothing left to purge
 
 
+def test_purge_streams_the_live_rows_a_row_group_at_a_time(tmp_path, monkeypatch):
+    """The purge's rows go from the old files to the new ones a row group at a time: the
+    first rows are handed on before the second file is opened, and no batch is larger than
+    a row group. It held every purged file at once before, hundreds of MB of the driver
+    after a catch-up that marked half a large table deleted (docs/benchmarks.md)."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t"
+    want = make(path, 3000, 1000)  # three files
+    apply(path, [], [k for k in range(3000) if k % 2], 0, 1)  # half of every file
+    want = {k: v for k, v in want.items() if not k % 2}
+    opened: list[str] = []
+    real = pq.ParquetFile
+
+    class Watched(real):
+        def __init__(self, source, *a, **kw):
+            opened.append(str(source))
+            super().__init__(source, *a, **kw)
+
+    monkeypatch.setattr(pq, "ParquetFile", Watched)
+    log = DeltaLog(path).refresh()
+    victims = [(a, dv.Descriptor.from_action(a["deletionVector"]))
+               for a in log.files.values()]
+    reader = ch._live_rows(path, log, victims)
+    first = reader.read_next_batch()
+    assert len(opened) == 1 and first.num_rows == 500
+    rest = reader.read_all()
+    assert len(opened) == 3 and first.num_rows + rest.num_rows == 1500
+    monkeypatch.undo()
+    assert ch.purge(str(path), 0.2, "app") == 3
+    assert read(path) == want
+
+
+def test_purge_of_a_partitioned_table_with_a_file_wholly_deleted_and_a_column_added(tmp_path):
+    """Partition values come back as their column (they are not in the files), a file whose
+    every row is deleted leaves nothing, and a file written before a column was added reads
+    it as null, as the table did before the purge."""
+    path = tmp_path / "t"
+    schema = pa.schema([("id", pa.int64()), ("p", pa.int32()), ("s", pa.string())])
+    dt = dl.DeltaTable.create(str(path), schema, partition_by=["p"])
+    dt.alter.add_feature(dl.TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+    dl.write_deltalake(str(path), pa.table({"id": list(range(100)), "p": [1] * 100,
+                                            "s": ["a"] * 100}, schema=schema), mode="append")
+    dl.write_deltalake(str(path), pa.table({"id": list(range(100, 200)), "p": [2] * 100,
+                                            "s": ["b"] * 100}, schema=schema), mode="append")
+    wide = schema.append(pa.field("x", pa.int64()))
+    dl.write_deltalake(str(path), pa.table({"id": list(range(200, 300)), "p": [3] * 100,
+                                            "s": ["c"] * 100, "x": list(range(100))},
+                                           schema=wide), mode="append", schema_mode="merge")
+    keys = [k for k in range(100) if k % 4] + list(range(100, 200)) + list(range(200, 250))
+    log = DeltaLog(path).refresh()
+    plan = ch.plan_slices(log, "id", pa.int64(), 1)
+    res = ch.write_slice(str(path), plan.parts[0], pa.table({"id": pa.array([], pa.int64()),
+                                                             "p": pa.array([], pa.int32()),
+                                                             "s": pa.array([], pa.string()),
+                                                             "x": pa.array([], pa.int64())}),
+                         pa.table({"id": pa.array(keys, pa.int64())}), "app", 0, ("p",))
+    ch.commit_changes(str(path), log, plan.version, [res], "app", 0, [("app", 0)])
+    before = sorted(pa.table(dl.QueryBuilder().register("t", dl.DeltaTable(str(path))).execute(
+        "SELECT id, p, s, x FROM t").read_all()).to_pylist(), key=lambda r: r["id"])
+    assert len(before) == 25 + 50
+    assert ch.purge(str(path), 0.2, "app", ("p",)) == 3
+    after = sorted(pa.table(dl.QueryBuilder().register("t", dl.DeltaTable(str(path))).execute(
+        "SELECT id, p, s, x FROM t").read_all()).to_pylist(), key=lambda r: r["id"])
+    assert after == before
+    live = DeltaLog(path).refresh().files
+    assert not any(a.get("deletionVector") for a in live.values())
+    assert {a["partitionValues"]["p"] for a in live.values()} == {"1", "3"}
+
+
 def test_purge_reads_files_written_with_other_string_types(tmp_path):
     """A file delta-rs rewrote (its own delete, a user's) holds string_view columns where
     the tasks' files hold string: the purge reads both as the table declares them."""
@@ -265,8 +335,8 @@ def test_purge_reads_files_written_with_other_string_types(tmp_path):
     dl.DeltaTable(str(path)).delete("id = 1999")  # delta-rs rewrites the second file
     del want[1999]
     apply(path, [], list(range(1000, 1500)), 0, 1)
-    apply(path, [], list(range(0, 500)), 1, 1)
-    for k in list(range(0, 500)) + list(range(1000, 1500)):
+    apply(path, [], list(range(500)), 1, 1)
+    for k in list(range(500)) + list(range(1000, 1500)):
         del want[k]
     assert ch.purge(str(path), 0.2, "app") == 2
     assert read(path) == want
