@@ -240,11 +240,15 @@ class Bench:
             raise RuntimeError((work / "noop.log").read_text()[-3000:])
         name = ("mysql-cdc source alone as the pipeline reads → Spark noop" if as_pipeline
                 else "mysql-cdc source alone → Spark noop")
-        self.results.setdefault(name, {"snapshot": []})[
-            "snapshot"].append({"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 1),
-                                "pss_mb": round(m.peak_pss_mb), "load": before})
+        r = {"seconds": round(m.seconds, 2), "cpu_s": round(m.cpu_s, 1),
+             "pss_mb": round(m.peak_pss_mb), "load": before,
+             "load_after": round(os.getloadavg()[0], 1),
+             "pss_at_peak": {k: round(v) for k, v in m.at_peak.items()},
+             "pss_part_peaks": {k: round(v) for k, v in m.part_peaks.items()},
+             "cpu_parts": {k: round(v, 1) for k, v in m.cpu_parts.items()}}
+        self.results.setdefault(name, {"snapshot": []})["snapshot"].append(r)
         say(f"{name}: {m.seconds:.2f} s, {m.cpu_s:.1f} CPU-s, peak PSS "
-            f"{m.peak_pss_mb:.0f} MB")
+            f"{m.peak_pss_mb:.0f} MB; {parts(r)}")
 
     def debezium(self, mode: str, expect: int, work: Path) -> float:
         self._dbz_id = getattr(self, "_dbz_id", 6400) + 1
