@@ -41,7 +41,7 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - exercised by the fallback test through a seam
     _C = None
 
-# op codes of _fastdecode.c
+# op codes of the compiled specs (_fastcols.h)
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_YEAR, OP_DECIMAL = 1, 2, 3, 4, 5, 6, 7
 OP_TEXT, OP_BYTES, OP_ENUM, OP_SET, OP_GEOMETRY, OP_CALL, OP_BIT1, OP_BITS = (
     8, 9, 10, 11, 12, 13, 14, 15)
