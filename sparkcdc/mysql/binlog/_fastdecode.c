@@ -1,11 +1,13 @@
 /* The compiled decoder's module, sparkcdc.mysql.binlog._fastdecode: what each of its files
  * offers Python, in one method table. The files, each under the ones that use it:
- * _fastloop.c (the reader's event loop), _fastrows.c (row images, the plan type) over
+ * _fastloop.c (the reader's event loop) over _faststep.c (one event) and _faststate.c (the
+ * reader's place, its records), _fastrows.c (row images, the plan type) over
  * _fastcols.c (one column's value), _faststream.c (packets to events, CRC32),
  * _fastpayload.c (TRANSACTION_PAYLOAD), _fastjson.c (MySQL's binary JSON), _fastvalues.c
  * (integers and DECIMALs). fastdecode.py is the Python side. */
 #include "_fastcols.h"
 #include "_fastjson.h"
+#include "_fastloop.h"
 #include "_fastpayload.h"
 #include "_fastrows.h"
 #include "_faststream.h"
@@ -41,11 +43,12 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_fastdecod
                                     .m_methods = methods};
 PyMODINIT_FUNC PyInit__fastdecode(void) {
     fs_init();
-    if (fc_init() < 0 || fj_init() < 0) return NULL;
+    if (fc_init() < 0 || fj_init() < 0 || fl_init() < 0) return NULL;
     if (PyType_Ready(&FR_PlanType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&FR_PlanType) < 0 ||
+        PyModule_AddObjectRef(m, "Loop", (PyObject *)&FL_LoopType) < 0 ||
         /* decode/decode_event take mode 3 (PARTIAL_UPDATE_ROWS) */
         PyModule_AddIntConstant(m, "PARTIAL_UPDATES", 1) < 0) {
         Py_DECREF(m);
