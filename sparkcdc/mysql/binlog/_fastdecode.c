@@ -42,8 +42,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_fastdecode", .m_size = -1,
                                     .m_methods = methods};
 PyMODINIT_FUNC PyInit__fastdecode(void) {
-    fs_init();
-    if (fc_init() < 0 || fj_init() < 0 || fl_init() < 0) return NULL;
+    if (fs_init() < 0 || fc_init() < 0 || fj_init() < 0 || fl_init() < 0) return NULL;
     if (PyType_Ready(&FR_PlanType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

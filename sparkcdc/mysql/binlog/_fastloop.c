@@ -21,6 +21,7 @@
 #include "_fastloop.h"
 #include "_fastpayload.h"
 #include "_faststep.h"
+#include "_faststream.h"
 #include "_fastvalues.h"
 
 #include <string.h>
@@ -36,9 +37,10 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     LoopObject *loop;
-    PyObject *data, *evs; /* the batch's buffer and its events (a list of 8-tuples) */
+    PyObject *data, *evs; /* the batch's buffer and its events (a list of 8-tuples, or */
+    EventListObject *at;  /* ... split_events' EventList, read in place) */
     Py_buffer buf;
-    Py_ssize_t i;         /* the next of them */
+    Py_ssize_t i, n;      /* the next of them, how many */
     /* a TRANSACTION_PAYLOAD being read: its events, uncompressed, from ``pl_p`` (the k-th) */
     PyObject *pl_raw, *pl_data, *pl_evs; /* pl_data, pl_evs: as Python reads them, made
                                             when one of them is handed over */
@@ -108,10 +110,21 @@ static int run(EventsObject *it, PyObject **hand, PyObject **hand_buf) {
             ev.e = it->pl_p + (Py_ssize_t)fd_le(h + 9, 4); /* checked: fp_count_events */
             csum = 0;
         } else {
-            if (it->i >= PyList_GET_SIZE(it->evs)) return END;
+            if (it->i >= it->n) return END;
             d = (const unsigned char *)it->buf.buf;
             len = it->buf.len;
-            if (ev_of(PyList_GET_ITEM(it->evs, it->i), &ev, len) < 0) return FE_FAILED;
+            if (it->at != NULL) { /* the header where it is */
+                const unsigned char *h = d + it->at->at[2 * it->i];
+                ev.ts = (unsigned long)fd_le(h, 4);
+                ev.type = h[4];
+                ev.server_id = (unsigned long)fd_le(h + 5, 4);
+                ev.size = (long long)fd_le(h + 9, 4);
+                ev.log_pos = (long long)fd_le(h + 13, 4);
+                ev.flags = (long long)fd_le(h + 17, 2);
+                ev.s = it->at->at[2 * it->i];
+                ev.e = it->at->at[2 * it->i + 1];
+            } else if (ev_of(PyList_GET_ITEM(it->evs, it->i), &ev, len) < 0)
+                return FE_FAILED;
             csum = L->csum;
         }
         PyObject *opened = NULL;
@@ -138,7 +151,9 @@ static int run(EventsObject *it, PyObject **hand, PyObject **hand_buf) {
                 *hand = Py_NewRef(PyList_GET_ITEM(it->pl_evs, it->pl_k));
                 *hand_buf = it->pl_data;
             } else {
-                *hand = Py_NewRef(PyList_GET_ITEM(it->evs, it->i));
+                *hand = it->at != NULL ? fs_event_tuple(it->at, it->i)
+                                       : Py_NewRef(PyList_GET_ITEM(it->evs, it->i));
+                if (*hand == NULL) return FE_FAILED;
                 *hand_buf = it->data;
             }
         }
@@ -234,13 +249,17 @@ static PyObject *loop_events(LoopObject *L, PyObject *args) {
     if (it == NULL) return NULL;
     memset((char *)it + sizeof(PyObject), 0, sizeof(EventsObject) - sizeof(PyObject));
     it->loop = (LoopObject *)Py_NewRef(L);
-    it->evs = PyList_Check(evs) ? Py_NewRef(evs) : PySequence_List(evs);
+    int in_place = Py_IS_TYPE(evs, &FS_EventListType) &&
+                   ((EventListObject *)evs)->data == data;
+    it->evs = PyList_Check(evs) || in_place ? Py_NewRef(evs) : PySequence_List(evs);
     it->records = PyList_New(0);
     if (it->evs == NULL || it->records == NULL ||
         PyObject_GetBuffer(data, &it->buf, PyBUF_SIMPLE) < 0) {
         Py_DECREF(it);
         return NULL;
     }
+    it->at = in_place ? (EventListObject *)it->evs : NULL;
+    it->n = in_place ? it->at->n : PyList_GET_SIZE(it->evs);
     it->data = Py_NewRef(data);
     it->py_data = Py_NewRef(data);
     return (PyObject *)it;
@@ -275,6 +294,7 @@ static void loop_dealloc(LoopObject *self) {
     Py_XDECREF(L->by_map);
     Py_XDECREF(L->njson_of);
     Py_XDECREF(L->beat);
+    Py_XDECREF(L->sid);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

@@ -7,6 +7,8 @@
  * to ReadState.commit, the loop handing that event to Python. */
 #include "_faststate.h"
 
+#include <string.h>
+
 static PyObject *empty_tuple;
 /* attribute names, interned */
 static PyObject *a_file, *a_fidx, *a_boundary_pos, *a_gtid, *a_in_txn, *a_txn_pos, *a_txn_gtid,
@@ -14,6 +16,42 @@ static PyObject *a_file, *a_fidx, *a_boundary_pos, *a_gtid, *a_in_txn, *a_txn_po
     *a_domains, *a_mysql_set, *a_txn_sid, *a_txn_gno, *a_fast_next, *a_extend_fast;
 /* BinlogOffset's fields and ChangeRecord's, in their dataclasses' order */
 static PyObject *offset_names[7], *record_names[7];
+
+static int put_u64(char *o, unsigned long long v) {
+    char t[20];
+    int n = 0;
+    do t[n++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+    for (int k = 0; k < n; k++) o[k] = t[n - 1 - k];
+    return n;
+}
+
+PyObject *ft_text(PyObject *a, const unsigned long long *nums, int count, char sep, PyObject *b) {
+    const char *pa = "", *pb = "";
+    Py_ssize_t la = 0, lb = 0;
+    if (a != NULL) {
+        if (!PyUnicode_IS_ASCII(a)) return NULL;
+        pa = (const char *)PyUnicode_DATA(a);
+        la = PyUnicode_GET_LENGTH(a);
+    }
+    if (b != NULL) {
+        if (!PyUnicode_IS_ASCII(b)) return NULL;
+        pb = (const char *)PyUnicode_DATA(b);
+        lb = PyUnicode_GET_LENGTH(b);
+    }
+    char mid[3 * 21];
+    int lm = 0;
+    for (int k = 0; k < count && k < 3; k++) {
+        if (k) mid[lm++] = sep;
+        lm += put_u64(mid + lm, nums[k]);
+    }
+    PyObject *r = PyUnicode_New(la + lm + lb, 127);
+    if (r == NULL) return NULL;
+    char *o = (char *)PyUnicode_DATA(r);
+    memcpy(o, pa, (size_t)la);
+    memcpy(o + la, mid, (size_t)lm);
+    memcpy(o + la + lm, pb, (size_t)lb);
+    return r;
+}
 
 static int get_obj(PyObject *o, PyObject *name, PyObject **slot) {
     PyObject *v = PyObject_GetAttr(o, name);
@@ -196,9 +234,12 @@ int ft_commit(State *st, int mysql, long long end_pos) {
                 if (same == -1 && PyErr_Occurred()) return -1;
                 if (same != 0) return 0;
             }
-            PyObject *text = PyUnicode_FromFormat("%U%lld%U", st->fast_head, st->txn_gno,
-                                                  st->fast_tail);
-            if (text == NULL) return -1;
+            unsigned long long gno = (unsigned long long)st->txn_gno;
+            PyObject *text = ft_text(st->fast_head, &gno, 1, 0, st->fast_tail);
+            if (text == NULL) {
+                if (PyErr_Occurred()) return -1;
+                return 0; /* not ASCII: Python's */
+            }
             st->fast_last = st->txn_gno;
             Py_XSETREF(st->fast_text, Py_NewRef(text));
             st->advanced = 1;

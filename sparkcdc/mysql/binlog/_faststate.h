@@ -48,6 +48,9 @@ int ft_commit(State *st, int mysql, long long end_pos);
  * not, -1 on an error. */
 int ft_records(State *st, Makers *m, PyObject *out, PyObject *decoded, int mode,
                PyObject *table_id, long long ev, const long long *end);
+/* ``a`` + the numbers ``nums`` (``sep`` between them) + ``b`` (a, b: ASCII str or NULL)
+ * as one str, without a format string; NULL without an error when a or b is not ASCII. */
+PyObject *ft_text(PyObject *a, const unsigned long long *nums, int count, char sep, PyObject *b);
 int ft_init(void);
 
 #endif

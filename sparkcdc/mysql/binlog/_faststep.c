@@ -157,8 +157,8 @@ static int gtid_event(Stream *L, const Ev *ev, const unsigned char *d) {
     const unsigned char *b = d + ev->s + 19;
     if (ev->type == T_MARIADB_GTID) {
         if (ev->e - ev->s < 19 + 13) return FE_HAND;
-        gtid = PyUnicode_FromFormat("%u-%lu-%llu", (unsigned)fd_le(b + 8, 4), ev->server_id,
-                                    (unsigned long long)fd_le(b, 8));
+        unsigned long long parts[3] = {fd_le(b + 8, 4), ev->server_id, fd_le(b, 8)};
+        gtid = ft_text(NULL, parts, 3, '-', NULL); /* domain-server-sequence */
         explicit_ = !(b[12] & 1);
     } else if (ev->type == T_GTID) {
         if (ev->e - ev->s < 19 + 25) return FE_HAND;
@@ -177,14 +177,27 @@ static int gtid_event(Stream *L, const Ev *ev, const unsigned char *d) {
     } else { /* MySQL's: its source ("uuid:") and number (protocol.mysql_gtid_parts) */
         const unsigned char *u = b + 1;
         unsigned long long gno = fd_le(b + 17, 8);
-        PyObject *sid = PyUnicode_FromFormat(
-            "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x:", u[0], u[1],
-            u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-            u[15]);
-        if (sid == NULL) return FE_FAILED;
-        if (st->fast_sid != NULL && PyUnicode_Compare(sid, st->fast_sid) == 0)
-            Py_SETREF(sid, Py_NewRef(st->fast_sid)); /* the set's own: compared by identity */
-        gtid = PyUnicode_FromFormat("%U%llu", sid, gno);
+        if (L->sid == NULL || memcmp(L->sid_raw, u, 16) != 0) { /* a source seen anew */
+            static const char hex[] = "0123456789abcdef";
+            char text[37];
+            int k = 0;
+            for (int i = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10) text[k++] = '-';
+                text[k++] = hex[u[i] >> 4];
+                text[k++] = hex[u[i] & 15];
+            }
+            text[k++] = ':';
+            Py_XSETREF(L->sid, PyUnicode_FromStringAndSize(text, k));
+            if (L->sid == NULL) return FE_FAILED;
+            memcpy(L->sid_raw, u, 16);
+        }
+        if (st->fast_sid != NULL && L->sid != st->fast_sid) { /* the set's own object, so */
+            int same = PyUnicode_Compare(L->sid, st->fast_sid); /* commits compare by identity */
+            if (same == -1 && PyErr_Occurred()) return FE_FAILED;
+            if (same == 0) Py_SETREF(L->sid, Py_NewRef(st->fast_sid));
+        }
+        PyObject *sid = Py_NewRef(L->sid);
+        gtid = ft_text(sid, &gno, 1, 0, NULL);
         if (gtid == NULL) {
             Py_DECREF(sid);
             return FE_FAILED;

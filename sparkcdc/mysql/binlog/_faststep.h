@@ -12,6 +12,8 @@ typedef struct {
     int mysql, has_end, tailing, csum, qpost, tid_len;
     long long end[4];
     double heartbeat;
+    PyObject *sid;              /* the last MySQL GTID's source ("uuid:"), of ... */
+    unsigned char sid_raw[16];  /* ... these 16 bytes */
 } Stream;
 
 typedef struct { /* one event, as split_events gives it */

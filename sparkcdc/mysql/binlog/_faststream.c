@@ -10,24 +10,74 @@
 
 /* -- the replication stream: packets to events ------------------------------------------- */
 
+/* -- the events of a batch, kept as where they are ------------------------------------------ */
+
+/* Event i as (timestamp, type, server_id, event_size, log_pos, flags, start, end). */
+PyObject *fs_event_tuple(EventListObject *l, Py_ssize_t i) {
+    if (i < 0 || i >= l->n) {
+        PyErr_SetString(PyExc_IndexError, "event index out of range");
+        return NULL;
+    }
+    const unsigned char *e = (const unsigned char *)l->buf.buf + l->at[2 * i];
+    return Py_BuildValue("(kikkkinn)", (unsigned long)fd_le(e, 4), (int)e[4],
+                         (unsigned long)fd_le(e + 5, 4), (unsigned long)fd_le(e + 9, 4),
+                         (unsigned long)fd_le(e + 13, 4), (int)fd_le(e + 17, 2), l->at[2 * i],
+                         l->at[2 * i + 1]);
+}
+
+static Py_ssize_t el_length(EventListObject *l) { return l->n; }
+
+static void el_dealloc(EventListObject *l) {
+    if (l->data != NULL) PyBuffer_Release(&l->buf);
+    Py_XDECREF(l->data);
+    PyMem_Free(l->at);
+    PyObject_Free(l);
+}
+
+static PySequenceMethods el_sequence = {
+    .sq_length = (lenfunc)el_length,
+    .sq_item = (ssizeargfunc)fs_event_tuple,
+};
+
+PyTypeObject FS_EventListType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sparkcdc.mysql.binlog._fastdecode.EventList",
+    .tp_basicsize = sizeof(EventListObject),
+    .tp_dealloc = (destructor)el_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A batch's events where they are in its bytes; each read as the 8-tuple "
+              "split_events describes (the compiled event loop reads them in place).",
+    .tp_as_sequence = &el_sequence,
+};
+
 /* split_events(buf, pos, seq) -> (events, pos, seq, status)
  *
  * Walks the MySQL packets of ``buf`` from ``pos`` while they are whole binlog events (an OK
- * byte, then the event) of less than 16 MB with the expected sequence number. Each event is
- * (timestamp, type, server_id, event_size, log_pos, flags, start, end) with its bytes at
- * buf[start:end]. status 0: the packet at ``pos`` is not complete yet (read more); 2: the
- * packet at ``pos`` is one the caller handles itself (an error, the EOF of a non-blocking
- * dump, an event of 16 MB or more, a wrong sequence number, a malformed packet). */
+ * byte, then the event) of less than 16 MB with the expected sequence number. ``events`` is
+ * a sequence (EventList) of (timestamp, type, server_id, event_size, log_pos, flags, start,
+ * end) with each event's bytes at buf[start:end]; the tuples are made when read, and the
+ * compiled event loop reads the headers in place instead. status 0: the packet at ``pos``
+ * is not complete yet (read more); 2: the packet at ``pos`` is one the caller handles itself
+ * (an error, the EOF of a non-blocking dump, an event of 16 MB or more, a wrong sequence
+ * number, a malformed packet). */
 PyObject *fs_py_split_events(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    Py_ssize_t pos;
+    PyObject *data;
+    Py_ssize_t pos, cap = 0;
     int seq, status = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*ni", &buf, &pos, &seq)) return NULL;
-    const unsigned char *d = (const unsigned char *)buf.buf;
-    Py_ssize_t len = buf.len;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) goto fail;
+    if (!PyArg_ParseTuple(args, "Oni", &data, &pos, &seq)) return NULL;
+    EventListObject *l = PyObject_New(EventListObject, &FS_EventListType);
+    if (l == NULL) return NULL;
+    l->data = NULL;
+    l->at = NULL;
+    l->n = 0;
+    if (PyObject_GetBuffer(data, &l->buf, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(l);
+        return NULL;
+    }
+    l->data = Py_NewRef(data);
+    const unsigned char *d = (const unsigned char *)l->buf.buf;
+    Py_ssize_t len = l->buf.len;
     if (pos < 0 || pos > len) {
         PyErr_SetString(PyExc_ValueError, "position outside the buffer");
         goto fail;
@@ -41,31 +91,28 @@ PyObject *fs_py_split_events(PyObject *self, PyObject *args) {
         }
         if (len - pos - 4 < n) break;
         const unsigned char *e = d + pos + 4;
-        if (n < 20 || e[0] != 0) {
+        if (n < 20 || e[0] != 0 || fd_le(e + 10, 4) != (uint64_t)(n - 1)) {
             status = 2;
             break;
         }
-        uint64_t size = fd_le(e + 10, 4);
-        if (size != (uint64_t)(n - 1)) {
-            status = 2;
-            break;
+        if (l->n == cap) {
+            cap = cap ? 2 * cap : 256;
+            Py_ssize_t *at = PyMem_Realloc(l->at, (size_t)cap * 2 * sizeof(Py_ssize_t));
+            if (at == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            l->at = at;
         }
-        PyObject *ev = Py_BuildValue("(kikkkinn)", (unsigned long)fd_le(e + 1, 4), (int)e[5],
-                                     (unsigned long)fd_le(e + 6, 4), (unsigned long)size,
-                                     (unsigned long)fd_le(e + 14, 4), (int)fd_le(e + 18, 2),
-                                     pos + 5, pos + 4 + n);
-        if (ev == NULL) goto fail;
-        int rc = PyList_Append(out, ev);
-        Py_DECREF(ev);
-        if (rc < 0) goto fail;
+        l->at[2 * l->n] = pos + 5;
+        l->at[2 * l->n + 1] = pos + 4 + n;
+        l->n++;
         seq = (seq + 1) & 0xFF;
         pos += 4 + n;
     }
-    PyBuffer_Release(&buf);
-    return Py_BuildValue("(Nnii)", out, pos, seq, status);
+    return Py_BuildValue("(Nnii)", (PyObject *)l, pos, seq, status);
 fail:
-    Py_XDECREF(out);
-    PyBuffer_Release(&buf);
+    Py_DECREF(l);
     return NULL;
 }
 
@@ -95,15 +142,20 @@ PyObject *fs_py_fold_begins(PyObject *self, PyObject *args) {
     Py_ssize_t csum, qpost;
     int lead = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*O!nn|i", &buf, &PyList_Type, &evs, &csum, &qpost, &lead))
+    if (!PyArg_ParseTuple(args, "y*Onn|i", &buf, &evs, &csum, &qpost, &lead)) return NULL;
+    PyObject *seq = PySequence_Fast(evs, "events are a sequence");
+    if (seq == NULL) {
+        PyBuffer_Release(&buf);
         return NULL;
+    }
+    evs = seq;
     const unsigned char *d = (const unsigned char *)buf.buf;
-    Py_ssize_t n = PyList_GET_SIZE(evs), i;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(evs), i;
     int folding = 1;
     PyObject *out = PyList_New(0);
     if (out == NULL) goto fail;
     for (i = 0; i < n; i++) {
-        PyObject *ev = PyList_GET_ITEM(evs, i);
+        PyObject *ev = PySequence_Fast_GET_ITEM(evs, i);
         if (!PyTuple_Check(ev) || PyTuple_GET_SIZE(ev) != 8) {
             PyErr_SetString(PyExc_ValueError, "an event is an 8-tuple");
             goto fail;
@@ -114,7 +166,7 @@ PyObject *fs_py_fold_begins(PyObject *self, PyObject *args) {
         /* a payload's first event: the BEGIN of the transaction its GTID (``lead``) began */
         int opens = i == 0 && (lead == 33 || lead == 34) && type == 2;
         if (folding && (opens || ((type == 33 || type == 34) && i + 1 < n))) {
-            PyObject *q = PyList_GET_ITEM(evs, opens ? i : i + 1);
+            PyObject *q = PySequence_Fast_GET_ITEM(evs, opens ? i : i + 1);
             if (PyTuple_Check(q) && PyTuple_GET_SIZE(q) == 8 &&
                 PyLong_AsLong(PyTuple_GET_ITEM(q, 1)) == 2) {
                 Py_ssize_t s = PyLong_AsSsize_t(PyTuple_GET_ITEM(q, 6));
@@ -142,10 +194,12 @@ PyObject *fs_py_fold_begins(PyObject *self, PyObject *args) {
         }
         if (PyList_Append(out, ev) < 0) goto fail;
     }
+    Py_DECREF(seq);
     PyBuffer_Release(&buf);
     return out;
 fail:
     Py_XDECREF(out);
+    Py_DECREF(seq);
     PyBuffer_Release(&buf);
     return NULL;
 }
@@ -173,7 +227,7 @@ int fs_crc_bad(const unsigned char *d, Py_ssize_t start, Py_ssize_t end) {
     return fs_crc32(d + start, end - start - 4) != (uint32_t)fd_le(d + end - 4, 4);
 }
 
-void fs_init(void) {
+int fs_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
@@ -182,4 +236,5 @@ void fs_init(void) {
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             crc_table[t][i] = crc_table[0][crc_table[t - 1][i] & 0xFF] ^ (crc_table[t - 1][i] >> 8);
+    return PyType_Ready(&FS_EventListType);
 }
