@@ -8,7 +8,9 @@ What the reader owns, and why:
   events handed straight to the row decoder, so no per-event work goes through
   python-mysql-replication's event classes. Those classes read the same stream in the
   tests' reference reader (tests/support/library_reader.py), which overrides ``_open`` and
-  ``_consume``, the two places the event layer shows.
+  ``_consume``, the two places the event layer shows. With the compiled decoder the loop
+  over events runs in C (``CRowDecoder.event_loop``, ``_fastloop.c``), which hands
+  ``_consume``'s Python loop only the events it does not take; that loop is the reference.
 * **Positions.** Every stream starts from an explicit file and position. Record offsets
   are the start of their transaction plus two counters (see ``sparkcdc.core.records``). ``events`` counts *every* row event of the transaction,
   captured or not, so an offset means the same thing whatever tables a later run captures.
