@@ -3,7 +3,8 @@
  * _fastloop.c (the reader's event loop) over _faststep.c (one event) and _faststate.c (the
  * reader's place, its records), _fastrows.c (row images, the plan type) over
  * _fastcols.c (one column's value), _faststream.c (packets to events, CRC32),
- * _fastpayload.c (TRANSACTION_PAYLOAD), _fastjson.c (MySQL's binary JSON), _fastvalues.c
+ * _fastpayload.c (TRANSACTION_PAYLOAD), _fastjson.c (MySQL's binary JSON: its tree, the entry
+ * points) over _fastjsontext.c (a value as text), _fastvalues.c
  * (integers and DECIMALs). fastdecode.py is the Python side. */
 #include "_fastcols.h"
 #include "_fastjson.h"

@@ -3,11 +3,12 @@
  *
  * ``Loop(...)`` holds what _consume holds for one stream (its ReadState, table maps,
  * schemas, the decoder's plans, the window's end); ``loop.events(data, events)`` wraps one
- * batch of the dump stream (DumpStream.batches) in an iterator that reads the events itself:
- * headers, the CRC32 of the bytes it decodes, GTID events (MySQL's and MariaDB's), the
- * BEGIN after a MySQL GTID, TABLE_MAPs already parsed, captured rows events (decoded with
- * _fastrows.c and made into ChangeRecords with _faststate.c), XIDs and the boundaries after
- * them, and a TRANSACTION_PAYLOAD's events, opened, decompressed and read in the same loop.
+ * batch of the dump stream (DumpStream.batches) in an iterator that reads the events itself,
+ * their headers where they are (split_events' EventList), each taken by _faststep.c: GTID
+ * events (MySQL's and MariaDB's), the BEGIN after a MySQL GTID, TABLE_MAPs already parsed,
+ * captured rows events (decoded with _fastrows.c and made into ChangeRecords with
+ * _faststate.c), XIDs and the boundaries after them; a TRANSACTION_PAYLOAD opened there has
+ * its events read here next, in the same loop, before the batch's next.
  *
  * What it yields is what _consume's own loop reads, so the Python loop stays the one
  * reference: an event it does not take (a ROTATE, a FORMAT_DESCRIPTION, a DDL, a table map
