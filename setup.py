@@ -6,14 +6,15 @@ sparkcdc installs anyway, falling back to the pure-Python decoder (sparkcdc/mysq
 
 from setuptools import Extension, setup
 
+# the extension's C files, the module first; each part but the module has its header
+_PARTS = ["decode", "loop", "step", "state", "rows", "cols", "stream", "payload", "json", "jsontext", "values"]
+
 setup(
     ext_modules=[
         Extension(
             "sparkcdc.mysql.binlog._fastdecode",
-            ["sparkcdc/mysql/binlog/_fastdecode.c", "sparkcdc/mysql/binlog/_fastjson.c",
-             "sparkcdc/mysql/binlog/_fastpayload.c", "sparkcdc/mysql/binlog/_fastvalues.c"],
-            depends=["sparkcdc/mysql/binlog/_fastvalues.h", "sparkcdc/mysql/binlog/_fastjson.h",
-                     "sparkcdc/mysql/binlog/_fastpayload.h"],
+            [f"sparkcdc/mysql/binlog/_fast{part}.c" for part in _PARTS],
+            depends=[f"sparkcdc/mysql/binlog/_fast{part}.h" for part in _PARTS[1:]],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"],
             optional=True,
         )

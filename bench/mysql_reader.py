@@ -4,7 +4,7 @@ own binlog tool (issue 33).
     .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000]
         [--json-rows 3000] [--json-updates 1000] [--rounds 3]
         [--servers mariadb,mysql,mysql-compressed] [--ssl-mode preferred|disabled]
-        [--reader-only] [--profile] [--json out.json]
+        [--reader-only] [--baseline DIR] [--profile] [--json out.json]
 
 One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
 ``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``. Each
@@ -31,6 +31,11 @@ drift hits every server alike), three readers of that file:
 reads MySQL over TLS (the sandbox offers it) and MariaDB in the clear (its sandbox does
 not); ``disabled`` reads both in the clear, the same transport for the same changes.
 
+``--baseline DIR``: the reader of another checkout too (e.g. main's, ``git archive main``
+with its compiled decoder built), *before* beside this one's *after* in every round, each
+in a process of its own (``bench/reader_once.py``: the read alone is timed, the order of
+the two alternating by round), with the ratio of the two paired by round.
+
 The tools' CPU-seconds are their process's (bench/proctree.py). The server's own CPU is in
 no figure. The median of the rounds is reported per server and reader: records/s (the
 sparkcdc reader's count for all three), wall and CPU seconds, the load average at each
@@ -51,6 +56,7 @@ import os
 import pstats
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -98,6 +104,7 @@ BEGIN
 END
 """
 TOOLS = ("sparkcdc reader", "tool raw", "tool decoded")
+BEFORE = "sparkcdc reader (baseline)"  # --baseline: the other checkout's reader
 
 
 def sandbox(kind: str):
@@ -115,8 +122,10 @@ class Server:
         self.sb = sandbox(kind)
         self.sb.start()
         i = self.sb.info
-        self.conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
-                                      password=i.cdc_password, ssl_mode=a.ssl_mode)
+        self.conn_kwargs = {"hostname": i.host, "port": i.port, "username": i.cdc_user,
+                            "password": i.cdc_password, "ssl_mode": a.ssl_mode}
+        self.conn = ConnectionOptions(**self.conn_kwargs)
+        self.baseline: str | None = a.baseline
         self.sb.execute("CREATE DATABASE bench")
         self.sb.execute("CREATE TABLE t (id INT PRIMARY KEY, a BIGINT, b VARCHAR(200), "
                         "c DOUBLE, d DATETIME, e TINYINT)",
@@ -142,13 +151,29 @@ class Server:
               f"{self.binlog_bytes:,} bytes", flush=True)
         self.records: int | None = None
 
+    def read_in_child(self, root: str, server_id: int) -> tuple[int, float, float]:
+        """One read by the reader of the tree at ``root``, in a process of its own."""
+        arg = json.dumps({"root": root, "conn": self.conn_kwargs, "server_id": server_id,
+                          "tables": [[t.database, t.table] for t in self.tables],
+                          "start": self.start.to_dict(), "end": self.end.to_dict()})
+        out = subprocess.run([sys.executable, str(ROOT / "bench" / "reader_once.py"), arg],
+                             capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise RuntimeError(f"bench/reader_once.py ({root}): {out.stderr[-1500:]}")
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        return got["records"], got["wall_s"], got["cpu_s"]
+
     def read(self, tool: str, server_id: int, log: Path) -> dict:
         before = os.getloadavg()[0]
-        if tool == "sparkcdc reader":
-            reader = BinlogReader(self.conn, server_id, self.tables)
-            w0, c0 = time.perf_counter(), time.process_time()
-            n = sum(1 for _ in reader.read_window(self.start, self.end))
-            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        if tool.startswith("sparkcdc reader"):
+            if self.baseline is not None:  # both trees' readers in processes of their own
+                n, wall, cpu = self.read_in_child(
+                    self.baseline if tool == BEFORE else str(ROOT), server_id)
+            else:
+                reader = BinlogReader(self.conn, server_id, self.tables)
+                w0, c0 = time.perf_counter(), time.process_time()
+                n = sum(1 for _ in reader.read_window(self.start, self.end))
+                wall, cpu = time.perf_counter() - w0, time.process_time() - c0
             if self.records is not None and n != self.records:
                 raise RuntimeError(f"{self.kind}: {n} records, {self.records} before")
             self.records = n
@@ -194,9 +219,14 @@ def main() -> None:
     ap.add_argument("--reader-only", action="store_true",
                     help="only the sparkcdc reader, not the servers' tools (more rounds in "
                          "the same time)")
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="another checkout whose reader reads beside this one's (before and "
+                         "after in the same rounds)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    readers = ((BEFORE,) if a.baseline else ()) + TOOLS[:1]
+    tools = readers + (() if a.reader_only else TOOLS[1:])
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"{started}, load average before: {os.getloadavg()}, ssl.mode {a.ssl_mode}",
           flush=True)
@@ -212,27 +242,29 @@ def main() -> None:
         for r in range(a.rounds):
             order = made[r % len(made):] + made[:r % len(made)]
             for s in order:
-                for tool in TOOLS[:1] if a.reader_only else TOOLS:
+                # --baseline: before and after in turn, the first alternating by round
+                for tool in (tools if r % 2 == 0 else readers[::-1] + tools[len(readers):]):
                     sid += 1
                     x = s.read(tool, sid, log)
                     runs.setdefault((s.kind, tool), []).append(x)
-                    print(f"  round {r + 1} {s.kind:16} {tool:16} {x['wall_s']:6.2f} s wall "
+                    print(f"  round {r + 1} {s.kind:16} {tool:26} {x['wall_s']:6.2f} s wall "
                           f"{x['cpu_s']:6.2f} CPU-s  load {x['load']:.1f}", flush=True)
         counts = {s.kind: s.records for s in made}
         if len(set(counts.values())) != 1:
             raise SystemExit(f"the servers' records differ: {counts}")
         out = []
         for s in made:
-            for tool in TOOLS[:1] if a.reader_only else TOOLS:
+            for tool in tools:
                 rs = runs[(s.kind, tool)]
                 wall = statistics.median(x["wall_s"] for x in rs)
-                out.append({"server": s.kind, "version": s.version, "tool": tool if tool ==
-                            "sparkcdc reader" else tool.replace("tool", servers.tool_name(
-                                s.sb.info.server, "binlog")),
+                out.append({"server": s.kind, "version": s.version, "tool": tool if
+                            tool.startswith("sparkcdc reader") else tool.replace(
+                                "tool", servers.tool_name(s.sb.info.server, "binlog")),
                             "records": s.records, "binlog_bytes": s.binlog_bytes,
                             "records_per_s": round(s.records / wall), "wall_s": round(wall, 3),
                             "cpu_s": round(statistics.median(x["cpu_s"] for x in rs), 3),
                             "walls": [round(x["wall_s"], 2) for x in rs],
+                            "cpus": [round(x["cpu_s"], 3) for x in rs],
                             "loads": [round(x["load"], 1) for x in rs],
                             "load_seconds": round(s.made_s, 1)})
         if a.profile:
@@ -249,24 +281,33 @@ def main() -> None:
         print(f"{x['server']:17} {x['tool']:28} {x['records']:>8} {x['records_per_s']:>10,} "
               f"{x['wall_s']:>7.2f} {x['cpu_s']:>6.2f}  {x['walls']} / {x['loads']}")
     by = {(x["server"], x["tool"]): x for x in out}
-    base = by.get(("mariadb", "sparkcdc reader"))
-    for s in made:
-        mine = by[(s.kind, "sparkcdc reader")]
-        decoded = next((x for x in out if x["server"] == s.kind
-                        and x["tool"].endswith("decoded")), None)
-        line = (f"{s.kind}: the reader is {decoded['wall_s'] / mine['wall_s']:.2f}x the speed "
-                f"of {decoded['tool']}" if decoded else f"{s.kind}: the reader")
-        if base is not None and s.kind != "mariadb":
-            line += (f"; {base['wall_s'] / mine['wall_s']:.2f}x its MariaDB speed (wall), "
-                     f"{base['cpu_s'] / mine['cpu_s']:.2f}x per CPU-second")
-            # each round's MariaDB read over this server's, in the same round (the machine's
-            # drift, which moves both, cancels): the median of those ratios
-            paired = [m["cpu_s"] / x["cpu_s"] for m, x in zip(
-                runs[("mariadb", "sparkcdc reader")], runs[(s.kind, "sparkcdc reader")])]
-            mine["paired_cpu_ratio"] = round(statistics.median(paired), 3)
-            line += (f"; paired by round {mine['paired_cpu_ratio']:.2f}x per CPU-second "
-                     f"({', '.join(f'{r:.2f}' for r in paired)})")
-        print(line)
+    for reader in readers:
+        base = by.get(("mariadb", reader))
+        if len(readers) > 1:
+            print(f"\n{reader}:")
+        for s in made:
+            mine = by[(s.kind, reader)]
+            decoded = next((x for x in out if x["server"] == s.kind
+                            and x["tool"].endswith("decoded")), None)
+            line = (f"{s.kind}: the reader is {decoded['wall_s'] / mine['wall_s']:.2f}x the "
+                    f"speed of {decoded['tool']}" if decoded else f"{s.kind}: the reader")
+            if base is not None and s.kind != "mariadb":
+                line += (f"; {base['wall_s'] / mine['wall_s']:.2f}x its MariaDB speed (wall), "
+                         f"{base['cpu_s'] / mine['cpu_s']:.2f}x per CPU-second")
+                # each round's MariaDB read over this server's, in the same round (the
+                # machine's drift, which moves both, cancels): the median of those ratios
+                paired = [m["cpu_s"] / x["cpu_s"] for m, x in zip(
+                    runs[("mariadb", reader)], runs[(s.kind, reader)])]
+                mine["paired_cpu_ratio"] = round(statistics.median(paired), 3)
+                line += (f"; paired by round {mine['paired_cpu_ratio']:.2f}x per CPU-second "
+                         f"({', '.join(f'{r:.2f}' for r in paired)})")
+            if reader != BEFORE and BEFORE in readers:  # after against before, paired
+                gain = [b["cpu_s"] / x["cpu_s"] for b, x in zip(
+                    runs[(s.kind, BEFORE)], runs[(s.kind, reader)])]
+                mine["paired_gain"] = round(statistics.median(gain), 3)
+                line += (f"; {mine['paired_gain']:.2f}x the baseline's speed per CPU-second, "
+                         f"paired ({', '.join(f'{r:.2f}' for r in gain)})")
+            print(line)
     for kind, text in profiles.items():
         print(f"\nthe reader on {kind}, cProfile, by own time:\n{text}")
     if a.json:

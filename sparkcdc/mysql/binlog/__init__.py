@@ -2,7 +2,7 @@
 
 * ``reader``: ``BinlogReader``, windows and tails of change records from one server, with
   its own reconnects and positions;
-* ``fastdecode``: the compiled row decoder's wrapper (``_fastdecode.c``), with the Python
+* ``fastdecode``: the compiled row decoder's wrapper (``_fastdecode.c`` and its parts), with the Python
   decoder as its fallback;
 * ``row_decoding``: row images to canonical values, in Python (``PyRowDecoder``);
 * ``protocol``: the replication protocol itself: the dump request, packets, event headers,

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#define IN_PAYLOAD (1 << 16) /* transaction_payload.IN_PAYLOAD */
+
 #define TRANSACTION_PAYLOAD 40
 
 /* A length-encoded integer at *p (protocol._packed_int); 1 when the header ends first. */
@@ -26,24 +26,14 @@ static int packed(const unsigned char *d, Py_ssize_t end, Py_ssize_t *p, uint64_
     return 0;
 }
 
-/* payload_header(data, start, end) -> (compression, size, uncompressed | None, payload start)
- *
- * The header of a payload event whose body is data[start:end] (transaction_payload
- * .read_header; the payload start is an index into ``data``). */
-PyObject *fp_payload_header(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    Py_ssize_t start, end;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*nn", &buf, &start, &end)) return NULL;
-    if (start < 0 || end > buf.len || start > end) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "a TRANSACTION_PAYLOAD outside its buffer");
-        return NULL;
-    }
-    const unsigned char *d = (const unsigned char *)buf.buf;
+/* The header of a payload event whose body is d[start:end] (transaction_payload
+ * .read_header): 0 with its fields (``*p`` where the payload starts, ``*have_uncompressed``
+ * whether the header gives its uncompressed size), or -1 with ValueError. */
+int fp_header(const unsigned char *d, Py_ssize_t start, Py_ssize_t end, PayloadHeader *h) {
     Py_ssize_t p = start;
-    uint64_t field, length, value, size = 0, compression = 0, uncompressed = 0;
-    int have_size = 0, have_compression = 0, have_uncompressed = 0, rc;
+    uint64_t field, length, value;
+    int have_size = 0, have_compression = 0, rc;
+    h->have_uncompressed = 0;
     for (;;) {
         if ((rc = packed(d, end, &p, &field)) != 0) goto early;
         if (field == 0) break;
@@ -51,7 +41,7 @@ PyObject *fp_payload_header(PyObject *self, PyObject *args) {
         if (length > (uint64_t)(end - p)) {
             PyErr_SetString(PyExc_ValueError,
                             "a TRANSACTION_PAYLOAD header field runs past the event");
-            goto fail;
+            return -1;
         }
         Py_ssize_t stop = p + (Py_ssize_t)length;
         if (field == 1 || field == 2 || field == 3) {
@@ -61,35 +51,83 @@ PyObject *fp_payload_header(PyObject *self, PyObject *args) {
                 PyErr_Format(PyExc_ValueError, "TRANSACTION_PAYLOAD header field %d has %llu "
                              "bytes for a %zd-byte value", (int)field,
                              (unsigned long long)length, q - p);
-                goto fail;
+                return -1;
             }
-            if (field == 1) { size = value; have_size = 1; }
-            else if (field == 2) { compression = value; have_compression = 1; }
-            else { uncompressed = value; have_uncompressed = 1; }
+            if (field == 1) { h->size = value; have_size = 1; }
+            else if (field == 2) { h->compression = value; have_compression = 1; }
+            else { h->uncompressed = value; h->have_uncompressed = 1; }
         }
         p = stop; /* a field this reader does not know: skipped by its length */
     }
     if (!have_size || !have_compression) {
         PyErr_SetString(PyExc_ValueError, "a TRANSACTION_PAYLOAD header without its payload "
                                           "size or compression type");
-        goto fail;
+        return -1;
     }
-    if ((uint64_t)(end - p) != size) {
+    if ((uint64_t)(end - p) != h->size) {
         PyErr_Format(PyExc_ValueError, "a TRANSACTION_PAYLOAD of %llu bytes in %zd bytes",
-                     (unsigned long long)size, end - p);
-        goto fail;
+                     (unsigned long long)h->size, end - p);
+        return -1;
     }
-    PyBuffer_Release(&buf);
-    if (have_uncompressed)
-        return Py_BuildValue("(KKKn)", (unsigned long long)compression,
-                             (unsigned long long)size, (unsigned long long)uncompressed, p);
-    return Py_BuildValue("(KKOn)", (unsigned long long)compression, (unsigned long long)size,
-                         Py_None, p);
+    h->p = p;
+    return 0;
 early:
     if (rc > 0) PyErr_SetString(PyExc_ValueError, "a TRANSACTION_PAYLOAD header ends early");
-fail:
+    return -1;
+}
+
+/* payload_header(data, start, end) -> (compression, size, uncompressed | None, payload start)
+ *
+ * The header of a payload event whose body is data[start:end] (fp_header; the payload start
+ * is an index into ``data``). */
+PyObject *fp_payload_header(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, end;
+    PayloadHeader h;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn", &buf, &start, &end)) return NULL;
+    if (start < 0 || end > buf.len || start > end) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "a TRANSACTION_PAYLOAD outside its buffer");
+        return NULL;
+    }
+    int rc = fp_header((const unsigned char *)buf.buf, start, end, &h);
     PyBuffer_Release(&buf);
-    return NULL;
+    if (rc < 0) return NULL;
+    if (h.have_uncompressed)
+        return Py_BuildValue("(KKKn)", (unsigned long long)h.compression,
+                             (unsigned long long)h.size, (unsigned long long)h.uncompressed,
+                             h.p);
+    return Py_BuildValue("(KKOn)", (unsigned long long)h.compression,
+                         (unsigned long long)h.size, Py_None, h.p);
+}
+
+/* How many events the uncompressed payload d[0:end] holds, each whole and none a payload
+ * itself; -1 with ValueError when not. */
+Py_ssize_t fp_count_events(const unsigned char *d, Py_ssize_t end) {
+    Py_ssize_t p = 0, count = 0;
+    while (p < end) {
+        if (end - p < 19) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a TRANSACTION_PAYLOAD ends inside an event header");
+            return -1;
+        }
+        uint64_t n = fd_le(d + p + 9, 4);
+        if (n < 19 || n > (uint64_t)(end - p)) {
+            PyErr_Format(PyExc_ValueError, "an event of %llu bytes inside a "
+                         "TRANSACTION_PAYLOAD of %zd bytes at %zd", (unsigned long long)n,
+                         end, p);
+            return -1;
+        }
+        if (d[p + 4] == TRANSACTION_PAYLOAD) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a TRANSACTION_PAYLOAD inside a TRANSACTION_PAYLOAD");
+            return -1;
+        }
+        p += (Py_ssize_t)n;
+        count++;
+    }
+    return count;
 }
 
 /* payload_events(events, size, log_pos, csum) -> (data, [(timestamp, type, server_id, size,
@@ -105,34 +143,20 @@ PyObject *fp_payload_events(PyObject *self, PyObject *args) {
     int csum;
     (void)self;
     if (!PyArg_ParseTuple(args, "SKKi", &src, &size, &log_pos, &csum)) return NULL;
+    return fp_inner_events(src, size, log_pos, csum);
+}
+
+/* payload_events on a bytes object ``src``: (data, events), or NULL with ValueError. */
+PyObject *fp_inner_events(PyObject *src, unsigned long long size, unsigned long long log_pos,
+                          int csum) {
     if (csum < 0 || csum > 8) {
         PyErr_SetString(PyExc_ValueError, "a checksum of 0 to 8 bytes");
         return NULL;
     }
     const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(src);
-    Py_ssize_t end = PyBytes_GET_SIZE(src), p = 0, count = 0;
-    /* first pass: the events are whole and none is a payload itself */
-    while (p < end) {
-        if (end - p < 19) {
-            PyErr_SetString(PyExc_ValueError,
-                            "a TRANSACTION_PAYLOAD ends inside an event header");
-            return NULL;
-        }
-        uint64_t n = fd_le(d + p + 9, 4);
-        if (n < 19 || n > (uint64_t)(end - p)) {
-            PyErr_Format(PyExc_ValueError, "an event of %llu bytes inside a "
-                         "TRANSACTION_PAYLOAD of %zd bytes at %zd", (unsigned long long)n,
-                         end, p);
-            return NULL;
-        }
-        if (d[p + 4] == TRANSACTION_PAYLOAD) {
-            PyErr_SetString(PyExc_ValueError,
-                            "a TRANSACTION_PAYLOAD inside a TRANSACTION_PAYLOAD");
-            return NULL;
-        }
-        p += (Py_ssize_t)n;
-        count++;
-    }
+    Py_ssize_t end = PyBytes_GET_SIZE(src), p = 0;
+    Py_ssize_t count = fp_count_events(d, end);
+    if (count < 0) return NULL;
     PyObject *data, *events = PyList_New(count);
     if (events == NULL) return NULL;
     unsigned char *out = NULL;
@@ -158,7 +182,7 @@ PyObject *fp_payload_events(PyObject *self, PyObject *args) {
         }
         PyObject *ev = Py_BuildValue("(kikKKlnn)", (unsigned long)fd_le(e, 4), (int)e[4],
                                      (unsigned long)fd_le(e + 5, 4), size, log_pos,
-                                     (long)(fd_le(e + 17, 2) | IN_PAYLOAD), a,
+                                     (long)(fd_le(e + 17, 2) | FP_IN_PAYLOAD), a,
                                      a + n + csum);
         if (ev == NULL) {
             Py_DECREF(events);

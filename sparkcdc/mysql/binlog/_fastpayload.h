@@ -1,11 +1,27 @@
-/* _fastpayload.c: a TRANSACTION_PAYLOAD's header and events, for the module (_fastdecode.c). */
+/* _fastpayload.c: a TRANSACTION_PAYLOAD's header and events, for the module (_fastdecode.c)
+ * and the event loop (_fastloop.c). */
 #ifndef SPARKCDC_FASTPAYLOAD_H
 #define SPARKCDC_FASTPAYLOAD_H
 #ifndef PY_SSIZE_T_CLEAN
 #define PY_SSIZE_T_CLEAN
 #endif
 #include <Python.h>
+#include <stdint.h>
 
+#define FP_ZSTD 0    /* transaction_payload.ZSTD */
+#define FP_NONE 255  /* transaction_payload.NONE */
+#define FP_IN_PAYLOAD (1 << 16) /* transaction_payload.IN_PAYLOAD */
+
+typedef struct {
+    uint64_t compression, size, uncompressed;
+    int have_uncompressed;
+    Py_ssize_t p; /* where the payload starts */
+} PayloadHeader;
+
+int fp_header(const unsigned char *d, Py_ssize_t start, Py_ssize_t end, PayloadHeader *h);
+Py_ssize_t fp_count_events(const unsigned char *d, Py_ssize_t end);
+PyObject *fp_inner_events(PyObject *src, unsigned long long size, unsigned long long log_pos,
+                          int csum);
 PyObject *fp_payload_header(PyObject *self, PyObject *args);
 PyObject *fp_payload_events(PyObject *self, PyObject *args);
 

@@ -1,7 +1,6 @@
-/* What the compiled decoder's C files share (one extension, sparkcdc.mysql.binlog._fastdecode:
- * _fastdecode.c the row images and the module, _fastjson.c MySQL's binary JSON as the server
- * prints it, _fastpayload.c the events of a TRANSACTION_PAYLOAD): reading integers and
- * MySQL's binary DECIMAL (_fastvalues.c). */
+/* What the compiled decoder's C files share (one extension, sparkcdc.mysql.binlog._fastdecode;
+ * _fastdecode.c lists its files): reading integers and MySQL's binary DECIMAL
+ * (_fastvalues.c), below every other file. */
 #ifndef SPARKCDC_FASTVALUES_H
 #define SPARKCDC_FASTVALUES_H
 #ifndef PY_SSIZE_T_CLEAN

@@ -14,6 +14,11 @@ diffs applied by ``json_diff`` in Python to trees the C code builds and prints
 the inner events in ``_fastpayload.c``, zstd in the ``zstandard`` package). The Python
 modules stay the reference: tests/mysql/binlog/test_fastjson.py runs both on the same bytes.
 
+So is the reader's loop over events (``event_loop``, ``_fastloop.c``): the events every
+transaction has (GTIDs, BEGIN, table maps, captured rows events, XIDs, payloads) are taken
+in C, records made there, and everything else handed to the reader's Python loop, which
+stays the reference (and the whole loop of ``PyRowDecoder``, or of ``loop_in_c = False``).
+
 The extension is built by ``pip install -e .`` (``setup.py``, optional). When it is absent,
 ``default_decoder()`` falls back to ``PyRowDecoder``; ``SPARKCDC_ROW_DECODER`` (``c`` or
 ``py``) picks one explicitly, e.g. to compare them.
@@ -25,6 +30,8 @@ import os
 from decimal import Decimal
 from typing import Any
 
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord
 from sparkcdc.core.schema import Column, TableSchema
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.mysql import types as T
@@ -41,7 +48,7 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - exercised by the fallback test through a seam
     _C = None
 
-# op codes of _fastdecode.c
+# op codes of the compiled specs (_fastcols.h)
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_YEAR, OP_DECIMAL = 1, 2, 3, 4, 5, 6, 7
 OP_TEXT, OP_BYTES, OP_ENUM, OP_SET, OP_GEOMETRY, OP_CALL, OP_BIT1, OP_BITS = (
     8, 9, 10, 11, 12, 13, 14, 15)
@@ -52,6 +59,7 @@ OP_JSON = 23
 # (OP_CALL), payloads through transaction_payload
 JSON_IN_C = _C is not None and hasattr(_C, "json_text")
 PAYLOAD_IN_C = _C is not None and hasattr(_C, "payload_events")
+LOOP_IN_C = _C is not None and hasattr(_C, "Loop")
 
 _INSERT, _DELETE, _UPDATE = 0, 1, 2
 _Spec = tuple[int, int, int, int, Any]
@@ -100,8 +108,25 @@ class CRowDecoder:
         if not PAYLOAD_IN_C:
             self.open_payload = P.open_payload  # type: ignore[method-assign]
         # MySQL's GTID event and its BEGIN as one event (protocol.fold_begins), in one C call
-        # per batch of events
+        # per batch of events (the Python loop's; the loop in C reads the BEGIN itself)
         self.fold_begins = getattr(_C, "fold_begins", E.fold_begins)
+        self.loop_in_c = LOOP_IN_C  # False: the reader's Python loop (to compare them)
+
+    def event_loop(self, state: Any, maps: dict, cache: dict, schemas: dict,
+                   fitted: dict | None, end_key: tuple | None, heartbeat: float | None,
+                   beat: list[float], flavor: str, csum: int, query_post: int,
+                   tid_len: int) -> Any:
+        """The reader's loop in C over one stream (``_fastdecode.Loop``), given what
+        ``BinlogReader._consume`` keeps: its ``ReadState``, the file's table maps by id, the
+        parsed maps by body, the captured schemas, the table maps their schemas fit (None
+        without table events), the window's end key, the heartbeat and its last time, and
+        what the format description said. ``loop.events(data, events)`` then reads a batch;
+        None when ``loop_in_c`` is off (or the extension predates the loop)."""
+        if not self.loop_in_c:
+            return None
+        return _C.Loop(state, maps, cache, schemas, fitted, self, end_key, heartbeat, beat,
+                       flavor, ChangeRecord, BinlogOffset, (INSERT, DELETE, UPDATE), csum,
+                       query_post, tid_len)
 
     def decode(self, event: Any, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
         from pymysqlreplication.row_event import (

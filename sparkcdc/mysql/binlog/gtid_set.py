@@ -130,6 +130,23 @@ class GtidSet:
             return True
         return self._add(f"{sid}{n}")
 
+    def fast_next(self) -> tuple[str, int, str, str] | None:
+        """For a loop outside Python (the reader's in C, ``_faststate.c``): the source
+        (``"uuid:"``) whose next GTID is cheap, its last number, and the set's text before
+        and after that number once the next one is added; None when there is none yet."""
+        fast = self._fast
+        return None if fast is None else (fast[0], fast[1][1], fast[2], fast[3])
+
+    def extend_fast(self, n: int, text: str) -> None:
+        """What that loop did: ``add_next`` of the ``fast_next`` source's numbers up to
+        ``n``, each the next one, the set's text now ``text``."""
+        fast = self._fast
+        if fast is None or n <= fast[1][1]:
+            raise ValueError(f"extend_fast({n}): not the next numbers of the set's last source")
+        fast[1][1] = n
+        self._text = text
+        self._stale = True
+
     def _add(self, gtid: str) -> bool:
         if self._stale and self._fast is not None:
             self._stale = False

@@ -8,7 +8,9 @@ What the reader owns, and why:
   events handed straight to the row decoder, so no per-event work goes through
   python-mysql-replication's event classes. Those classes read the same stream in the
   tests' reference reader (tests/support/library_reader.py), which overrides ``_open`` and
-  ``_consume``, the two places the event layer shows.
+  ``_consume``, the two places the event layer shows. With the compiled decoder the loop
+  over events runs in C (``CRowDecoder.event_loop``, ``_fastloop.c``), which hands
+  ``_consume``'s Python loop only the events it does not take; that loop is the reference.
 * **Positions.** Every stream starts from an explicit file and position. Record offsets
   are the start of their transaction plus two counters (see ``sparkcdc.core.records``). ``events`` counts *every* row event of the transaction,
   captured or not, so an offset means the same thing whatever tables a later run captures.
@@ -61,7 +63,6 @@ from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.table_events import NewSchema, TableEvent
 from sparkcdc.errors import (
     AuthenticationFailed,
-    BinlogUnavailable,
     ConnectionFailed,
     DecodeError,
     OffsetError,
@@ -82,7 +83,7 @@ from sparkcdc.mysql.binlog.row_decoding import (
     RowDecoder,
     meta_sig,
 )
-from sparkcdc.mysql.binlog.server_lookups import load_table_schema
+from sparkcdc.mysql.binlog.server_lookups import binlog_error, load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ class BinlogReader:
             except Exception as e:
                 code = server_errors.code(e)
                 if code == server_errors.BINLOG_ERROR:
-                    raise self._binlog_error(e, resume) from None
+                    raise binlog_error(self.conn, e, resume) from None
                 if code in (1045, 1044, 1698):
                     raise AuthenticationFailed(
                         f"the server {self.conn} refused user {self.conn.username!r} for "
@@ -250,7 +251,6 @@ class BinlogReader:
         stream.connect()
         end = state.end
         end_key = end.sort_key() if end is not None else None
-        low_key = state.low_key
 
         def reached(key: tuple) -> bool:
             return end_key is not None and key >= end_key
@@ -286,6 +286,7 @@ class BinlogReader:
         T_MGTID, T_XID, T_QUERY = E.MARIADB_GTID, E.XID, E.QUERY
         T_PARTIAL, T_PAYLOAD = E.PARTIAL_UPDATE_ROWS, P.TRANSACTION_PAYLOAD
         T_QUERY_Z, zrows = E.QUERY_COMPRESSED, E.COMPRESSED_ROW_EVENTS  # log_bin_compress
+        T_LOOP = E.LOOP_RECORDS
         # the events whose bytes are decoded (captured row events, new table maps, compressed
         # transactions) are checked against their CRC32 when the binlog has one: damaged
         # bytes are read again from the last boundary rather than decoded (a payload's
@@ -295,11 +296,17 @@ class BinlogReader:
         fitted: dict[tuple[str, str], Any] = {}  # table -> the last table map its schema fits
         pending: list[tuple[bytes, Any]] = []  # a payload's events, then the rest of its batch
         batches = stream.batches()
-        fold = None
-        if flavor == "mysql":
+        fold = getattr(decoder, "fold_begins", E.fold_begins) if flavor == "mysql" else None
+        # the loop in C (``fastdecode.CRowDecoder.event_loop``): each batch's events, of which
+        # it hands this loop only what it does not take itself (``_fastloop.c``), and LOOP_*
+        loop = getattr(decoder, "event_loop", lambda *a: None)(
+            state, maps, cache, schemas, fitted if table_events else None, end_key, heartbeat,
+            beat, flavor, csum, query_post, tid_len)
+        if loop is not None:
+            batches = ((data, loop.events(data, evs)) for data, evs in batches)
+        elif fold is not None:
             # MySQL's GTID event and the BEGIN after it, as one event (``fold_begins``), with
             # the checksum and QUERY post-header the loop knows when each batch starts
-            fold = getattr(decoder, "fold_begins", E.fold_begins)
             batches = ((data, fold(data, evs, csum, query_post)) for data, evs in batches)
         # (whether the event has a GTID, whether its transaction has BEGIN); None: the BEGIN
         # of the transaction the GTID before it began (a compressed transaction's first event)
@@ -309,6 +316,17 @@ class BinlogReader:
                       E.FOLDED + E.QUERY: None}
         for data, evs in _with_payloads(batches, pending):
             for _ts, etype, server_id, size, log_pos, flags, s, e in evs:
+                if etype >= T_LOOP:  # from the loop in C
+                    if etype == E.LOOP_RECORDS:
+                        yield from s
+                    elif etype == E.LOOP_DATA:
+                        data = s  # the buffer of the events it hands next (a payload's)
+                    elif etype == E.LOOP_BEAT:
+                        yield make_beat()
+                    else:  # E.LOOP_DONE: the window's end
+                        state.done = True
+                        return
+                    continue
                 if etype == T_HEARTBEAT:
                     if heartbeat is not None and not state.in_txn:
                         yield make_beat()
@@ -332,6 +350,8 @@ class BinlogReader:
                     # 4-byte table ids: servers before 5.1.4 (and their files)
                     tid_len = 4 if len(post) >= T_TABLE_MAP and post[T_TABLE_MAP - 1] == 6 \
                         else 6
+                    if loop is not None:
+                        loop.formats(csum, query_post, tid_len)
                 if etype in ignored or log_pos == 0 or flags & _LOG_EVENT_ARTIFICIAL:
                     continue  # e.g. the dump's fake format description: no position of its own
                 state.progress += 1
@@ -355,7 +375,7 @@ class BinlogReader:
                                           fix="start from a transaction boundary (an offset "
                                               "from SHOW MASTER STATUS or from a record)")
                     skey = tm.key
-                    if skey not in schemas or key[:3] < low_key[:3]:
+                    if skey not in schemas or key[:3] < state.low_key[:3]:
                         continue  # uncaptured, or wholly before the start: never decoded
                     if csum and not flags & in_payload and crc_bad(data, s, e):
                         raise E.corrupt_event(f"{state.file}:{log_pos - size}")
@@ -395,7 +415,7 @@ class BinlogReader:
                     recs, low_key, cut = event_records(state, key, decoded, _OPS[mode],
                                                         schema.table_id, end_key, flavor)
                     yield from recs
-                    state.low_key = low_key
+                    state.low_key = low_key  # (state's, not a local: the C loop moves it too)
                     if cut:
                         state.done = True
                         return
@@ -479,8 +499,7 @@ class BinlogReader:
                     if end_key is not None and bkey >= end_key:
                         state.done = True
                         return
-                    if bkey > low_key:
-                        state.low_key = low_key = bkey
+                    state.low_key = max(state.low_key, bkey)
                     if heartbeat is not None and time.monotonic() - beat[0] >= heartbeat:
                         yield make_beat()
 
@@ -564,31 +583,6 @@ class BinlogReader:
             state.end = failover.rebase(self.conn.dump_kwargs(), self.server_id, state.end,
                                         server)
         return here.file, here.pos
-
-    def _binlog_error(self, e: Exception, resume: BinlogOffset) -> Exception:
-        msg = server_errors.first_line(e)
-        low = msg.lower()
-        if "could not find" in low or "purged" in low or "not found" in low:
-            files = self._server_files()
-            have = f"{files[0]} .. {files[-1]}" if files else "no binlog files"
-            return BinlogUnavailable(
-                f"binlog file {resume.file!r} is no longer on the server {self.conn} (it has "
-                f"{have}); cannot read from {resume}: {msg}",
-                fix="raise the server's binlog retention (binlog_expire_logs_seconds / "
-                    "expire_logs_days) and restart capture with a new snapshot")
-        return OffsetError(f"the server {self.conn} cannot stream from {resume}: {msg}",
-                           fix="resume from an offset the reader produced or from "
-                               "SHOW MASTER STATUS")
-
-    def _server_files(self) -> list[str]:
-        import pymysql
-
-        try:
-            with self.conn.connect() as c, c.cursor() as cur:
-                cur.execute("SHOW BINARY LOGS")
-                return [r[0] for r in cur.fetchall()]
-        except (SparkCDCError, pymysql.err.MySQLError):  # only for the message
-            return []
 
 
 __all__ = ["BinlogReader"]

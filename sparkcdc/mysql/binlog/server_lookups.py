@@ -1,18 +1,20 @@
 """What a binlog reader asks its server besides the stream: a table's schema (from
-information_schema, for readers given only table ids) and when each binlog file started
+information_schema, for readers given only table ids), when each binlog file started
 (its first event's time: how far back a server's binlog reaches, for ``validate`` and the
-start-up's retention check).
+start-up's retention check), and which files it has (to name them when the one a read
+needs is gone: ``binlog_error``).
 """
 
 from __future__ import annotations
 
+from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import Column, TableId, TableSchema
-from sparkcdc.errors import SchemaError
+from sparkcdc.errors import BinlogUnavailable, OffsetError, SchemaError, SparkCDCError
 from sparkcdc.mysql import server_errors
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.connection import ConnectionOptions
 
-__all__ = ["file_start_timestamps", "load_table_schema"]
+__all__ = ["binlog_error", "file_start_timestamps", "load_table_schema"]
 
 
 def load_table_schema(conn: ConnectionOptions, table_id: TableId) -> TableSchema:
@@ -59,3 +61,33 @@ def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[s
             stream.close()
         out.append(ts)
     return out
+
+
+def binlog_error(conn: ConnectionOptions, e: Exception, resume: BinlogOffset) -> Exception:
+    """What the server's binlog error to a dump from ``resume`` means: the file is gone
+    (``BinlogUnavailable``, naming the files the server has), or the offset is not one it
+    can stream from."""
+    msg = server_errors.first_line(e)
+    low = msg.lower()
+    if "could not find" in low or "purged" in low or "not found" in low:
+        files = _server_files(conn)
+        have = f"{files[0]} .. {files[-1]}" if files else "no binlog files"
+        return BinlogUnavailable(
+            f"binlog file {resume.file!r} is no longer on the server {conn} (it has "
+            f"{have}); cannot read from {resume}: {msg}",
+            fix="raise the server's binlog retention (binlog_expire_logs_seconds / "
+                "expire_logs_days) and restart capture with a new snapshot")
+    return OffsetError(f"the server {conn} cannot stream from {resume}: {msg}",
+                       fix="resume from an offset the reader produced or from "
+                           "SHOW MASTER STATUS")
+
+
+def _server_files(conn: ConnectionOptions) -> list[str]:
+    import pymysql
+
+    try:
+        with conn.connect() as c, c.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            return [r[0] for r in cur.fetchall()]
+    except (SparkCDCError, pymysql.err.MySQLError):  # only for the message
+        return []

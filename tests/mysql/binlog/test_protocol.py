@@ -342,12 +342,16 @@ def test_the_two_splitters_agree_on_any_bytes(payloads, seqs, cut, start_seq):
         seq = (seq + (seqs[k] if k < len(seqs) else 1)) & 0xFF
         buf += _packet(seq, p)
     buf = buf[:cut] if cut < len(buf) else buf
+    def compiled(buf, pos, seq):  # its events are read where they are: listed, as tuples
+        evs, *rest = D._C.split_events(buf, pos, seq)
+        return (list(evs), *rest)
+
     for pos in (0, min(3, len(buf))):
-        assert D._C.split_events(buf, pos, (start_seq + 1) & 0xFF) == \
+        assert compiled(buf, pos, (start_seq + 1) & 0xFF) == \
             D.split_events(buf, pos, (start_seq + 1) & 0xFF)
     # a 16 MB packet header is left to the caller
     big = b"\xff\xff\xff" + bytes([1]) + b"\0"
-    assert D._C.split_events(big, 0, 1) == D.split_events(big, 0, 1) == ([], 0, 1, 2)
+    assert compiled(big, 0, 1) == D.split_events(big, 0, 1) == ([], 0, 1, 2)
 
 
 def _query_event(statement: bytes, db: bytes, status: bytes, csum: int) -> bytes:

@@ -26,6 +26,11 @@ XA_PREPARE, PARTIAL_UPDATE_ROWS = 38, 39
 # not a server's: a GTID (or anonymous GTID) event and the QUERY event BEGIN after it, read
 # as one by the reader (``fold_begins``), of type FOLDED + the GTID event's type
 FOLDED = 256
+# not a server's either: what the compiled event loop (``_fastloop.c``) hands the reader's
+# loop besides events, as events of these types with the value at the start field: the
+# records it made, the buffer the events it hands next are in (a payload's), the window's
+# end, a heartbeat that is due
+LOOP_RECORDS, LOOP_DATA, LOOP_DONE, LOOP_BEAT = 512, 513, 514, 515
 MARIADB_ANNOTATE_ROWS, MARIADB_BINLOG_CHECKPOINT, MARIADB_GTID, MARIADB_GTID_LIST = (
     160, 161, 162, 163)
 MARIADB_START_ENCRYPTION = 164

@@ -1,0 +1,37 @@
+/* _faststep.c: one event as the reader's loop takes it, for the event loop (_fastloop.c). */
+#ifndef SPARKCDC_FASTSTEP_H
+#define SPARKCDC_FASTSTEP_H
+#include "_faststate.h"
+
+/* What the loop knows of one stream (reader.BinlogReader._consume's locals). Strong
+ * references. */
+typedef struct {
+    PyObject *state, *maps, *cache, *schemas, *fitted, *decoder, *by_map, *njson_of, *beat;
+    Makers makers;
+    State st;
+    int mysql, has_end, tailing, csum, qpost, tid_len;
+    long long end[4];
+    double heartbeat;
+    PyObject *sid;              /* the last MySQL GTID's source ("uuid:"), of ... */
+    unsigned char sid_raw[16];  /* ... these 16 bytes */
+} Stream;
+
+typedef struct { /* one event, as split_events gives it */
+    unsigned long ts, server_id;
+    int type;
+    long long size, log_pos, flags;
+    Py_ssize_t s, e;
+} Ev;
+
+/* A step's outcome: the loop took the event; Python takes it (nothing changed); the window
+ * ended; a heartbeat is due; a TRANSACTION_PAYLOAD was opened (its events in ``*opened``);
+ * an error was raised. */
+enum { FE_TAKEN, FE_HAND, FE_DONE, FE_BEAT, FE_OPENED, FE_FAILED = -1 };
+
+/* One event at d[ev->s:ev->e] (``csum`` checksum bytes at its end); records made go to
+ * ``records``. */
+int fe_step(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t len, int csum,
+            PyObject *records, PyObject **opened);
+int fe_init(void);
+
+#endif
