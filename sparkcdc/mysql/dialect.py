@@ -9,8 +9,8 @@ object can be created on the driver and shipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from sparkcdc.core.chunking import ChunkingOptions, ChunkPlanner, is_integral_column
 from sparkcdc.core.offsets import BinlogOffset
@@ -23,11 +23,13 @@ from sparkcdc.mysql import types
 from sparkcdc.mysql.binlog import failover
 from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.server_lookups import file_start_timestamps
-from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.connection import ConnectionOptions, retry_lost
 from sparkcdc.mysql.locate import Locator
 from sparkcdc.mysql.offsets import current_offset, detect_flavor
 from sparkcdc.mysql.snapshot import read_chunk
 from sparkcdc.mysql.window_split import bound_window, split_window
+
+T = TypeVar("T")
 
 
 class MySQLDialect:
@@ -53,8 +55,7 @@ class MySQLDialect:
     @property
     def flavor(self) -> str:
         if self._flavor is None:
-            with self._cursor() as cur:
-                self._flavor = detect_flavor(cur)
+            self._flavor = self._read("asking the server's kind", detect_flavor)
         return self._flavor
 
     @flavor.setter
@@ -72,17 +73,41 @@ class MySQLDialect:
             try:
                 self._sql.ping(reconnect=False)
             except pymysql.err.Error:
-                try:
-                    self._sql.close()
-                except pymysql.err.Error:
-                    pass
-                self._sql = None
+                self._drop()
         if self._sql is None:
             self._sql = self.conn.connect()
         return self._sql
 
     def _cursor(self):
         return self._connection().cursor()
+
+    def _drop(self) -> None:
+        import pymysql
+
+        if self._sql is not None:
+            try:
+                self._sql.close()
+            except pymysql.err.Error:
+                pass
+            self._sql = None
+
+    def _read(self, what: str, read: Callable[[Any], T]) -> T:
+        """``read(cursor)``, a stateless read, again on a new connection when the connection
+        is lost in the middle of it (``connection.retry_lost``): the ping before it cannot
+        see a cut that comes after (a failover's address moved, a restart), and the Spark
+        source's driver, which asks for the position every batch, would otherwise stop a
+        user's query with the driver's error."""
+        import pymysql
+
+        def attempt() -> T:
+            try:
+                with self._cursor() as cur:
+                    return read(cur)
+            except (pymysql.err.OperationalError, pymysql.err.InterfaceError):
+                self._drop()
+                raise
+
+        return retry_lost(self.conn, what, attempt)
 
     def close(self) -> None:
         if self._sql is not None:
@@ -99,8 +124,8 @@ class MySQLDialect:
     # -- SnapshotDialect -------------------------------------------------------------------
 
     def current_offset(self) -> BinlogOffset:
-        with self._cursor() as cur:
-            return current_offset(cur, self.flavor)
+        flavor = self.flavor
+        return self._read("reading the binlog position", lambda cur: current_offset(cur, flavor))
 
     def read_chunk(self, schema: TableSchema, start: Any, end: Any, where: str | None = None):
         table = read_chunk(self.conn, schema, start, end, where=where)
@@ -156,21 +181,23 @@ class MySQLDialect:
         """``[start, end)`` cut at transaction boundaries for parallel readers
         (``mysql/window_split.py``); one piece when it is small."""
 
-        with self._cursor() as cur:
-            return split_window(cur, start, end, split_bytes, max_parts)
+        return self._read("splitting a binlog window",
+                          lambda cur: split_window(cur, start, end, split_bytes, max_parts))
 
     def rebase(self, offset: BinlogOffset, server: str) -> BinlogOffset:
         """``offset``, a position in another server's binlog, as the same point in the binlog
         of ``server``, the one behind the address now (``binlog/failover.py``)."""
-        return failover.rebase(self.conn.dump_kwargs(), self.server_id, offset, server)
+        return retry_lost(self.conn, "finding the checkpoint's place after a failover",
+                          lambda: failover.rebase(self.conn.dump_kwargs(), self.server_id,
+                                                  offset, server))
 
     def bound_window(self, start: BinlogOffset, end: BinlogOffset,
                      max_bytes: int) -> BinlogOffset:
         """Where a micro-batch starting at ``start`` ends to hold at most about
         ``max_bytes`` of binlog (``mysql/window_split.py``)."""
 
-        with self._cursor() as cur:
-            return bound_window(cur, start, end, max_bytes)
+        return self._read("bounding a binlog window",
+                          lambda cur: bound_window(cur, start, end, max_bytes))
 
     def in_chunk(self, schema: TableSchema, start: Any, end: Any,
                  values: Sequence[Any]) -> list[bool]:
@@ -183,9 +210,10 @@ class MySQLDialect:
     # -- startup positions ------------------------------------------------------------------
 
     def binlog_files(self) -> list[str]:
-        with self._cursor() as cur:
+        def read(cur) -> list[str]:
             cur.execute("SHOW BINARY LOGS")
             return [r[0] for r in cur.fetchall()]
+        return self._read("listing the binlog files", read)
 
     def earliest_offset(self) -> BinlogOffset:
         """The start of the oldest binlog file the server still has."""

@@ -49,7 +49,13 @@ from sparkcdc.core.chunking import SnapshotSplit
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import META_COLUMNS
 from sparkcdc.core.schema import TableId, TableSchema
-from sparkcdc.errors import BinlogUnavailable, ConfigError, OffsetError, SchemaError
+from sparkcdc.errors import (
+    BinlogUnavailable,
+    ConfigError,
+    ConnectionFailed,
+    OffsetError,
+    SchemaError,
+)
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.mysql.port import MySQLSource
 from sparkcdc.mysql.types import arrow_schema
@@ -260,6 +266,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # members taken again with a schema other than the one the reader was pickled with:
         # the partitions carry it to the tasks (``_with_new_tables``)
         self._retaken: dict[TableId, TableSchema] = {}
+        self._out_of_reach_since: float | None = None  # the server, at planning
 
     def _d(self):
         if self._dialect is None:
@@ -362,6 +369,32 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._sizer.next(now)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        try:
+            end = self._latest(start, limit)
+        except ConnectionFailed as e:
+            if not self._wait_out(e):
+                raise
+            return start
+        self._out_of_reach_since = None
+        return end
+
+    def _wait_out(self, e: ConnectionFailed) -> bool:
+        """Whether a trigger that could not reach the server plans no batch instead of
+        stopping the query: while the address is dark (a failover moves it to a promoted
+        replica, a restart; the connection's own retries span a second or two), for up to
+        ``connect.timeout`` in all. Then the error stops the query, as it does at once
+        for ``availableNow`` (a trigger with nothing new would end it as caught up)."""
+        now = time.monotonic()
+        if self._out_of_reach_since is None:
+            self._out_of_reach_since = now
+        waited = now - self._out_of_reach_since
+        if self._target is not None or waited >= self.ctx.config.connection.connect_timeout:
+            return False
+        log.warning("the server is out of reach (%.0f s so far, up to connect.timeout): no "
+                    "batch at this trigger, the next one tries again: %s", waited, e.message)
+        return True
+
+    def _latest(self, start: dict, limit: ReadLimit) -> dict:
         prev = SourceOffset.from_dict(start)
         cfg = self.ctx.config
         d = self._d()

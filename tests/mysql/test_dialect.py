@@ -1,6 +1,7 @@
 """The dialect object the engine and the Spark driver hold for the whole run, on MariaDB 10.11
 and MySQL 9.7 (the ``server`` fixture); told no flavor, it asks the server."""
 
+import pytest
 from server_support import is_mysql
 
 from sparkcdc.core.schema import TableId
@@ -8,6 +9,7 @@ from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.dialect import MySQLDialect
 from sparkcdc.mysql.options import StartupOffset
+from sparkcdc.testing.proxy import FaultProxy
 
 
 def test_dialect_survives_a_killed_connection(server):
@@ -22,6 +24,24 @@ def test_dialect_survives_a_killed_connection(server):
     assert again > first
     assert d._connection().thread_id() != conn_id
     d.close()
+
+
+@pytest.mark.parametrize("read, sent", [("current_offset", b"SHOW"),
+                                        ("binlog_files", b"SHOW BINARY LOGS")])
+def test_a_read_cut_after_the_ping_is_read_again(server, read, sent):
+    """The connection is cut in the middle of the server's answer, after the ping before the
+    query found it alive (a failover's address moved, a restart): the dialect reads again on
+    a new connection instead of raising the driver's 2013 (which stopped a user's Spark query
+    in ``latestOffset`` across a MySQL failover)."""
+    i = server.info
+    with FaultProxy(i.host, i.port) as proxy, MySQLDialect(  # in the clear: the proxy sees it
+            ConnectionOptions(proxy.host, proxy.port, i.cdc_user, i.cdc_password,
+                              ssl_mode="disabled")) as d:
+        before = getattr(d, read)()  # connected, flavor known
+        proxy.cut_after(1, when_sent=sent)
+        again = getattr(d, read)()
+        assert proxy.stats().cut_mid_transfer == 1
+    assert again == before  # nothing was written in between
 
 
 def test_startup_positions(server):

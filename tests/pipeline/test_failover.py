@@ -5,8 +5,9 @@ as a virtual IP gives it.
 The pipeline snapshots and streams from the primary under writers; the writers stop, the
 replica catches up, the primary is stopped, the replica promoted and the address pointed at
 it; writers go on against the replica. The stream finds its place in the replica's binlog
-by GTID state and goes on. Then a final catch-up, ``verify`` equal, and the changelog of
-every applied batch holds each change exactly once (tests/support/faults_support.py).
+by GTID state and goes on. Then a final catch-up; the Delta target read back equals the
+replica's table, every key once; ``verify`` says equal; and the changelog of every applied
+batch holds each change exactly once (tests/support/faults_support.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from faults_support import (
     make_table,
     table_state,
 )
+from sink_support import read_delta
 
 from sparkcdc.pipeline.commands.verify import Verifier
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -31,8 +33,6 @@ from sparkcdc.pipeline.run.loop import Runner
 pytestmark = pytest.mark.timeout(600)
 
 DB, PASSWORD, ROWS = FAILOVER_DB, FAILOVER_PASSWORD, 1500
-
-
 
 
 def test_the_pipeline_resumes_on_the_promoted_replica(spark, failover_pair, tmp_path):
@@ -65,8 +65,12 @@ def test_the_pipeline_resumes_on_the_promoted_replica(spark, failover_pair, tmp_
     assert p.position(table)["server"] == str(replica.info.server_id)  # it did move over
     # writers stopped: catch up, as `sparkcdc run --until-caught-up`
     Runner(defn, spark, until_caught_up=True, on_batch=p.log.hook).run()
+    final = table_state(replica, DB)
+    got = read_delta(tmp_path / "lake" / DB / "t").to_pylist()
+    assert len(got) == len({r["id"] for r in got}), "a key is held twice"
+    assert {r["id"]: (r["v"], r["s"]) for r in got} == final
     results = Verifier(defn).run()
     assert [r.ok for r in results] == [True], [vars(r) for r in results]
     assert before.total() > 10 and after.total() > 10
-    counts = check_changelog(p.log.rows(), table_state(replica, DB), "applied batches")
+    counts = check_changelog(p.log.rows(), final, "applied batches")
     assert counts["delete"] > 0 and counts["update_preimage"] > 0, counts

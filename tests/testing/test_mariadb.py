@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -92,11 +93,12 @@ def test_server_dies_with_a_killed_parent(tmp_path):
         "import sys, time\n"
         "from sparkcdc.testing.mariadb import MariaDBSandbox\n"
         "sb = MariaDBSandbox(name='orphan'); info = sb.start()\n"
-        "print(info.pid, info.port, flush=True)\n"
+        "print(info.pid, info.port, info.datadir, flush=True)\n"
         "time.sleep(600)\n"
     )
     child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    pid, port = map(int, child.stdout.readline().split())
+    pid, port, datadir = child.stdout.readline().split()
+    pid, port = int(pid), int(port)
     assert port_in_use(port)
     child.kill()
     child.wait()
@@ -105,6 +107,15 @@ def test_server_dies_with_a_killed_parent(tmp_path):
         time.sleep(0.1)
     assert not port_in_use(port)
     assert _is_zombie_or_gone(pid)
+    # nor does its folder: the next sandbox to start sweeps it (sparkcdc/testing/leftovers.py)
+    folder = os.path.dirname(datadir)
+    assert os.path.isdir(folder)
+    try:
+        with MariaDBSandbox(name="sweeper") as sb:
+            assert not os.path.exists(folder)
+            assert os.path.isdir(os.path.dirname(sb.info.datadir))  # its own is kept
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _is_zombie_or_gone(pid: int) -> bool:

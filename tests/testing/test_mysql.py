@@ -164,8 +164,16 @@ def test_server_dies_with_a_killed_parent(tmp_path):
         time.sleep(0.1)
     assert not port_in_use(port)
     assert _is_zombie_or_gone(pid)
-    # a killed parent cleans up nothing: its folder (~200 MB) is this test's to remove
-    shutil.rmtree(os.path.dirname(datadir))
+    # a killed parent cleans up nothing: its folder (~200 MB) is swept by the next sandbox
+    # to start (sparkcdc/testing/leftovers.py)
+    folder = os.path.dirname(datadir)
+    assert os.path.isdir(folder)
+    try:
+        with MySQLSandbox(name="sweeper") as sb:
+            assert not os.path.exists(folder)
+            assert os.path.isdir(os.path.dirname(sb.info.datadir))  # its own is kept
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_cli_start_status_stop(tmp_path):
