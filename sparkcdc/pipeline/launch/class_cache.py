@@ -102,6 +102,10 @@ def archive_path(conf: dict[str, str]) -> Path | None:
     st = java.stat()
     h.update(f"{java}\0{st.st_size}\0{st.st_mtime_ns}\0{pyspark.__version__}\0".encode())
     jars = _spark_home() / "jars"
+    # the JVM maps an archive only for the class path it was written with (else it starts
+    # without it, silently): another Spark install of the same version (a second venv)
+    # gets an archive of its own
+    h.update(f"{jars.resolve()}\0".encode())
     for p in sorted(jars.glob("*.jar")) if jars.is_dir() else ():
         h.update(f"{p.name}\0{p.stat().st_size}\0".encode())
     h.update(conf.get("spark.driver.extraClassPath", "").encode())

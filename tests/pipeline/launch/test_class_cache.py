@@ -163,3 +163,22 @@ def test_a_session_built_over_a_running_jvm_leaves_it_be(spark, tmp_path, monkey
     assert c.archive is None and c.dump is None and not c.used
     c.publish(spark)  # nothing to publish: the JVM goes on
     assert spark.range(3).count() == 3
+
+
+def test_each_spark_install_has_an_archive_of_its_own(tmp_path, monkeypatch):
+    """Two installs of the same Spark (two venvs) hold the same jars at other paths; the
+    JVM maps an archive only for the class path it was written with, so each gets its own
+    (one shared would be used by one install and silently ignored by the other)."""
+    homes = []
+    for name in ("a", "b"):
+        jars = tmp_path / name / "jars"
+        jars.mkdir(parents=True)
+        (jars / "spark-core.jar").write_bytes(b"x" * 10)
+        homes.append(tmp_path / name)
+    paths = []
+    for home in homes:
+        monkeypatch.setattr(class_cache, "_spark_home", lambda home=home: home)
+        paths.append(class_cache.archive_path({}))
+    assert None not in paths and paths[0] != paths[1]
+    monkeypatch.setattr(class_cache, "_spark_home", lambda: homes[0])
+    assert class_cache.archive_path({}) == paths[0]  # the same install: the same archive
