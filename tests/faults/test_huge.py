@@ -29,6 +29,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from server_support import binlog_status, seq
 from sink_support import read_delta
 
 N = 1_000_000  # row changes in the one transaction
@@ -250,7 +251,7 @@ def run_child(mode: str, cfg: dict, tmp_path: Path) -> dict:
 # -- the tests --------------------------------------------------------------------------------
 
 def _position(mariadb) -> dict:
-    file, pos = mariadb.query("SHOW MASTER STATUS")[0][:2]
+    file, pos = mariadb.query(binlog_status(mariadb))[0][:2]
     return {"file": file, "pos": int(pos)}
 
 
@@ -270,7 +271,7 @@ def _offset(p: dict) -> dict:
 
 def test_a_million_row_transaction(mariadb, db, tmp_path):
     mariadb.execute("CREATE TABLE narrow (id INT PRIMARY KEY, v INT NOT NULL)",
-                    f"INSERT INTO narrow SELECT seq, seq FROM seq_1_to_{N}", database=db)
+                    f"INSERT INTO narrow SELECT seq, seq FROM {seq(mariadb, N)}", database=db)
     start = _position(mariadb)
     mariadb.execute("UPDATE narrow SET v = v + 1", database=db)  # one transaction (autocommit)
     end = _position(mariadb)
@@ -307,7 +308,7 @@ def test_huge_rows(mariadb, db, tmp_path):
     mariadb.execute(
         f"INSERT INTO big SELECT seq, JSON_OBJECT('id', seq, 'pad', REPEAT(CHAR(64 + seq), "
         f"{pad} - LENGTH(seq))), REPEAT(UNHEX(LPAD(HEX(seq), 2, '0')), {BIG}) "
-        f"FROM seq_1_to_{K}",
+        f"FROM {seq(mariadb, K)}",
         "UPDATE big SET b = REPEAT(UNHEX(LPAD(HEX(255 - id), 2, '0')), " + str(BIG) + ")",
         database=db)
     end = _position(mariadb)
@@ -319,7 +320,7 @@ def test_huge_rows(mariadb, db, tmp_path):
     after = mariadb.query("SELECT SUM(LENGTH(j)), SUM(CRC32(j)), SUM(LENGTH(b)), "
                           "SUM(CRC32(b)) FROM big", database=db)[0]
     before_b = mariadb.query(
-        f"SELECT SUM(CRC32(REPEAT(UNHEX(LPAD(HEX(seq), 2, '0')), {BIG}))) FROM seq_1_to_{K}",
+        f"SELECT SUM(CRC32(REPEAT(UNHEX(LPAD(HEX(seq), 2, '0')), {BIG}))) FROM {seq(mariadb, K)}",
         database=db)[0][0]
     jl, jc, bl, bc = (int(x) for x in after)
 
