@@ -238,10 +238,14 @@ def child_spark(cfg: dict) -> dict:
 def run_child(mode: str, cfg: dict, tmp_path: Path) -> dict:
     out = tmp_path / f"{mode}.json"
     log = tmp_path / f"{mode}.log"
+    # this file is the child's script: its imports of tests/support need that folder on the
+    # path (pytest puts it there only in its own process)
+    paths = [str(Path(__file__).parents[1] / "support"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in paths if path)}
     with open(log, "w") as f:
         p = subprocess.run([sys.executable, __file__, mode, json.dumps(cfg), str(out)],
                            stdout=f, stderr=subprocess.STDOUT, timeout=1100, check=False,
-                           cwd=Path(__file__).parents[2])
+                           cwd=Path(__file__).parents[2], env=env)
     text = log.read_text()
     assert p.returncode == 0, "\n".join(
         line for line in text.splitlines() if "Error" in line or "error" in line)[-5000:]
