@@ -72,7 +72,7 @@ MYSQL_FAULT_TESTS := tests/faults/test_kill.py tests/faults/test_reread_kill.py 
 	tests/faults/test_task_changes_kill.py tests/pipeline/test_kill.py \
 	tests/pipeline/test_task_files.py tests/faults/test_kafka.py \
 	tests/faults/test_sql_tasks_kill.py tests/faults/test_iceberg_tasks_kill.py \
-	tests/faults/test_cluster.py
+	tests/faults/test_cluster.py tests/faults/test_huge.py
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
 	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults \
