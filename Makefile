@@ -45,7 +45,8 @@ MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
 	tests/spark/test_source.py tests/spark/test_arrow_batches.py tests/spark/test_binlog_once.py \
 	tests/spark/test_source_faults.py tests/spark/test_source_failover.py \
 	tests/sinks/test_end_to_end.py \
-	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py tests/faults/test_network.py
+	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py tests/faults/test_network.py \
+	tests/pipeline/test_binlog_purged.py
 test-mysql: setup
 	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_TESTS) $(XDIST) --source-tests-only \
 		-m "not faults and not cluster and not huge and not spark_delta and not wheel"
@@ -66,11 +67,15 @@ test-compat: setup
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md),
 # and 1,000 tables in one query (make test takes 250); then every test marked faults elsewhere;
-# then the SIGKILL tests (the one during a failover too: two MySQL, a primary and its
-# promoted replica) again on a MySQL 9.7 source (MYSQL_FAULT_TESTS, every test of those files
-# that uses the session's source server or the failover pair; docs/mysql-findings.md)
+# then the SIGKILL and task-write fault tests (the one during a failover too: two MySQL, a
+# primary and its promoted replica) again on a MySQL 9.7 source (MYSQL_FAULT_TESTS, every
+# test of those files that uses the session's source server or the failover pair;
+# docs/mysql-findings.md)
 MYSQL_FAULT_TESTS := tests/faults/test_kill.py tests/faults/test_reread_kill.py \
-	tests/faults/test_task_changes_kill.py tests/faults/test_failover.py
+	tests/faults/test_task_changes_kill.py tests/faults/test_failover.py tests/pipeline/test_kill.py \
+	tests/pipeline/test_task_files.py tests/faults/test_kafka.py \
+	tests/faults/test_sql_tasks_kill.py tests/faults/test_iceberg_tasks_kill.py \
+	tests/faults/test_cluster.py tests/faults/test_huge.py
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
 	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults \

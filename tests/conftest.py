@@ -51,7 +51,7 @@ def pytest_addoption(parser):
     parser.addoption(
         "--source-tests-only", action="store_true",
         help="run only the tests that use the session's source server (the `mariadb` "
-             "fixture, directly or through `db`, or the `failover_pair`); with "
+             "fixture, directly or through `db`, the `failover_pair` or `own_source`); with "
              "SPARKCDC_TEST_SOURCE=mysql, what `make test-mysql` runs: the rest does the "
              "same on either server")
 
@@ -59,7 +59,7 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("--source-tests-only"):
         return
-    source_fixtures = {"mariadb", "failover_pair"}
+    source_fixtures = {"mariadb", "failover_pair", "own_source"}
     keep = [i for i in items if source_fixtures & set(getattr(i, "fixturenames", ()))]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
     items[:] = keep
@@ -77,6 +77,15 @@ def mariadb():
     cls = MySQLSandbox if source == "mysql" else MariaDBSandbox
     with cls(name="tests") as sb:
         yield sb
+
+
+@pytest.fixture(scope="session")
+def own_source():
+    """The sandbox class of the session's source server (MariaDB, or MySQL 9.7 with
+    ``SPARKCDC_TEST_SOURCE=mysql``), for a test that needs a server of its own (it purges
+    the binlog other tests' checkpoints point into): ``with own_source(name="purge") as sb``.
+    A test using it is one of the source's tests (``--source-tests-only``)."""
+    return MySQLSandbox if os.environ.get(SOURCE_ENV, "mariadb") == "mysql" else MariaDBSandbox
 
 
 @pytest.fixture(scope="session")

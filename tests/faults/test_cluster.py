@@ -34,6 +34,7 @@ from pathlib import Path
 import deltalake
 import pytest
 from faults_support import alive
+from server_support import binlog_status, seq
 from sink_support import read_delta
 
 from sparkcdc.testing.mariadb import free_port, set_pdeathsig
@@ -198,7 +199,7 @@ def test_pipeline_on_a_standalone_cluster(cluster, mariadb, db, tmp_path):
     mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(40), qty INT, "
                     "doc JSON, price DECIMAL(10,2))",
                     f"INSERT INTO items SELECT seq, CONCAT('item-', seq), seq % 97, "
-                    f"JSON_OBJECT('k', seq), seq / 7 FROM seq_1_to_{ROWS}", database=db)
+                    f"JSON_OBJECT('k', seq), seq / 7 FROM {seq(mariadb, ROWS)}", database=db)
     opts = mariadb.source_options()
     lake, ckpt, events = tmp_path / "lake", tmp_path / "ckpt", tmp_path / "events"
     events.mkdir()
@@ -237,7 +238,7 @@ pipeline:
 """)
     env = {**os.environ, "CLUSTER_TEST_PW": mariadb.info.cdc_password,
            "PYSPARK_PYTHON": str(wrapper), "SPARK_LOCAL_IP": "127.0.0.1"}
-    before = mariadb.query("SHOW MASTER STATUS")[0][:2]
+    before = mariadb.query(binlog_status(mariadb))[0][:2]
     run = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
                           "--until-caught-up", "--no-progress", "-v", "--master", cluster.url],
                          check=False, capture_output=True, text=True, env=env, timeout=400,
@@ -245,7 +246,7 @@ pipeline:
     out = run.stdout + run.stderr
     (tmp_path / "run.log").write_text(out)
     assert run.returncode == 0, out[-5000:] + cluster.logs()
-    assert mariadb.query("SHOW MASTER STATUS")[0][:2] == before  # every window was empty
+    assert mariadb.query(binlog_status(mariadb))[0][:2] == before  # every window was empty
 
     # the target is the source
     got = read_delta(deltalake.DeltaTable(str(lake / db / "items"))).to_pylist()
@@ -296,7 +297,7 @@ pipeline:
     mariadb.execute("UPDATE items SET qty = qty + 1000, name = CONCAT(name, '-u') "
                     "WHERE id % 5 = 0", "DELETE FROM items WHERE id % 7 = 0",
                     f"INSERT INTO items SELECT seq, CONCAT('more-', seq), 3, NULL, 2.5 "
-                    f"FROM seq_{ROWS + 1}_to_{ROWS + 400}", database=db)
+                    f"FROM {seq(mariadb, ROWS + 400, ROWS + 1)}", database=db)
     changed = (ROWS // 5) + (ROWS // 7) + 400
     for old in events.iterdir():
         old.unlink()

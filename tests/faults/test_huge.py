@@ -29,6 +29,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from server_support import binlog_status, seq
 from sink_support import read_delta
 
 N = 1_000_000  # row changes in the one transaction
@@ -237,10 +238,14 @@ def child_spark(cfg: dict) -> dict:
 def run_child(mode: str, cfg: dict, tmp_path: Path) -> dict:
     out = tmp_path / f"{mode}.json"
     log = tmp_path / f"{mode}.log"
+    # this file is the child's script: its imports of tests/support need that folder on the
+    # path (pytest puts it there only in its own process)
+    paths = [str(Path(__file__).parents[1] / "support"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in paths if path)}
     with open(log, "w") as f:
         p = subprocess.run([sys.executable, __file__, mode, json.dumps(cfg), str(out)],
                            stdout=f, stderr=subprocess.STDOUT, timeout=1100, check=False,
-                           cwd=Path(__file__).parents[2])
+                           cwd=Path(__file__).parents[2], env=env)
     text = log.read_text()
     assert p.returncode == 0, "\n".join(
         line for line in text.splitlines() if "Error" in line or "error" in line)[-5000:]
@@ -250,7 +255,7 @@ def run_child(mode: str, cfg: dict, tmp_path: Path) -> dict:
 # -- the tests --------------------------------------------------------------------------------
 
 def _position(mariadb) -> dict:
-    file, pos = mariadb.query("SHOW MASTER STATUS")[0][:2]
+    file, pos = mariadb.query(binlog_status(mariadb))[0][:2]
     return {"file": file, "pos": int(pos)}
 
 
@@ -270,7 +275,7 @@ def _offset(p: dict) -> dict:
 
 def test_a_million_row_transaction(mariadb, db, tmp_path):
     mariadb.execute("CREATE TABLE narrow (id INT PRIMARY KEY, v INT NOT NULL)",
-                    f"INSERT INTO narrow SELECT seq, seq FROM seq_1_to_{N}", database=db)
+                    f"INSERT INTO narrow SELECT seq, seq FROM {seq(mariadb, N)}", database=db)
     start = _position(mariadb)
     mariadb.execute("UPDATE narrow SET v = v + 1", database=db)  # one transaction (autocommit)
     end = _position(mariadb)
@@ -307,7 +312,7 @@ def test_huge_rows(mariadb, db, tmp_path):
     mariadb.execute(
         f"INSERT INTO big SELECT seq, JSON_OBJECT('id', seq, 'pad', REPEAT(CHAR(64 + seq), "
         f"{pad} - LENGTH(seq))), REPEAT(UNHEX(LPAD(HEX(seq), 2, '0')), {BIG}) "
-        f"FROM seq_1_to_{K}",
+        f"FROM {seq(mariadb, K)}",
         "UPDATE big SET b = REPEAT(UNHEX(LPAD(HEX(255 - id), 2, '0')), " + str(BIG) + ")",
         database=db)
     end = _position(mariadb)
@@ -319,7 +324,7 @@ def test_huge_rows(mariadb, db, tmp_path):
     after = mariadb.query("SELECT SUM(LENGTH(j)), SUM(CRC32(j)), SUM(LENGTH(b)), "
                           "SUM(CRC32(b)) FROM big", database=db)[0]
     before_b = mariadb.query(
-        f"SELECT SUM(CRC32(REPEAT(UNHEX(LPAD(HEX(seq), 2, '0')), {BIG}))) FROM seq_1_to_{K}",
+        f"SELECT SUM(CRC32(REPEAT(UNHEX(LPAD(HEX(seq), 2, '0')), {BIG}))) FROM {seq(mariadb, K)}",
         database=db)[0][0]
     jl, jc, bl, bc = (int(x) for x in after)
 

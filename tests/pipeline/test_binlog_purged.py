@@ -1,9 +1,9 @@
 """The binlog a table needs was purged while the pipeline was stopped.
 
-A dedicated MariaDB (PURGE BINARY LOGS must not pull the binlog from under other tests'
-checkpoints). The pipeline's stream (both tables) is put back to a checkpoint in the first
-binlog file, as when it was stopped long ago. Changes are made to both tables while the
-pipeline is stopped, then the first file is purged:
+A dedicated server of the session's kind, MariaDB or MySQL (PURGE BINARY LOGS must not pull
+the binlog from under other tests' checkpoints). The pipeline's stream (both tables) is put
+back to a checkpoint in the first binlog file, as when it was stopped long ago. Changes are
+made to both tables while the pipeline is stopped, then the first file is purged:
 
 * ``binlog.purged.behavior: fail`` (the default) stops before anything starts, with one
   message naming a table, the missing file and the options;
@@ -18,18 +18,18 @@ import time
 
 import pytest
 from pipeline_support import source_yaml
+from server_support import seq
 
 from sparkcdc.errors import BinlogUnavailable
 from sparkcdc.pipeline.commands.verify import Verifier, render
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.checkpoint import Checkpoint
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.testing.mariadb import MariaDBSandbox
 
 
 @pytest.fixture(scope="module")
-def server():
-    with MariaDBSandbox(name="purge") as sb:
+def server(own_source):
+    with own_source(name="purge") as sb:
         yield sb
 
 
@@ -77,9 +77,9 @@ def _target(defn, table: str) -> dict:
 def test_purged_binlog_fails_clearly_then_resnapshots(spark, server, tmp_path):
     server.execute("DROP DATABASE IF EXISTS shop", "CREATE DATABASE shop")
     server.execute("CREATE TABLE a (id INT PRIMARY KEY, v INT)",
-                   "INSERT INTO a SELECT seq, seq FROM seq_1_to_40",
+                   f"INSERT INTO a SELECT seq, seq FROM {seq(server, 40)}",
                    "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
-                   "INSERT INTO b SELECT seq, seq FROM seq_1_to_10", database="shop")
+                   f"INSERT INTO b SELECT seq, seq FROM {seq(server, 10)}", database="shop")
     defn = _pipeline(server, tmp_path, None)
     ckpt = Checkpoint(defn.pipeline.checkpoint_location)
     Runner(defn, spark, until_caught_up=True).run()  # both snapshotted, positions in file 1
@@ -95,7 +95,7 @@ def test_purged_binlog_fails_clearly_then_resnapshots(spark, server, tmp_path):
 
     # while the pipeline is stopped: changes to both, then the first file is purged
     server.execute("DELETE FROM a WHERE id <= 10", "UPDATE a SET v = -v WHERE id > 30",
-                   "INSERT INTO a SELECT seq, seq FROM seq_41_to_45",
+                   f"INSERT INTO a SELECT seq, seq FROM {seq(server, 45, 41)}",
                    "DELETE FROM b WHERE id = 2", "INSERT INTO b VALUES (11, 11)",
                    database="shop")
     first = _files(server)[0]

@@ -18,6 +18,7 @@ from pathlib import Path
 import deltalake
 import pytest
 from pipeline_support import source_yaml
+from server_support import seq
 from sink_support import delta_log_rows, read_delta
 
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -44,7 +45,7 @@ def log_rows(root: Path) -> dict:
 def test_snapshot_rows_are_written_by_the_tasks_that_read_them(spark, mariadb, db, tmp_path,
                                                                 caplog):
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(20))",
-                    f"INSERT INTO t SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}", database=db)
+                    f"INSERT INTO t SELECT seq, seq, 'init' FROM {seq(mariadb, ROWS)}", database=db)
     defn = parse_pipeline(f"""
 {source_yaml(mariadb, db + ".t", 3)}  scan.incremental.snapshot.chunk.size: 2000
 sink:

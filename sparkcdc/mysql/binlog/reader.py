@@ -83,7 +83,7 @@ from sparkcdc.mysql.binlog.row_decoding import (
     RowDecoder,
     meta_sig,
 )
-from sparkcdc.mysql.binlog.server_lookups import binlog_error, load_table_schema
+from sparkcdc.mysql.binlog.server_lookups import binlog_error, load_table_schema, server_flavor
 from sparkcdc.mysql.connection import ConnectionOptions
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,8 @@ class BinlogReader:
     ``tables`` maps captured tables to their schemas; a plain set of ``TableId`` makes the
     reader load each schema from information_schema when its first event arrives.
     ``flavor`` is ``"mariadb"`` or ``"mysql"``; None (the default) takes each read's start
-    offset's (``current_offset`` asks the server; an offset made by hand says ``mariadb``).
+    offset's when it has a GTID state (``current_offset`` asks the server) and asks the
+    server when it is a file and a position alone (which says ``mariadb`` whatever made it).
     """
 
     def __init__(self, conn: ConnectionOptions, server_id: int,
@@ -179,7 +180,7 @@ class BinlogReader:
     def _run(self, start: BinlogOffset, end: BinlogOffset | None,
              heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         if self._flavor_of_offsets:
-            self.flavor = start.flavor
+            self.flavor = start.flavor if start.gtid else server_flavor(self.conn)
         state = ReadState(self.flavor, start, end=end)
         failures = 0
         beat = [time.monotonic()]  # when the last heartbeat went out

@@ -1,5 +1,6 @@
 """What a binlog reader asks its server besides the stream: a table's schema (from
-information_schema, for readers given only table ids), when each binlog file started
+information_schema, for readers given only table ids), which server it is (for a start
+offset that does not say), when each binlog file started
 (its first event's time: how far back a server's binlog reaches, for ``validate`` and the
 start-up's retention check), and which files it has (to name them when the one a read
 needs is gone: ``binlog_error``).
@@ -13,8 +14,17 @@ from sparkcdc.errors import BinlogUnavailable, OffsetError, SchemaError, SparkCD
 from sparkcdc.mysql import server_errors
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.offsets import detect_flavor
 
-__all__ = ["binlog_error", "file_start_timestamps", "load_table_schema"]
+__all__ = ["binlog_error", "file_start_timestamps", "load_table_schema", "server_flavor"]
+
+
+def server_flavor(conn: ConnectionOptions) -> str:
+    """``"mariadb"`` or ``"mysql"``: how to read this server's binlog. A file-and-position
+    offset (no GTID state) says ``mariadb`` whoever made it; read as MariaDB's, a MySQL
+    binlog fails at its next file's previous-GTIDs event."""
+    with conn.connect() as c, c.cursor() as cur:
+        return detect_flavor(cur)
 
 
 def load_table_schema(conn: ConnectionOptions, table_id: TableId) -> TableSchema:

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pymysql
 import pytest
 from library_reader import LibraryBinlogReader
+from server_support import binlog_status, is_mysql
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import ChangeRecord, Heartbeat
@@ -427,3 +428,21 @@ def test_file_start_timestamps(scratch):
     now = dt.datetime.now().timestamp()
     assert all(x is not None and now - 3600 < x <= now + 5 for x in ts[:-1])
     assert ts == sorted(ts[:-1]) + [None]
+
+
+def test_a_file_and_position_start_reads_across_files_on_either_server(server, server_db):
+    """An offset of a file and a position alone (no GTID state) says ``mariadb`` whoever
+    made it: a reader without a flavor asks the server, so a MySQL binlog is not read as
+    MariaDB's when the window crosses into the next file (its previous-GTIDs event, before:
+    a raw ``ValueError: invalid literal for int()``)."""
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))", database=server_db)
+    file, pos = server.query(binlog_status(server))[0][:2]
+    server.execute("INSERT INTO t VALUES (1, 'a')", "FLUSH BINARY LOGS",
+                   "INSERT INTO t VALUES (2, 'b')", database=server_db)
+    end_file, end_pos = server.query(binlog_status(server))[0][:2]
+    assert end_file != file
+    got = list(reader(server, server_db, "t").read_window(
+        BinlogOffset(file, int(pos)), BinlogOffset(end_file, int(end_pos))))
+    assert rows(got) == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    assert {r.offset.flavor for r in got} == {"mysql" if is_mysql(server) else "mariadb"}
+    assert got[-1].offset.file == end_file and got[-1].offset.gtid  # the new file's state
