@@ -175,12 +175,22 @@ class BinlogReader:
             raise ValueError("heartbeat_interval must be positive")
         yield from self._run(start, None, heartbeat_interval)
 
+    def _server_flavor(self, start: BinlogOffset) -> str:
+        """The server's kind, for a start that does not say (a file and a position); a
+        server out of reach is named with the offset to resume from, as the loop's own
+        failures are."""
+        try:
+            return server_flavor(self.conn)
+        except ConnectionFailed as e:
+            raise ConnectionFailed(f"reading the binlog of {self.conn} from {start}: "
+                                   f"{e.message}", fix=e.fix) from None
+
     # -- the loop --------------------------------------------------------------------------
 
     def _run(self, start: BinlogOffset, end: BinlogOffset | None,
              heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         if self._flavor_of_offsets:
-            self.flavor = start.flavor if start.gtid else server_flavor(self.conn)
+            self.flavor = start.flavor if start.gtid else self._server_flavor(start)
         state = ReadState(self.flavor, start, end=end)
         failures = 0
         beat = [time.monotonic()]  # when the last heartbeat went out

@@ -280,7 +280,7 @@ def test_a_server_that_is_down_is_retried_then_reported(monkeypatch):
 
     conn = B.ConnectionOptions(hostname="127.0.0.1", port=free_port(), connect_timeout=1,
                                max_retries=2)
-    r = BinlogReader(conn, 7620, set())
+    r = BinlogReader(conn, 7620, set(), "mariadb")  # (no flavor: the server is asked first)
     opened = []
     real = r._open
     monkeypatch.setattr(r, "_open", lambda *a, **k: opened.append(1) or real(*a, **k))
@@ -288,6 +288,10 @@ def test_a_server_that_is_down_is_retried_then_reported(monkeypatch):
     with pytest.raises(ConnectionFailed, match="binlog.000001:4") as e:
         list(r.read_window(start, BinlogOffset("binlog.000001", 400)))
     assert e.value.retryable and len(opened) == 3 and r.reconnects == 2
+    # a reader that asks the server its kind first names the offset too
+    with pytest.raises(ConnectionFailed, match="binlog.000001:4"):
+        list(BinlogReader(conn, 7621, set()).read_window(start, BinlogOffset("binlog.000001",
+                                                                               400)))
 
 
 @pytest.mark.parametrize("decoder", [F.CRowDecoder, PyRowDecoder])
