@@ -174,6 +174,9 @@ class SyntheticReader(BinlogReader):
     """The real reader; its streams come from a ``Binlog`` instead of a server."""
 
     def __init__(self, binlog: Binlog, tables, **kw):
+        # a flavor given: no server to ask (a file-and-position start asks it otherwise);
+        # the synthetic binlogs are MariaDB's unless told
+        kw.setdefault("flavor", "mariadb")
         super().__init__(ConnectionOptions(hostname="127.0.0.1", port=9, max_retries=0),
                          7700, tables, **kw)
         self.binlog = binlog
