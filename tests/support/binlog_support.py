@@ -15,6 +15,7 @@ import struct
 import zlib
 
 from sparkcdc.mysql.binlog import protocol as E
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType as CT
 from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.connection import ConnectionOptions
 
@@ -60,25 +61,25 @@ def table_map_body(table_id: int, schema: str, table: str, columns: list) -> byt
     types, meta = bytearray(), bytearray()
     for c in columns:
         t = c.type
-        if t in (E._ENUM, E._SET):  # logged as STRING, the real type in the metadata
-            types.append(E._STRING)
+        if t in (CT.ENUM, CT.SET):  # logged as STRING, the real type in the metadata
+            types.append(CT.STRING)
             meta += bytes([t, c.size])
             continue
         types.append(t)
-        if t == E._VARCHAR:
+        if t == CT.VARCHAR:
             meta += c.max_length.to_bytes(2, "little")
-        elif t == E._STRING:
+        elif t == CT.STRING:
             assert c.max_length < 256
-            meta += bytes([E._STRING, c.max_length])
-        elif t in (E._FLOAT, E._DOUBLE):
-            meta.append(4 if t == E._FLOAT else 8)
-        elif t in (E._TIMESTAMP2, E._DATETIME2, E._TIME2):
+            meta += bytes([CT.STRING, c.max_length])
+        elif t in (CT.FLOAT, CT.DOUBLE):
+            meta.append(4 if t == CT.FLOAT else 8)
+        elif t in (CT.TIMESTAMP2, CT.DATETIME2, CT.TIME2):
             meta.append(c.fsp)
-        elif t in (E._BLOB, E._GEOMETRY, E._JSON, E._TINY_BLOB, E._MEDIUM_BLOB, E._LONG_BLOB):
+        elif t in (CT.BLOB, CT.GEOMETRY, CT.JSON, CT.TINY_BLOB, CT.MEDIUM_BLOB, CT.LONG_BLOB):
             meta.append(c.length_size)
-        elif t == E._NEWDECIMAL:
+        elif t == CT.NEWDECIMAL:
             meta += bytes([c.precision, c.decimals])
-        elif t == E._BIT:
+        elif t == CT.BIT:
             meta += bytes([c.bits % 8, c.bits // 8])
     n = len(columns)
     return (table_id.to_bytes(6, "little") + b"\1\0" + bytes([len(schema)]) + schema.encode()

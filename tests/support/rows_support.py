@@ -15,6 +15,7 @@ from types_support import cdc
 
 from sparkcdc.core.schema import Column, TableId
 from sparkcdc.mysql.binlog import field_decoders as B
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType as CT
 from sparkcdc.mysql.binlog.server_lookups import load_table_schema
 from sparkcdc.mysql.offsets import current_offset
 
@@ -154,60 +155,60 @@ _utf8 = st.text(max_size=40).map(lambda s: s.encode("utf-8"))
 # in the row image), values no server writes included (invalid dates, out-of-range
 # fractions, unknown ENUM indexes, text invalid in its charset)
 FUZZ = [
-    ("tinyint(4)", None, binlog_column(B._TINY), _fixed(1)),
-    ("tinyint(3) unsigned", None, binlog_column(B._TINY), _fixed(1)),
-    ("smallint(6)", None, binlog_column(B._SHORT), _fixed(2)),
-    ("smallint(5) unsigned", None, binlog_column(B._SHORT), _fixed(2)),
-    ("mediumint(9)", None, binlog_column(B._INT24), _fixed(3)),
-    ("mediumint(8) unsigned", None, binlog_column(B._INT24), _fixed(3)),
-    ("int(11)", None, binlog_column(B._LONG), _fixed(4)),
-    ("int(10) unsigned", None, binlog_column(B._LONG), _fixed(4)),
-    ("bigint(20)", None, binlog_column(B._LONGLONG), _fixed(8)),
-    ("bigint(20) unsigned", None, binlog_column(B._LONGLONG), _fixed(8)),
-    ("float", None, binlog_column(B._FLOAT), _fixed(4)),
-    ("double", None, binlog_column(B._DOUBLE), _fixed(8)),
-    ("year(4)", None, binlog_column(B._YEAR), _fixed(1)),
-    ("bit(1)", None, binlog_column(B._BIT, bytes=1, bits=1), _fixed(1)),
-    ("bit(10)", None, binlog_column(B._BIT, bytes=2, bits=10), _fixed(2)),
-    ("bit(64)", None, binlog_column(B._BIT, bytes=8, bits=64), _fixed(8)),
-    ("varchar(20)", "utf8mb4", binlog_column(B._VARCHAR, max_length=80), _prefixed(1, _utf8)),
-    ("varchar(300)", "utf8mb4", binlog_column(B._VARCHAR, max_length=1200), _prefixed(2, _utf8)),
-    ("char(10)", "utf8mb4", binlog_column(B._STRING, max_length=40), _prefixed(1, _utf8)),
-    ("varchar(20)", "latin1", binlog_column(B._VARCHAR, max_length=20),
+    ("tinyint(4)", None, binlog_column(CT.TINY), _fixed(1)),
+    ("tinyint(3) unsigned", None, binlog_column(CT.TINY), _fixed(1)),
+    ("smallint(6)", None, binlog_column(CT.SHORT), _fixed(2)),
+    ("smallint(5) unsigned", None, binlog_column(CT.SHORT), _fixed(2)),
+    ("mediumint(9)", None, binlog_column(CT.INT24), _fixed(3)),
+    ("mediumint(8) unsigned", None, binlog_column(CT.INT24), _fixed(3)),
+    ("int(11)", None, binlog_column(CT.LONG), _fixed(4)),
+    ("int(10) unsigned", None, binlog_column(CT.LONG), _fixed(4)),
+    ("bigint(20)", None, binlog_column(CT.LONGLONG), _fixed(8)),
+    ("bigint(20) unsigned", None, binlog_column(CT.LONGLONG), _fixed(8)),
+    ("float", None, binlog_column(CT.FLOAT), _fixed(4)),
+    ("double", None, binlog_column(CT.DOUBLE), _fixed(8)),
+    ("year(4)", None, binlog_column(CT.YEAR), _fixed(1)),
+    ("bit(1)", None, binlog_column(CT.BIT, bytes=1, bits=1), _fixed(1)),
+    ("bit(10)", None, binlog_column(CT.BIT, bytes=2, bits=10), _fixed(2)),
+    ("bit(64)", None, binlog_column(CT.BIT, bytes=8, bits=64), _fixed(8)),
+    ("varchar(20)", "utf8mb4", binlog_column(CT.VARCHAR, max_length=80), _prefixed(1, _utf8)),
+    ("varchar(300)", "utf8mb4", binlog_column(CT.VARCHAR, max_length=1200), _prefixed(2, _utf8)),
+    ("char(10)", "utf8mb4", binlog_column(CT.STRING, max_length=40), _prefixed(1, _utf8)),
+    ("varchar(20)", "latin1", binlog_column(CT.VARCHAR, max_length=20),
      _prefixed(1, st.binary(max_size=20))),
-    ("varchar(20)", "greek", binlog_column(B._VARCHAR, max_length=20),
+    ("varchar(20)", "greek", binlog_column(CT.VARCHAR, max_length=20),
      _prefixed(1, st.binary(max_size=20))),
-    ("varchar(20)", "ascii", binlog_column(B._VARCHAR, max_length=20),
+    ("varchar(20)", "ascii", binlog_column(CT.VARCHAR, max_length=20),
      _prefixed(1, st.binary(max_size=20))),
-    ("binary(4)", None, binlog_column(B._STRING, max_length=4), _prefixed(1, st.binary(max_size=4))),
-    ("varbinary(10)", None, binlog_column(B._VARCHAR, max_length=10),
+    ("binary(4)", None, binlog_column(CT.STRING, max_length=4), _prefixed(1, st.binary(max_size=4))),
+    ("varbinary(10)", None, binlog_column(CT.VARCHAR, max_length=10),
      _prefixed(1, st.binary(max_size=10))),
-    ("text", "utf8mb4", binlog_column(B._BLOB, length_size=2), _prefixed(2, _utf8)),
-    ("mediumtext", "utf8mb4", binlog_column(B._BLOB, length_size=3), _prefixed(3, _utf8)),
-    ("longtext", "utf8mb4", binlog_column(B._BLOB, length_size=4), _prefixed(4, _utf8)),
-    ("json", "utf8mb4", binlog_column(B._BLOB, length_size=4), _prefixed(4, _utf8)),
-    ("blob", None, binlog_column(B._BLOB, length_size=2), _prefixed(2, st.binary(max_size=40))),
-    ("longblob", None, binlog_column(B._BLOB, length_size=4), _prefixed(4, st.binary(max_size=40))),
-    ("geometry", None, binlog_column(B._GEOMETRY, length_size=4), _prefixed(4, st.binary(max_size=30))),
-    ("json", None, binlog_column(B._JSON, length_size=4), st.just(b"\0\0\0\0")),
-    ("enum('a','b','it''s')", None, binlog_column(B._ENUM, size=1), _fixed(1)),
-    ("enum('a','b')", None, binlog_column(B._ENUM, size=2), _fixed(2)),
-    ("set('x','y','z')", None, binlog_column(B._SET, size=1), _fixed(1)),
-    ("set('a','b','c','d','e','f','g','h','i')", None, binlog_column(B._SET, size=2), _fixed(2)),
-    ("date", None, binlog_column(B._DATE), _fixed(3)),
-    ("time", None, binlog_column(B._TIME), _fixed(3)),
-    ("datetime", None, binlog_column(B._DATETIME), _fixed(8)),
-    ("timestamp", None, binlog_column(B._TIMESTAMP), _fixed(4)),
+    ("text", "utf8mb4", binlog_column(CT.BLOB, length_size=2), _prefixed(2, _utf8)),
+    ("mediumtext", "utf8mb4", binlog_column(CT.BLOB, length_size=3), _prefixed(3, _utf8)),
+    ("longtext", "utf8mb4", binlog_column(CT.BLOB, length_size=4), _prefixed(4, _utf8)),
+    ("json", "utf8mb4", binlog_column(CT.BLOB, length_size=4), _prefixed(4, _utf8)),
+    ("blob", None, binlog_column(CT.BLOB, length_size=2), _prefixed(2, st.binary(max_size=40))),
+    ("longblob", None, binlog_column(CT.BLOB, length_size=4), _prefixed(4, st.binary(max_size=40))),
+    ("geometry", None, binlog_column(CT.GEOMETRY, length_size=4), _prefixed(4, st.binary(max_size=30))),
+    ("json", None, binlog_column(CT.JSON, length_size=4), st.just(b"\0\0\0\0")),
+    ("enum('a','b','it''s')", None, binlog_column(CT.ENUM, size=1), _fixed(1)),
+    ("enum('a','b')", None, binlog_column(CT.ENUM, size=2), _fixed(2)),
+    ("set('x','y','z')", None, binlog_column(CT.SET, size=1), _fixed(1)),
+    ("set('a','b','c','d','e','f','g','h','i')", None, binlog_column(CT.SET, size=2), _fixed(2)),
+    ("date", None, binlog_column(CT.DATE), _fixed(3)),
+    ("time", None, binlog_column(CT.TIME), _fixed(3)),
+    ("datetime", None, binlog_column(CT.DATETIME), _fixed(8)),
+    ("timestamp", None, binlog_column(CT.TIMESTAMP), _fixed(4)),
 ] + [
-    (f"time({p})", None, binlog_column(B._TIME2, fsp=p), _fixed(3 + (p + 1) // 2)) for p in range(7)
+    (f"time({p})", None, binlog_column(CT.TIME2, fsp=p), _fixed(3 + (p + 1) // 2)) for p in range(7)
 ] + [
-    (f"datetime({p})", None, binlog_column(B._DATETIME2, fsp=p), _fixed(5 + (p + 1) // 2))
+    (f"datetime({p})", None, binlog_column(CT.DATETIME2, fsp=p), _fixed(5 + (p + 1) // 2))
     for p in range(7)
 ] + [
-    (f"timestamp({p})", None, binlog_column(B._TIMESTAMP2, fsp=p), _fixed(4 + (p + 1) // 2))
+    (f"timestamp({p})", None, binlog_column(CT.TIMESTAMP2, fsp=p), _fixed(4 + (p + 1) // 2))
     for p in range(7)
 ] + [
-    (f"decimal({p},{s})", None, binlog_column(B._NEWDECIMAL, precision=p, decimals=s),
+    (f"decimal({p},{s})", None, binlog_column(CT.NEWDECIMAL, precision=p, decimals=s),
      _fixed(sum(n // 9 * 4 + B._DIG2BYTES[n % 9] for n in (p - s, s))))
     for p, s in [(10, 2), (65, 30), (65, 0), (30, 20), (38, 38), (1, 0), (9, 9), (18, 9),
                  (20, 0), (39, 1)]

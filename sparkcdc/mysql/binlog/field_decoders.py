@@ -18,37 +18,7 @@ from sparkcdc.core.schema import Column
 from sparkcdc.errors import DecodeError
 from sparkcdc.mysql import types as T
 from sparkcdc.mysql.binlog import json_binary
-from sparkcdc.mysql.binlog.protocol import (  # MySQL field types as TABLE_MAP events carry them
-    _BIT,
-    _BLOB,
-    _DATE,
-    _DATETIME,
-    _DATETIME2,
-    _DOUBLE,
-    _ENUM,
-    _FLOAT,
-    _GEOMETRY,
-    _INT24,
-    _JSON,
-    _LONG,
-    _LONG_BLOB,
-    _LONGLONG,
-    _MEDIUM_BLOB,
-    _NEWDATE,
-    _NEWDECIMAL,
-    _SET,
-    _SHORT,
-    _STRING,
-    _TIME,
-    _TIME2,
-    _TIMESTAMP,
-    _TIMESTAMP2,
-    _TINY,
-    _TINY_BLOB,
-    _VAR_STRING,
-    _VARCHAR,
-    _YEAR,
-)
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType as CT
 
 Field = Callable[[bytes, int], tuple[Any, int]]  # (bytes, pos) -> (value, next pos)
 _Field = Field
@@ -69,16 +39,16 @@ PY_CODECS = {
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 # binlog type -> the canonical kinds (or, for integers, the base types) it may carry
 COMPAT: dict[int, set[str]] = {
-    _TINY: {"tinyint", "bool", "boolean"}, _SHORT: {"smallint"}, _INT24: {"mediumint"},
-    _LONG: {"int", "integer"}, _LONGLONG: {"bigint"}, _FLOAT: {T.FLOAT32},
-    _DOUBLE: {T.FLOAT64}, _YEAR: {T.YEAR}, _NEWDECIMAL: {T.DECIMAL, T.DECIMAL_TEXT},
-    _VARCHAR: {T.STRING, T.BINARY, T.JSON}, _VAR_STRING: {T.STRING, T.BINARY, T.JSON},
-    _STRING: {T.STRING, T.BINARY, T.JSON}, _ENUM: {T.ENUM}, _SET: {T.SET},
-    _BLOB: {T.STRING, T.BINARY, T.JSON}, _TINY_BLOB: {T.STRING, T.BINARY, T.JSON},
-    _MEDIUM_BLOB: {T.STRING, T.BINARY, T.JSON}, _LONG_BLOB: {T.STRING, T.BINARY, T.JSON},
-    _GEOMETRY: {T.GEOMETRY}, _JSON: {T.JSON}, _BIT: {T.BIT1, T.BITS}, _DATE: {T.DATE},
-    _NEWDATE: {T.DATE}, _TIME: {T.TIME}, _TIME2: {T.TIME}, _DATETIME: {T.DATETIME},
-    _DATETIME2: {T.DATETIME}, _TIMESTAMP: {T.TIMESTAMP}, _TIMESTAMP2: {T.TIMESTAMP},
+    CT.TINY: {"tinyint", "bool", "boolean"}, CT.SHORT: {"smallint"}, CT.INT24: {"mediumint"},
+    CT.LONG: {"int", "integer"}, CT.LONGLONG: {"bigint"}, CT.FLOAT: {T.FLOAT32},
+    CT.DOUBLE: {T.FLOAT64}, CT.YEAR: {T.YEAR}, CT.NEWDECIMAL: {T.DECIMAL, T.DECIMAL_TEXT},
+    CT.VARCHAR: {T.STRING, T.BINARY, T.JSON}, CT.VAR_STRING: {T.STRING, T.BINARY, T.JSON},
+    CT.STRING: {T.STRING, T.BINARY, T.JSON}, CT.ENUM: {T.ENUM}, CT.SET: {T.SET},
+    CT.BLOB: {T.STRING, T.BINARY, T.JSON}, CT.TINY_BLOB: {T.STRING, T.BINARY, T.JSON},
+    CT.MEDIUM_BLOB: {T.STRING, T.BINARY, T.JSON}, CT.LONG_BLOB: {T.STRING, T.BINARY, T.JSON},
+    CT.GEOMETRY: {T.GEOMETRY}, CT.JSON: {T.JSON}, CT.BIT: {T.BIT1, T.BITS}, CT.DATE: {T.DATE},
+    CT.NEWDATE: {T.DATE}, CT.TIME: {T.TIME}, CT.TIME2: {T.TIME}, CT.DATETIME: {T.DATETIME},
+    CT.DATETIME2: {T.DATETIME}, CT.TIMESTAMP: {T.TIMESTAMP}, CT.TIMESTAMP2: {T.TIMESTAMP},
 }
 
 
@@ -141,36 +111,36 @@ def field_decoder(bc: Any, col: Column) -> _Field:
     k = t.kind
     unsigned = t.unsigned
 
-    if bt == _TINY:
+    if bt == CT.TINY:
         return _fixed_int("<B" if unsigned else "<b")
-    if bt == _SHORT:
+    if bt == CT.SHORT:
         return _fixed_int("<H" if unsigned else "<h")
-    if bt == _INT24:
+    if bt == CT.INT24:
         return lambda d, p: (int.from_bytes(d[p:p + 3], "little", signed=not unsigned), p + 3)
-    if bt == _LONG:
+    if bt == CT.LONG:
         return _fixed_int("<I" if unsigned else "<i")
-    if bt == _LONGLONG:
+    if bt == CT.LONGLONG:
         return _fixed_int("<Q", Decimal) if k == T.UINT64 else _fixed_int("<q")
-    if bt == _FLOAT:
+    if bt == CT.FLOAT:
         return _fixed_int("<f")
-    if bt == _DOUBLE:
+    if bt == CT.DOUBLE:
         return _fixed_int("<d")
-    if bt == _YEAR:
+    if bt == CT.YEAR:
         return _fixed_int("<B", lambda v: 1900 + v if v else 0)
-    if bt == _NEWDECIMAL:
+    if bt == CT.NEWDECIMAL:
         return _decimal_decoder(bc.precision, bc.decimals, t)
-    if bt in (_VARCHAR, _VAR_STRING, _STRING):
+    if bt in (CT.VARCHAR, CT.VAR_STRING, CT.STRING):
         nbytes = 2 if bc.max_length > 255 else 1
         if k == T.BINARY:
             return _length_prefixed(nbytes, t.pad_binary)
         if k in (T.STRING, T.JSON):
             return _length_prefixed(nbytes, text_decoder(col.charset or bc.character_set_name))
         raise mismatch()
-    if bt == _ENUM:
+    if bt == CT.ENUM:
         members = enum_members(bc.enum_values[1:] if bc.enum_values else None, t)
         return _fixed_int("<B" if bc.size == 1 else "<H",
                           lambda i: members[i - 1] if 0 < i <= len(members) else "")
-    if bt == _SET:
+    if bt == CT.SET:
         members = enum_members(bc.set_values, t)
         size = bc.size
 
@@ -178,36 +148,36 @@ def field_decoder(bc: Any, col: Column) -> _Field:
             mask = int.from_bytes(data[pos:pos + size], "little")
             return ",".join(m for i, m in enumerate(members) if mask >> i & 1), pos + size
         return dec_set
-    if bt in (_BLOB, _TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB):
+    if bt in (CT.BLOB, CT.TINY_BLOB, CT.MEDIUM_BLOB, CT.LONG_BLOB):
         if k == T.BINARY:
             return _length_prefixed(bc.length_size, bytes)
         if k in (T.STRING, T.JSON):
             return _length_prefixed(bc.length_size,
                                     text_decoder(col.charset or bc.character_set_name))
         raise mismatch()
-    if bt == _GEOMETRY:
+    if bt == CT.GEOMETRY:
         return _length_prefixed(bc.length_size, lambda b: T.ewkb(bytes(b)))  # SRID, then WKB
-    if bt == _JSON:
+    if bt == CT.JSON:
         return _length_prefixed(bc.length_size, mysql_json)
-    if bt == _BIT:
+    if bt == CT.BIT:
         nbytes = bc.bytes
         if k == T.BIT1:
             return lambda d, p: (any(d[p:p + nbytes]), p + nbytes)
         return lambda d, p: (bytes(d[p:p + nbytes]).rjust(t.nbytes, b"\0")[-t.nbytes:],
                              p + nbytes)
-    if bt == _DATE or bt == _NEWDATE:
+    if bt == CT.DATE or bt == CT.NEWDATE:
         return _date
-    if bt == _TIME2:
+    if bt == CT.TIME2:
         return _time2_decoder(bc.fsp)
-    if bt == _DATETIME2:
+    if bt == CT.DATETIME2:
         return _datetime2_decoder(bc.fsp)
-    if bt == _TIMESTAMP2:
+    if bt == CT.TIMESTAMP2:
         return _timestamp2_decoder(bc.fsp)
-    if bt == _TIME:
+    if bt == CT.TIME:
         return _time_old
-    if bt == _DATETIME:
+    if bt == CT.DATETIME:
         return _datetime_old
-    if bt == _TIMESTAMP:
+    if bt == CT.TIMESTAMP:
         return _fixed_int("<I", lambda s: T.epoch_micros_to_utc(s * 1_000_000) if s else None)
     raise DecodeError(f"column {col.name!r}: binlog type {bt} is not supported")
 

@@ -22,10 +22,8 @@ from sparkcdc.errors import DecodeError
 from sparkcdc.mysql.binlog import json_diff
 from sparkcdc.mysql.binlog.field_decoders import Field as _Field
 from sparkcdc.mysql.binlog.field_decoders import field_decoder
-from sparkcdc.mysql.binlog.protocol import (  # MySQL field types as TABLE_MAP events carry them
-    _JSON,
-    _packed_int,
-)
+from sparkcdc.mysql.binlog.protocol import _packed_int
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType as CT
 
 # -- the decoder interface --------------------------------------------------------------------
 
@@ -104,7 +102,7 @@ class PyRowDecoder:
         plan = self._plan_of(table_map, schema)
         names = schema.column_names
         nbits = (len(names) + 7) // 8
-        json_cols = [i for i, c in enumerate(table_map.columns) if c.type == _JSON]
+        json_cols = [i for i, c in enumerate(table_map.columns) if c.type == CT.JSON]
         sizes = {i: table_map.columns[i].length_size for i in json_cols}
         pos, end = 0, len(data)
         out: list[tuple[dict | None, dict | None]] = []

@@ -25,6 +25,7 @@ from sparkcdc.mysql.binlog import fastdecode as F
 from sparkcdc.mysql.binlog import field_decoders as FDEC
 from sparkcdc.mysql.binlog import row_decoding as B
 from sparkcdc.mysql.binlog import transaction_payload as P
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType as CT
 from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
 from sparkcdc.mysql.binlog.server_lookups import load_table_schema
@@ -75,7 +76,7 @@ def test_an_extension_without_json_and_payloads_in_c_leaves_them_to_python(monke
     json_binary (OP_CALL), payloads through transaction_payload, with the same values."""
     col = Column("j", "json")
     schema = TableSchema(TableId("f", "j"), (col,), ("j",), "j")
-    bc = _bc(FDEC._JSON, length_size=4)
+    bc = _bc(CT.JSON, length_size=4)
     doc = jsonb(("obj", [("a", ("int16", 7))], False))
     data = b"\0" + struct.pack("<I", len(doc)) + doc
     assert F.column_spec(bc, col)[0] == (F.OP_JSON if F.JSON_IN_C else F.OP_CALL)
@@ -141,22 +142,22 @@ def test_hand_picked_edge_bytes():
     """Values the random bytes rarely hit: negative TIME2 with fractions, zero dates, the
     zero TIMESTAMP, Feb 30, DECIMAL negative zero, SET with every member."""
     cases = [
-        ("time(6)", _bc(FDEC._TIME2, fsp=6), (0x800000000000 - 1).to_bytes(6, "big")),
-        ("time(2)", _bc(FDEC._TIME2, fsp=2), (0x800000 - 1).to_bytes(3, "big") + b"\x9c"),
-        ("time(4)", _bc(FDEC._TIME2, fsp=4), (0x800000 - 1).to_bytes(3, "big") + b"\xff\xfe"),
-        ("date", _bc(FDEC._DATE), (2021 << 9 | 2 << 5 | 30).to_bytes(3, "little")),
-        ("date", _bc(FDEC._DATE), b"\0\0\0"),
-        ("datetime(0)", _bc(FDEC._DATETIME2, fsp=0), (0x8000000000).to_bytes(5, "big")),
-        ("timestamp(3)", _bc(FDEC._TIMESTAMP2, fsp=3), b"\0\0\0\0\0\0"),
-        ("timestamp(3)", _bc(FDEC._TIMESTAMP2, fsp=3), b"\0\0\0\0\0\1"),
-        ("decimal(10,2)", _bc(FDEC._NEWDECIMAL, precision=10, decimals=2),
+        ("time(6)", _bc(CT.TIME2, fsp=6), (0x800000000000 - 1).to_bytes(6, "big")),
+        ("time(2)", _bc(CT.TIME2, fsp=2), (0x800000 - 1).to_bytes(3, "big") + b"\x9c"),
+        ("time(4)", _bc(CT.TIME2, fsp=4), (0x800000 - 1).to_bytes(3, "big") + b"\xff\xfe"),
+        ("date", _bc(CT.DATE), (2021 << 9 | 2 << 5 | 30).to_bytes(3, "little")),
+        ("date", _bc(CT.DATE), b"\0\0\0"),
+        ("datetime(0)", _bc(CT.DATETIME2, fsp=0), (0x8000000000).to_bytes(5, "big")),
+        ("timestamp(3)", _bc(CT.TIMESTAMP2, fsp=3), b"\0\0\0\0\0\0"),
+        ("timestamp(3)", _bc(CT.TIMESTAMP2, fsp=3), b"\0\0\0\0\0\1"),
+        ("decimal(10,2)", _bc(CT.NEWDECIMAL, precision=10, decimals=2),
          bytes([0x7f, 0xff, 0xff, 0xff, 0xff])),
-        ("decimal(65,30)", _bc(FDEC._NEWDECIMAL, precision=65, decimals=30),
+        ("decimal(65,30)", _bc(CT.NEWDECIMAL, precision=65, decimals=30),
          bytes([0x80]) + bytes(29)),
-        ("set('x','y','z')", _bc(FDEC._SET, size=1), b"\x07"),
-        ("enum('a','b')", _bc(FDEC._ENUM, size=1), b"\x00"),
-        ("bigint(20) unsigned", _bc(FDEC._LONGLONG), b"\xff" * 8),
-        ("varchar(20)", _bc(FDEC._VARCHAR, max_length=20), b"\x05\x80\x81\x8d\x8f\x90"),
+        ("set('x','y','z')", _bc(CT.SET, size=1), b"\x07"),
+        ("enum('a','b')", _bc(CT.ENUM, size=1), b"\x00"),
+        ("bigint(20) unsigned", _bc(CT.LONGLONG), b"\xff" * 8),
+        ("varchar(20)", _bc(CT.VARCHAR, max_length=20), b"\x05\x80\x81\x8d\x8f\x90"),
     ]
     for ctype, bc, raw in cases:
         charset = "latin1" if ctype.startswith("varchar") else None
@@ -174,7 +175,7 @@ def test_truncated_events_raise_decode_errors_not_garbage(mariadb, db):
                     database=db)
     conn = cdc(mariadb)
     schema = load_table_schema(conn, TableId(db, "t"))
-    bcs = [_bc(FDEC._LONG), _bc(FDEC._VARCHAR, max_length=80), _bc(FDEC._DATETIME2, fsp=6)]
+    bcs = [_bc(CT.LONG), _bc(CT.VARCHAR, max_length=80), _bc(CT.DATETIME2, fsp=6)]
     plan = F.compile_plan(bcs, schema)
     image = b"\0" + struct.pack("<i", 7) + b"\x03abc" + bytes([0x99, 0xb1, 0xc2, 0, 0, 1, 2, 3])
     assert F._C.decode(plan, image, 0)[0][1]["v"] == "abc"
@@ -183,7 +184,7 @@ def test_truncated_events_raise_decode_errors_not_garbage(mariadb, db):
             F._C.decode(plan, image[:cut], 0)
     with pytest.raises(ValueError):
         F._C.decode(plan, image, 2)  # an update needs two images
-    bad = [_bc(FDEC._LONG), _bc(FDEC._LONG), _bc(FDEC._DATETIME2, fsp=6)]
+    bad = [_bc(CT.LONG), _bc(CT.LONG), _bc(CT.DATETIME2, fsp=6)]
     with pytest.raises(DecodeError, match="does not match"):
         F.compile_plan(bad, schema)
     with pytest.raises(DecodeError, match="columns"):

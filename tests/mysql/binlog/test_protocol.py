@@ -45,6 +45,7 @@ from sparkcdc.mysql.binlog import fastdecode as F
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import reader as B
 from sparkcdc.mysql.binlog.protocol import dump_stream as D
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType as CT
 from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder, meta_sig
 from sparkcdc.mysql.binlog.server_lookups import load_table_schema
@@ -497,7 +498,7 @@ def _fuzz_binlog(events, mode, version, *, compress, checksum=True, extra_len_by
     b = Binlog(checksum)
     b.add(E.MARIADB_GTID, mariadb_gtid_body(41))
     b.add(E.TABLE_MAP, table_map_body(_Z_ID, "f", "z", FUZZ_BINLOG_COLUMNS))
-    b.add(E.TABLE_MAP, table_map_body(_OTHER_ID, "f", "other", [binlog_column(E._LONG)]))
+    b.add(E.TABLE_MAP, table_map_body(_OTHER_ID, "f", "other", [binlog_column(CT.LONG)]))
     for images in events:
         b.add(ROWS_TYPE[mode, version, compress],
               rows_body(_Z_ID, len(FUZZ_COLUMNS), mode, version, b"".join(images),
@@ -587,7 +588,7 @@ def test_compressed_statements_are_read_as_plain_ones():
                             compress=compress))
         b.add(E.MARIADB_GTID, mariadb_gtid_body(2))
         b.add(q, query_body(b"BEGIN", compress=compress))
-        b.add(E.TABLE_MAP, table_map_body(5, "f", "t", [binlog_column(E._LONG)]))
+        b.add(E.TABLE_MAP, table_map_body(5, "f", "t", [binlog_column(CT.LONG)]))
         b.add(ROWS_TYPE[0, 1, compress], rows_body(5, 1, 0, 1, b"\0" + struct.pack("<i", 7),
                                                     compress=compress))
         b.add(q, query_body(b"COMMIT", compress=compress))
@@ -630,7 +631,7 @@ def test_a_corrupt_compressed_event_is_one_decode_error_naming_it(damage, why, d
     schema = TableSchema(TableId("f", "t"), (Column("id", "int(11)", False),
                                              Column("v", "varchar(40)", True, "utf8mb4")),
                          ("id",), "id")
-    cols = [binlog_column(E._LONG), binlog_column(E._VARCHAR, max_length=160)]
+    cols = [binlog_column(CT.LONG), binlog_column(CT.VARCHAR, max_length=160)]
     images = b"\0" + struct.pack("<i", 1) + b"\x18" + b"a" * 24  # 30 bytes
     z = compressed(images)
     assert z[1] == 30

@@ -76,13 +76,6 @@ class ColumnType(enum.IntEnum):
         249, 250, 251, 252, 253, 254, 255)
 
 
-# the same types as plain ints, under the short names the decoders use (in definition order)
-(_DECIMAL, _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _NULL, _TIMESTAMP, _LONGLONG, _INT24, _DATE,
- _TIME, _DATETIME, _YEAR, _NEWDATE, _VARCHAR, _BIT, _TIMESTAMP2, _DATETIME2, _TIME2, _JSON,
- _NEWDECIMAL, _ENUM, _SET, _TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB, _BLOB, _VAR_STRING, _STRING,
- _GEOMETRY) = (int(t) for t in ColumnType)
-
-
 def _packed_int(d: bytes, p: int) -> tuple[int, int]:
     """A length-encoded integer at ``p``: (value, next position)."""
     c = d[p]

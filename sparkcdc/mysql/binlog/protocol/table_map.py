@@ -15,37 +15,14 @@ from __future__ import annotations
 import struct
 
 from sparkcdc.errors import DecodeError
+from sparkcdc.mysql.binlog.protocol.codes import ColumnType as CT
 from sparkcdc.mysql.binlog.protocol.codes import (
-    _BIT,
-    _BLOB,
-    _DATETIME2,
-    _DOUBLE,
-    _ENUM,
-    _FLOAT,
-    _GEOMETRY,
-    _INT24,
-    _JSON,
-    _LONG,
-    _LONG_BLOB,
-    _LONGLONG,
-    _MEDIUM_BLOB,
-    _NEWDECIMAL,
-    _SET,
-    _SHORT,
-    _STRING,
-    _TIME2,
-    _TIMESTAMP2,
-    _TINY,
-    _TINY_BLOB,
-    _VAR_STRING,
-    _VARCHAR,
-    _YEAR,
     _packed_int,
 )
 
-_NUMERIC = frozenset({_TINY, _SHORT, _INT24, _LONG, _LONGLONG, _NEWDECIMAL, _FLOAT, _DOUBLE,
-                      _YEAR})
-_CHARACTER = frozenset({_STRING, _VAR_STRING, _VARCHAR, _BLOB})
+_NUMERIC = frozenset({CT.TINY, CT.SHORT, CT.INT24, CT.LONG, CT.LONGLONG, CT.NEWDECIMAL, CT.FLOAT, CT.DOUBLE,
+                      CT.YEAR})
+_CHARACTER = frozenset({CT.STRING, CT.VAR_STRING, CT.VARCHAR, CT.BLOB})
 
 
 class ColumnMeta:
@@ -154,31 +131,31 @@ def _parse_table_map(d: bytes, flavor: str, table_id_len: int) -> TableMap:
     cols = []
     for t in types:
         c = ColumnMeta(t)
-        if t == _VARCHAR:
+        if t == CT.VARCHAR:
             c.max_length = d[p] | d[p + 1] << 8
             p += 2
-        elif t in (_FLOAT, _DOUBLE):
+        elif t in (CT.FLOAT, CT.DOUBLE):
             c.size = d[p]
             p += 1
-        elif t in (_TIMESTAMP2, _DATETIME2, _TIME2):
+        elif t in (CT.TIMESTAMP2, CT.DATETIME2, CT.TIME2):
             c.fsp = d[p]
             p += 1
-        elif t in (_VAR_STRING, _STRING):
+        elif t in (CT.VAR_STRING, CT.STRING):
             # byte 0: the real type (and, for long CHARs, two bits of the length); byte 1
             real, low = d[p], d[p + 1]
             p += 2
-            if real in (_ENUM, _SET):
+            if real in (CT.ENUM, CT.SET):
                 c.type = real
                 c.size = low
             else:
                 c.max_length = (((real << 4) & 0x300) ^ 0x300) + low
-        elif t in (_BLOB, _GEOMETRY, _JSON, _TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB):
+        elif t in (CT.BLOB, CT.GEOMETRY, CT.JSON, CT.TINY_BLOB, CT.MEDIUM_BLOB, CT.LONG_BLOB):
             c.length_size = d[p]
             p += 1
-        elif t == _NEWDECIMAL:
+        elif t == CT.NEWDECIMAL:
             c.precision, c.decimals = d[p], d[p + 1]
             p += 2
-        elif t == _BIT:
+        elif t == CT.BIT:
             bits, nbytes = d[p], d[p + 1]
             p += 2
             c.bits = nbytes * 8 + bits
@@ -190,14 +167,14 @@ def _parse_table_map(d: bytes, flavor: str, table_id_len: int) -> TableMap:
 
 
 def _is_character(c: ColumnMeta, flavor: str) -> bool:
-    return c.type in _CHARACTER or (c.type == _GEOMETRY and flavor == "mariadb")
+    return c.type in _CHARACTER or (c.type == CT.GEOMETRY and flavor == "mariadb")
 
 
 def _optional_metadata(d: bytes, p: int, cols: list[ColumnMeta], flavor: str) -> None:
     """binlog_row_metadata=FULL: TLV fields after the NULL bitmap."""
     end = len(d)
     chars = [c for c in cols if _is_character(c, flavor)]
-    enums_sets = [c for c in cols if c.type in (_ENUM, _SET)]
+    enums_sets = [c for c in cols if c.type in (CT.ENUM, CT.SET)]
     raw_members: list[tuple[ColumnMeta, list[bytes], bool]] = []  # decoded once charsets known
     while p < end:
         kind = d[p]
@@ -236,7 +213,7 @@ def _optional_metadata(d: bytes, p: int, cols: list[ColumnMeta], flavor: str) ->
                 q += n
                 i += 1
         elif kind in (5, 6):  # SET / ENUM member strings
-            targets = [c for c in cols if c.type == (_SET if kind == 5 else _ENUM)]
+            targets = [c for c in cols if c.type == (CT.SET if kind == 5 else CT.ENUM)]
             i = 0
             while q < stop and i < len(targets):
                 count, q = _packed_int(d, q)
