@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -155,12 +155,27 @@ class Sink(ABC):
         driver writes them (``write``)."""
         return False
 
+    _pinned = False  # ``pin``: the target's table read once, then kept (``_pinned_view``)
+    _view: Any = None
+    _viewed = False
+
     def pin(self) -> None:
         """In a Spark task: from here on the target is read once and that view kept for
         the sink's life. Nothing commits to a target while a batch's tasks run (the
         driver commits after them), so a task need not read the table again for each of
-        its record batches (``last_batch_id``, ``new_rows``). A sink that reads nothing
-        per batch has nothing to keep."""
+        its record batches (``last_batch_id``, ``new_rows``). A sink whose reads go
+        through ``_pinned_view`` keeps it; one that reads nothing per batch has nothing
+        to keep."""
+        self._pinned = True
+
+    def _pinned_view(self, read: Callable[[], Any]) -> Any:
+        """``read()`` (the target's table, or None), or once pinned the first one read."""
+        if self._viewed:
+            return self._view
+        view = read()
+        if self._pinned:
+            self._view, self._viewed = view, True
+        return view
 
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         """In a Spark task: the rows to write as files when every change of ``changes`` is

@@ -83,9 +83,8 @@ class MicroBatch:
                                                    | self._read_in(batch_id, framing)))
                 out, staged = self._in_tasks(df, plans, {**changing, **framing})
                 # a kept table with schema events in the batch takes the driver's path whole
-                evented = out.kept & out.named
-                if evented:
-                    self._hand_back(out, staged, evented)
+                if out.evented:
+                    self._hand_back(out, staged, out.evented)
             decoded = decode_tables(df.toArrow() if out is None else out.handed_back())
             if out is not None:
                 self._commit_tasks(out, staged, decoded, changing, framing, batch_id)
@@ -119,9 +118,8 @@ class MicroBatch:
         """What the tasks wrote, committed: their files first (the rest of a table's batch
         records its batch id), then the changes they kept, by key slice or through Spark's
         own writer. A table with chunks read again clears their ranges, rows or none."""
-        evented = out.kept & out.named
-        in_tasks = _kept(changing, out.kept, evented)
-        framed = _kept(framing, out.kept, evented)
+        in_tasks = _kept(changing, out.kept, out.evented)
+        framed = _kept(framing, out.kept, out.evented)
         self.writer.commit_files(out, batch_id, set(decoded) | set(in_tasks))
         if in_tasks:
             self.writer.write_changes_in_tasks(staged, in_tasks, batch_id)

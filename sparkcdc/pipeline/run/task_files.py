@@ -205,12 +205,17 @@ _OUT = pa.schema([("kind", pa.string()), ("tbl", pa.string()), ("target", pa.str
                   ("ord", pa.int64()), ("payload", pa.binary())])
 
 
+def _tables_in(t: pa.Table) -> list[str]:
+    """The tables a record batch holds rows of (``db.table``), in no order."""
+    if not t.num_rows or "_database" not in t.column_names:
+        return []
+    return pc.unique(pc.binary_join_element_wise(t["_database"], t["_table"], ".")).to_pylist()
+
+
 def _table_of(t: pa.Table) -> str | None:
     """The one table a record batch holds, or None (several, or none)."""
-    if not t.num_rows or "_database" not in t.column_names:
-        return None
-    names = pc.unique(pc.binary_join_element_wise(t["_database"], t["_table"], "."))
-    return names[0].as_py() if len(names) == 1 else None
+    names = _tables_in(t)
+    return names[0] if len(names) == 1 else None
 
 
 def _kept_in(t: pa.Table, change_tables: frozenset[str]) -> list[str]:
@@ -218,14 +223,8 @@ def _kept_in(t: pa.Table, change_tables: frozenset[str]) -> list[str]:
     event of."""
     if not change_tables:
         return []
-    if not t.num_rows:
-        ev = batch_event(t.schema)
-        names = [str(ev.table_id)] if ev is not None else []
-    elif "_database" in t.column_names:
-        names = pc.unique(pc.binary_join_element_wise(t["_database"], t["_table"], "."))
-        names = names.to_pylist()
-    else:
-        names = []
+    ev = batch_event(t.schema) if not t.num_rows else None
+    names = [str(ev.table_id)] if ev is not None else _tables_in(t)
     return [n for n in names if n in change_tables]
 
 
@@ -270,6 +269,12 @@ class TaskOutput:
     kept: set[str]
     named: set[str] = field(default_factory=set)
     file_bytes: int = 0  # what the files' descriptions cost to send
+
+    @property
+    def evented(self) -> set[str]:
+        """The kept tables something handed back names: they take the driver's path whole
+        (their kept rows are collected after all)."""
+        return self.kept & self.named
 
     @classmethod
     def of(cls, collected: Iterable[Any]) -> TaskOutput:

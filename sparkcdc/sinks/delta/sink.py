@@ -79,8 +79,6 @@ class DeltaSink(Sink):
         # Spark's own Delta writes the table (``spark_writer``): ``writer: spark``, or
         # ``auto`` in a session with Delta, decided in ``publish``
         self.uses_spark = config.writer is DeltaWriter.SPARK
-        self._pinned = False  # in a task: the table read once (``pin``)
-        self._view: Any = _UNREAD
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
@@ -106,19 +104,14 @@ class DeltaSink(Sink):
             self.uses_spark = spark_writer.chosen(self.config, spark)
         return self.uses_spark
 
-    def pin(self) -> None:
-        self._pinned = True
-
     def _table(self):
-        if self._view is not _UNREAD:
-            return self._view
+        return self._pinned_view(self._read_table)
+
+    def _read_table(self):
         dl = self._dl
-        t = None
-        if dl.DeltaTable.is_deltatable(self.config.path, self.config.storage_options):
-            t = dl.DeltaTable(self.config.path, storage_options=self.config.storage_options)
-        if self._pinned:
-            self._view = t
-        return t
+        if not dl.DeltaTable.is_deltatable(self.config.path, self.config.storage_options):
+            return None
+        return dl.DeltaTable(self.config.path, storage_options=self.config.storage_options)
 
     def publish(self, spark) -> bool:
         self.writes_with_spark(spark)
@@ -414,9 +407,6 @@ class DeltaSink(Sink):
 
     def empty(self) -> None:
         evolution.empty(self)
-
-
-_UNREAD = object()  # a pinned sink's table not read yet
 
 
 def _may_hold(table, key: str, lo: Any, hi: Any) -> bool:

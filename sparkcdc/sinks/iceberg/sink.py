@@ -60,7 +60,6 @@ from sparkcdc.sinks.iceberg.storage import storage_table
 from sparkcdc.sinks.kinds import SinkKind, SinkType
 
 _CATALOG_LOCK = threading.Lock()
-_UNREAD = object()  # a pinned sink's table not read yet
 
 class IcebergSink(Sink):
     type = SinkType.ICEBERG
@@ -80,8 +79,6 @@ class IcebergSink(Sink):
         self.load_drivers()
         self._catalog = None
         self._swept = False  # the leftovers of killed compactions looked for (first commit)
-        self._pinned = False  # in a task: the table read once (``pin``)
-        self._view: Any = _UNREAD
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> IcebergSink:
@@ -99,21 +96,16 @@ class IcebergSink(Sink):
                                              **self.config.catalog_properties)
         return self._catalog
 
-    def pin(self) -> None:
-        self._pinned = True
-
     def _table(self):
+        return self._pinned_view(self._read_table)
+
+    def _read_table(self):
         from pyiceberg.exceptions import NoSuchTableError
 
-        if self._view is not _UNREAD:
-            return self._view
         try:
-            t = self.catalog().load_table(self.config.identifier)
+            return self.catalog().load_table(self.config.identifier)
         except NoSuchTableError:
-            t = None
-        if self._pinned:
-            self._view = t
-        return t
+            return None
 
     def last_batch_id(self) -> int | None:
         t = self._table()
