@@ -7,10 +7,26 @@ in ``@@gtid_binlog_pos``, a separate read: a commit between the two reads would 
 position with a later GTID, so the position is read again and the pair kept only when both
 reads agree. Every offset names the ``@@server_id`` whose binlog its position is in, so that
 a failover to another server is noticed (``core/offsets.py``).
+
+**Every transaction before the offset is visible when it is returned.** A server writes a
+transaction to the binlog, then commits it in InnoDB: between the two, the status already
+counts it but no read can see it. A low watermark read in that gap, with the chunk selected
+right after, would leave the transaction out of both the chunk and the chunk's window: its
+row lost for good (docs/mysql-findings.md, finding 19; on MySQL one low watermark in seven
+under four writers, on MariaDB one in two hundred). So the read waits for that gap to close:
+MySQL's ``@@gtid_owned`` names the transactions between binlog and commit (those without a
+GTID are counted by ``Ongoing_anonymous_transaction_count``), and the wait ends when they are
+executed; MariaDB's ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` tells the binlog position
+its read view holds (``binlog_snapshot_position``), and the offset is kept when that is at
+or past it. Commits follow binlog order on both (``binlog_order_commits``), so the waits are
+as long as a commit (an fsync, a semi-sync acknowledgement), not as long as a transaction.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 import time
 from typing import Any
 
@@ -20,6 +36,11 @@ from sparkcdc.mysql.connection import ConnectionOptions
 
 _PARSE_ERROR = 1064
 _STABLE_ATTEMPTS = 20
+_OWNER = re.compile(r"#\d+")  # @@gtid_owned's "uuid:7#12": GTID 7, owned by thread 12
+_POLL_SECONDS = 0.0005
+_WARN_EVERY_SECONDS = 10.0
+
+log = logging.getLogger(__name__)
 
 
 def _show_status(cur) -> tuple | None:
@@ -70,26 +91,85 @@ def _current(cur, flavor: str | None) -> BinlogOffset:
             "the server has binary logging off (SHOW MASTER STATUS is empty)",
             fix="start the server with log_bin (and binlog_format=ROW, binlog_row_image=FULL)")
     if flavor == "mysql":
+        # the set is read before the position (one row): it may lack a transaction the
+        # position already covers, never hold one it does not (a resume from it re-reads,
+        # never skips)
         gtid = (row[4] or "").replace("\n", "") if len(row) > 4 else ""
-        cur.execute("SELECT @@GLOBAL.server_id")
+        cur.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.gtid_owned, @@GLOBAL.gtid_mode")
+        server, owned, mode = _values(cur.fetchone())
+        _await_mysql_commits(cur, owned, mode, f"{row[0]}:{row[1]}")
         return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mysql",
-                            server=str(_one(cur.fetchone())))
+                            server=str(server))
     for _ in range(_STABLE_ATTEMPTS):
         cur.execute("SELECT @@GLOBAL.gtid_binlog_pos, @@GLOBAL.server_id")
-        got = cur.fetchone()
-        gtid, server = tuple(got.values()) if isinstance(got, dict) else got
+        gtid, server = _values(cur.fetchone())
         again = _show_status(cur)
-        if again is not None and again[:2] == row[:2]:
+        if (again is not None and again[:2] == row[:2]
+                and _snapshot_position(cur) >= _file_pos(row)):
             return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mariadb",
                                 server=str(server))
         row = again if again is not None else row
         time.sleep(0.001)
-    # a very busy server: ask it for the exact GTID position of the file and position
+    # a very busy server: the position a read view holds, with its exact GTID position
+    row = _snapshot_position(cur)
     cur.execute("SELECT BINLOG_GTID_POS(%s, %s), @@GLOBAL.server_id", (row[0], int(row[1])))
     got = cur.fetchone()
     gtid, server = tuple(got.values()) if isinstance(got, dict) else got
     return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mariadb",
                         server=str(server))
+
+
+def _await_mysql_commits(cur, owned: str | None, mode: str | None, where: str) -> None:
+    """Return once every transaction MySQL has written to its binlog is committed, so a
+    read that starts now sees all of them (the module's docstring). Transactions with a
+    GTID are named by ``@@gtid_owned`` (read after the position: one written before it
+    owns its GTID until it commits) and awaited by name; transactions without one (a
+    ``gtid_mode`` other than ON) only have a count, awaited until it is zero."""
+
+    pending = _OWNER.sub("", owned or "").replace("\n", "").strip(", ")
+    anonymous = (mode or "").upper() != "ON"
+    started = warned = time.monotonic()
+    while True:
+        if pending:
+            cur.execute("SELECT GTID_SUBSET(%s, @@GLOBAL.gtid_executed)", (pending,))
+            if int(_one(cur.fetchone())) == 1:
+                pending = ""
+        if anonymous and not pending:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Ongoing_anonymous_transaction_count'")
+            got = cur.fetchone()
+            anonymous = got is not None and int(_values(got)[1]) > 0
+        if not pending and not anonymous:
+            return
+        now = time.monotonic()
+        if now - warned >= _WARN_EVERY_SECONDS:
+            warned = now
+            log.warning("binlog position %s: waited %.0f s for %s to commit (written to the "
+                        "binlog, not yet visible); a snapshot chunk cannot start before", where,
+                        now - started, f"transactions {pending}" if pending else
+                        "transactions without a GTID (gtid_mode=ON names them, so the wait "
+                        "is for those alone)")
+        time.sleep(_POLL_SECONDS)
+
+
+def _snapshot_position(cur) -> tuple[str, int]:
+    """The binlog file and position a MariaDB read view opened now holds: every
+    transaction before it is committed and visible (the module's docstring)."""
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    try:
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        got = dict(_values(r) for r in cur.fetchall())
+    finally:
+        cur.execute("COMMIT")
+    return (os.path.basename(str(got["Binlog_snapshot_file"])),
+            int(got["Binlog_snapshot_position"]))
+
+
+def _file_pos(row: tuple) -> tuple[str, int]:
+    return str(row[0]), int(row[1])
+
+
+def _values(row: Any) -> tuple:
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
 
 
 def _one(row: Any) -> Any:

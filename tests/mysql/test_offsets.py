@@ -1,0 +1,145 @@
+"""The current binlog offset is a safe low watermark: every transaction before it is visible
+to a read started after it returns (sparkcdc/mysql/offsets.py; finding 19 in
+docs/mysql-findings.md). A server writes a transaction to its binlog before it commits it,
+and an offset read in between, with a chunk selected right after, lost the transaction's rows:
+on MySQL one offset in seven under four writers, on MariaDB one in two hundred."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from server_support import is_mysql
+
+from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.mysql.connection import ConnectionOptions
+from sparkcdc.mysql.dialect import MySQLDialect
+from sparkcdc.mysql.discovery import discover
+from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings
+
+
+def _cdc(sb) -> ConnectionOptions:
+    i = sb.info
+    return ConnectionOptions(i.host, i.port, i.cdc_user, i.cdc_password)
+
+
+def _count(cur, table: str) -> int:
+    cur.execute(f"SELECT COUNT(*) AS n FROM {table}")
+    row = cur.fetchone()
+    return int(row["n"] if isinstance(row, dict) else row[0])
+
+
+def _snapshot_position(cur) -> tuple[str, int]:
+    """MariaDB's own word on what a read view opened now holds."""
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+    got = {(r["Variable_name"] if isinstance(r, dict) else r[0]):
+           (r["Value"] if isinstance(r, dict) else r[1]) for r in cur.fetchall()}
+    cur.execute("COMMIT")
+    return got["Binlog_snapshot_file"].rsplit("/", 1)[-1], int(got["Binlog_snapshot_position"])
+
+
+def test_every_insert_before_the_offset_is_visible_right_after(server, server_db):
+    """Four writers insert without a pause; the reader reads the offset (as the CDC user),
+    then counts the rows at once. Afterwards the binlog tells how many inserts each offset
+    covered: never more than the count that followed it."""
+    table = f"`{server_db}`.`t`"
+    server.execute(f"CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, w INT)")
+    conn = _cdc(server)
+    flavor = "mysql" if is_mysql(server) else "mariadb"
+    start = current_offset(conn, flavor)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def write(w: int) -> None:
+        c = server.admin_connection(server_db)
+        try:
+            with c.cursor() as cur:
+                while not stop.is_set():
+                    cur.execute(f"INSERT INTO {table} (w) VALUES (%s)", (w,))
+        except BaseException as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+        finally:
+            c.close()
+
+    writers = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for t in writers:
+        t.start()
+    probes: list[tuple[BinlogOffset, int]] = []
+    behind_view = []
+    try:
+        with conn.connect() as c, c.cursor() as cur:
+            until = time.monotonic() + 5
+            while time.monotonic() < until:
+                off = current_offset(cur, flavor)
+                probes.append((off, _count(cur, table)))
+                if flavor == "mariadb":
+                    view = _snapshot_position(cur)
+                    if view < (off.file, off.pos):
+                        behind_view.append((off, view))
+    finally:
+        stop.set()
+        for t in writers:
+            t.join()
+    assert not errors, errors
+    end = current_offset(conn, flavor)
+
+    tables = discover(conn, server_db, rf"{server_db}\.t", None, None)
+    with MySQLDialect(conn, server_id=9377, tables=tables, flavor=flavor) as d:
+        inserts = sorted(r.offset for r in d.read_window(None, start, end))
+    assert len(probes) > 50 and len(inserts) > 1000  # the writers really ran beside the reads
+    ahead = []
+    i = 0
+    for off, visible in probes:  # offsets grow, so one pass over the sorted inserts
+        while i < len(inserts) and inserts[i] < off:
+            i += 1
+        if i > visible:
+            ahead.append((off, i, visible))
+    assert not ahead, f"{len(ahead)} of {len(probes)} offsets covered inserts a read right " \
+                      f"after could not see, first: {ahead[0]}"
+    assert not behind_view, behind_view[:3]
+
+
+@pytest.mark.parametrize("gtid_mode", ["ON", "OFF"])
+def test_mysql_offset_waits_for_a_transaction_between_binlog_and_commit(gtid_mode):
+    """MySQL told to hold each group commit 300 ms between writing the binlog and committing
+    (``binlog_group_commit_sync_delay``) opens the gap wide: an insert sits in the binlog,
+    invisible, for 300 ms. An offset read inside the gap returns only once the insert is
+    visible, with GTIDs (``@@gtid_owned`` names it) and without (a count of them)."""
+    settings = MySQLSettings(gtid_mode=gtid_mode, enforce_gtid_consistency=gtid_mode,
+                             extra_args=("--binlog-group-commit-sync-delay=300000",))
+    with MySQLSandbox(settings, name=f"offset-gap-{gtid_mode.lower()}") as sb:
+        sb.execute("CREATE DATABASE g", "CREATE TABLE g.t (id INT PRIMARY KEY)")
+        conn = _cdc(sb)
+        before = current_offset(conn, "mysql")
+        writer = sb.admin_connection("g")
+
+        def insert() -> None:
+            with writer.cursor() as cur:
+                cur.execute("INSERT INTO g.t VALUES (1)")
+
+        t = threading.Thread(target=insert)
+        t.start()
+        try:
+            with conn.connect() as c, c.cursor() as cur:
+                deadline = time.monotonic() + 0.25
+                while (_status_position(cur) == before.pos
+                       and time.monotonic() < deadline):
+                    time.sleep(0.005)
+                assert _status_position(cur) > before.pos, "the insert never reached " \
+                    "the binlog inside the gap: the test saw nothing"
+                assert _count(cur, "g.t") == 0  # in the binlog, not yet visible: the gap
+                off = current_offset(cur, "mysql")
+                assert _count(cur, "g.t") == 1
+                assert off.pos > before.pos
+        finally:
+            t.join()
+            writer.close()
+
+
+def _status_position(cur) -> int:
+    cur.execute("SHOW BINARY LOG STATUS")
+    row = cur.fetchone()
+    return int(row["Position"] if isinstance(row, dict) else row[1])
