@@ -96,7 +96,7 @@ def test_the_spark_source_resumes_on_the_promoted_replica(spark, failover_pair, 
         assert query.end_offset()["pos"]["server"] == primary_id
         tools(primary).caught_up(primary, replica)
         # a clean stop: a MySQL primary with a replica attached keeps the address dark 9 to
-        # 12 s, which a task's binlog read waits out (docs/mysql-findings.md, finding 17)
+        # 12 s, which a task's binlog read waits out (docs/mysql-findings.md, finding 18)
         primary.stop()
         tools(replica).promote(replica)
         now.server = replica
