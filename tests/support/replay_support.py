@@ -142,15 +142,24 @@ class _Stream:
 class ReplayReader(BinlogReader):
     """A ``BinlogReader`` whose every stream replays ``log`` from position 4 on."""
 
-    def __init__(self, log: Binlog, tables, decoder, **kw):
-        super().__init__(ConnectionOptions("127.0.0.1", max_retries=0), 7001, tables,
+    def __init__(self, log: Binlog, tables, decoder, *, connect_timeout: float = 30.0,
+                 **kw):
+        super().__init__(ConnectionOptions("127.0.0.1", max_retries=0,
+                                           connect_timeout=connect_timeout), 7001, tables,
                          flavor="mysql", decoder=decoder, **kw)
         self.log = log
+        self.opened = 0  # streams opened: the first, then one per reconnect
 
     def _open(self, start, **kw):
         assert start.file == FILE
+        self.opened += 1
         events = self.log.events
-        kept, pos = [events[0]], 4 + len(events[0])  # the format description comes first
+        fd = events[0]  # the format description comes first; from past it, as servers
+        if start.pos > 4:  # send it: with log_pos 0 (not a position to move to)
+            fd = fd[:13] + b"\0\0\0\0" + fd[17:]
+            if self.log.checksum:
+                fd = fd[:-4] + struct.pack("<I", zlib.crc32(fd[:-4]))
+        kept, pos = [fd], 4 + len(events[0])
         for ev in events[1:]:
             if pos >= start.pos:
                 kept.append(ev)

@@ -15,9 +15,11 @@ What the reader owns, and why:
   are the start of their transaction plus two counters (see ``sparkcdc.core.records``). ``events`` counts *every* row event of the transaction,
   captured or not, so an offset means the same thing whatever tables a later run captures.
   Events of uncaptured tables are still skipped without decoding their rows.
-* **Reconnection.** The reader reconnects itself from its own last offset, a bounded number
-  of times, dropping every record before the last one it yielded: no duplicates, no endless
-  loop.
+* **Reconnection.** The reader reconnects itself from its own last offset, dropping every
+  record before the last one it yielded: no duplicates. A lost server is waited for up to
+  ``connect.timeout`` (pauses 0.1, 0.2, ... 2 s; at least ``connect.max-retries`` tries), as
+  the driver's planning does (``spark/source.py``): a failover keeps the address dark for
+  seconds (a MySQL primary's clean stop, 9 to 12 s). Then ``ConnectionFailed``.
 * **Decoding.** Row images are decoded by a swappable ``RowDecoder`` (``row_decoding.py``).
   The default (``fastdecode.default_decoder``: the compiled ``CRowDecoder``, else
   ``PyRowDecoder``) reads the
@@ -152,6 +154,7 @@ class BinlogReader:
         self._table_maps: dict[bytes, Any] = {}
         self.read_timeout = read_timeout
         self.max_retries = conn.max_retries if max_retries is None else max_retries
+        self.connect_timeout = float(conn.connect_timeout)
         if isinstance(tables, dict):
             self._schemas: dict[tuple[str, str], TableSchema | None] = {
                 (t.database, t.table): s for t, s in tables.items()}
@@ -193,12 +196,13 @@ class BinlogReader:
             self.flavor = start.flavor if start.gtid else self._server_flavor(start)
         state = ReadState(self.flavor, start, end=end)
         failures = 0
+        lost_at = 0.0  # when the first of ``failures`` happened
         beat = [time.monotonic()]  # when the last heartbeat went out
         while True:
             resume = state.restart_point()
             stream = self._open(resume, blocking=end is None, heartbeat=heartbeat,
                                 where=lambda server: self._settle(state, server))
-            progress = state.progress
+            ground = state.low_key  # grows past each boundary and record read the first time
             short = False  # the stream ended cleanly before ``end``
             try:
                 yield from self._consume(stream, state, end, heartbeat, beat)
@@ -229,23 +233,31 @@ class BinlogReader:
                 reason = f"the binlog connection failed ({code}): {server_errors.first_line(e)}"
             finally:
                 stream.close()
-            if state.progress != progress:
+            if state.low_key > ground:  # (not events read again up to the last break)
                 failures = 0
+            if failures == 0:
+                lost_at = time.monotonic()
             failures += 1
-            if failures > self.max_retries:
+            waited = time.monotonic() - lost_at
+            # an end past the binlog (short) stops after the retries, a lost server later
+            if failures > self.max_retries and (short or waited >= self.connect_timeout):
                 if short:
                     raise OffsetError(reason, fix="the window end must come from the server's "
                                       "current offset (SHOW MASTER STATUS)")
                 raise ConnectionFailed(
                     f"reading the binlog of {self.conn} from {state.restart_point()}: {reason} "
-                    f"({failures} attempts)",
+                    f"({failures} attempts in {waited:.1f} s, connect.timeout "
+                    f"{self.connect_timeout:g}s)",
                     fix="check that the server runs and is reachable; the read resumes from "
-                        "this offset")
+                        "this offset (a longer connect.timeout waits longer for a server that "
+                        "restarts or fails over)")
             self.reconnects += 1
-            log.warning("binlog reader: %s; reconnecting from %s (attempt %d of %d)", reason,
-                        state.restart_point(), failures, self.max_retries)
+            log.warning("binlog reader: %s; reconnecting from %s (attempt %d, %.1f s of %g)",
+                        reason, state.restart_point(), failures, waited, self.connect_timeout)
             state.restart()
-            time.sleep(min(0.1 * 2 ** (failures - 1), 2.0))
+            pause = min(0.1 * 2 ** (failures - 1), 2.0)  # the last ends at connect.timeout
+            time.sleep(pause if failures < self.max_retries
+                       else min(pause, max(0.0, self.connect_timeout - waited)))
             with contextlib.suppress(SparkCDCError):  # none answers: the dump says so
                 self.conn.find_host()  # several servers listed: one that answers
 

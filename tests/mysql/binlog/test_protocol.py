@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import time
 from dataclasses import replace
 
 import pymysql
@@ -273,26 +274,42 @@ def test_checksum_off_then_on_between_files(no_checksum):
 
 
 def test_a_server_that_is_down_is_retried_then_reported(monkeypatch):
-    """Connecting is part of the reader's bounded retries (a restarting server), and the
-    failure names the offset to resume from."""
+    """Connecting is part of the reader's retries (a restarting server): at least
+    ``connect.max-retries`` reconnects, then more until ``connect.timeout`` has passed (a
+    failover keeps the address dark for seconds), and the failure names the offset to
+    resume from."""
     from sparkcdc.core.offsets import BinlogOffset
     from sparkcdc.errors import ConnectionFailed
     from sparkcdc.testing.mariadb import free_port
 
-    conn = B.ConnectionOptions(hostname="127.0.0.1", port=free_port(), connect_timeout=1,
-                               max_retries=2)
-    r = BinlogReader(conn, 7620, set(), "mariadb")  # (no flavor: the server is asked first)
-    opened = []
-    real = r._open
-    monkeypatch.setattr(r, "_open", lambda *a, **k: opened.append(1) or real(*a, **k))
-    start = BinlogOffset("binlog.000001", 4)
-    with pytest.raises(ConnectionFailed, match="binlog.000001:4") as e:
-        list(r.read_window(start, BinlogOffset("binlog.000001", 400)))
-    assert e.value.retryable and len(opened) == 3 and r.reconnects == 2
+    def attempts(timeout: float) -> tuple[int, float, BinlogReader, ConnectionFailed]:
+        conn = B.ConnectionOptions(hostname="127.0.0.1", port=free_port(),
+                                   connect_timeout=timeout, max_retries=2)
+        r = BinlogReader(conn, 7620, set(), "mariadb")  # (the loop's retries)
+        opened: list[int] = []
+        real = r._open
+        monkeypatch.setattr(r, "_open", lambda *a, **k: opened.append(1) or real(*a, **k))
+        start = BinlogOffset("binlog.000001", 4)
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionFailed, match="binlog.000001:4") as e:
+            list(r.read_window(start, BinlogOffset("binlog.000001", 400)))
+        return len(opened), time.monotonic() - t0, r, e.value
+
+    # a connect.timeout shorter than the retries: connect.max-retries (2) reconnects, no more
+    n, took, r, err = attempts(0.05)
+    assert err.retryable and n == 3 and r.reconnects == 2 and took < 1.0
+    # a longer one: refused attempts go on, the pauses growing (0.1, 0.2, 0.4, 0.8, then at
+    # most up to connect.timeout), until 2.5 s have passed since the first one
+    n, took, r, err = attempts(2.5)
+    # (6 attempts when each refusal is instant; a slow machine may fit one fewer)
+    assert err.retryable and n >= 5 and r.reconnects == n - 1 and 2.5 <= took < 4.0, (n, took)
+    assert "connect.timeout 2.5s" in err.message and "connect.timeout" in err.fix
     # a reader that asks the server its kind first names the offset too
+    conn = B.ConnectionOptions(hostname="127.0.0.1", port=free_port(), connect_timeout=0.05,
+                               max_retries=2)
     with pytest.raises(ConnectionFailed, match="binlog.000001:4"):
-        list(BinlogReader(conn, 7621, set()).read_window(start, BinlogOffset("binlog.000001",
-                                                                               400)))
+        list(BinlogReader(conn, 7621, set()).read_window(BinlogOffset("binlog.000001", 4),
+                                                         BinlogOffset("binlog.000001", 400)))
 
 
 @pytest.mark.parametrize("decoder", [F.CRowDecoder, PyRowDecoder])

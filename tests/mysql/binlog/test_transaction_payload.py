@@ -7,6 +7,7 @@ window ends that cut a payload between rows."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 import zstandard
@@ -167,10 +168,17 @@ def test_offsets_inside_a_payload_are_unique_and_resume_exactly(decoder):
 
 def test_a_tail_reads_a_payload_and_beats_at_its_end():
     log, _at, payload_end = _large_log()
-    reader = ReplayReader(log, {LARGE.table_id: LARGE}, PyRowDecoder())
+    # each stream ends with the replay; the reader reopens it from its last offset until
+    # connect.timeout has passed (no connect.max-retries), then gives up
+    reader = ReplayReader(log, {LARGE.table_id: LARGE}, PyRowDecoder(), connect_timeout=0.5)
     got: list = []
-    with pytest.raises(ConnectionFailed):  # the replay ends; the reader gives up (0 retries)
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionFailed, match="connect.timeout 0.5s"):
         got.extend(reader.tail(offset(4), heartbeat_interval=1e-9))
+    assert 0.5 <= time.monotonic() - t0 < 3.0
+    # the pauses 0.1, 0.2, then the rest of the 0.5 s: each reopened stream reads no records
+    # again (offsets at or before the last one yielded are dropped)
+    assert reader.opened == reader.reconnects + 1 >= 3, reader.opened
     recs = [g for g in got if hasattr(g, "op")]
     assert [(r.op, r.after) for r in recs] == [(op, a) for op, _b, a in EXPECTED]
     beats = [g.offset for g in got if not hasattr(g, "op")]
