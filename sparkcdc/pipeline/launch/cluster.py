@@ -10,8 +10,8 @@ compiled decoder from inside a zip.) The executors' Python still needs sparkcdc'
 dependencies (pyarrow, pymysql, mysql-replication, connectorx): the same environment on
 every node, or a packed one in ``spark.archives``.
 
-``probe_executors`` runs one small job before the streams start: every executor reports its
-host, where it imported sparkcdc from, and which row decoder it picked; an executor that
+``probe_executors`` runs one small job before the streams start (``spark/workers.py``'s
+``probe``): every executor reports its host, where it imported sparkcdc from, and which row decoder it picked; an executor that
 cannot import sparkcdc or a dependency fails the run at once with the module named, not
 later inside a chunk read.
 """
@@ -24,15 +24,13 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.mysql.port import default_decoder
+from sparkcdc.spark.workers import probe
 
 log = logging.getLogger("sparkcdc.pipeline")
 
 ARCHIVE_NAME = "sparkcdc"  # the directory each executor unpacks the package into
-_DEPENDENCIES = ("pyarrow", "pymysql", "pymysqlreplication", "connectorx")
 # what names the cause in a failed probe's Java stack trace
 _FATAL = ("ModuleNotFoundError", "ImportError", "Cannot run program", "No such file")
 
@@ -77,35 +75,14 @@ def ship_conf(conf: dict[str, str], archive: Path) -> dict[str, str]:
     return {**conf, "spark.archives": ",".join([*have, entry])}
 
 
-def _probe(_: Any) -> list[dict]:  # runs on an executor
-    import os as _os
-    import socket
-
-    out: dict[str, Any] = {"host": socket.gethostname(), "pid": _os.getpid(),
-                           "cwd": _os.getcwd(), "missing": []}
-    for mod in _DEPENDENCIES:
-        try:
-            __import__(mod)
-        except ImportError as e:
-            out["missing"].append(f"{mod} ({e})")
-    try:
-        import sparkcdc as pkg
-
-        out["sparkcdc"] = _os.path.dirname(_os.path.abspath(pkg.__file__))
-        out["decoder"] = type(default_decoder()).__name__
-    except ImportError as e:
-        out["missing"].append(f"sparkcdc ({e})")
-    return [out]
-
-
 def probe_executors(spark, tasks: int | None = None) -> list[dict]:
     """One small job across the executors: what each imported, from where. Raises
     ``ConfigError`` naming what an executor is missing."""
     sc = spark.sparkContext
     n = tasks or max(2, sc.defaultParallelism)
     try:
-        found = sc.parallelize(range(n), n).mapPartitions(_probe).collect()
-    except Exception as e:  # the executors' Python failed before our code ran
+        found = sc.parallelize(range(n), n).mapPartitions(probe).collect()
+    except Exception as e:  # noqa: BLE001 - the executors' Python failed before our code ran
         lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
         why = next((x for x in lines if any(w in x for w in _FATAL)), lines[0])
         raise ConfigError(

@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import io
 import json
 import logging
 import os
-import pkgutil
 import secrets
 import selectors
 import shlex
@@ -49,25 +47,10 @@ import warnings
 from pathlib import Path
 
 from sparkcdc.pipeline.launch.class_cache import cache_dir, unused
+from sparkcdc.spark.workers import preload
 
 log = logging.getLogger("sparkcdc.pipeline")
 
-# What Spark's Python processes import, in the order a run needs them: the planners and
-# the task worker of Spark 4, and the modules the source (and its readers) imports.
-PRELOAD = (
-    "pyspark.daemon",
-    "pyspark.sql.worker.lookup_data_sources",
-    "pyspark.sql.worker.create_data_source",
-    "pyspark.sql.streaming.python_streaming_source_runner",
-    "pyspark.sql.worker.plan_data_source_read",
-    "pyspark.worker",
-    "sparkcdc.spark.source",
-    "pymysql",
-    "connectorx",
-    "pandas",  # pyarrow imports it as a binlog read builds its first columns (0.2 s)
-    "encodings.idna",  # a connection's host name goes through it (0.1 s, unicodedata)
-)
-PACKAGES = ("sparkcdc.core", "sparkcdc.mysql", "sparkcdc.spark")  # every module of these
 LAUNCHER = Path(__file__).with_name("warm_launcher.py")
 SOCKET_ENV = "SPARKCDC_WARM_SOCKET"  # the warm interpreter's (abstract) socket name
 
@@ -202,19 +185,6 @@ def _same_file(a: str, b: str) -> bool:
 
 
 # ---- the warm interpreter itself (``python -m sparkcdc.pipeline.launch.warm_python <fd>``)
-
-
-def _preload() -> None:
-    """Import what Spark's Python processes will import. A module that fails to import
-    is left to the process that needs it (it will fail there, with its own message)."""
-    names = list(PRELOAD)
-    for package in PACKAGES:
-        with contextlib.suppress(Exception):
-            mod = importlib.import_module(package)
-            names += [m.name for m in pkgutil.iter_modules(mod.__path__, package + ".")]
-    for name in names:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
 
 
 class _Server:
@@ -409,7 +379,7 @@ def main(fd: int) -> None:
     that come while we import wait in its backlog; only our own user's are served."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run decides when we stop
     listener = socket.socket(fileno=fd)
-    _preload()
+    preload()
     if sys.version_info >= (3, 12):  # numpy's and pyarrow's helper threads fork cleanly
         warnings.filterwarnings("ignore", category=DeprecationWarning,
                                 message=".*multi-threaded.*fork")
