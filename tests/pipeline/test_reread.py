@@ -41,8 +41,9 @@ from reread_support import (
 
 SINK_KINDS = ["delta", "postgres", "kafka", "mysql", "iceberg"]
 # the other merge sinks (a MySQL target, Iceberg from the driver): make test-faults
-KINDS = [k if k in ("delta", "postgres", "kafka") else pytest.param(k, marks=pytest.mark.faults)
-         for k in SINK_KINDS]
+# make test takes the Delta target (the re-read bug was found there); the other sinks, each
+# about a minute, run in make test-faults (the retake test below keeps kafka in make test)
+KINDS = [k if k == "delta" else pytest.param(k, marks=pytest.mark.faults) for k in SINK_KINDS]
 
 
 @pytest.mark.parametrize("kind", KINDS)
