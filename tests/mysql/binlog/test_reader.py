@@ -349,18 +349,25 @@ def _socket_of(stream):
     return conn._sock
 
 
+def _insert_transactions(server, db: str, table: str, count: int, rows: int, per: int,
+                         value) -> None:
+    """``count`` transactions of ``rows`` rows each (ids from 0 on, ``per`` a statement)
+    into ``table`` (id, v), ``value(id)`` for v."""
+    with server.admin_connection(db) as c, c.cursor() as cur:
+        for base in range(0, count * rows, rows):
+            cur.execute("BEGIN")
+            for j in range(base, base + rows, per):
+                cur.execute(f"INSERT INTO {table} VALUES " + ", ".join(
+                    f"({i}, '{value(i)}')" for i in range(j, j + per)))
+            cur.execute("COMMIT")
+
+
 @pytest.mark.parametrize("layer", ["native", "library"])
 def test_window_broken_mid_transaction_resumes_without_duplicates(mariadb, t, layer):
     conn = cdc(mariadb)
     start = current_offset(conn)
-    with mariadb.admin_connection(t) as c, c.cursor() as cur:
-        # ~2 MB of events: more than the stream holds in its buffers when the socket breaks
-        for base in (0, 20000, 40000):
-            cur.execute("BEGIN")
-            for j in range(base, base + 20000, 500):
-                cur.execute("INSERT INTO t VALUES " + ", ".join(
-                    f"({i}, 'row {i:08d}')" for i in range(j, j + 500)))
-            cur.execute("COMMIT")
+    # ~2 MB of events: more than the stream holds in its buffers when the socket breaks
+    _insert_transactions(mariadb, t, "t", 3, 20000, 500, lambda i: f"row {i:08d}")
     end = current_offset(conn)
     kept = {"native": _NativeKept, "library": _LibraryKept}[layer]
     r = kept(conn, 7205, {TableId(t, "t"): load_table_schema(conn, TableId(t, "t"))})
@@ -384,15 +391,9 @@ def test_a_window_read_waits_out_a_dark_address_then_resumes_exactly(mariadb, t)
     conn = cdc(mariadb)
     start = current_offset(conn)
     mariadb.execute("CREATE TABLE w (id INT PRIMARY KEY, v VARCHAR(1000))", database=t)
-    with mariadb.admin_connection(t) as c, c.cursor() as cur:
-        # ~18 MB: far more than sockets, the proxy and the reader's read-ahead hold when the
-        # cut comes (with ~1.5 MB the reader had read the whole window before the cut)
-        for base in (0, 10000):
-            cur.execute("BEGIN")
-            for j in range(base, base + 10000, 200):
-                cur.execute("INSERT INTO w VALUES " + ", ".join(
-                    f"({i}, '{i:08d}{'x' * 892}')" for i in range(j, j + 200)))
-            cur.execute("COMMIT")
+    # ~18 MB: far more than sockets, the proxy and the reader's read-ahead hold when the
+    # cut comes (with ~1.5 MB the reader had read the whole window before the cut)
+    _insert_transactions(mariadb, t, "w", 2, 10000, 200, lambda i: f"{i:08d}{'x' * 892}")
     end = current_offset(conn)
     schemas = {TableId(t, "w"): load_table_schema(conn, TableId(t, "w"))}
     want = [(x.offset, x.op, x.after) for x in BinlogReader(conn, 7206, schemas)
