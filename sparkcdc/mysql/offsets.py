@@ -91,15 +91,7 @@ def _current(cur, flavor: str | None) -> BinlogOffset:
             "the server has binary logging off (SHOW MASTER STATUS is empty)",
             fix="start the server with log_bin (and binlog_format=ROW, binlog_row_image=FULL)")
     if flavor == "mysql":
-        # the set is read before the position (one row): it may lack a transaction the
-        # position already covers, never hold one it does not (a resume from it re-reads,
-        # never skips)
-        gtid = (row[4] or "").replace("\n", "") if len(row) > 4 else ""
-        cur.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.gtid_owned, @@GLOBAL.gtid_mode")
-        server, owned, mode = _values(cur.fetchone())
-        _await_mysql_commits(cur, owned, mode, f"{row[0]}:{row[1]}")
-        return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mysql",
-                            server=str(server))
+        return _mysql_offset(cur, row)
     for _ in range(_STABLE_ATTEMPTS):
         cur.execute("SELECT @@GLOBAL.gtid_binlog_pos, @@GLOBAL.server_id")
         gtid, server = _values(cur.fetchone())
@@ -117,6 +109,88 @@ def _current(cur, flavor: str | None) -> BinlogOffset:
     gtid, server = tuple(got.values()) if isinstance(got, dict) else got
     return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mariadb",
                         server=str(server))
+
+
+def _mysql_offset(cur, row: tuple) -> BinlogOffset:
+    """MySQL's position once every transaction before it is visible, with the GTID set of
+    exactly those transactions.
+
+    The status row's set is read before its position, so it can lack a transaction the
+    position covers (one written, not yet committed): an offset with that set resumes on
+    another server (a failover) by reading the transaction again, a change doubled. Read
+    again once the wait is over, the set holds every transaction before the first
+    position; when the position has not moved meanwhile it is exactly theirs, and when it
+    has, the transactions written since (``SHOW BINLOG EVENTS`` from the first position
+    to the second, a few events) are taken out of it. A server that keeps the list from
+    being read (a new file between the two reads) is asked again from its newer
+    position; after a few tries the offset keeps the first set, which at worst reads one
+    transaction again after a failover."""
+    for _ in range(_MYSQL_ATTEMPTS):
+        cur.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.gtid_owned, @@GLOBAL.gtid_mode")
+        server, owned, mode = _values(cur.fetchone())
+        _await_mysql_commits(cur, owned, mode, f"{row[0]}:{row[1]}")
+        again = _show_status(cur)
+        if (mode or "").upper() == "OFF" or again is None:
+            return _mysql(row, _status_gtid(row), server)
+        later = _status_gtid(again)
+        if _file_pos(again) == _file_pos(row):
+            return _mysql(row, later, server)
+        written = _gtids_between(cur, _file_pos(row), _file_pos(again))
+        if written is not None:
+            if written:
+                cur.execute("SELECT GTID_SUBTRACT(%s, %s)", (later, ",".join(written)))
+                later = str(_one(cur.fetchone()) or "").replace("\n", "")
+            return _mysql(row, later, server)
+        row = again
+    return _mysql(row, _status_gtid(row), server)
+
+
+def _mysql(row: tuple, gtid: str, server: Any) -> BinlogOffset:
+    return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mysql",
+                        server=str(server))
+
+
+_MYSQL_ATTEMPTS = 5
+_GTID_NEXT = re.compile(r"GTID_NEXT\s*=\s*'([0-9a-fA-F-]+(?::[0-9A-Za-z_]+)?:\d+)'")
+_PAGE = 8  # events a SHOW BINLOG EVENTS asks for at a time
+_MAX_EVENTS_BETWEEN = 2000
+_TRUNCATED = 1220  # SHOW BINLOG EVENTS met the event being written at the binlog's end
+
+
+def _gtids_between(cur, start: tuple[str, int], end: tuple[str, int]) -> list[str] | None:
+    """The GTIDs of the transactions MySQL wrote from ``start`` to ``end`` (a few: the
+    time of one status read), or None when they cannot be listed cheaply (another file,
+    too many events). Read a few events at a time: the statement fails as a whole when it
+    reaches an event still being written past ``end``, and then one at a time."""
+    import pymysql
+
+    if start[0] != end[0] or end[1] < start[1]:
+        return None
+    found: list[str] = []
+    pos, page, seen = start[1], _PAGE, 0
+    while pos < end[1] and seen < _MAX_EVENTS_BETWEEN:
+        try:
+            cur.execute(f"SHOW BINLOG EVENTS IN %s FROM %s LIMIT {page}", (start[0], pos))
+            events = [_values(r) for r in cur.fetchall()]
+        except pymysql.err.OperationalError as e:
+            if not e.args or e.args[0] != _TRUNCATED or page == 1:
+                raise
+            page = 1
+            continue
+        if not events:
+            return None
+        for event in events:  # Log_name, Pos, Event_type, Server_id, End_log_pos, Info
+            if int(event[1]) >= end[1]:
+                return found
+            if str(event[2]).startswith("Gtid") and (m := _GTID_NEXT.search(str(event[5]))):
+                found.append(m.group(1))
+            pos = int(event[4])
+        seen += len(events)
+    return found if pos >= end[1] else None
+
+
+def _status_gtid(row: tuple) -> str:
+    return (row[4] or "").replace("\n", "") if len(row) > 4 else ""
 
 
 def _await_mysql_commits(cur, owned: str | None, mode: str | None, where: str) -> None:

@@ -12,6 +12,7 @@ import time
 import pytest
 from server_support import is_mysql
 
+from sparkcdc.core import gtid
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.dialect import MySQLDialect
@@ -44,7 +45,9 @@ def _snapshot_position(cur) -> tuple[str, int]:
 def test_every_insert_before_the_offset_is_visible_right_after(server, server_db):
     """Four writers insert without a pause; the reader reads the offset (as the CDC user),
     then counts the rows at once. Afterwards the binlog tells how many inserts each offset
-    covered: never more than the count that followed it."""
+    covered: never more than the count that followed it. And the GTID state each offset
+    carries is its position's exactly (MySQL's status row reads the set before the
+    position: a transaction written, not committed, was in the position, not the set)."""
     table = f"`{server_db}`.`t`"
     server.execute(f"CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, w INT)")
     conn = _cdc(server)
@@ -89,17 +92,28 @@ def test_every_insert_before_the_offset_is_visible_right_after(server, server_db
     tables = discover(conn, server_db, rf"{server_db}\.t", None, None)
     with MySQLDialect(conn, server_id=9377, tables=tables, flavor=flavor) as d:
         inserts = sorted(r.offset for r in d.read_window(None, start, end))
-    assert len(probes) > 50 and len(inserts) > 1000  # the writers really ran beside the reads
-    ahead = []
+    assert len(probes) > 20 and len(inserts) > 1000  # the writers really ran beside the reads
+    ahead, wrong_set, sets_checked = [], [], 0
     i = 0
     for off, visible in probes:  # offsets grow, so one pass over the sorted inserts
         while i < len(inserts) and inserts[i] < off:
             i += 1
         if i > visible:
             ahead.append((off, i, visible))
+        # the GTID state an offset carries is exactly its transactions': the next insert
+        # (its transaction starts at the offset) carries the state it starts from
+        nxt = inserts[i] if i < len(inserts) else None
+        if nxt is not None and (nxt.file, nxt.pos) == (off.file, off.pos):
+            sets_checked += 1
+            if gtid.compare(off.gtid, nxt.gtid, flavor) != 0:
+                wrong_set.append((off, nxt.gtid))
     assert not ahead, f"{len(ahead)} of {len(probes)} offsets covered inserts a read right " \
                       f"after could not see, first: {ahead[0]}"
     assert not behind_view, behind_view[:3]
+    assert sets_checked > len(probes) // 2, (sets_checked, len(probes))
+    assert not wrong_set, f"{len(wrong_set)} of {sets_checked} offsets carry a GTID state " \
+                          f"other than their position's (a failover would resume elsewhere), " \
+                          f"first: {wrong_set[0]}"
 
 
 @pytest.mark.parametrize("gtid_mode", ["ON", "OFF"])
