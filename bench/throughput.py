@@ -427,7 +427,9 @@ class Bench:
                 r = BinlogReader(self.conn, self._next_id(), {schema.table_id: schema})
                 it = r.tail(current_offset(self.conn), heartbeat_interval=1.0)
 
-                def consume():
+                # the defaults bind this mode's iterator, event and dict: a reader thread
+                # still running after its join must not see the next mode's
+                def consume(it=it, stop=stop, seen=seen):
                     for x in it:
                         if stop.is_set():
                             break
@@ -437,7 +439,7 @@ class Bench:
                 th.start()
                 q = None
             else:
-                def sink(df, _batch):
+                def sink(df, _batch, seen=seen):
                     now = time.time()
                     for row in df.select("id").collect():
                         seen.setdefault(row.id, now)
