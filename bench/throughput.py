@@ -155,7 +155,7 @@ class Bench:
                 before = load()
                 try:
                     secs, n = fn()
-                except Exception as e:  # a peer that fails is reported, not hidden
+                except Exception as e:  # noqa: BLE001 - a failing peer is reported, rounds go on
                     say(f"{section} / {name} round {r + 1}: FAILED {type(e).__name__}: {e}")
                     runs[name].append(None)
                     continue

@@ -64,7 +64,7 @@ class _Writer(threading.Thread):
                     cur.execute("DELETE FROM t WHERE id = %s", (n % 4000 + 3001,))
                     c.commit()
                     time.sleep(0.005)
-        except Exception as e:  # reported by the test
+        except Exception as e:  # noqa: BLE001 - the writer thread's error, reported by the test
             self.error = e
 
 

@@ -81,7 +81,7 @@ class Writer(threading.Thread):
                 except pymysql.err.OperationalError:  # the server restarts: wait for it
                     conn = None
                     self.stop_event.wait(0.3)
-        except Exception as e:  # surfaced by stop()
+        except Exception as e:  # noqa: BLE001 - the writer thread's error, surfaced by stop()
             self.error = e
         finally:
             if conn is not None:
@@ -349,7 +349,7 @@ class Pipeline:
     def _run(self):
         try:
             self.runner.run()
-        except BaseException as e:  # surfaced by finish()
+        except BaseException as e:  # noqa: BLE001 - the run thread's end, surfaced by finish()
             self.error = e
 
     def phase(self, table) -> str | None:

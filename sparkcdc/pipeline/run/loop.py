@@ -386,7 +386,7 @@ class Runner:
             if run.query is not None and run.query.isActive:
                 try:
                     run.query.stop()
-                except Exception as e:  # stopping must not hide the reason we stop
+                except Exception as e:  # noqa: BLE001 - must not hide the reason we stop
                     log.warning("stopping the stream of %s: %s", run.state.table, e)
         for run in runs.values():
             self.monitor.write_live(run, running=False)
