@@ -294,7 +294,7 @@ class MariaDBSandbox:
         with open(log_path, "ab") as log:
             return subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=None if self.detached else set_pdeathsig,
+                preexec_fn=None if self.detached else set_pdeathsig,  # noqa: PLW1509 - prctl(2)
                 start_new_session=self.detached,
             )
 

@@ -193,7 +193,8 @@ class MySQLSandbox(MariaDBSandbox):
         with open(log_path, "ab") as log:
             return subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=self._preexec(), start_new_session=self.detached,
+                preexec_fn=self._preexec(),  # noqa: PLW1509 - chroot(2), prctl(2): in the child
+                start_new_session=self.detached,
             )
 
     def _server_args(self, mysqld: str, datadir: Path, sock: Path, port: int,

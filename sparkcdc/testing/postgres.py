@@ -95,15 +95,15 @@ class PostgresSandbox:
             raise SandboxError(f"initdb failed: {proc.stderr.strip()[-2000:]}")
         for _attempt in range(5):
             port = free_port()
-            log = open(os.path.join(root, "server.log"), "ab")
-            self._proc = subprocess.Popen(
-                [_binary("postgres"), "-D", data, "-p", str(port), "-k", root,
-                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                 "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                 "-c", "max_connections=50", "-c", "shared_buffers=128MB"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=set_pdeathsig, **kw)
-            log.close()
+            with open(os.path.join(root, "server.log"), "ab") as log:
+                self._proc = subprocess.Popen(
+                    [_binary("postgres"), "-D", data, "-p", str(port), "-k", root,
+                     "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+                     "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                     "-c", "max_connections=50", "-c", "shared_buffers=128MB"],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    preexec_fn=set_pdeathsig,  # noqa: PLW1509 - prctl(2), only in the child
+                    **kw)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self._proc.poll() is None:
                 try:
@@ -116,7 +116,8 @@ class PostgresSandbox:
                 except psycopg.OperationalError:
                     time.sleep(0.1)
             self._kill()
-        text = open(os.path.join(root, "server.log"), errors="replace").read()[-3000:]
+        with open(os.path.join(root, "server.log"), errors="replace") as f:
+            text = f.read()[-3000:]
         self.stop()
         raise SandboxError(f"postgres did not become ready:\n{text}")
 

@@ -242,7 +242,7 @@ class Child:
     that dies does -- no JVM lingers to finish a batch after its driver is gone."""
 
     def __init__(self, argv: list[str], log_path, env=None, stdin: str | None = None):
-        self.log = open(log_path, "a")
+        self.log = open(log_path, "a")  # noqa: SIM115 - the child's stderr, closed by kill/wait
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, text=True, env=env or child_env(),
                                      start_new_session=True)

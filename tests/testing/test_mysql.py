@@ -90,7 +90,8 @@ def test_load_data_and_into_outfile_work_inside_the_root(mysql_server, mysql_db)
                          f"INSERT INTO `{mysql_db}`.t VALUES (1, 'a'), (2, 'b')",
                          f"SELECT * FROM `{mysql_db}`.t INTO OUTFILE '{inner}'")
     host = os.path.join(os.path.dirname(info.datadir), "out.csv")
-    assert open(host).read() == "1\ta\n2\tb\n"
+    with open(host) as f:
+        assert f.read() == "1\ta\n2\tb\n"
 
 
 @pytest.mark.parametrize("variant,var,expected", [
