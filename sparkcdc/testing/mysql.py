@@ -179,7 +179,7 @@ class MySQLSandbox(MariaDBSandbox):
                 proc = subprocess.run(
                     [MYSQLD, "--no-defaults", "--initialize-insecure",
                      f"--datadir={self._inside(work / 'data')}", "--user=root"],
-                    capture_output=True, text=True, preexec_fn=self._preexec(),
+                    capture_output=True, text=True, preexec_fn=self._preexec(), check=False,
                 )
                 if proc.returncode != 0:
                     raise SandboxError(f"mysqld --initialize-insecure failed: "

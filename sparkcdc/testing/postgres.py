@@ -89,7 +89,7 @@ class PostgresSandbox:
         proc = subprocess.run(
             [_binary("initdb"), "-D", data, "-U", "sparkcdc", f"--pwfile={pwfile}",
              "-E", "UTF8", "--locale=C", "--auth-local=trust", "--auth-host=scram-sha-256",
-             "--no-sync"], capture_output=True, text=True, **kw)
+             "--no-sync"], capture_output=True, text=True, check=False, **kw)
         if proc.returncode != 0:
             self.stop()
             raise SandboxError(f"initdb failed: {proc.stderr.strip()[-2000:]}")

@@ -73,7 +73,7 @@ def _kill_runs(mariadb, db, tmp_path, kills: int, seed: int) -> None:
             assert p.poll() is None, (tmp_path / f"run-{k}.log").read_text()[-3000:]
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-    final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
     ops = [h["operation"] for h in deltalake.DeltaTable(str(target)).history()]
     assert "WRITE" in ops, ops  # the snapshot was appended (the writers' changes merged)
@@ -165,7 +165,7 @@ def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
             w.join()
     assert sum(w.ops for w in writers) > 100
     final = subprocess.run(cmd + ["--until-caught-up"], env=env, capture_output=True,
-                           text=True, timeout=900)
+                           text=True, timeout=900, check=False)
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
     for t in names:
         got = read_delta(deltalake.DeltaTable(str(lake / db / t))).to_pylist()

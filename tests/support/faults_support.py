@@ -233,7 +233,8 @@ def child_env() -> dict:
 def run_child(args: dict, timeout=600) -> subprocess.CompletedProcess:
     """spark_child.py to completion (availableNow unless ``continuous``)."""
     return subprocess.run([sys.executable, str(CHILD)], input=json.dumps(args),
-                          capture_output=True, text=True, env=child_env(), timeout=timeout)
+                          capture_output=True, text=True, env=child_env(), timeout=timeout,
+                          check=False)
 
 
 class Child:

@@ -188,14 +188,14 @@ def test_cli_start_status_stop(tmp_path):
     try:
         assert port_in_use(port)
         st = subprocess.run(cli + ["status", "mysql", "--name", "clitest"], env=env,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
         assert st.returncode == 0 and "running" in st.stdout and "******" in st.stdout
         # MariaDB's sandbox of the same name is another one
         st = subprocess.run(cli + ["status", "--name", "clitest"], env=env,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
         assert st.returncode == 1 and "not started" in st.stdout
         again = subprocess.run(cli + ["start", "mysql", "--name", "clitest"], env=env,
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, check=False)
         assert again.returncode != 0 and "already running" in again.stderr
         assert "Traceback" not in again.stderr
     finally:
@@ -204,7 +204,7 @@ def test_cli_start_status_stop(tmp_path):
     assert "stopped" in stop.stdout
     assert not port_in_use(port)
     st = subprocess.run(cli + ["status", "mysql", "--name", "clitest"], env=env,
-                        capture_output=True, text=True)
+                        capture_output=True, text=True, check=False)
     assert st.returncode == 1
 
 
@@ -216,6 +216,6 @@ def test_missing_install_is_one_clear_error(tmp_path, monkeypatch):
     env = {**os.environ, "SPARKCDC_HOME": str(tmp_path), "SPARKCDC_MYSQL_ROOT":
            str(tmp_path / "nowhere")}
     p = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "sandbox", "start", "mysql"],
-                       env=env, capture_output=True, text=True)
+                       env=env, capture_output=True, text=True, check=False)
     assert p.returncode != 0 and "not installed" in p.stderr and "make setup" in p.stderr
     assert "Traceback" not in p.stderr
