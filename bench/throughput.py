@@ -720,15 +720,15 @@ def render(b: Bench, started: str, args) -> str:
                        f"{', '.join(f'{s:.2f}' for s in r['seconds'])} | "
                        f"{', '.join(str(x) for x in r['load'])} |")
         if "profile" in sec:
-            out += ["", "Profile of the sparkcdc reader on this workload (cProfile, "
-                    "top functions by own time):", "", "```", sec["profile"], "```"]
+            out += ["", ("Profile of the sparkcdc reader on this workload (cProfile, "
+                     "top functions by own time):"), "", "```", sec["profile"], "```"]
         out.append("")
     if "latency" in res:
         out += ["### Steady-state latency at 1,000 changes/s", "",
-                "From the start of each single-row INSERT (autocommit) to the moment the "
-                "change is in the consumer's hands: the tail's iterator, or Spark's "
-                "`foreachBatch` (default trigger: the next micro-batch starts when the last "
-                "ends). The first 3 s are not counted.", "",
+                ("From the start of each single-row INSERT (autocommit) to the moment the "
+                 "change is in the consumer's hands: the tail's iterator, or Spark's "
+                 "`foreachBatch` (default trigger: the next micro-batch starts when the last "
+                 "ends). The first 3 s are not counted."), "",
                 "| path | p50 ms | p99 ms | max ms | changes | missing | load |",
                 "|---|---:|---:|---:|---:|---:|---|"]
         for name, r in _entries(res["latency"]):
@@ -737,8 +737,9 @@ def render(b: Bench, started: str, args) -> str:
         out.append("")
     if "memory" in res:
         out += ["### Peak memory of a Spark snapshot (sparkcdc → noop)", "",
-                "| rows | seconds | rows/s | Spark JVM (driver + executors) MB | "
-                "Python workers MB | bench process MB | load |", "|---:|---:|---:|---:|---:|---:|---|"]
+                ("| rows | seconds | rows/s | Spark JVM (driver + executors) MB | "
+                 "Python workers MB | bench process MB | load |"),
+                "|---:|---:|---:|---:|---:|---:|---|"]
         for n, r in _entries(res["memory"]):
             out.append(f"| {int(n):,} | {r['seconds']} | {r['rate']:,} | {r['jvm_mb']:,} | "
                        f"{r['python_workers_mb']:,} | {r['bench_process_mb']:,} | {r['load']} |")

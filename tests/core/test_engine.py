@@ -27,14 +27,14 @@ ROWS = 200_000
 TABLES = {
     "int_pk": ("CREATE TABLE {t} (id BIGINT PRIMARY KEY, v INT, s VARCHAR(40))",
                "INSERT INTO {t} SELECT seq, seq % 97, CONCAT('r', seq) FROM {seq}"),
-    "str_pk": ("CREATE TABLE {t} (k VARCHAR(40) PRIMARY KEY, v INT, s VARCHAR(40)) "
-               "COLLATE utf8mb4_general_ci",
-               "INSERT INTO {t} SELECT CONCAT(IF(seq % 2, 'K', 'k'), LPAD(seq, 7, '0')), "
-               "seq % 97, CONCAT('r', seq) FROM {seq}"),
-    "composite": ("CREATE TABLE {t} (a INT, b VARCHAR(20), v INT, s VARCHAR(40), "
-                  "PRIMARY KEY (a, b))",
-                  "INSERT INTO {t} SELECT seq DIV 4, CONCAT('b', seq % 4), seq % 97, "
-                  "CONCAT('r', seq) FROM {seq}"),
+    "str_pk": (("CREATE TABLE {t} (k VARCHAR(40) PRIMARY KEY, v INT, s VARCHAR(40)) "
+                "COLLATE utf8mb4_general_ci"),
+               ("INSERT INTO {t} SELECT CONCAT(IF(seq % 2, 'K', 'k'), LPAD(seq, 7, '0')), "
+                "seq % 97, CONCAT('r', seq) FROM {seq}")),
+    "composite": (("CREATE TABLE {t} (a INT, b VARCHAR(20), v INT, s VARCHAR(40), "
+                   "PRIMARY KEY (a, b))"),
+                  ("INSERT INTO {t} SELECT seq DIV 4, CONCAT('b', seq % 4), seq % 97, "
+                   "CONCAT('r', seq) FROM {seq}")),
     "no_pk": ("CREATE TABLE {t} (id INT NOT NULL, v INT, s VARCHAR(40), UNIQUE KEY (id))",
               "INSERT INTO {t} SELECT seq, seq % 97, CONCAT('r', seq) FROM {seq}"),
 }

@@ -39,8 +39,8 @@ def render(runner: Any) -> str:
         for r in runs:
             v = value(r)
             if v is not None:
-                samples.append((f'pipeline="{name}",table="{_label(r.state.table)}",'
-                                f'target="{_label(r.state.target)}"', float(v)))
+                samples.append(((f'pipeline="{name}",table="{_label(r.state.table)}",'
+                                 f'target="{_label(r.state.target)}"'), float(v)))
         return samples
 
     family("table_rows_total", "counter", "change rows applied to the table's target",
