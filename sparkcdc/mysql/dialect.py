@@ -115,7 +115,7 @@ class MySQLDialect:
             self._sql = None
         self._locator.close()
 
-    def __enter__(self) -> "MySQLDialect":
+    def __enter__(self) -> MySQLDialect:
         return self
 
     def __exit__(self, *exc) -> None:

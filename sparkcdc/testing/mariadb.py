@@ -48,11 +48,11 @@ class ServerSettings:
     server_id: int | None = None  # None: a free-ish random id
     version: str | None = None  # override what the server reports (e.g. for Debezium)
     time_zone: str | None = None  # e.g. "+02:00"; None keeps the server default (SYSTEM)
-    tls: "TLSFiles | None" = None  # serve TLS with these files (see make_tls_files)
+    tls: TLSFiles | None = None  # serve TLS with these files (see make_tls_files)
     extra_args: tuple[str, ...] = ()
 
     @classmethod
-    def misconfigured(cls, what: str) -> "ServerSettings":
+    def misconfigured(cls, what: str) -> ServerSettings:
         """Settings that break CDC on purpose: ``statement``, ``mixed``, ``no-binlog``,
         ``minimal-image``, ``noblob-image``, ``minimal-metadata``."""
         variants = {
@@ -205,7 +205,7 @@ class MariaDBSandbox:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def __enter__(self) -> "MariaDBSandbox":
+    def __enter__(self) -> MariaDBSandbox:
         self.start()
         return self
 
@@ -472,7 +472,7 @@ def _state_file(name: str, kind: str = "mariadb") -> Path:
 
 
 def start_detached(name: str = "default", settings: ServerSettings | None = None, *,
-                   sandbox_class: "type[MariaDBSandbox] | None" = None) -> SandboxInfo:
+                   sandbox_class: type[MariaDBSandbox] | None = None) -> SandboxInfo:
     cls = sandbox_class or MariaDBSandbox
     kind = cls.SERVER_KIND
     existing = read_state(name, kind)

@@ -58,7 +58,7 @@ class MySQLSettings(ServerSettings):
     enforce_gtid_consistency: str = "ON"
 
     @classmethod
-    def misconfigured(cls, what: str) -> "MySQLSettings":
+    def misconfigured(cls, what: str) -> MySQLSettings:
         """MariaDB's misconfigurations, plus MySQL's own: ``no-gtid`` (``gtid_mode=OFF``),
         ``gtid-permissive`` (``gtid_mode=ON_PERMISSIVE`` with
         ``enforce_gtid_consistency=WARN``, halfway through turning GTIDs on),
