@@ -19,7 +19,6 @@ from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, failover_yaml, tool
 from faults_support import SEED, Current, Writers, make_table, table_state
 from sink_support import read_delta
 
-
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(1200)]
 
 DB, ROWS = FAILOVER_DB, 3000

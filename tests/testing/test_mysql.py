@@ -12,6 +12,7 @@ import time
 
 import pymysql
 import pytest
+
 from sparkcdc.errors import SandboxError
 from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings, port_in_use
 
