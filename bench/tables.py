@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from proctree import timed  # noqa: E402
-from throughput import machine, replace_section, run_debezium, say  # noqa: E402
+from proctree import timed
+from throughput import machine, replace_section, run_debezium, say
 
 from sparkcdc.sinks.delta.sink import read_table
-from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings  # noqa: E402
+from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
 DB = "bench"
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"

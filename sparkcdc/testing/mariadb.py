@@ -549,7 +549,7 @@ def port_in_use(port: int) -> bool:
 
 
 __all__ = [
-    "MariaDBSandbox", "ServerSettings", "SandboxInfo", "start_detached", "stop_detached",
-    "status_detached", "read_state", "free_port", "port_in_use", "CDC_PRIVILEGES", "TLSFiles",
-    "make_tls_files",
+    "CDC_PRIVILEGES", "MariaDBSandbox", "SandboxInfo", "ServerSettings", "TLSFiles",
+    "free_port", "make_tls_files", "port_in_use", "read_state", "start_detached",
+    "status_detached", "stop_detached",
 ]

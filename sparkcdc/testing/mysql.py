@@ -300,8 +300,8 @@ def stop_detached(name: str = "default", timeout: float = 30.0) -> bool:
 
 
 __all__ = [
-    "MySQLSandbox", "MySQLSettings", "SandboxInfo", "ServerSettings", "TLSFiles",
-    "CDC_PRIVILEGES", "DEFAULT_ROOT", "ROOT_ENV", "free_port", "installed", "make_tls_files",
-    "mysql_root", "port_in_use", "read_state", "start_detached", "status_detached",
-    "stop_detached", "replicate", "caught_up", "promote",
+    "CDC_PRIVILEGES", "DEFAULT_ROOT", "ROOT_ENV", "MySQLSandbox", "MySQLSettings",
+    "SandboxInfo", "ServerSettings", "TLSFiles", "caught_up", "free_port", "installed",
+    "make_tls_files", "mysql_root", "port_in_use", "promote", "read_state", "replicate",
+    "start_detached", "status_detached", "stop_detached",
 ]

@@ -89,7 +89,7 @@ class MetricsServer:
         page = render
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+            def do_GET(self) -> None:  # (the name is the http.server API)
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404)
                     return
