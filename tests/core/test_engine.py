@@ -51,7 +51,6 @@ def _writer(mariadb, db, kind, stop: threading.Event, errors: list, seed: int):
                 op = rnd.random()
                 n = rnd.randint(1, ROWS)
                 if kind == "int_pk" or kind == "no_pk":
-                    key = "id"
                     if op < 0.25:
                         cur.execute(f"INSERT IGNORE INTO {t} VALUES (%s, 1, 'new')", (next_new,))
                         next_new += 1
@@ -153,7 +152,6 @@ def test_backfill_applies_changes_made_between_the_watermarks(server, server_db)
     info = mariadb.info
     conn = ConnectionOptions(info.host, info.port, info.cdc_user, info.cdc_password)
     tables = discover(conn, db, f"{db}\\.t")
-    schema = tables[next(iter(tables))]
     dialect = MySQLDialect(conn, server_id=9102, tables=tables,
                            chunking=ChunkingOptions(chunk_size=1000),
                            flavor="mysql" if is_mysql(mariadb) else "mariadb")
