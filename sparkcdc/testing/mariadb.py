@@ -29,10 +29,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SandboxError
 from sparkcdc.testing import leftovers, processes
+
+if TYPE_CHECKING:  # typing.Self is 3.11's; `with` on a subclass gives the subclass
+    from typing_extensions import Self
 
 CDC_PRIVILEGES = "SELECT, REPLICATION SLAVE, REPLICATION CLIENT"
 
@@ -205,7 +208,7 @@ class MariaDBSandbox:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def __enter__(self) -> MariaDBSandbox:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

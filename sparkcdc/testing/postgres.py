@@ -17,9 +17,13 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparkcdc.errors import SandboxError
 from sparkcdc.testing.mariadb import free_port, set_pdeathsig
+
+if TYPE_CHECKING:  # typing.Self is 3.11's; `with` on a subclass gives the subclass
+    from typing_extensions import Self
 
 
 def _binary(name: str) -> str:
@@ -52,7 +56,7 @@ class PostgresSandbox:
         self._proc: subprocess.Popen | None = None
         self._root: str | None = None
 
-    def __enter__(self) -> PostgresSandbox:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
