@@ -6,6 +6,8 @@ debezium.skipped.operations)."""
 
 from __future__ import annotations
 
+import decimal
+
 import deltalake
 import pytest
 from pipeline_support import source_yaml
@@ -172,7 +174,7 @@ pipeline:
         return routing.shaper_for(defn, "app.t")
 
     df = spark.createDataFrame(
-        [(1, 2, "insert", "app", "t", None, 1)],
+        [(1, 2, "insert", "app", "t", None, decimal.Decimal(1))],
         "id INT, v INT, _change_type STRING, _database STRING, _table STRING, "
         "_op_ts TIMESTAMP, _seq DECIMAL(38, 0)")
     assert shaper("*, v + 1 AS w").apply(df, ("id",)).select("w").first()[0] == 3
