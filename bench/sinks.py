@@ -114,10 +114,11 @@ class TimedSink:
 def machine() -> str:
     cpu = "unknown CPU"
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
     except OSError:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -163,9 +164,10 @@ def main() -> None:
         # warm up Spark's planning and Arrow collection once, so the first sink is not
         # charged for the JVM's JIT
         warm = ApplyChanges(sinks.create("console", {"num-rows": "0"}), spec)
-        warm.sink.out = open(os.devnull, "w")
-        for b, d in enumerate(dfs):
-            warm(d, b)
+        with open(os.devnull, "w") as devnull:
+            warm.sink.out = devnull
+            for b, d in enumerate(dfs):
+                warm(d, b)
         for sid in chosen:
             sink = sinks.create(sink_options(sid, tmp, pg, maria))
             timed = TimedSink(sink)

@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from proctree import timed  # noqa: E402
-from throughput import machine, replace_section, run_debezium, say  # noqa: E402
+from proctree import timed
+from throughput import machine, replace_section, run_debezium, say
 
 from sparkcdc.sinks.delta.sink import read_table
-from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings  # noqa: E402
+from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
 DB = "bench"
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"
@@ -196,22 +196,22 @@ def render(b: Bench, started: str) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     lines = [
         BEGIN, "", "## Whole databases: 1 to 1,000 tables (issue 14)", "",
-        f"`bench/tables.py`, {started}: {a.rounds} round(s), medians; each table {a.rows:,} "
-        f"rows (id, 3 INTs, 2 strings); the catch-up run takes {a.changes:,} row changes "
-        "(10 per transaction, each transaction on a random table: updates, deletes, "
-        "inserts). Whole `sparkcdc run --until-caught-up` processes into Delta on local "
-        "disk; peak PSS of the process tree; *streams*: Spark streams the pipeline started; "
-        "*server bytes*: the server's `Bytes_sent` during the catch-up run per byte of "
-        "binlog the writer added. Every target checked equal to its source after each run. "
-        f"Targets written from: {a.write_on} (`write.on`). "
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB; "
-        f"{versions}. Load (1-minute average) at each run's start in the table.", "",
-        "Before the pipeline's stream (one Spark stream per table), issue 14 measured on this "
-        "machine: 40 tables of 1,000 rows, 40 streaming queries, 4.7 GB peak PSS, 150 s for "
-        "the first run and 151 s for a catch-up with ~6k changes; 50 tables of 2,000 rows, "
-        "12 GB RSS.", "",
-        "| tables | first run s | peak PSS MB | streams | catch-up s | peak PSS MB | server "
-        "bytes per binlog byte | load |",
+        (f"`bench/tables.py`, {started}: {a.rounds} round(s), medians; each table {a.rows:,} "
+         f"rows (id, 3 INTs, 2 strings); the catch-up run takes {a.changes:,} row changes "
+         "(10 per transaction, each transaction on a random table: updates, deletes, "
+         "inserts). Whole `sparkcdc run --until-caught-up` processes into Delta on local "
+         "disk; peak PSS of the process tree; *streams*: Spark streams the pipeline started; "
+         "*server bytes*: the server's `Bytes_sent` during the catch-up run per byte of "
+         "binlog the writer added. Every target checked equal to its source after each run. "
+         f"Targets written from: {a.write_on} (`write.on`). "
+         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB; "
+         f"{versions}. Load (1-minute average) at each run's start in the table."), "",
+        ("Before the pipeline's stream (one Spark stream per table), issue 14 measured on this "
+         "machine: 40 tables of 1,000 rows, 40 streaming queries, 4.7 GB peak PSS, 150 s for "
+         "the first run and 151 s for a catch-up with ~6k changes; 50 tables of 2,000 rows, "
+         "12 GB RSS."), "",
+        ("| tables | first run s | peak PSS MB | streams | catch-up s | peak PSS MB | server "
+         "bytes per binlog byte | load |"),
         "|---:|---:|---:|---:|---:|---:|---:|---|"]
     for n in a.sizes:
         res = b.results.get(n)

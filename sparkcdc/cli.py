@@ -291,10 +291,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds to wait for a running pipeline to catch up before a "
                           "re-check (default 60)")
     ver.add_argument("--max-keys", type=int, default=10, help="differing keys printed per table")
-    for name, what in (("snapshot", "snapshot the chosen tables again while the pipeline runs "
-                                    "(their targets are merged over, not emptied)"),
-                       ("pause", "stop reading the chosen tables; their changes wait in the "
-                                 "binlog"),
+    for name, what in (("snapshot", ("snapshot the chosen tables again while the pipeline runs "
+                                     "(their targets are merged over, not emptied)")),
+                       ("pause", ("stop reading the chosen tables; their changes wait in the "
+                                  "binlog")),
                        ("resume", "go on with paused tables from where they stopped")):
         req = pipeline_cmd(name, what, _cmd_request)
         req.add_argument("--tables", required=True,

@@ -22,7 +22,8 @@ from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings
 
 def _binary_version(args: list[str], **kwargs) -> str:
     try:
-        p = subprocess.run(args, capture_output=True, text=True, timeout=30, **kwargs)
+        p = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False,
+                           **kwargs)
     except (OSError, subprocess.SubprocessError) as e:
         return f"not runnable ({e})"
     return (p.stdout or p.stderr).strip().splitlines()[0] if p.returncode == 0 else \

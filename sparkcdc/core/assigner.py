@@ -96,7 +96,7 @@ class TableSplits:
         return self.reread is not None and self.reread["planner"] is not None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TableSplits":
+    def from_dict(cls, d: dict[str, Any]) -> TableSplits:
         return cls(TableId(d["database"], d["name"]), TablePhase(d["phase"]), d["planner"],
                    decode_value(d["covered_end"]), int(d["chunks_done"]), int(d["rows_done"]),
                    bool(d["started"]), [SnapshotSplit.from_dict(s) for s in d["inflight"]],
@@ -116,14 +116,14 @@ class SplitAssigner:
     # -- construction ----------------------------------------------------------------------
 
     @classmethod
-    def for_snapshot(cls, planners: Iterable[ChunkPlanner]) -> "SplitAssigner":
+    def for_snapshot(cls, planners: Iterable[ChunkPlanner]) -> SplitAssigner:
         tables = {p.table_id: TableSplits(p.table_id, TablePhase.PLANNING, p.to_dict())
                   for p in planners}
         phase = Phase.SNAPSHOTTING if tables else Phase.STREAMING
         return cls(dict(sorted(tables.items())), phase)
 
     @classmethod
-    def streaming_only(cls, table_ids: Iterable[TableId]) -> "SplitAssigner":
+    def streaming_only(cls, table_ids: Iterable[TableId]) -> SplitAssigner:
         """No snapshot (startup modes other than initial/snapshot): every key is covered."""
         tables = {t: TableSplits(t, TablePhase.DONE, None, started=True)
                   for t in sorted(table_ids)}
@@ -255,7 +255,7 @@ class SplitAssigner:
             self._settle_phase()
         return changed
 
-    def joined_since(self, earlier: "SplitAssigner") -> dict[TableId, TableSplits]:
+    def joined_since(self, earlier: SplitAssigner) -> dict[TableId, TableSplits]:
         """The tables that joined after ``earlier`` streaming from a binlog offset of their
         own (``since``): their changes from there to this assigner's batch end are read
         apart, as the window of ``earlier`` to here passes none of them (``still_in``)."""
@@ -263,7 +263,7 @@ class SplitAssigner:
                 if ts.since is not None and (t not in earlier.tables
                                              or earlier.tables[t].generation != ts.generation)}
 
-    def still_in(self, later: "SplitAssigner") -> "SplitAssigner":
+    def still_in(self, later: SplitAssigner) -> SplitAssigner:
         """This assigner without the tables ``later`` forgot or takes again: the window
         between two offsets passes on a table's changes only where both offsets hold the
         same generation of it. Rows of a table taken again must not reach its emptied
@@ -305,7 +305,7 @@ class SplitAssigner:
                 "tables": [ts.to_dict() for ts in self.tables.values()]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SplitAssigner":
+    def from_dict(cls, d: dict[str, Any]) -> SplitAssigner:
         tables = {}
         for td in d["tables"]:
             ts = TableSplits.from_dict(td)

@@ -21,7 +21,7 @@ class TableId:
         return f"{self.database}.{self.table}"
 
     @classmethod
-    def parse(cls, s: str) -> "TableId":
+    def parse(cls, s: str) -> TableId:
         db, _, tbl = s.partition(".")
         return cls(db, tbl)
 
@@ -56,7 +56,7 @@ class Column:
                 "charset": self.charset, "collation": self.collation}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Column":
+    def from_dict(cls, d: dict[str, Any]) -> Column:
         return cls(**d)
 
 
@@ -91,7 +91,7 @@ class TableSchema:
                 "primary_key": list(self.primary_key), "chunk_key": self.chunk_key}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TableSchema":
+    def from_dict(cls, d: dict[str, Any]) -> TableSchema:
         return cls(TableId(d["database"], d["name"]),
                    tuple(Column.from_dict(c) for c in d["columns"]),
                    tuple(d["primary_key"]), d["chunk_key"])

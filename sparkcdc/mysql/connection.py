@@ -118,10 +118,10 @@ class ConnectionOptions:
         """Keyword arguments for ``pymysql.connect``: every pymysql connection to the source
         (control connections and binlog streams) is opened with these, TLS included."""
         host, port = self.host()
-        kw: dict[str, Any] = dict(host=host, port=port, user=self.username,
-                                  password=self.password, database=database,
-                                  connect_timeout=max(0.001, float(self.connect_timeout)),
-                                  charset="utf8mb4", autocommit=True)
+        kw: dict[str, Any] = {"host": host, "port": port, "user": self.username,
+                              "password": self.password, "database": database,
+                              "connect_timeout": max(0.001, float(self.connect_timeout)),
+                              "charset": "utf8mb4", "autocommit": True}
         if self.server_time_zone:
             kw["init_command"] = f"SET time_zone = '{_tz_literal(self.server_time_zone)}'"
         if self.ssl_mode == "disabled":

@@ -10,7 +10,7 @@ object can be created on the driver and shipped.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sparkcdc.core.chunking import ChunkingOptions, ChunkPlanner, is_integral_column
 from sparkcdc.core.offsets import BinlogOffset
@@ -28,6 +28,9 @@ from sparkcdc.mysql.locate import Locator
 from sparkcdc.mysql.offsets import current_offset, detect_flavor
 from sparkcdc.mysql.snapshot import read_chunk
 from sparkcdc.mysql.window_split import bound_window, split_window
+
+if TYPE_CHECKING:  # typing.Self is 3.11's; `with` on a subclass gives the subclass
+    from typing_extensions import Self
 
 T = TypeVar("T")
 
@@ -115,7 +118,7 @@ class MySQLDialect:
             self._sql = None
         self._locator.close()
 
-    def __enter__(self) -> "MySQLDialect":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

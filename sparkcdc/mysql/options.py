@@ -172,7 +172,7 @@ def _tls_options(o: Options) -> dict[str, Any]:
                               f"ssl.cert={cert}, ssl.key={key})",
                               fix="ssl.ca and ssl.cert must be PEM certificates, ssl.key the "
                                   "PEM private key matching ssl.cert") from None
-    return dict(ssl_mode=mode, ssl_ca=ca, ssl_cert=cert, ssl_key=key)
+    return {"ssl_mode": mode, "ssl_ca": ca, "ssl_cert": cert, "ssl_key": key}
 
 
 @dataclass(frozen=True)

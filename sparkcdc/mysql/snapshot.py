@@ -90,13 +90,12 @@ def select_literal(value: Any, column: Column) -> str:
             us = (value - T.EPOCH) // _dt.timedelta(microseconds=1)
             sec, frac = divmod(us, 1_000_000)
             return f"FROM_UNIXTIME({sec}.{frac:06d})"
-    elif k == T.TIME:
-        if isinstance(value, _dt.timedelta):
-            us = value // _dt.timedelta(microseconds=1)
-            sign, us = ("-" if us < 0 else ""), abs(us)
-            sec, frac = divmod(us, 1_000_000)
-            return (f"CAST('{sign}{sec // 3600}:{sec // 60 % 60:02d}:{sec % 60:02d}.{frac:06d}'"
-                    f" AS TIME(6))")
+    elif k == T.TIME and isinstance(value, _dt.timedelta):
+        us = value // _dt.timedelta(microseconds=1)
+        sign, us = ("-" if us < 0 else ""), abs(us)
+        sec, frac = divmod(us, 1_000_000)
+        return (f"CAST('{sign}{sec // 3600}:{sec // 60 % 60:02d}:{sec % 60:02d}.{frac:06d}'"
+                f" AS TIME(6))")
     raise ConfigError(f"cannot compare {column.name!r} ({column.column_type}) with "
                       f"{type(value).__name__} {value!r}",
                       fix="chunk bounds must be canonical values of the chunk key column")

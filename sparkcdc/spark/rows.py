@@ -298,8 +298,7 @@ def snapshot_batches(table: pa.Table, schema: TableSchema, as_of: BinlogOffset,
         rows = table.to_pylist()
         keys = pa.array([row_json(r, schema.row_key) for r in rows], pa.string())
         data = pa.array([row_json(r, schema.column_names) for r in rows], pa.string())
-        cols = [meta[f.name] if f.name in meta else (keys if f.name == "key" else data)
-                for f in out_schema]
+        cols = [meta.get(f.name, keys if f.name == "key" else data) for f in out_schema]
     full = pa.Table.from_arrays(cols, schema=out_schema)
     yield from full.to_batches(max_chunksize=max_rows)
 

@@ -471,7 +471,7 @@ class CDCStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self):
         try:
             return {"pos": self._d().current_offset().to_dict()}
-        except Exception:  # progress reporting must never fail the query
+        except Exception:  # noqa: BLE001 - progress reporting must never fail the query
             return None
 
     def partitions(self, start: dict, end: dict):

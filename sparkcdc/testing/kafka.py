@@ -240,7 +240,7 @@ class KafkaSandbox:
             self._proc = subprocess.Popen(
                 self._java_args(root, "kafka.Kafka", str(config)), stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=None if self.detached else set_pdeathsig,
+                preexec_fn=None if self.detached else set_pdeathsig,  # noqa: PLW1509 - prctl(2)
                 start_new_session=self.detached)
 
     def _wait_ready(self, root: Path, port: int, timeout: float, since: int = 0) -> bool:

@@ -29,10 +29,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SandboxError
 from sparkcdc.testing import leftovers, processes
+
+if TYPE_CHECKING:  # typing.Self is 3.11's; `with` on a subclass gives the subclass
+    from typing_extensions import Self
 
 CDC_PRIVILEGES = "SELECT, REPLICATION SLAVE, REPLICATION CLIENT"
 
@@ -48,11 +51,11 @@ class ServerSettings:
     server_id: int | None = None  # None: a free-ish random id
     version: str | None = None  # override what the server reports (e.g. for Debezium)
     time_zone: str | None = None  # e.g. "+02:00"; None keeps the server default (SYSTEM)
-    tls: "TLSFiles | None" = None  # serve TLS with these files (see make_tls_files)
+    tls: TLSFiles | None = None  # serve TLS with these files (see make_tls_files)
     extra_args: tuple[str, ...] = ()
 
     @classmethod
-    def misconfigured(cls, what: str) -> "ServerSettings":
+    def misconfigured(cls, what: str) -> ServerSettings:
         """Settings that break CDC on purpose: ``statement``, ``mixed``, ``no-binlog``,
         ``minimal-image``, ``noblob-image``, ``minimal-metadata``."""
         variants = {
@@ -93,7 +96,7 @@ def make_tls_files(directory: str | os.PathLike,
     d.mkdir(parents=True, exist_ok=True)
 
     def run(*args: str) -> None:
-        p = subprocess.run([openssl, *args], capture_output=True, text=True, cwd=d)
+        p = subprocess.run([openssl, *args], capture_output=True, text=True, cwd=d, check=False)
         if p.returncode != 0:
             raise SandboxError(f"openssl {args[0]} failed: {p.stderr.strip()[-1000:]}")
 
@@ -205,7 +208,7 @@ class MariaDBSandbox:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def __enter__(self) -> "MariaDBSandbox":
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -282,7 +285,7 @@ class MariaDBSandbox:
             proc = subprocess.run(
                 [install_db, "--no-defaults", f"--datadir={datadir}", "--user=root",
                  "--auth-root-authentication-method=normal", "--skip-test-db"],
-                capture_output=True, text=True,
+                capture_output=True, text=True, check=False,
             )
             if proc.returncode == 0:
                 return
@@ -294,7 +297,7 @@ class MariaDBSandbox:
         with open(log_path, "ab") as log:
             return subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=None if self.detached else set_pdeathsig,
+                preexec_fn=None if self.detached else set_pdeathsig,  # noqa: PLW1509 - prctl(2)
                 start_new_session=self.detached,
             )
 
@@ -472,7 +475,7 @@ def _state_file(name: str, kind: str = "mariadb") -> Path:
 
 
 def start_detached(name: str = "default", settings: ServerSettings | None = None, *,
-                   sandbox_class: "type[MariaDBSandbox] | None" = None) -> SandboxInfo:
+                   sandbox_class: type[MariaDBSandbox] | None = None) -> SandboxInfo:
     cls = sandbox_class or MariaDBSandbox
     kind = cls.SERVER_KIND
     existing = read_state(name, kind)
@@ -549,7 +552,7 @@ def port_in_use(port: int) -> bool:
 
 
 __all__ = [
-    "MariaDBSandbox", "ServerSettings", "SandboxInfo", "start_detached", "stop_detached",
-    "status_detached", "read_state", "free_port", "port_in_use", "CDC_PRIVILEGES", "TLSFiles",
-    "make_tls_files",
+    "CDC_PRIVILEGES", "MariaDBSandbox", "SandboxInfo", "ServerSettings", "TLSFiles",
+    "free_port", "make_tls_files", "port_in_use", "read_state", "start_detached",
+    "status_detached", "stop_detached",
 ]

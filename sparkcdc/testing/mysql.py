@@ -58,7 +58,7 @@ class MySQLSettings(ServerSettings):
     enforce_gtid_consistency: str = "ON"
 
     @classmethod
-    def misconfigured(cls, what: str) -> "MySQLSettings":
+    def misconfigured(cls, what: str) -> MySQLSettings:
         """MariaDB's misconfigurations, plus MySQL's own: ``no-gtid`` (``gtid_mode=OFF``),
         ``gtid-permissive`` (``gtid_mode=ON_PERMISSIVE`` with
         ``enforce_gtid_consistency=WARN``, halfway through turning GTIDs on),
@@ -179,7 +179,7 @@ class MySQLSandbox(MariaDBSandbox):
                 proc = subprocess.run(
                     [MYSQLD, "--no-defaults", "--initialize-insecure",
                      f"--datadir={self._inside(work / 'data')}", "--user=root"],
-                    capture_output=True, text=True, preexec_fn=self._preexec(),
+                    capture_output=True, text=True, preexec_fn=self._preexec(), check=False,
                 )
                 if proc.returncode != 0:
                     raise SandboxError(f"mysqld --initialize-insecure failed: "
@@ -193,7 +193,8 @@ class MySQLSandbox(MariaDBSandbox):
         with open(log_path, "ab") as log:
             return subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=self._preexec(), start_new_session=self.detached,
+                preexec_fn=self._preexec(),  # noqa: PLW1509 - chroot(2), prctl(2): in the child
+                start_new_session=self.detached,
             )
 
     def _server_args(self, mysqld: str, datadir: Path, sock: Path, port: int,
@@ -299,8 +300,8 @@ def stop_detached(name: str = "default", timeout: float = 30.0) -> bool:
 
 
 __all__ = [
-    "MySQLSandbox", "MySQLSettings", "SandboxInfo", "ServerSettings", "TLSFiles",
-    "CDC_PRIVILEGES", "DEFAULT_ROOT", "ROOT_ENV", "free_port", "installed", "make_tls_files",
-    "mysql_root", "port_in_use", "read_state", "start_detached", "status_detached",
-    "stop_detached", "replicate", "caught_up", "promote",
+    "CDC_PRIVILEGES", "DEFAULT_ROOT", "ROOT_ENV", "MySQLSandbox", "MySQLSettings",
+    "SandboxInfo", "ServerSettings", "TLSFiles", "caught_up", "free_port", "installed",
+    "make_tls_files", "mysql_root", "port_in_use", "promote", "read_state", "replicate",
+    "start_detached", "status_detached", "stop_detached",
 ]

@@ -17,9 +17,13 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparkcdc.errors import SandboxError
 from sparkcdc.testing.mariadb import free_port, set_pdeathsig
+
+if TYPE_CHECKING:  # typing.Self is 3.11's; `with` on a subclass gives the subclass
+    from typing_extensions import Self
 
 
 def _binary(name: str) -> str:
@@ -52,7 +56,7 @@ class PostgresSandbox:
         self._proc: subprocess.Popen | None = None
         self._root: str | None = None
 
-    def __enter__(self) -> PostgresSandbox:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -89,21 +93,21 @@ class PostgresSandbox:
         proc = subprocess.run(
             [_binary("initdb"), "-D", data, "-U", "sparkcdc", f"--pwfile={pwfile}",
              "-E", "UTF8", "--locale=C", "--auth-local=trust", "--auth-host=scram-sha-256",
-             "--no-sync"], capture_output=True, text=True, **kw)
+             "--no-sync"], capture_output=True, text=True, check=False, **kw)
         if proc.returncode != 0:
             self.stop()
             raise SandboxError(f"initdb failed: {proc.stderr.strip()[-2000:]}")
         for _attempt in range(5):
             port = free_port()
-            log = open(os.path.join(root, "server.log"), "ab")
-            self._proc = subprocess.Popen(
-                [_binary("postgres"), "-D", data, "-p", str(port), "-k", root,
-                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                 "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                 "-c", "max_connections=50", "-c", "shared_buffers=128MB"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=set_pdeathsig, **kw)
-            log.close()
+            with open(os.path.join(root, "server.log"), "ab") as log:
+                self._proc = subprocess.Popen(
+                    [_binary("postgres"), "-D", data, "-p", str(port), "-k", root,
+                     "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+                     "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                     "-c", "max_connections=50", "-c", "shared_buffers=128MB"],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    preexec_fn=set_pdeathsig,  # noqa: PLW1509 - prctl(2), only in the child
+                    **kw)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self._proc.poll() is None:
                 try:
@@ -116,7 +120,8 @@ class PostgresSandbox:
                 except psycopg.OperationalError:
                     time.sleep(0.1)
             self._kill()
-        text = open(os.path.join(root, "server.log"), errors="replace").read()[-3000:]
+        with open(os.path.join(root, "server.log"), errors="replace") as f:
+            text = f.read()[-3000:]
         self.stop()
         raise SandboxError(f"postgres did not become ready:\n{text}")
 

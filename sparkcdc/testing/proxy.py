@@ -31,6 +31,10 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # typing.Self is 3.11's; `with` on a subclass gives the subclass
+    from typing_extensions import Self
 
 _CHUNK = 64 * 1024
 
@@ -115,7 +119,7 @@ class FaultProxy:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> FaultProxy:
+    def start(self) -> Self:
         srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind(self._listen)
@@ -136,7 +140,7 @@ class FaultProxy:
             self._server.close()
         self.cut_all(count=False)
 
-    def __enter__(self) -> FaultProxy:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:

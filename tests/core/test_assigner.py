@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 
 import pytest
@@ -75,7 +76,7 @@ def test_assigns_in_key_order_and_reaches_streaming():
     per_table = {t: [c for c in seen if c.table_id == t] for t in (A, B)}
     for t, chunks in per_table.items():
         assert chunks[0].start is None and chunks[-1].end is None
-        for prev, nxt in zip(chunks, chunks[1:]):
+        for prev, nxt in itertools.pairwise(chunks):
             assert prev.end == nxt.start  # contiguous: the covered part is a prefix
         assert a.tables[t].phase == TablePhase.DONE
     assert a.phase == Phase.STREAMING
@@ -212,14 +213,14 @@ def test_a_streaming_table_is_read_again_in_part_while_its_changes_keep_flowing(
             a.finish(c)
             got.append(c)
         a = roundtrip(a)
-    assert [c.start for c in got][0] is None and got[-1].end is None
-    assert all(x.end == y.start for x, y in zip(got, got[1:]))  # the whole key space, once
+    assert got[0].start is None and got[-1].end is None
+    assert all(x.end == y.start for x, y in itertools.pairwise(got))  # the whole key space, once
     assert a.finished_view(BinlogOffset("b.000001", 4)) == view
     assert not a.reconcile({A: 0, B: 0}, planner_of, snapshot=True,
                            rereads={A: (1, "id < 300")})  # taken once
     assert a.reconcile({A: 0, B: 0}, planner_of, snapshot=True, rereads={A: (2, "id > 5")})
     with pytest.raises(IllegalTransition):  # a reread chunk out of order
-        c1, c2 = a.assign(2, factory)
+        _c1, c2 = a.assign(2, factory)
         a.finish(c2)
 
 

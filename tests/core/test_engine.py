@@ -27,14 +27,14 @@ ROWS = 200_000
 TABLES = {
     "int_pk": ("CREATE TABLE {t} (id BIGINT PRIMARY KEY, v INT, s VARCHAR(40))",
                "INSERT INTO {t} SELECT seq, seq % 97, CONCAT('r', seq) FROM {seq}"),
-    "str_pk": ("CREATE TABLE {t} (k VARCHAR(40) PRIMARY KEY, v INT, s VARCHAR(40)) "
-               "COLLATE utf8mb4_general_ci",
-               "INSERT INTO {t} SELECT CONCAT(IF(seq % 2, 'K', 'k'), LPAD(seq, 7, '0')), "
-               "seq % 97, CONCAT('r', seq) FROM {seq}"),
-    "composite": ("CREATE TABLE {t} (a INT, b VARCHAR(20), v INT, s VARCHAR(40), "
-                  "PRIMARY KEY (a, b))",
-                  "INSERT INTO {t} SELECT seq DIV 4, CONCAT('b', seq % 4), seq % 97, "
-                  "CONCAT('r', seq) FROM {seq}"),
+    "str_pk": (("CREATE TABLE {t} (k VARCHAR(40) PRIMARY KEY, v INT, s VARCHAR(40)) "
+                "COLLATE utf8mb4_general_ci"),
+               ("INSERT INTO {t} SELECT CONCAT(IF(seq % 2, 'K', 'k'), LPAD(seq, 7, '0')), "
+                "seq % 97, CONCAT('r', seq) FROM {seq}")),
+    "composite": (("CREATE TABLE {t} (a INT, b VARCHAR(20), v INT, s VARCHAR(40), "
+                   "PRIMARY KEY (a, b))"),
+                  ("INSERT INTO {t} SELECT seq DIV 4, CONCAT('b', seq % 4), seq % 97, "
+                   "CONCAT('r', seq) FROM {seq}")),
     "no_pk": ("CREATE TABLE {t} (id INT NOT NULL, v INT, s VARCHAR(40), UNIQUE KEY (id))",
               "INSERT INTO {t} SELECT seq, seq % 97, CONCAT('r', seq) FROM {seq}"),
 }
@@ -51,7 +51,6 @@ def _writer(mariadb, db, kind, stop: threading.Event, errors: list, seed: int):
                 op = rnd.random()
                 n = rnd.randint(1, ROWS)
                 if kind == "int_pk" or kind == "no_pk":
-                    key = "id"
                     if op < 0.25:
                         cur.execute(f"INSERT IGNORE INTO {t} VALUES (%s, 1, 'new')", (next_new,))
                         next_new += 1
@@ -89,7 +88,7 @@ def _writer(mariadb, db, kind, stop: threading.Event, errors: list, seed: int):
                     else:
                         cur.execute(f"UPDATE IGNORE {t} SET a = %s WHERE a = %s AND b = %s",
                                     (rnd.randint(0, ROWS // 2), a, b))
-    except Exception as e:  # surfaced by the test
+    except Exception as e:  # noqa: BLE001 - the writer thread's error, surfaced by the test
         errors.append(e)
     finally:
         conn.close()
@@ -153,7 +152,6 @@ def test_backfill_applies_changes_made_between_the_watermarks(server, server_db)
     info = mariadb.info
     conn = ConnectionOptions(info.host, info.port, info.cdc_user, info.cdc_password)
     tables = discover(conn, db, f"{db}\\.t")
-    schema = tables[next(iter(tables))]
     dialect = MySQLDialect(conn, server_id=9102, tables=tables,
                            chunking=ChunkingOptions(chunk_size=1000),
                            flavor="mysql" if is_mysql(mariadb) else "mariadb")

@@ -77,10 +77,10 @@ class StandaloneCluster:
         self.ui = 0
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.root / f"{name}.log", "w")
-        p = subprocess.Popen([str(PYSPARK / "bin" / "spark-class"), *args], env=self.env,
-                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             preexec_fn=set_pdeathsig)
+        with open(self.root / f"{name}.log", "w") as log:  # the child keeps its own copy
+            p = subprocess.Popen([str(PYSPARK / "bin" / "spark-class"), *args], env=self.env,
+                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 preexec_fn=set_pdeathsig)  # noqa: PLW1509 - prctl(2), in the child
         self.procs.append(p)
         return p
 

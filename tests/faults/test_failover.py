@@ -19,7 +19,6 @@ from failover_support import FAILOVER_DB, FAILOVER_PASSWORD, failover_yaml, tool
 from faults_support import SEED, Current, Writers, make_table, table_state
 from sink_support import read_delta
 
-
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(1200)]
 
 DB, ROWS = FAILOVER_DB, 3000
@@ -43,9 +42,9 @@ def test_run_killed_during_the_failover(failover_pair, tmp_path):
     env = {**os.environ, "PIPE_PW": FAILOVER_PASSWORD, "PYSPARK_PYTHON": sys.executable}
     cmd = [sys.executable, "-m", "sparkcdc.cli", "run", str(yaml), "--no-progress",
            "--master", "local[2]"]
-    log = open(tmp_path / "run-0.log", "w")
-    p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
+    with open(tmp_path / "run-0.log", "w") as log:  # the child keeps its own copy
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
     try:
         with Writers(now, DB, ROWS, n=2, pause=0.03):
             deadline = time.monotonic() + 300
@@ -69,9 +68,8 @@ def test_run_killed_during_the_failover(failover_pair, tmp_path):
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
-        log.close()
     final = subprocess.run([*cmd, "--until-caught-up"], env=env, capture_output=True,
-                           text=True, timeout=600)
+                           text=True, timeout=600, check=False)
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
     got = read_delta(deltalake.DeltaTable(str(target))).to_pylist()
     ids = [r["id"] for r in got]

@@ -144,7 +144,7 @@ def test_slow_server_during_the_snapshot(spark, mariadb, db, tmp_path):
         _streaming(p, table)
         proxy.clear()
 
-    stats, error = _run_with_faults(spark, mariadb, db, tmp_path, 6 * CHUNK, faults)
+    _stats, error = _run_with_faults(spark, mariadb, db, tmp_path, 6 * CHUNK, faults)
     assert error is None, error
 
 

@@ -81,4 +81,4 @@ def test_startup_modes_parse():
     assert parse(**{"scan.startup.mode": "timestamp",
                     "scan.startup.timestamp-millis": "1700000000000"}).startup.timestamp_ms \
         == 1700000000000
-    assert parse(**{"MAXROWSPERBATCH": "100"}).max_rows_per_batch == 100
+    assert parse(MAXROWSPERBATCH="100").max_rows_per_batch == 100

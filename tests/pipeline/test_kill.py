@@ -61,9 +61,9 @@ def _kill_runs(mariadb, db, tmp_path, kills: int, seed: int) -> None:
            "--no-progress", "--master", "local[2]"]
     with Writers(mariadb, db, rows, n=2, pause=0.02):
         for k in range(kills):
-            log = open(tmp_path / f"run-{k}.log", "w")
-            p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+            with open(tmp_path / f"run-{k}.log", "w") as log:  # the child keeps its own copy
+                p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
             want = _commits(target) + rnd.randint(1, 3)  # a few more batches, then a kill
             deadline = time.monotonic() + 240
             while (_commits(target) < want and p.poll() is None
@@ -73,8 +73,7 @@ def _kill_runs(mariadb, db, tmp_path, kills: int, seed: int) -> None:
             assert p.poll() is None, (tmp_path / f"run-{k}.log").read_text()[-3000:]
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-            log.close()
-    final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
     ops = [h["operation"] for h in deltalake.DeltaTable(str(target)).history()]
     assert "WRITE" in ops, ops  # the snapshot was appended (the writers' changes merged)
@@ -146,9 +145,9 @@ def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
         w.start()
     try:
         for k in range(6):
-            log = open(tmp_path / f"run-{k}.log", "w")
-            p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+            with open(tmp_path / f"run-{k}.log", "w") as log:  # the child keeps its own copy
+                p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
             have = len(list(commits.iterdir())) if commits.is_dir() else 0
             want = have + rnd.randint(1, 3)
             deadline = time.monotonic() + 300
@@ -159,7 +158,6 @@ def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
             assert p.poll() is None, (tmp_path / f"run-{k}.log").read_text()[-3000:]
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-            log.close()
     finally:
         for w in writers:
             w.halt.set()
@@ -167,7 +165,7 @@ def test_pipeline_killed_while_writing_100_targets(mariadb, db, tmp_path):
             w.join()
     assert sum(w.ops for w in writers) > 100
     final = subprocess.run(cmd + ["--until-caught-up"], env=env, capture_output=True,
-                           text=True, timeout=900)
+                           text=True, timeout=900, check=False)
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-3000:]
     for t in names:
         got = read_delta(deltalake.DeltaTable(str(lake / db / t))).to_pylist()

@@ -64,7 +64,7 @@ class _Writer(threading.Thread):
                     cur.execute("DELETE FROM t WHERE id = %s", (n % 4000 + 3001,))
                     c.commit()
                     time.sleep(0.005)
-        except Exception as e:  # reported by the test
+        except Exception as e:  # noqa: BLE001 - the writer thread's error, reported by the test
             self.error = e
 
 
@@ -86,7 +86,7 @@ def _gh_ost(mariadb, db, writer: _Writer) -> None:
     the ghost table altered, the rows copied in chunks while the writer writes, the writer's
     changes applied to the ghost, then the atomic cut-over (a sentry table dropped, one
     RENAME TABLE) and the cleanup."""
-    run = lambda *sql: mariadb.execute(*sql, database=db)  # noqa: E731
+    run = lambda *sql: mariadb.execute(*sql, database=db)
     run("CREATE TABLE _t_ghc (id BIGINT AUTO_INCREMENT, last_update TIMESTAMP NOT NULL DEFAULT "
         "CURRENT_TIMESTAMP, hint VARCHAR(64) NOT NULL, value VARCHAR(4096) NOT NULL, "
         "PRIMARY KEY (id), UNIQUE KEY hint_uidx (hint))",

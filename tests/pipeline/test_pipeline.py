@@ -193,9 +193,10 @@ def test_truncate_drop_and_evolve(spark, mariadb, db, tmp_path):
     assert sorted(delta_rows(tmp_path, db, "gone", "id")) == [1]  # the target is kept
     assert [r.ok for r in Verifier(defn).run() if r.target == f"{db}.t"] == [True]
 
-    with Runner(defn, spark)._lock_checkpoint():  # one run per checkpoint at a time
-        with pytest.raises(ConfigError, match="already running with checkpoint"):
-            run(defn, spark)
+    # one run per checkpoint at a time
+    with (Runner(defn, spark)._lock_checkpoint(),
+          pytest.raises(ConfigError, match="already running with checkpoint")):
+        run(defn, spark)
 
 
 def test_into_a_mysql_target_with_routes(spark, mariadb, db, tmp_path):

@@ -56,7 +56,7 @@ class Writer(threading.Thread):
                         cur.execute("UPDATE IGNORE t SET id = %s WHERE id = %s",
                                     (self.rnd.randint(1, self.rows * 3), n))
                     self.ops += 1
-        except Exception as e:  # surfaced by stop()
+        except Exception as e:  # noqa: BLE001 - the writer thread's error, surfaced by stop()
             self.error = e
         finally:
             conn.close()

@@ -107,7 +107,7 @@ class Writer(threading.Thread):
                         cur.execute(f"UPDATE IGNORE {t} SET id = %s WHERE id = %s",
                                     (self.rnd.randint(1, self.rows * 3), n))
                     self.ops += 1
-        except Exception as e:  # surfaced by the test
+        except Exception as e:  # noqa: BLE001 - the writer thread's error, surfaced by the test
             self.error = e
         finally:
             conn.close()

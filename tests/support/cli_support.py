@@ -15,7 +15,7 @@ from sink_support import read_delta
 
 def cli(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sparkcdc.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout)
+                          text=True, env=env, timeout=timeout, check=False)
 
 
 def cause(stderr: str) -> str:

@@ -81,7 +81,7 @@ class Writer(threading.Thread):
                 except pymysql.err.OperationalError:  # the server restarts: wait for it
                     conn = None
                     self.stop_event.wait(0.3)
-        except Exception as e:  # surfaced by stop()
+        except Exception as e:  # noqa: BLE001 - the writer thread's error, surfaced by stop()
             self.error = e
         finally:
             if conn is not None:
@@ -233,7 +233,8 @@ def child_env() -> dict:
 def run_child(args: dict, timeout=600) -> subprocess.CompletedProcess:
     """spark_child.py to completion (availableNow unless ``continuous``)."""
     return subprocess.run([sys.executable, str(CHILD)], input=json.dumps(args),
-                          capture_output=True, text=True, env=child_env(), timeout=timeout)
+                          capture_output=True, text=True, env=child_env(), timeout=timeout,
+                          check=False)
 
 
 class Child:
@@ -242,7 +243,7 @@ class Child:
     that dies does -- no JVM lingers to finish a batch after its driver is gone."""
 
     def __init__(self, argv: list[str], log_path, env=None, stdin: str | None = None):
-        self.log = open(log_path, "a")
+        self.log = open(log_path, "a")  # noqa: SIM115 - the child's stderr, closed by kill/wait
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, text=True, env=env or child_env(),
                                      start_new_session=True)
@@ -349,7 +350,7 @@ class Pipeline:
     def _run(self):
         try:
             self.runner.run()
-        except BaseException as e:  # surfaced by finish()
+        except BaseException as e:  # noqa: BLE001 - the run thread's end, surfaced by finish()
             self.error = e
 
     def phase(self, table) -> str | None:

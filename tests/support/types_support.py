@@ -92,7 +92,7 @@ def td(h=0, m=0, s=0, us=0, neg=False):
 
 def expected_all_types() -> list[dict]:
     base = dt.datetime(2024, 1, 2, 3, 4, 5)
-    row1 = dict(
+    row1 = dict(  # noqa: C408 - a row reads as column=value
         id=1, ti=-128, tiu=255, si=-32768, siu=65535, mi=-8388608, miu=16777215,
         i=-2147483648, iu=4294967295, bi=-9223372036854775808,
         biu=Decimal(18446744073709551615),
@@ -113,7 +113,7 @@ def expected_all_types() -> list[dict]:
         row1[k] = row1["dt" + k[2]].replace(tzinfo=UTC)  # inserted with time_zone +00:00
     row2 = {k: None for k in COLUMNS}
     row2["id"] = 2
-    row3 = dict(
+    row3 = dict(  # noqa: C408 - a row reads as column=value
         id=3, ti=127, tiu=0, si=32767, siu=0, mi=8388607, miu=0, i=2147483647, iu=0,
         bi=9223372036854775807, biu=Decimal(0), d65="-0.000000000000000000000000000001",
         d650="-" + NINES65, d30=Decimal("-0.00000000000000000001"), d10=Decimal("-0.50"),

@@ -132,7 +132,7 @@ def test_cli_start_status_stop(tmp_path):
     try:
         assert port_in_use(port)
         st = subprocess.run(cli + ["status", "--name", "clitest"], env=env, capture_output=True,
-                            text=True)
+                            text=True, check=False)
         assert st.returncode == 0 and "running" in st.stdout and "******" in st.stdout
     finally:
         stop = subprocess.run(cli + ["stop", "--name", "clitest"], env=env, capture_output=True,
@@ -140,7 +140,7 @@ def test_cli_start_status_stop(tmp_path):
     assert "stopped" in stop.stdout
     assert not port_in_use(port)
     st = subprocess.run(cli + ["status", "--name", "clitest"], env=env, capture_output=True,
-                        text=True)
+                        text=True, check=False)
     assert st.returncode == 1
 
 

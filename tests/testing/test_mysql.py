@@ -12,6 +12,7 @@ import time
 
 import pymysql
 import pytest
+
 from sparkcdc.errors import SandboxError
 from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings, port_in_use
 
@@ -90,7 +91,8 @@ def test_load_data_and_into_outfile_work_inside_the_root(mysql_server, mysql_db)
                          f"INSERT INTO `{mysql_db}`.t VALUES (1, 'a'), (2, 'b')",
                          f"SELECT * FROM `{mysql_db}`.t INTO OUTFILE '{inner}'")
     host = os.path.join(os.path.dirname(info.datadir), "out.csv")
-    assert open(host).read() == "1\ta\n2\tb\n"
+    with open(host) as f:
+        assert f.read() == "1\ta\n2\tb\n"
 
 
 @pytest.mark.parametrize("variant,var,expected", [
@@ -187,14 +189,14 @@ def test_cli_start_status_stop(tmp_path):
     try:
         assert port_in_use(port)
         st = subprocess.run(cli + ["status", "mysql", "--name", "clitest"], env=env,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
         assert st.returncode == 0 and "running" in st.stdout and "******" in st.stdout
         # MariaDB's sandbox of the same name is another one
         st = subprocess.run(cli + ["status", "--name", "clitest"], env=env,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
         assert st.returncode == 1 and "not started" in st.stdout
         again = subprocess.run(cli + ["start", "mysql", "--name", "clitest"], env=env,
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, check=False)
         assert again.returncode != 0 and "already running" in again.stderr
         assert "Traceback" not in again.stderr
     finally:
@@ -203,7 +205,7 @@ def test_cli_start_status_stop(tmp_path):
     assert "stopped" in stop.stdout
     assert not port_in_use(port)
     st = subprocess.run(cli + ["status", "mysql", "--name", "clitest"], env=env,
-                        capture_output=True, text=True)
+                        capture_output=True, text=True, check=False)
     assert st.returncode == 1
 
 
@@ -215,6 +217,6 @@ def test_missing_install_is_one_clear_error(tmp_path, monkeypatch):
     env = {**os.environ, "SPARKCDC_HOME": str(tmp_path), "SPARKCDC_MYSQL_ROOT":
            str(tmp_path / "nowhere")}
     p = subprocess.run([sys.executable, "-m", "sparkcdc.cli", "sandbox", "start", "mysql"],
-                       env=env, capture_output=True, text=True)
+                       env=env, capture_output=True, text=True, check=False)
     assert p.returncode != 0 and "not installed" in p.stderr and "make setup" in p.stderr
     assert "Traceback" not in p.stderr

@@ -79,17 +79,16 @@ def describes(bc: Any, col: Column) -> bool:
             return False
         if t.kind == T.BINARY and bt == F.STRING and t.base == "binary":
             return bc.max_length == t.length  # BINARY(n) pads to n bytes
-        if t.kind == T.STRING and col.charset and charset and col.charset != charset:
-            return False  # the decoder reads the text in the column's charset
-        return True
+        # the decoder reads the text in the column's charset
+        return not (t.kind == T.STRING and col.charset and charset and col.charset != charset)
     if bt == F.GEOMETRY:
         return t.kind == T.GEOMETRY
     if t.base not in _BASES.get(bt, ()):
         return False
-    if bt in _INTS or bt in (F.NEWDECIMAL, F.FLOAT, F.DOUBLE):
-        # signedness is optional metadata: a map without names has none to compare
-        if bc.name is not None and bool(bc.unsigned) != t.unsigned:
-            return False
+    # signedness is optional metadata: a map without names has none to compare
+    if ((bt in _INTS or bt in (F.NEWDECIMAL, F.FLOAT, F.DOUBLE))
+            and bc.name is not None and bool(bc.unsigned) != t.unsigned):
+        return False
     if bt == F.NEWDECIMAL:
         return (bc.precision, bc.decimals) == (t.precision, t.scale)
     if bt in (F.TIME2, F.DATETIME2, F.TIMESTAMP2):

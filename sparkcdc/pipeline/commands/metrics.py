@@ -39,8 +39,8 @@ def render(runner: Any) -> str:
         for r in runs:
             v = value(r)
             if v is not None:
-                samples.append((f'pipeline="{name}",table="{_label(r.state.table)}",'
-                                f'target="{_label(r.state.target)}"', float(v)))
+                samples.append(((f'pipeline="{name}",table="{_label(r.state.table)}",'
+                                 f'target="{_label(r.state.target)}"'), float(v)))
         return samples
 
     family("table_rows_total", "counter", "change rows applied to the table's target",
@@ -89,7 +89,7 @@ class MetricsServer:
         page = render
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+            def do_GET(self) -> None:  # (the name is the http.server API)
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404)
                     return

@@ -67,7 +67,7 @@ def validate_pipeline(defn: PipelineDef) -> Report:
     source = MySQLSource(config)
     try:
         visible = source.visible_tables()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - validate reports every problem it finds
         report.problems.append(_problem(f"connection to {conn.hostname}:{conn.port}", e))
         return report
     db_re = re.compile(defn.source.database_regex)
@@ -85,7 +85,7 @@ def validate_pipeline(defn: PipelineDef) -> Report:
                                            p.message, p.fix))
         report.warnings.extend(Problem(f"server ({getattr(w, 'check', 'settings')})",
                                        w.message, w.fix) for w in warnings)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - reported, as every problem validate finds
         report.problems.append(_problem("server", e))
         return report
     if not matched:
@@ -100,7 +100,7 @@ def validate_pipeline(defn: PipelineDef) -> Report:
         name = f"{d}.{t}"
         try:
             schemas[name] = source.table_schema(TableId(d, t))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported; the other tables are checked
             report.problems.append(_problem(f"table {name}", e))
         report.tables[name] = ", ".join(targets_of(defn, name))
     _check_routes(defn, schemas, report)
@@ -176,7 +176,7 @@ def _check_sink(defn: PipelineDef, report: Report) -> None:
             sink.last_batch_id()  # opens the connection or reads the table's log
         finally:
             sink.close()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any sink driver's error is reported
         report.problems.append(_problem(f"sink ({defn.sink.type}, {defn.where('sink')})", e))
 
 

@@ -189,20 +189,20 @@ DEBEZIUM_ACCEPTED_PREFIXES = {
 }
 # property -> (the value sparkcdc's behavior equals, what to do for the others)
 DEBEZIUM_ONLY = {
-    "decimal.handling.mode": ("precise", "DECIMAL arrives as an exact decimal; CAST it in a "
-                                         "transform projection for another type"),
-    "bigint.unsigned.handling.mode": ("precise", "BIGINT UNSIGNED arrives as DECIMAL(20,0); "
-                                                 "CAST it in a transform projection"),
+    "decimal.handling.mode": ("precise", ("DECIMAL arrives as an exact decimal; CAST it in a "
+                                          "transform projection for another type")),
+    "bigint.unsigned.handling.mode": ("precise", ("BIGINT UNSIGNED arrives as DECIMAL(20,0); "
+                                                  "CAST it in a transform projection")),
     "time.precision.mode": ("adaptive_time_microseconds",
                             "times arrive with microseconds (docs/types.md)"),
-    "binary.handling.mode": ("bytes", "binary values arrive as bytes; base64() or hex() them "
-                                      "in a transform projection"),
+    "binary.handling.mode": ("bytes", ("binary values arrive as bytes; base64() or hex() them "
+                                       "in a transform projection")),
     "event.deserialization.failure.handling.mode": (
-        "fail", "an event that cannot be read stops the pipeline: skipping it would lose "
-                "changes"),
+        "fail", ("an event that cannot be read stops the pipeline: skipping it would lose "
+                 "changes")),
     "inconsistent.schema.handling.mode": (
-        "fail", "a row that does not fit its table's schema stops the pipeline: skipping it "
-                "would lose changes"),
+        "fail", ("a row that does not fit its table's schema stops the pipeline: skipping it "
+                 "would lose changes")),
     "provide.transaction.metadata": ("false", "there is no transaction topic"),
     "enable.time.adjuster": ("true", "two-digit years are read as the server stores them"),
 }

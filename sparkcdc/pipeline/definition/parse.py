@@ -406,7 +406,9 @@ def _transforms(r: _Reader, node: yaml.Node, sink_type: str) -> tuple[TransformD
         if len(src) != 1:
             raise r.error(f"{key}.source-table", m["source-table"][1], "takes one pattern")
 
-        def get(name: str) -> str | None:
+        # called only in this iteration; the defaults bind this entry's mapping and key
+        def get(name: str, m: dict[str, tuple[yaml.Node, int]] = m,
+                key: str = key) -> str | None:
             if name not in m:
                 return None
             v = r.scalar(m[name][0], f"{key}.{name}", m[name][1]).strip()

@@ -144,6 +144,8 @@ class Shaper:
                          track_history_except_column_list=t.track_history_except)
 
     def apply(self, df, keys: tuple[str, ...] = ()):
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
         from pyspark.sql import functions as F
 
         for op in sorted(self.extras.skipped_operations & set(_SKIP)):
@@ -193,9 +195,7 @@ class Shaper:
             spec = self.spec(keys or ("_",))  # (the keys only name the rule's owner here)
             if needs_marks(spec):
                 df = mark_changes(df, spec)
-        except ConfigError:
-            raise
-        except Exception as e:  # Spark's AnalysisException names the column or function
+        except (PySparkException, Py4JError) as e:  # e.g. AnalysisException: names the column
             raise ConfigError(f"{self.where}: the transform of {t.source_table.text!r} "
                               f"failed: {str(e).splitlines()[0]}",
                               fix="check the Spark SQL in projection/filter against the "

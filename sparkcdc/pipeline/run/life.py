@@ -61,7 +61,7 @@ class RunLife:
         import fcntl
 
         self.ckpt.root.mkdir(parents=True, exist_ok=True)
-        f = open(self.ckpt.root / ".lock", "a+")
+        f = open(self.ckpt.root / ".lock", "a+")  # noqa: SIM115 - the lock: the caller closes it
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -45,6 +45,7 @@ from sparkcdc.pipeline.run.discovery import Discovery
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.monitor import Failure, Monitor
 from sparkcdc.pipeline.run.operator import OperatorRequests
+from sparkcdc.pipeline.run.schema import diff as sc
 from sparkcdc.pipeline.run.schema_events import REKEY, SchemaInStream
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.signals import stop_on_signals
@@ -53,7 +54,6 @@ from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.run.tables import TableLifecycle
 from sparkcdc.pipeline.run.write import TargetWriter
-from sparkcdc.pipeline.run.schema import diff as sc
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -386,7 +386,7 @@ class Runner:
             if run.query is not None and run.query.isActive:
                 try:
                     run.query.stop()
-                except Exception as e:  # stopping must not hide the reason we stop
+                except Exception as e:  # noqa: BLE001 - must not hide the reason we stop
                     log.warning("stopping the stream of %s: %s", run.state.table, e)
         for run in runs.values():
             self.monitor.write_live(run, running=False)

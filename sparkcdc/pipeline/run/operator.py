@@ -28,10 +28,10 @@ from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.pipeline.run import control
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Start, TableState
 from sparkcdc.pipeline.run.discovery import Discovery
+from sparkcdc.pipeline.run.schema import diff as sc
 from sparkcdc.pipeline.run.state import RunState, schema_of
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.tables import TableLifecycle
-from sparkcdc.pipeline.run.schema import diff as sc
 
 log = logging.getLogger("sparkcdc.pipeline")
 

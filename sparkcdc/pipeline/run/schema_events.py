@@ -27,11 +27,11 @@ from sparkcdc.core.table_events import (
 from sparkcdc.errors import SchemaChangeStop, SchemaError, SparkCDCError
 from sparkcdc.mysql.port import arrow_schema
 from sparkcdc.pipeline.run.checkpoint import Gone, TableState
+from sparkcdc.pipeline.run.schema import diff as sc
+from sparkcdc.pipeline.run.schema.in_stream import add_renames, after_seq, before_seq, conform
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState, StopRun, TakeAgain, schema_of
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.pipeline.run.schema import diff as sc
-from sparkcdc.pipeline.run.schema.in_stream import add_renames, after_seq, before_seq, conform
 
 log = logging.getLogger("sparkcdc.pipeline")
 

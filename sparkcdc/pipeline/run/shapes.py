@@ -15,11 +15,11 @@ from sparkcdc.pipeline.definition import conversions
 from sparkcdc.pipeline.definition.routing import META, Shaper, shaper_for
 from sparkcdc.pipeline.run.checkpoint import TableState
 from sparkcdc.pipeline.run.life import RunLife
-from sparkcdc.pipeline.run.state import RunState
-from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.run.schema import diff as sc
 from sparkcdc.pipeline.run.schema.behavior import evolve_target
 from sparkcdc.pipeline.run.schema.in_stream import target_arrow_schema
+from sparkcdc.pipeline.run.state import RunState
+from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.spark.arrow_batches import spark_arrow_schema
 
 

@@ -17,11 +17,11 @@ from sparkcdc.core.table_events import Ddl
 from sparkcdc.errors import BinlogUnavailable, ConfigError, SchemaChangeStop, SchemaError
 from sparkcdc.pipeline.definition.routing import shaper_for, targets_of
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Start, TableState
+from sparkcdc.pipeline.run.schema import diff as sc
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState, schema_of
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
-from sparkcdc.pipeline.run.schema import diff as sc
 from sparkcdc.spark.offset_view import OffsetView
 
 log = logging.getLogger("sparkcdc.pipeline")

@@ -43,8 +43,8 @@ from sparkcdc.core.schema import TableSchema
 from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.definition.conversions import convert_rows
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
-from sparkcdc.pipeline.run.task_files import CHANGES, TargetWrite
 from sparkcdc.pipeline.run.schema.in_stream import conform
+from sparkcdc.pipeline.run.task_files import CHANGES, TargetWrite
 from sparkcdc.sinks.base import DELETE, UPSERT, KeyRange, KeySlices
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 

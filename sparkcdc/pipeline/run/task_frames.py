@@ -29,9 +29,9 @@ from sparkcdc.apply import reduce_changes
 from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.definition.conversions import convert_rows
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
+from sparkcdc.pipeline.run.schema.in_stream import conform
 from sparkcdc.pipeline.run.task_changes import ChangePlan
 from sparkcdc.pipeline.run.task_files import CHANGES
-from sparkcdc.pipeline.run.schema.in_stream import conform
 from sparkcdc.sinks.base import NEW
 from sparkcdc.spark.arrow_batches import from_ipc, spark_arrow_schema
 

@@ -19,12 +19,12 @@ from sparkcdc.apply import DEL_MARK, TRUNC_MARK, apply_arrow, reduce_changes
 from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.run import task_changes, task_frames
 from sparkcdc.pipeline.run.life import RunLife
+from sparkcdc.pipeline.run.schema.in_stream import conform
 from sparkcdc.pipeline.run.shapes import Shapes
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun, note_emit_lag
 from sparkcdc.pipeline.run.task_changes import ChangePlan, SliceJob, SliceOutcome
 from sparkcdc.pipeline.run.task_files import TaskOutput
-from sparkcdc.pipeline.run.schema.in_stream import conform
 from sparkcdc.sinks import SinkKind
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import struct
 import time
+from typing import ClassVar
 
 import pytest
 from failover_support import FAILOVER_DB, FAILOVER_PASSWORD
@@ -223,7 +224,7 @@ def _mysql_files():
 class _Dump:
     """A non-blocking dump over the files above: from ``file:pos`` to the end of the last."""
 
-    files: dict = {}
+    files: ClassVar[dict] = {}  # the test sets the files every instance reads
 
     def __init__(self, _kwargs, _id, file, pos, **_kw):
         self.file, self.pos = file, pos

@@ -6,11 +6,15 @@ debezium.skipped.operations)."""
 
 from __future__ import annotations
 
+import decimal
+
 import deltalake
+import pytest
 from pipeline_support import source_yaml
 from sink_support import read_delta
 
-from sparkcdc.pipeline.definition import parse_pipeline
+from sparkcdc.errors import ConfigError
+from sparkcdc.pipeline.definition import parse_pipeline, routing
 from sparkcdc.pipeline.run.loop import Runner
 from sparkcdc.sinks.base import END_AT, START_AT
 
@@ -143,3 +147,44 @@ def test_a_fan_out_replayed_after_a_crash_between_its_targets(tmp_path):
     for sink in (a, b):
         assert sorted(r["id"] for r in sink.read().to_pylist()) == [1, 2]
         assert sink.last_batch_id() == 1
+
+
+def test_a_transforms_bad_sql_is_a_config_error_and_a_bug_is_not(spark, monkeypatch):
+    """Spark's refusal of a transform's SQL (an unknown column) is a ConfigError naming the
+    transform and the table's columns; an error of sparkcdc's own code in the same steps is
+    raised as it is, not blamed on the user's SQL."""
+
+    def shaper(projection: str) -> routing.Shaper:
+        defn = parse_pipeline(f"""
+source:
+  type: mysql
+  hostname: 127.0.0.1
+  username: cdc
+  password: pw
+  tables: app.t
+sink:
+  type: delta
+  path: lake
+transform:
+  - source-table: app.t
+    projection: "{projection}"
+pipeline:
+  name: shapes
+""", "t.yaml")
+        return routing.shaper_for(defn, "app.t")
+
+    df = spark.createDataFrame(
+        [(1, 2, "insert", "app", "t", None, decimal.Decimal(1))],
+        "id INT, v INT, _change_type STRING, _database STRING, _table STRING, "
+        "_op_ts TIMESTAMP, _seq DECIMAL(38, 0)")
+    assert shaper("*, v + 1 AS w").apply(df, ("id",)).select("w").first()[0] == 3
+    with pytest.raises(ConfigError, match=r"the transform of 'app\.t' failed: .*nosuch") as e:
+        shaper("*, nosuch + 1 AS w").apply(df, ("id",))
+    assert e.value.fix is not None and "id, v" in e.value.fix
+
+    def broken(spec):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(routing, "needs_marks", broken)
+    with pytest.raises(KeyError, match="a bug of ours"):
+        shaper("*, v + 1 AS w").apply(df, ("id",))

@@ -3,7 +3,6 @@ real JVMs, each session in a process of its own (one JVM per Python process)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys

@@ -67,7 +67,8 @@ pipeline:
 def run_pipeline(yaml_path: Path, env: dict, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sparkcdc.cli", "run", str(yaml_path),
                            "--until-caught-up", "--no-progress", "--master", "local[2]"],
-                          capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=600,
+                          check=False)
 
 
 READER = """\
@@ -96,7 +97,7 @@ def spark_sql(tmp: Path, conf: dict[str, str], *sql: str) -> list:
     script.write_text(READER)
     p = subprocess.run([sys.executable, str(script), json.dumps(conf), *sql],
                        capture_output=True, text=True, cwd=tmp, timeout=300,
-                       env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+                       env={**os.environ, "PYSPARK_PYTHON": sys.executable}, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])

@@ -77,7 +77,7 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
         else:
             try:
                 sink.evolve([ch], tuple(new.primary_key))
-            except Exception as e:  # the target refused it (e.g. values that do not fit)
+            except Exception as e:  # noqa: BLE001 - any target's refusal becomes the reason
                 why = f"{target}: {ch.describe()} failed: {str(e).splitlines()[0]}"
         if why is None:
             done.append(ch)
@@ -98,7 +98,7 @@ def evolve_target(table: str, target: str, columns: list | None, new: TableSchem
                 if sink.can_change(ch_add):
                     sink.evolve([ch_add], tuple(new.primary_key))
                     done.append(ch_add)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - lenient: logged, the run goes on
                 log.warning("%s: %s failed: %s", target, ch_add.describe(), e)
     for ch in done:
         if ch.kind is ChangeKind.ADD:
