@@ -62,7 +62,8 @@ test-fast: setup
 	$(PY) -m pytest tests $(XDIST) -m "not slow and not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # the fast subset on Python 3.10, 3.12 and 3.13 and on the oldest and newest supported PySpark
-# (4.2 with delta-spark's catalog tests, 4.3), each in its own venv under .venv-compat/
+# (4.2 with delta-spark's catalog tests, 4.3), each in its own venv under .venv-compat/; the
+# pipelines into Spark's own Delta (4.2) on MariaDB, then on MySQL 9.7
 test-compat: setup
 	bash scripts/compat.sh
 
