@@ -43,6 +43,7 @@ MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
 	tests/pipeline/test_zero_dates.py tests/pipeline/test_identifiers_and_secrets.py \
 	tests/pipeline/test_online_schema_change.py tests/pipeline/test_flink_examples.py \
 	tests/pipeline/kafka/test_runner.py tests/pipeline/test_failover.py \
+	tests/pipeline/test_task_changes.py tests/pipeline/test_kafka_truncate.py \
 	tests/spark/test_source.py tests/spark/test_arrow_batches.py tests/spark/test_binlog_once.py \
 	tests/spark/test_source_faults.py tests/spark/test_source_failover.py \
 	tests/sinks/test_end_to_end.py \
@@ -62,21 +63,27 @@ test-fast: setup
 	$(PY) -m pytest tests $(XDIST) -m "not slow and not faults and not cluster and not huge and not spark_delta and not wheel"
 
 # the fast subset on Python 3.10, 3.12 and 3.13 and on the oldest and newest supported PySpark
-# (4.2 with delta-spark's catalog tests, 4.3), each in its own venv under .venv-compat/
+# (4.2 with delta-spark's catalog tests, 4.3), each in its own venv under .venv-compat/; the
+# pipelines into Spark's own Delta (4.2) on MariaDB, then on MySQL 9.7
 test-compat: setup
 	bash scripts/compat.sh
 
 # SIGKILLs, cut/refused/slow connections, server restarts, task retries (docs/operations.md),
 # and 1,000 tables in one query (make test takes 250); then every test marked faults elsewhere;
-# then the SIGKILL and task-write fault tests (the one during a failover too: two MySQL, a
-# primary and its promoted replica) again on a MySQL 9.7 source (MYSQL_FAULT_TESTS, every
-# test of those files that uses the session's source server or the failover pair;
-# docs/mysql-findings.md)
+# then the SIGKILL, task-write and task-retry fault tests (the one during a failover too: two
+# MySQL, a primary and its promoted replica) again on a MySQL 9.7 source (MYSQL_FAULT_TESTS,
+# every test of those files that uses the session's source server or the failover pair;
+# docs/mysql-findings.md), and the network faults and restarts (MYSQL_SLOW_TESTS)
 MYSQL_FAULT_TESTS := tests/faults/test_kill.py tests/faults/test_reread_kill.py \
 	tests/faults/test_task_changes_kill.py tests/faults/test_failover.py tests/pipeline/test_kill.py \
 	tests/pipeline/test_task_files.py tests/faults/test_kafka.py \
 	tests/faults/test_sql_tasks_kill.py tests/faults/test_iceberg_tasks_kill.py \
-	tests/faults/test_cluster.py tests/faults/test_huge.py
+	tests/faults/test_cluster.py tests/faults/test_huge.py \
+	tests/pipeline/test_task_changes_iceberg.py tests/pipeline/test_task_changes_sql.py \
+	tests/faults/test_tasks.py
+# and the `faults` tests of these files of make test-mysql (it runs their fast ones): connections
+# cut mid-transfer, a slow link, a server away 40 s and restarted; a source TRUNCATE into Kafka
+MYSQL_SLOW_TESTS := tests/faults/test_network.py tests/pipeline/test_kafka_truncate.py
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
 	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults \
@@ -84,6 +91,7 @@ test-faults: setup
 	# the slower variants kept out of make test, wherever they live
 	$(PY) -m pytest tests --ignore=tests/faults -m faults
 	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_FAULT_TESTS) --source-tests-only
+	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_SLOW_TESTS) --source-tests-only -m faults
 
 # side-by-side throughput against mariadb-dump, connectorx, Spark JDBC, python-mysql-replication,
 # mariadb-binlog and Debezium embedded (bench/throughput.py); `sparkcdc run` end to end into

@@ -6,7 +6,9 @@
 # Each cell is python:pyspark[:delta], one venv in .venv-compat/ (installed once, again when
 # pyproject.toml or setup.py change). A cell marked delta also runs the tests that need
 # delta-spark in the Spark session (marker spark_delta): delta-spark 4.4 runs on PySpark 4.2,
-# and its jars come from scripts/fetch_jars.sh (Spark's own Delta writer, the catalog). Pythons are found on PATH or under pyenv.
+# and its jars come from scripts/fetch_jars.sh (Spark's own Delta writer, the catalog); the
+# pipelines into Spark's Delta run there on MariaDB, then on MySQL 9.7. Pythons are found on
+# PATH or under pyenv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,7 @@ TESTS=(tests/spark/test_versions.py tests/core/test_watermark.py tests/core/test
        tests/sinks/delta/test_spark_writer.py tests/pipeline/test_spark_delta.py
        tests/pipeline/test_spark_delta_paths.py
        tests/pipeline/launch/test_warm_python.py)
+SPARK_DELTA_TESTS=(tests/pipeline/test_spark_delta.py tests/pipeline/test_spark_delta_paths.py)
 stamp_of() { cat pyproject.toml setup.py | sha1sum | cut -c1-12; }
 
 find_python() {  # python3.X on PATH (one that runs: a pyenv shim may not), else pyenv's newest 3.X
@@ -50,6 +53,11 @@ for cell in $MATRIX; do
     echo "test-compat: Python $py, PySpark $ps ($markers)"
     if ! "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "$markers" "${TESTS[@]}"; then
         failed+=("$cell")
+    fi
+    # the pipelines into Spark's own Delta again on a MySQL 9.7 source (about 12 minutes)
+    if [ "$extra" = delta ] && ! SPARKCDC_TEST_SOURCE=mysql "$venv/bin/python" -m pytest -q \
+            -p no:cacheprovider -m spark_delta --source-tests-only "${SPARK_DELTA_TESTS[@]}"; then
+        failed+=("$cell-mysql")
     fi
 done
 # the main venv's editable install is put back (a cell's install rewrote the shared metadata)

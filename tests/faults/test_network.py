@@ -1,11 +1,12 @@
-"""Fault injection: connections cut, refused, delayed and throttled; MariaDB restarted.
+"""Fault injection: connections cut, refused, delayed and throttled; the server restarted.
 
 A pipeline (``sparkcdc.pipeline.run.loop.Runner``, the engine of ``sparkcdc run``) runs in this
 process on the shared SparkSession, into Delta, under concurrent writers, with its source
-pointed at ``sparkcdc.testing.proxy.FaultProxy`` in front of the real MariaDB. While it runs,
-the test breaks things -- in the snapshot and in the stream. The pipeline must ride the fault
-out (the source reconnects; the runner restarts a stream that failed with a retryable error);
-then a final ``--until-caught-up`` run, and:
+pointed at ``sparkcdc.testing.proxy.FaultProxy`` in front of the real source server (MariaDB,
+or MySQL 9.7 with ``SPARKCDC_TEST_SOURCE=mysql``). While it runs, the test breaks things --
+in the snapshot and in the stream. The pipeline must ride the fault out (the source reconnects;
+the runner restarts a stream that failed with a retryable error); then a final
+``--until-caught-up`` run, and:
 
 * ``verify`` (the API of ``sparkcdc verify``) reports every target equal to its source;
 * the changelog collected from every applied batch (the runner's ``on_batch`` hook) holds
@@ -29,7 +30,6 @@ from faults_support import (
 from sparkcdc.pipeline.commands.verify import Verifier
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
-from sparkcdc.testing.mariadb import MariaDBSandbox
 from sparkcdc.testing.proxy import FaultProxy
 
 CHUNK = 500
@@ -149,9 +149,11 @@ def test_slow_server_during_the_snapshot(spark, mariadb, db, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def restartable():
-    """A server of its own: restarting the session's would disturb nothing, but stay apart."""
-    with MariaDBSandbox(name="restart") as sb:
+def restartable(own_source):
+    """A server of its own, of the session's kind (MariaDB, or MySQL 9.7 with
+    ``SPARKCDC_TEST_SOURCE=mysql``): restarting the session's would disturb nothing, but stay
+    apart."""
+    with own_source(name="restart") as sb:
         yield sb
 
 
@@ -164,7 +166,7 @@ def rdb(restartable):
 
 
 @pytest.mark.faults
-def test_mariadb_restarted_mid_snapshot_and_mid_stream(spark, restartable, rdb, tmp_path):
+def test_source_restarted_mid_snapshot_and_mid_stream(spark, restartable, rdb, tmp_path):
     def faults(p, proxy, table):
         assert p.phase(table) != "streaming"
         restartable.restart()

@@ -1,8 +1,10 @@
-"""TLS to the source: a MariaDB with a self-signed CA, accounts that REQUIRE SSL / X509.
+"""TLS to the source: a MariaDB and a MySQL 9.7 with a self-signed CA, accounts that REQUIRE
+SSL / X509.
 
 An account with REQUIRE SSL is refused on any connection without TLS, so a capture that
 works with it proves every connection (pymysql control connections, binlog streams,
-connectorx chunk reads) used TLS.
+connectorx chunk reads) used TLS. On MySQL the binlog stream goes through the reader's
+event loop in C, fed by the TLS socket's reads.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sparkcdc
 from sparkcdc.errors import ConfigError, TLSError
 from sparkcdc.mysql.options import SourceConfig
 from sparkcdc.testing.mariadb import CDC_PRIVILEGES, MariaDBSandbox, ServerSettings, make_tls_files
+from sparkcdc.testing.mysql import MySQLSandbox, MySQLSettings
 
 PW = "tls-" + uuid.uuid4().hex[:12]
 
@@ -29,12 +32,16 @@ def certs(tmp_path_factory):
     return good, other
 
 
-@pytest.fixture(scope="module")
-def tls_server(certs):
+@pytest.fixture(scope="module", params=["mariadb", "mysql"])
+def tls_server(certs, request):
+    """Each test of a TLS server runs on a MariaDB and on a MySQL 9.7 serving these files."""
     good, _ = certs
     # also listening on 127.0.0.2, a name the certificate does not carry
-    settings = ServerSettings(tls=good, extra_args=("--bind-address=127.0.0.1,127.0.0.2",))
-    with MariaDBSandbox(settings, name="tls") as sb:
+    bind = ("--bind-address=127.0.0.1,127.0.0.2",)
+    sandbox = (MySQLSandbox(MySQLSettings(tls=good, extra_args=bind), name="tls-mysql")
+               if request.param == "mysql"
+               else MariaDBSandbox(ServerSettings(tls=good, extra_args=bind), name="tls"))
+    with sandbox as sb:
         sb.execute(f"CREATE USER tlsuser@'%' IDENTIFIED BY '{PW}' REQUIRE SSL",
                    f"GRANT {CDC_PRIVILEGES} ON *.* TO tlsuser@'%'",
                    f"CREATE USER x509user@'%' IDENTIFIED BY '{PW}' REQUIRE X509",

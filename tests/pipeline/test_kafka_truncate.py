@@ -15,6 +15,7 @@ import json
 
 import pytest
 from pipeline_support import delta_rows_by_key, source_yaml
+from server_support import seq
 from sink_support import change_rows, kafka_sink, topic_messages
 
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -80,7 +81,7 @@ def test_a_source_truncate_under_evolve_reaches_a_kafka_target_as_a_truncate_eve
     rows after it; replayed, the topic is the source. Before, the run stopped (a changelog
     cannot be emptied)."""
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)",
-                    "INSERT INTO t SELECT seq, seq FROM seq_1_to_20", database=db)
+                    f"INSERT INTO t SELECT seq, seq FROM {seq(mariadb, 20)}", database=db)
     defn = parse_pipeline(f"""
 {source_yaml(mariadb, db + ".t", 10)}sink:
   type: kafka
@@ -121,9 +122,9 @@ def test_a_truncate_empties_a_shared_kafka_target_for_its_own_table(
     truncate event, naming it, so a consumer drops that table's rows and keeps the other's.
     A merge target shared so stops instead (it would lose both); before, so did Kafka."""
     mariadb.execute("CREATE TABLE a (id INT PRIMARY KEY, v INT)",
-                    "INSERT INTO a SELECT seq, seq FROM seq_1_to_10",
+                    f"INSERT INTO a SELECT seq, seq FROM {seq(mariadb, 10)}",
                     "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
-                    "INSERT INTO b SELECT seq, seq FROM seq_101_to_110", database=db)
+                    f"INSERT INTO b SELECT seq, seq FROM {seq(mariadb, 110, 101)}", database=db)
     every = db + ".\\.*"
     defn = parse_pipeline(f"""
 {source_yaml(mariadb, every, 10)}sink:

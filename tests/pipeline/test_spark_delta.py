@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from pipeline_support import source_yaml
 from reread_support import ROWS, Writer
+from server_support import seq
 from sink_support import read_delta
 from spark_delta_support import DELTA_JARS, NO_JARS, commits, run, spark_read, spark_yaml
 
@@ -66,7 +67,7 @@ def test_spark_delta_appends_the_snapshot_and_merges_the_changes(mariadb, db, tm
     assert DELTA_JARS, NO_JARS
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM {seq(mariadb, ROWS)}",
                         database=db)
     yaml_path, lake = tmp_path / "p.yaml", tmp_path / "lake"
     write_yaml(yaml_path, mariadb, db, lake, tmp_path / "ckpt")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline_support import source_yaml
 from reread_support import Writer
+from server_support import seq
 from sink_support import delta_log_rows, read_delta
 
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -49,7 +50,7 @@ def test_changes_are_written_by_key_slices_with_deletion_vectors(spark, mariadb,
                                                                  tmp_path, caplog):
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM {seq(mariadb, ROWS)}",
                         database=db)
     source = source_yaml(mariadb, db + ".\\.*", 3)
     defn = parse_pipeline(f"""

@@ -23,6 +23,7 @@ import pytest
 from iceberg_support import by_iceberg_rust, by_pyiceberg, rows
 from pipeline_support import source_yaml
 from reread_support import Writer
+from server_support import seq
 
 from sparkcdc import sinks
 from sparkcdc.pipeline.definition import parse_pipeline
@@ -51,7 +52,7 @@ def target_rows(sink, cols=("v", "s")) -> dict:
 def test_iceberg_snapshot_files_and_changes_from_tasks(spark, mariadb, db, tmp_path, caplog):
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM {seq(mariadb, ROWS)}",
                         database=db)
     source = source_yaml(mariadb, db + ".\\.*", 3)
     defn = parse_pipeline(f"""

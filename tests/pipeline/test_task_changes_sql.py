@@ -17,6 +17,7 @@ import time
 import pytest
 from pipeline_support import source_yaml
 from reread_support import Writer
+from server_support import seq
 
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run.loop import Runner
@@ -78,7 +79,7 @@ def test_snapshot_and_changes_go_through_the_tasks(spark, mariadb, db, request, 
     target = SqlTarget(kind, request, db)
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM seq_1_to_{ROWS}",
+                        f"INSERT INTO {t} SELECT seq, seq, 'init' FROM {seq(mariadb, ROWS)}",
                         database=db)
     source = source_yaml(mariadb, db + ".\\.*", 3)
     defn = parse_pipeline(f"""
