@@ -3,11 +3,13 @@
  * _fastloop.c (the reader's event loop) over _faststep.c (one event) and _faststate.c (the
  * reader's place, its records), _fastrows.c (row images, the plan type) over
  * _fastcols.c (one column's value), _faststream.c (packets to events, CRC32),
- * _fastpayload.c (TRANSACTION_PAYLOAD), _fastjson.c (MySQL's binary JSON: its tree, the entry
- * points) over _fastjsontext.c (a value as text), _fastvalues.c
+ * _fastpayload.c (TRANSACTION_PAYLOAD), _fastjsondiff.c (partial JSON updates) and
+ * _fastjson.c (MySQL's binary JSON: its tree, the entry points) over _fastjsontext.c (a value
+ * as text), _fastvalues.c
  * (integers and DECIMALs). fastdecode.py is the Python side. */
 #include "_fastcols.h"
 #include "_fastjson.h"
+#include "_fastjsondiff.h"
 #include "_fastloop.h"
 #include "_fastpayload.h"
 #include "_fastrows.h"
@@ -31,6 +33,9 @@ static PyMethodDef methods[] = {
      "json_tree(stored JSON bytes) -> dict | list | str (json_binary.parse)"},
     {"json_render", (PyCFunction)fj_py_render, METH_O,
      "json_render(tree) -> str (json_binary.render)"},
+    {"json_apply_diffs", (PyCFunction)(void (*)(void))fjd_py_apply, METH_VARARGS,
+     "json_apply_diffs(stored JSON bytes, diff vector bytes) -> str, or None where json_diff "
+     "is to decide (json_diff.apply)"},
     {"payload_header", (PyCFunction)(void (*)(void))fp_payload_header, METH_VARARGS,
      "payload_header(data, start, end) -> (compression, size, uncompressed | None, payload "
      "start) of a TRANSACTION_PAYLOAD body (transaction_payload.read_header)"},
