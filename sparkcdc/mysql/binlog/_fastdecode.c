@@ -39,6 +39,10 @@ static PyMethodDef methods[] = {
     {"payload_header", (PyCFunction)(void (*)(void))fp_payload_header, METH_VARARGS,
      "payload_header(data, start, end) -> (compression, size, uncompressed | None, payload "
      "start) of a TRANSACTION_PAYLOAD body (transaction_payload.read_header)"},
+    {"zstd_in_c", (PyCFunction)fp_py_zstd_ready, METH_NOARGS,
+     "zstd_in_c() -> bool: whether the system's libzstd decompresses payloads in C"},
+    {"unzstd", (PyCFunction)(void (*)(void))fp_py_unzstd, METH_VARARGS,
+     "unzstd(data, size) -> bytes: zstd frames of exactly size bytes, by libzstd"},
     {"payload_events", (PyCFunction)(void (*)(void))fp_payload_events, METH_VARARGS,
      "payload_events(events, size, log_pos, csum) -> (data, events) "
      "(transaction_payload.inner_events, after decompression)"},

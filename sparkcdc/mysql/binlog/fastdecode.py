@@ -12,7 +12,8 @@ MySQL's own work is compiled too: binary JSON printed as the server prints it
 JSON diffs applied (``_fastjsondiff.c``, the twin of ``json_diff``, which takes what the C code
 leaves: a diff the server would reject, a malformed value, a path it does not read alike; then
 over trees the C code builds and prints, ``apply_json_diffs``), and compressed transactions
-opened (``open_payload``: the header and the inner events in ``_fastpayload.c``, zstd in the
+opened (``open_payload``: the header and the inner events in ``_fastpayload.c``; zstd, in the
+event loop, by the system's libzstd when there is one, else, and in ``open_payload``, by the
 ``zstandard`` package). The Python modules stay the reference: tests/mysql/binlog/
 test_fastjson.py and test_json_diff.py run both on the same bytes.
 
@@ -61,6 +62,9 @@ OP_JSON = 23
 # (OP_CALL), payloads through transaction_payload
 JSON_IN_C = _C is not None and hasattr(_C, "json_text")
 PAYLOAD_IN_C = _C is not None and hasattr(_C, "payload_events")
+# payloads' zstd decompressed in C by the system's libzstd (looked up at run time: Debian's
+# dpkg needs it, so every Debian has it), by the zstandard package where it is not
+ZSTD_IN_C = _C is not None and hasattr(_C, "zstd_in_c") and bool(_C.zstd_in_c())
 # partial JSON updates applied in C (_fastjsondiff.c), json_diff taking what it leaves; a
 # test sets it False (before a decoder is made) to read them with json_diff, the reference
 DIFFS_IN_C = _C is not None and hasattr(_C, "json_apply_diffs")
@@ -116,6 +120,7 @@ class CRowDecoder:
         # per batch of events (the Python loop's; the loop in C reads the BEGIN itself)
         self.fold_begins = getattr(_C, "fold_begins", E.fold_begins)
         self.loop_in_c = LOOP_IN_C  # False: the reader's Python loop (to compare them)
+        self.zstd_in_c = ZSTD_IN_C  # False: the loop's payloads through zstandard (likewise)
 
     def event_loop(self, state: Any, maps: dict, cache: dict, schemas: dict,
                    fitted: dict | None, end_key: tuple | None, heartbeat: float | None,
