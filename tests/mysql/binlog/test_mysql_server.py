@@ -17,7 +17,7 @@ from server_support import is_mysql
 
 from sparkcdc.core.schema import TableId
 from sparkcdc.errors import AuthenticationFailed
-from sparkcdc.mysql.binlog import json_diff, rows_events
+from sparkcdc.mysql.binlog import fastdecode, json_diff, rows_events
 from sparkcdc.mysql.binlog.protocol import DumpStream
 from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.server_lookups import load_table_schema
@@ -216,7 +216,9 @@ def _json_statement(rng: random.Random, doc, column: str) -> str | None:
 def test_partial_json_updates_equal_the_servers_documents(mysql_compressed, monkeypatch):
     """Random JSON_SET, JSON_REPLACE and JSON_REMOVE updates on nested paths (with other
     columns changed in the same statements, and two JSON columns at once): after each, the
-    record's documents are the server's own text (``SELECT CAST(j AS CHAR)``)."""
+    record's documents are the server's own text (``SELECT CAST(j AS CHAR)``), read with
+    the diffs applied in C (``_fastjsondiff.c``: json_diff never called), by json_diff over
+    the compiled decoder's trees, and by the Python decoder."""
     sb, rng = mysql_compressed, random.Random(7)
     db = fresh_db(sb)
     conn = cdc(sb)
@@ -256,12 +258,20 @@ def test_partial_json_updates_equal_the_servers_documents(mysql_compressed, monk
             steps.append((before, after, row, cur.fetchone(), sets))
     kinds = binlog_events(sb, steps[0][0])
     assert kinds.count("Update_rows_partial") == len(steps), set(kinds)
-    rd = reader(conn, db, "docs")
-    for before, after, row, (j, k), sets in steps:
-        [rec] = rd.read_window(before, after)
-        assert rec.after["id"] == row
-        assert (rec.after["j"], rec.after["k"]) == (j, k), sets
-    assert len(applied) >= 100  # most were diffs, not whole documents
+    twins = ["json_diff", "py decoder"] + (["c"] if fastdecode.DIFFS_IN_C else [])
+    for twin in twins:
+        monkeypatch.setattr(fastdecode, "DIFFS_IN_C", twin == "c")
+        monkeypatch.setenv("SPARKCDC_ROW_DECODER", "py" if twin == "py decoder" else "auto")
+        applied.clear()
+        rd = reader(conn, db, "docs")
+        for before, after, row, (j, k), sets in steps:
+            [rec] = rd.read_window(before, after)
+            assert rec.after["id"] == row
+            assert (rec.after["j"], rec.after["k"]) == (j, k), (twin, sets)
+        if twin == "c":
+            assert not applied  # every diff applied in C
+        else:
+            assert len(applied) >= 100  # most were diffs, not whole documents
 
 
 def test_partial_update_events_of_tables_without_json(mysql_compressed):
@@ -446,8 +456,9 @@ def test_partial_update_events_without_diffs_are_decoded_in_c(mysql_compressed, 
     """Every PARTIAL_UPDATE_ROWS event is decoded by the compiled decoder in one call: those
     whose rows hold no JSON diff (every UPDATE of a table without JSON columns; an UPDATE of
     a JSON table that leaves its JSON alone, logged as empty diffs, or sets a whole new
-    document) and those with diffs, which json_diff applies to trees built in C; none is
-    handed to the Python decoder. Both equal the Python decoder's."""
+    document) and those with diffs, applied in C (``_fastjsondiff.c``), or with
+    ``DIFFS_IN_C`` off by json_diff over trees built in C; none is handed to the Python
+    decoder. All equal the Python decoder's."""
     from sparkcdc.mysql.binlog import fastdecode
     from sparkcdc.mysql.binlog.row_decoding import PyRowDecoder
 
@@ -487,9 +498,12 @@ def test_partial_update_events_without_diffs_are_decoded_in_c(mysql_compressed, 
     monkeypatch.setattr(rows_events, "decode_partial", spy)
     monkeypatch.setattr(json_diff, "apply", apply)
     in_c = changes(reader(conn, db, "p", "q").read_window(start, end))
+    assert diffs == [] and to_python == []  # every diff applied in C
+    monkeypatch.setattr(fastdecode, "DIFFS_IN_C", False)
+    assert changes(reader(conn, db, "p", "q").read_window(start, end)) == in_c
     # MySQL flags a JSON column the UPDATE left alone as an empty diff: read in C as the
     # before value; only the JSON_SET's event holds a real diff (the small document
-    # JSON_REMOVE changed is logged whole), applied over the C parse and render
+    # JSON_REMOVE changed is logged whole), applied by json_diff over the C parse and render
     assert diffs == [("j", 12, True)] and to_python == []
     schemas = {TableId(db, t): load_table_schema(conn, TableId(db, t)) for t in ("p", "q")}
     in_py = changes(BinlogReader(conn, 7406, schemas, flavor="mysql",

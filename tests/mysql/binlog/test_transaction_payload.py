@@ -264,7 +264,7 @@ def test_the_loop_in_c_decompresses_without_python_and_reads_the_same():
     """The loop in C reads a payload with libzstd: no zstandard decompressor is ever made
     (``_dctx``); with ``zstd_in_c`` off it takes the zstandard one, the path of a machine
     without libzstd. A payload libzstd refuses is handed to Python, which names it."""
-    log, payload_at, payload_end = _large_log()
+    log, _at, payload_end = _large_log()
     for zstd_in_c in (True, False):
         decoder = _loop_decoder(zstd_in_c)
         reader = ReplayReader(log, {LARGE.table_id: LARGE}, decoder)
@@ -275,7 +275,7 @@ def test_the_loop_in_c_decompresses_without_python_and_reads_the_same():
     frame = zstandard.ZstdCompressor().compress(events)
     broken = Binlog()
     anonymous_gtid(broken)
-    at, end = broken.add(P.TRANSACTION_PAYLOAD, payload_body(events, frame=frame[:-3]))
+    _at, end = broken.add(P.TRANSACTION_PAYLOAD, payload_body(events, frame=frame[:-3]))
     reader = ReplayReader(broken, {LARGE.table_id: LARGE}, _loop_decoder(True))
     with pytest.raises(DecodeError, match="TRANSACTION_PAYLOAD"):
         list(reader.read_window(offset(4), offset(end)))
