@@ -2,11 +2,11 @@
  * offers Python, in one method table. The files, each under the ones that use it:
  * _fastloop.c (the reader's event loop) over _faststep.c (one event) and _faststate.c (the
  * reader's place, its records), _fastrows.c (row images, the plan type) over
- * _fastcols.c (one column's value), _faststream.c (packets to events, CRC32),
- * _fastpayload.c (TRANSACTION_PAYLOAD), _fastjsondiff.c (partial JSON updates) and
+ * _fastcols.c (one column's value) and _fastjsondiff.c (partial JSON updates),
+ * _faststream.c (packets to events, CRC32), _fastpayload.c (TRANSACTION_PAYLOAD, zstd),
  * _fastjson.c (MySQL's binary JSON: its tree, the entry points) over _fastjsontext.c (a value
- * as text), _fastvalues.c
- * (integers and DECIMALs). fastdecode.py is the Python side. */
+ * as text, which _fastjsondiff.c prints with too), _fastvalues.c (integers and DECIMALs).
+ * fastdecode.py is the Python side. */
 #include "_fastcols.h"
 #include "_fastjson.h"
 #include "_fastjsondiff.h"
