@@ -33,7 +33,8 @@ enum {
     OP_TIMESTAMP = 22,
     OP_JSON = 23,     /* a: length bytes; MySQL's binary JSON as its text (_fastjson.c); obj:
                          None, or apply(before bytes | None, diff bytes, column) -> text for
-                         the partial updates of a PARTIAL_UPDATE_ROWS event */
+                         the partial updates of a PARTIAL_UPDATE_ROWS event; c: 1 when those
+                         are applied in C first (_fastjsondiff.c), obj taking what it leaves */
 };
 
 typedef struct {

@@ -2,12 +2,14 @@
  * offers Python, in one method table. The files, each under the ones that use it:
  * _fastloop.c (the reader's event loop) over _faststep.c (one event) and _faststate.c (the
  * reader's place, its records), _fastrows.c (row images, the plan type) over
- * _fastcols.c (one column's value), _faststream.c (packets to events, CRC32),
- * _fastpayload.c (TRANSACTION_PAYLOAD), _fastjson.c (MySQL's binary JSON: its tree, the entry
- * points) over _fastjsontext.c (a value as text), _fastvalues.c
- * (integers and DECIMALs). fastdecode.py is the Python side. */
+ * _fastcols.c (one column's value) and _fastjsondiff.c (partial JSON updates),
+ * _faststream.c (packets to events, CRC32), _fastpayload.c (TRANSACTION_PAYLOAD, zstd),
+ * _fastjson.c (MySQL's binary JSON: its tree, the entry points) over _fastjsontext.c (a value
+ * as text, which _fastjsondiff.c prints with too), _fastvalues.c (integers and DECIMALs).
+ * fastdecode.py is the Python side. */
 #include "_fastcols.h"
 #include "_fastjson.h"
+#include "_fastjsondiff.h"
 #include "_fastloop.h"
 #include "_fastpayload.h"
 #include "_fastrows.h"
@@ -31,9 +33,16 @@ static PyMethodDef methods[] = {
      "json_tree(stored JSON bytes) -> dict | list | str (json_binary.parse)"},
     {"json_render", (PyCFunction)fj_py_render, METH_O,
      "json_render(tree) -> str (json_binary.render)"},
+    {"json_apply_diffs", (PyCFunction)(void (*)(void))fjd_py_apply, METH_VARARGS,
+     "json_apply_diffs(stored JSON bytes, diff vector bytes) -> str, or None where json_diff "
+     "is to decide (json_diff.apply)"},
     {"payload_header", (PyCFunction)(void (*)(void))fp_payload_header, METH_VARARGS,
      "payload_header(data, start, end) -> (compression, size, uncompressed | None, payload "
      "start) of a TRANSACTION_PAYLOAD body (transaction_payload.read_header)"},
+    {"zstd_in_c", (PyCFunction)fp_py_zstd_ready, METH_NOARGS,
+     "zstd_in_c() -> bool: whether the system's libzstd decompresses payloads in C"},
+    {"unzstd", (PyCFunction)(void (*)(void))fp_py_unzstd, METH_VARARGS,
+     "unzstd(data, size) -> bytes: zstd frames of exactly size bytes, by libzstd"},
     {"payload_events", (PyCFunction)(void (*)(void))fp_payload_events, METH_VARARGS,
      "payload_events(events, size, log_pos, csum) -> (data, events) "
      "(transaction_payload.inner_events, after decompression)"},

@@ -124,6 +124,10 @@ static int quote(Buf *o, const unsigned char *s, Py_ssize_t n) {
     return put1(o, '"');
 }
 
+int fjt_put(Buf *o, const char *s, Py_ssize_t n) { return put(o, s, n); }
+
+int fjt_quote(Buf *o, const unsigned char *s, Py_ssize_t n) { return quote(o, s, n); }
+
 /* -- scalars ------------------------------------------------------------------------------ */
 
 /* A double as MySQL prints it in JSON (json_binary.double_text): my_gcvt at its widest field

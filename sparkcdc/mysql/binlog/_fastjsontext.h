@@ -36,6 +36,8 @@ void fjt_buf_init(Buf *o);
 void fjt_buf_free(Buf *o);
 PyObject *fjt_buf_str(Buf *o);            /* the buffer's UTF-8 as str (surrogateescape) */
 int fjt_bad(const char *why);             /* -1 with ValueError naming a malformed value */
+int fjt_put(Buf *o, const char *s, Py_ssize_t n);              /* bytes appended */
+int fjt_quote(Buf *o, const unsigned char *s, Py_ssize_t n);   /* a JSON string, quoted */
 int fjt_inlined(int vt, int large);       /* whether a value of type vt is in its entry */
 /* The value of type ``t`` whose data starts at ``p`` (json_binary._value), as text into
  * ``o``: 0, -1 with an error, or UNSORTED (an object's keys out of MySQL's order). */

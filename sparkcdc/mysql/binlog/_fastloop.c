@@ -286,6 +286,7 @@ static void loop_dealloc(LoopObject *self) {
     Stream *L = &self->s;
     ft_clear(&L->st);
     ft_makers_clear(&L->makers);
+    fp_zstd_free(L->zctx);
     Py_XDECREF(L->state);
     Py_XDECREF(L->maps);
     Py_XDECREF(L->cache);
@@ -334,6 +335,13 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         (L->njson_of = PyObject_GetAttrString(decoder, "_njson")) == NULL ||
         ft_makers(&L->makers, record_type, offset_type, flavor, ops) < 0)
         goto fail;
+    PyObject *zstd = PyObject_GetAttrString(decoder, "zstd_in_c"); /* False: zstandard's */
+    if (zstd == NULL || (L->zstd = PyObject_IsTrue(zstd)) < 0) {
+        Py_XDECREF(zstd);
+        goto fail;
+    }
+    Py_DECREF(zstd);
+    L->zstd = L->zstd && fp_zstd_ready();
     if (!PyDict_Check(L->by_map) || !PyDict_Check(L->njson_of)) {
         PyErr_SetString(PyExc_TypeError, "Loop: the decoder's plans are not dicts");
         goto fail;

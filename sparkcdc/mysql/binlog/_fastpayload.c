@@ -1,12 +1,16 @@
-/* MySQL 8's TRANSACTION_PAYLOAD event opened in C: its header read, and its uncompressed
- * events split into the dump stream's event form. The reference is transaction_payload.py
- * (its docstring has the format); the zstd decompression between the two calls stays in the
- * zstandard package (C already). tests/mysql/binlog/test_transaction_payload.py runs both.
- * Malformed bytes raise ValueError with transaction_payload's messages. */
+/* MySQL 8's TRANSACTION_PAYLOAD event opened in C: its header read, its zstd frame
+ * decompressed by the system's libzstd when it is there (fp_unzstd; the zstandard package's
+ * otherwise, called from Python), and its uncompressed events split into the dump stream's
+ * event form. The reference is transaction_payload.py (its docstring has the format);
+ * tests/mysql/binlog/test_transaction_payload.py runs both. Malformed bytes raise ValueError
+ * with transaction_payload's messages. */
 #include "_fastpayload.h"
 #include "_fastvalues.h"
 
 #include <string.h>
+#if defined(__linux__)
+#include <dlfcn.h>
+#endif
 
 
 #define TRANSACTION_PAYLOAD 40
@@ -196,4 +200,83 @@ PyObject *fp_inner_events(PyObject *src, unsigned long long size, unsigned long 
     Py_DECREF(data);
     Py_DECREF(events);
     return res;
+}
+
+/* -- zstd ------------------------------------------------------------------------------------ */
+
+/* libzstd's stable API (zstd.h), looked up at run time: no header and no -lzstd at build
+ * time, nothing to install; without the library the zstandard package decompresses. */
+static struct {
+    int tried;
+    void *(*create)(void);
+    size_t (*release)(void *);
+    size_t (*decompress)(void *, void *, size_t, const void *, size_t);
+    unsigned (*is_error)(size_t);
+    const char *(*error_name)(size_t);
+} Z;
+
+int fp_zstd_ready(void) {
+#if defined(__linux__)
+    if (!Z.tried) {
+        Z.tried = 1;
+        void *lib = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (lib != NULL) {
+            *(void **)&Z.create = dlsym(lib, "ZSTD_createDCtx");
+            *(void **)&Z.release = dlsym(lib, "ZSTD_freeDCtx");
+            *(void **)&Z.decompress = dlsym(lib, "ZSTD_decompressDCtx");
+            *(void **)&Z.is_error = dlsym(lib, "ZSTD_isError");
+            *(void **)&Z.error_name = dlsym(lib, "ZSTD_getErrorName");
+            if (!Z.create || !Z.release || !Z.decompress || !Z.is_error || !Z.error_name) {
+                Z.decompress = NULL;
+                dlclose(lib);
+            }
+        }
+    }
+#endif
+    return Z.decompress != NULL;
+}
+
+PyObject *fp_unzstd(void **ctx, const unsigned char *src, Py_ssize_t n, uint64_t size) {
+    if (!fp_zstd_ready()) {
+        PyErr_SetString(PyExc_ValueError, "libzstd is not loaded");
+        return NULL;
+    }
+    if (size > (uint64_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a TRANSACTION_PAYLOAD larger than memory");
+        return NULL;
+    }
+    if (*ctx == NULL && (*ctx = Z.create()) == NULL) return PyErr_NoMemory();
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (out == NULL) return NULL;
+    size_t got = Z.decompress(*ctx, PyBytes_AS_STRING(out), (size_t)size, src, (size_t)n);
+    if (Z.is_error(got) || got != size) {
+        Py_DECREF(out);
+        PyErr_Format(PyExc_ValueError, "a TRANSACTION_PAYLOAD could not be decompressed: %s",
+                     Z.is_error(got) ? Z.error_name(got) : "not the size its header says");
+        return NULL;
+    }
+    return out;
+}
+
+void fp_zstd_free(void *ctx) {
+    if (ctx != NULL && Z.release != NULL) Z.release(ctx);
+}
+
+PyObject *fp_py_zstd_ready(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(fp_zstd_ready());
+}
+
+/* unzstd(data, size) -> bytes: fp_unzstd with the module's context (the GIL, held
+ * throughout, keeps it to one call at a time) */
+PyObject *fp_py_unzstd(PyObject *self, PyObject *args) {
+    static void *ctx;
+    Py_buffer buf;
+    unsigned long long size;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*K", &buf, &size)) return NULL;
+    PyObject *out = fp_unzstd(&ctx, (const unsigned char *)buf.buf, buf.len, size);
+    PyBuffer_Release(&buf);
+    return out;
 }

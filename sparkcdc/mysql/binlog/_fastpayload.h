@@ -25,4 +25,16 @@ PyObject *fp_inner_events(PyObject *src, unsigned long long size, unsigned long 
 PyObject *fp_payload_header(PyObject *self, PyObject *args);
 PyObject *fp_payload_events(PyObject *self, PyObject *args);
 
+/* libzstd, the system's (dlopen'd at the first call; Debian's dpkg itself needs it): 1 when
+ * it is there, 0 when zstd stays with the zstandard package. */
+int fp_zstd_ready(void);
+/* The zstd frame(s) ``src[0:n]`` decompressed into a new bytes object of exactly ``size``
+ * bytes, with the decompression context ``*ctx`` (made at its first use, kept by the caller
+ * for the next payload, freed with fp_zstd_free); NULL with ValueError when they are not
+ * that, or libzstd is not there. */
+PyObject *fp_unzstd(void **ctx, const unsigned char *src, Py_ssize_t n, uint64_t size);
+void fp_zstd_free(void *ctx);
+PyObject *fp_py_zstd_ready(PyObject *self, PyObject *unused); /* zstd_in_c() -> bool */
+PyObject *fp_py_unzstd(PyObject *self, PyObject *args);   /* unzstd(data, size) -> bytes */
+
 #endif

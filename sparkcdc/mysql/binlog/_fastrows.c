@@ -8,6 +8,7 @@
  * a truncated or malformed event raises ValueError, which the Python side turns into
  * DecodeError. */
 #include "_fastrows.h"
+#include "_fastjsondiff.h"
 #include "_fastvalues.h"
 
 #include <stdint.h>
@@ -65,9 +66,11 @@ static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans) {
 /* The after image of a PARTIAL_UPDATE_ROWS row whose JSON columns flagged in ``bits`` (one
  * bit per JSON column, in column order) hold diffs. An empty diff (what MySQL logs for a
  * JSON column the UPDATE left alone) is the before image's value; any other diff is applied
- * by the column's ``apply(before bytes | None, diff bytes, column)`` (an OP_JSON spec's obj;
- * the before value's bytes from ``spans``). Without one, returns Py_None without a
- * reference: the caller applies the whole event's diffs in Python. */
+ * here (_fastjsondiff.c, when the OP_JSON spec's c is 1: fastdecode.DIFFS_IN_C) to the before
+ * value's bytes (from ``spans``), and what that leaves by the column's ``apply(before bytes |
+ * None, diff bytes, column)`` (the spec's obj: json_diff, which applies or names it). Without
+ * one, returns Py_None without a reference: the caller applies the whole event's diffs in
+ * Python. */
 static PyObject *decode_partial_after(PlanObject *plan, Cursor *c, PyObject *before,
                                       const unsigned char *bits, const Span *spans) {
     Py_ssize_t ncols = plan->ncols, nbits = (ncols + 7) / 8, k = 0;
@@ -106,13 +109,18 @@ static PyObject *decode_partial_after(PlanObject *plan, Cursor *c, PyObject *bef
                 Py_DECREF(row);
                 return NULL;
             } else {
-                PyObject *was = spans[i].p == NULL ? Py_NewRef(Py_None) :
-                    PyBytes_FromStringAndSize((const char *)spans[i].p, spans[i].n);
-                PyObject *diffs = PyBytes_FromStringAndSize((const char *)dp, dn);
-                v = was == NULL || diffs == NULL ? NULL :
-                    PyObject_CallFunctionObjArgs(s->obj, was, diffs, name, NULL);
-                Py_XDECREF(was);
-                Py_XDECREF(diffs);
+                int rc = s->c && spans[i].p != NULL
+                             ? fjd_apply(spans[i].p, spans[i].n, dp, dn, &v) : FJD_NOT_HERE;
+                if (rc == FJD_NOT_HERE) { /* json_diff's to apply or name */
+                    PyObject *was = spans[i].p == NULL ? Py_NewRef(Py_None) :
+                        PyBytes_FromStringAndSize((const char *)spans[i].p, spans[i].n);
+                    PyObject *diffs = PyBytes_FromStringAndSize((const char *)dp, dn);
+                    v = was == NULL || diffs == NULL ? NULL :
+                        PyObject_CallFunctionObjArgs(s->obj, was, diffs, name, NULL);
+                    Py_XDECREF(was);
+                    Py_XDECREF(diffs);
+                } else if (rc < 0)
+                    v = NULL;
                 if (v == NULL) {
                     Py_DECREF(row);
                     return NULL;

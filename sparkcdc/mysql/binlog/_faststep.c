@@ -3,7 +3,8 @@
  * the BEGIN after a MySQL GTID marks it explicit, a TABLE_MAP already parsed is placed, a
  * captured rows event is checked against its CRC32, decoded (_fastrows.c) and made into
  * records (_faststate.c), an XID commits and the boundary after it moves the low key or
- * ends the window, and a TRANSACTION_PAYLOAD is opened and decompressed. Anything else, or
+ * ends the window, and a TRANSACTION_PAYLOAD is opened and decompressed (by libzstd, or the
+ * decoder's zstandard decompressor). Anything else, or
  * anything unusual, is FE_HAND: nothing changed, and Python's loop takes the event. */
 #include "_faststep.h"
 #include "_fastpayload.h"
@@ -216,7 +217,10 @@ static int payload(Stream *L, const Ev *ev, const unsigned char *d, int csum,
     if (csum && fs_crc_bad(d, ev->s, ev->e)) return FE_HAND;
     if (fp_header(d, ev->s + 19, ev->e - csum, &h) < 0) return hand_if_error();
     PyObject *raw = NULL;
-    if (h.compression == FP_ZSTD && h.have_uncompressed) {
+    if (h.compression == FP_ZSTD && h.have_uncompressed && L->zstd) { /* libzstd, in C */
+        raw = fp_unzstd(&L->zctx, d + h.p, (Py_ssize_t)h.size, h.uncompressed);
+        if (raw == NULL) return hand_if_error(); /* Python's zstandard names the problem */
+    } else if (h.compression == FP_ZSTD && h.have_uncompressed) {
         PyObject *dctx = PyObject_GetAttr(L->decoder, s_dctx);
         if (dctx == NULL) return FE_FAILED;
         if (dctx == Py_None) { /* made by Python's open_payload, at the first payload */

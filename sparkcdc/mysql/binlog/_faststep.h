@@ -12,6 +12,8 @@ typedef struct {
     int mysql, has_end, tailing, csum, qpost, tid_len;
     long long end[4];
     double heartbeat;
+    int zstd;                   /* payloads decompressed by libzstd (decoder.zstd_in_c) */
+    void *zctx;                 /* ... with this context, made at the first one */
     PyObject *sid;              /* the last MySQL GTID's source ("uuid:"), of ... */
     unsigned char sid_raw[16];  /* ... these 16 bytes */
 } Stream;

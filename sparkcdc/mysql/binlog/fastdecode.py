@@ -8,11 +8,14 @@ canonical values as ``PyRowDecoder`` (``tests/mysql/binlog/test_fastdecode.py`` 
 all-types table and on randomized rows). Rows of uncaptured tables never reach a decoder.
 
 MySQL's own work is compiled too: binary JSON printed as the server prints it
-(``_fastjson.c``, the text of ``json_binary``), PARTIAL_UPDATE_ROWS events whole, their JSON
-diffs applied by ``json_diff`` in Python to trees the C code builds and prints
-(``apply_json_diffs``), and compressed transactions opened (``open_payload``: the header and
-the inner events in ``_fastpayload.c``, zstd in the ``zstandard`` package). The Python
-modules stay the reference: tests/mysql/binlog/test_fastjson.py runs both on the same bytes.
+(``_fastjson.c``, the text of ``json_binary``), PARTIAL_UPDATE_ROWS events whole with their
+JSON diffs applied (``_fastjsondiff.c``, the twin of ``json_diff``, which takes what the C code
+leaves: a diff the server would reject, a malformed value, a path it does not read alike; then
+over trees the C code builds and prints, ``apply_json_diffs``), and compressed transactions
+opened (``open_payload``: the header and the inner events in ``_fastpayload.c``; zstd, in the
+event loop, by the system's libzstd when there is one, else, and in ``open_payload``, by the
+``zstandard`` package). The Python modules stay the reference: tests/mysql/binlog/
+test_fastjson.py and test_json_diff.py run both on the same bytes.
 
 So is the reader's loop over events (``event_loop``, ``_fastloop.c``): the events every
 transaction has (GTIDs, BEGIN, table maps, captured rows events, XIDs, payloads) are taken
@@ -59,6 +62,12 @@ OP_JSON = 23
 # (OP_CALL), payloads through transaction_payload
 JSON_IN_C = _C is not None and hasattr(_C, "json_text")
 PAYLOAD_IN_C = _C is not None and hasattr(_C, "payload_events")
+# payloads' zstd decompressed in C by the system's libzstd (looked up at run time: Debian's
+# dpkg needs it, so every Debian has it), by the zstandard package where it is not
+ZSTD_IN_C = _C is not None and hasattr(_C, "zstd_in_c") and bool(_C.zstd_in_c())
+# partial JSON updates applied in C (_fastjsondiff.c), json_diff taking what it leaves; a
+# test sets it False (before a decoder is made) to read them with json_diff, the reference
+DIFFS_IN_C = _C is not None and hasattr(_C, "json_apply_diffs")
 LOOP_IN_C = _C is not None and hasattr(_C, "Loop")
 
 _INSERT, _DELETE, _UPDATE = 0, 1, 2
@@ -111,6 +120,7 @@ class CRowDecoder:
         # per batch of events (the Python loop's; the loop in C reads the BEGIN itself)
         self.fold_begins = getattr(_C, "fold_begins", E.fold_begins)
         self.loop_in_c = LOOP_IN_C  # False: the reader's Python loop (to compare them)
+        self.zstd_in_c = ZSTD_IN_C  # False: the loop's payloads through zstandard (likewise)
 
     def event_loop(self, state: Any, maps: dict, cache: dict, schemas: dict,
                    fitted: dict | None, end_key: tuple | None, heartbeat: float | None,
@@ -313,7 +323,7 @@ def column_spec(bc: Any, col: Column) -> _Spec:
         return (OP_GEOMETRY, bc.length_size, 0, 0, None)
     if bt == ColumnType.JSON:
         if JSON_IN_C:
-            return (OP_JSON, bc.length_size, 0, 0, apply_json_diffs)
+            return (OP_JSON, bc.length_size, 0, int(DIFFS_IN_C), apply_json_diffs)
         return (OP_CALL, bc.length_size, 0, 0, FD.mysql_json)
     if bt == ColumnType.BIT:
         return (OP_BIT1 if k == T.BIT1 else OP_BITS, bc.bytes, t.nbytes, 0, None)

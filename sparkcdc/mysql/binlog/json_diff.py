@@ -40,10 +40,13 @@ def read_diffs(data: bytes) -> list[tuple[int, str, bytes | None]]:
     while p < end:
         op = data[p]
         if op not in _OPS:
-            raise DecodeError(f"a partial JSON update with operation {op}",
-                              fix="report the server version; the update could not be read")
+            raise DecodeError(f"a partial JSON update with operation {op}", fix=_REPORT)
         n, p = _packed(data, p + 1)
-        path = bytes(data[p:p + n]).decode("utf-8")
+        try:
+            path = bytes(data[p:p + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise DecodeError(f"a partial JSON update whose path is not UTF-8: "
+                              f"{bytes(data[p:p + n])!r}", fix=_REPORT) from None
         p += n
         value = None
         if op != REMOVE:
@@ -51,8 +54,7 @@ def read_diffs(data: bytes) -> list[tuple[int, str, bytes | None]]:
             value = bytes(data[p:p + n])
             p += n
         if p > end:
-            raise DecodeError("a partial JSON update longer than its column",
-                              fix="report the server version; the update could not be read")
+            raise DecodeError("a partial JSON update longer than its column", fix=_REPORT)
         out.append((op, path, value))
     return out
 
@@ -125,7 +127,13 @@ def _quoted(s: str, p: int) -> tuple[str, int]:
             q += 2
             continue
         if s[q] == '"':
-            return json.loads(s[p:q + 1]), q + 1
+            try:
+                name = json.loads(s[p:q + 1])
+                name.encode("utf-8")  # a lone surrogate (\ud800) names no member
+            except (json.JSONDecodeError, UnicodeEncodeError) as e:
+                raise _Rejected(f"member name {s[p:q + 1]}: "
+                                f"{getattr(e, 'msg', 'a lone surrogate')}") from None
+            return name, q + 1
         q += 1
     raise _Rejected(f"unterminated member name in {s!r}")
 
@@ -190,14 +198,18 @@ def _apply_one(doc, op: int, legs: tuple, value):
 
 def _packed(d: bytes, p: int) -> tuple[int, int]:
     """A length-encoded integer (``net_field_length``)."""
+    if p >= len(d):
+        raise DecodeError("a partial JSON update longer than its column", fix=_REPORT)
     c = d[p]
     if c < 251:
         return c, p + 1
     n = {252: 2, 253: 3, 254: 8}.get(c)
     if n is None:
-        raise DecodeError(f"bad length 0x{c:02x} in a partial JSON update",
-                          fix="report the server version; the update could not be read")
+        raise DecodeError(f"bad length 0x{c:02x} in a partial JSON update", fix=_REPORT)
     return int.from_bytes(d[p + 1:p + 1 + n], "little"), p + 1 + n
+
+
+_REPORT = "report the server version; the update could not be read"
 
 
 __all__ = ["INSERT", "REMOVE", "REPLACE", "apply", "parse_path", "read_diffs"]

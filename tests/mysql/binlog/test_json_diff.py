@@ -1,13 +1,16 @@
 """Partial JSON updates (``binlog_row_value_options=PARTIAL_JSON``): diffs applied to the
-before image as the server's ``apply_json_diffs`` applies them, and PARTIAL_UPDATE_ROWS
-events read by ``BinlogReader`` with both row decoders, alone and inside a compressed
-transaction.
+before image as the server's ``apply_json_diffs`` applies them, in C (``_fastjsondiff.c``)
+and by its reference ``json_diff`` alike on generated documents, paths and damaged bytes, and
+PARTIAL_UPDATE_ROWS events read by ``BinlogReader`` with both row decoders, alone and inside
+a compressed transaction.
 
 No public PARTIAL_UPDATE_ROWS event could be stored here (fixtures/mysql8/README.md), so
 the events are built from MySQL's documented format by the encoders of replay_support."""
 
 from __future__ import annotations
 
+import json
+import random
 import struct
 
 import pytest
@@ -19,6 +22,7 @@ from replay_support import (
     json_diff,
     jsonb,
     offset,
+    packed,
     partial_row,
     payload_body,
     query,
@@ -89,6 +93,152 @@ def test_a_diff_the_server_would_reject_stops_the_read(diff):
 def test_a_bad_operation_is_named():
     with pytest.raises(DecodeError, match="operation 7"):
         _apply(b"\x07" + json_diff(REMOVE, "$.a")[1:])
+
+
+# -- the diffs in C against json_diff, on generated documents ------------------------------
+
+C = F._C if F.DIFFS_IN_C else None
+KEYS = ["a", "b", "n", "zz", "k y", "é", 'q"t', "back\\slash", "tab\t", "ключ", "😀", "a.b",
+        "[x]", "", "$", "last", "12", "x" * 300]
+SPACES = ["", " ", "  ", "\t", "\u3000", "\xa0"]
+
+
+def _sorted(members: list) -> list:
+    """Members in MySQL's key order, their keys as stored bytes."""
+    return sorted(((k.encode("utf-8", "surrogateescape"), v) for k, v in members),
+                  key=lambda kv: (len(kv[0]), kv[0]))
+
+
+def _gen(rnd: random.Random, depth: int = 0) -> tuple:
+    """A tagged tree for ``jsonb``: objects (keys in MySQL's order), arrays, every scalar;
+    an object or an array at the top."""
+    r = rnd.random() * (0.45 if depth == 0 else 1)
+    if depth < 4 and r < 0.25:
+        keys = rnd.sample(KEYS, rnd.randint(0, 5))
+        return ("obj", _sorted([(k, _gen(rnd, depth + 1)) for k in keys]), rnd.random() < 0.2)
+    if depth < 4 and r < 0.45:
+        return ("arr", [_gen(rnd, depth + 1) for _ in range(rnd.randint(0, 5))],
+                rnd.random() < 0.2)
+    return rnd.choice([("int16", rnd.randint(-99, 99)), ("int32", rnd.randint(-2**31, 2**31 - 1)),
+                       ("uint64", rnd.randint(0, 2**64 - 1)), ("double", rnd.uniform(-1e6, 1e6)),
+                       ("str", rnd.choice(KEYS)), ("str", b"bad \xff utf-8"),
+                       ("lit", rnd.choice([None, True, False])),
+                       ("opaque", 246, b"\x05\x02\x80\x00\x01\x0c"),
+                       ("opaque", 10, struct.pack("<q", (2024 * 13 + 2) << 46 | 29 << 41))])
+
+
+def _name(rnd: random.Random, key: str) -> str:
+    bare = key and not any(ch in key for ch in '.[]"* \t\\') and rnd.random() < 0.6
+    return key if bare else json.dumps(key, ensure_ascii=rnd.random() < 0.5)
+
+
+def _path(rnd: random.Random, tree) -> tuple[str, bool]:
+    """A path into ``tree`` (json_binary.parse's), mostly to a member or element there; and
+    whether it ends at a new member or an array position (where INSERT goes)."""
+    text, node = "$", tree
+    for step in range(rnd.randint(1, 4)):
+        sp = rnd.choice(SPACES)
+        if step and type(node) not in (dict, list) and rnd.random() < 0.95:
+            break  # at a scalar: mostly the path ends there
+        if type(node) is dict:
+            key = rnd.choice(list(node)) if node and rnd.random() < 0.8 else rnd.choice(KEYS)
+            text += f"{sp}.{rnd.choice(SPACES)}{_name(rnd, key)}"
+            if key not in node:
+                return text, True
+            node = node[key]
+        elif type(node) is list:
+            i = rnd.randint(0, len(node))
+            if i < len(node) and rnd.random() < 0.3:
+                n = len(node) - 1 - i
+                text += f"{sp}[{rnd.choice(SPACES)}last{' - ' + str(n) if n else ''}]"
+            else:
+                text += f"{sp}[{rnd.choice(SPACES)}{i}{rnd.choice(SPACES)}]"
+            if i >= len(node):
+                return text, True
+            node = node[i]
+        else:
+            text += rnd.choice([".a", "[0]"])  # into a scalar: rejected
+            return text, False
+    return text + rnd.choice(SPACES), False
+
+
+ODD_PATHS = [b"$", b"$.*", b"$**.a", b"$[1\xd9\xa3]", b"$.a[last-]", b"$.\"\\ud800\"",
+             b'$."\\ud83d\\ude00"', b'$."\\x"', b"$.\xff", b"$[99999999999999999999]",
+             b"a", b"$.", b"$.a b", b'$."a', "$.\u2003a\u2003".encode()]
+
+
+def _diffs(rnd: random.Random, doc: bytes) -> tuple[bytes, bool]:
+    """A diff vector on ``doc``, and whether one of its paths is one of ODD_PATHS."""
+    tree = J.parse(doc)
+    out, odd_path = b"", False
+    for _ in range(rnd.randint(1, 4)):
+        if rnd.random() < 0.05:
+            path = rnd.choice(ODD_PATHS)
+            op = rnd.choice([REPLACE, INSERT, REMOVE])
+            odd_path = True
+        else:
+            text, new = _path(rnd, tree)
+            path = text.encode()
+            odd = rnd.random() < 0.1  # REPLACE or REMOVE of what is not there, or INSERT of what is
+            op = (INSERT if not odd else rnd.choice([REPLACE, REMOVE])) if new else \
+                (rnd.choice([REPLACE, REMOVE]) if not odd else INSERT)
+        out += bytes([op]) + packed(len(path)) + path
+        if op != REMOVE:
+            value = jsonb(_gen(rnd, 2)) if rnd.random() < 0.95 else b""
+            out += packed(len(value)) + value
+        try:  # later paths go into the document as it is after this diff
+            tree = J.parse(jsonb_of(D.apply(doc, out, "doc")))
+        except DecodeError:  # a rejected diff: the read stops there
+            pass
+    return out, odd_path
+
+
+def jsonb_of(text: str) -> bytes:
+    """The stored bytes of a document json_diff printed (its numbers and strings only)."""
+    def tag(v):
+        if isinstance(v, dict):
+            return ("obj", _sorted([(k, tag(x)) for k, x in v.items()]), False)
+        if isinstance(v, list):
+            return ("arr", [tag(x) for x in v], False)
+        return ("str", str(v).encode("utf-8", "surrogateescape"))
+    return jsonb(tag(json.loads(text)))
+
+
+def _damaged(rnd: random.Random, b: bytes) -> bytes:
+    b = bytearray(b)
+    if rnd.random() < 0.5 and b:
+        b[rnd.randrange(len(b))] = rnd.randrange(256)
+    else:
+        del b[rnd.randrange(len(b) + 1):]
+    return bytes(b)
+
+
+@pytest.mark.skipif(C is None, reason="the compiled decoder is not built")
+def test_generated_diffs_apply_in_c_as_json_diff_applies_them():
+    """Every vector C applies, json_diff applies to the same text; every one json_diff
+    refuses, C leaves to it; on undamaged bytes C applies all json_diff applies but the
+    paths it leaves on purpose (ODD_PATHS)."""
+    rnd = random.Random(33)
+    applied = left = 0
+    for k in range(1500):
+        doc = jsonb(_gen(rnd)) if k % 10 else jsonb(("obj", [], False))
+        diffs, odd_path = _diffs(rnd, doc)
+        damaged = k % 7 == 0
+        if damaged:
+            doc, diffs = (_damaged(rnd, doc), diffs) if rnd.random() < 0.5 else \
+                (doc, _damaged(rnd, diffs))
+        try:
+            ref = D.apply(doc, diffs, "doc")
+        except DecodeError:
+            ref = None
+        got = C.json_apply_diffs(doc, diffs)
+        if got is not None:
+            assert got == ref, (doc, diffs)
+            applied += 1
+        elif ref is not None:
+            left += 1
+            assert damaged or odd_path, (doc, diffs)
+    assert applied > 900 and left < 50, (applied, left)
 
 
 # -- PARTIAL_UPDATE_ROWS events -----------------------------------------------------------
@@ -196,3 +346,30 @@ def test_a_decoder_without_partial_updates_is_named():
     with pytest.raises(DecodeError, match="cannot apply partial JSON updates"):
         list(ReplayReader(log, {SCHEMA.table_id: SCHEMA}, Plain())
              .read_window(offset(4), offset(log.pos)))
+
+
+UNSORTED = jsonb(("obj", [("zz", ("int16", 1)), ("a", ("int16", 2))], False))  # not MySQL's
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_what_the_c_code_leaves_json_diff_applies_or_names(decoder):
+    """A before image whose keys are out of MySQL's order (no server writes one): the C code
+    leaves its diff to json_diff, which applies it to the document as its dict holds it; a
+    diff the server would reject is named by json_diff, whichever decoder read it."""
+    diff = json_diff(REPLACE, "$.a", jsonb(("int16", 3)))
+    if C is not None:
+        assert C.json_apply_diffs(UNSORTED, diff) is None
+    for after, error in [(diff, None), (json_diff(REMOVE, "$.nope"), "does not fit")]:
+        log = Binlog()
+        anonymous_gtid(log)
+        rows = [(_image(5, UNSORTED, "f", None), _image(5, after, "f", None), b"\1")]
+        for t, b in [(E.QUERY, query(b"BEGIN")), (E.TABLE_MAP, MAP),
+                     (E.PARTIAL_UPDATE_ROWS, _partial_event(rows)), (E.XID, xid(1))]:
+            log.add(t, b)
+        reader = ReplayReader(log, {SCHEMA.table_id: SCHEMA}, decoder())
+        if error:
+            with pytest.raises(DecodeError, match=error):
+                list(reader.read_window(offset(4), offset(log.pos)))
+        else:
+            [rec] = reader.read_window(offset(4), offset(log.pos))
+            assert rec.after["doc"] == '{"zz": 1, "a": 3}'

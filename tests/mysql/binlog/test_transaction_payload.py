@@ -234,3 +234,48 @@ def test_the_compiled_payload_opener_equals_the_reference(open_payload, csum):
             (payload_body(events[:-1] + b"\0" * 30, compression=P.NONE), "an event of")]:
         with pytest.raises(DecodeError, match=error):
             open_payload(bad, 0, len(bad), 1, 2, csum)
+
+
+# -- zstd in C: the system's libzstd, looked up at run time -----------------------------------
+
+@pytest.mark.skipif(not F.ZSTD_IN_C, reason="no libzstd.so.1 on this machine (zstandard reads)")
+def test_libzstd_decompresses_as_zstandard_does():
+    z = zstandard.ZstdCompressor()
+    for data in (b"", b"x", bytes(range(256)) * 40, b"".join(b"%d," % i for i in range(20000))):
+        assert F._C.unzstd(z.compress(data), len(data)) == data
+    frames = z.compress(b"first") + z.compress(b"second")  # frames one after the other
+    assert F._C.unzstd(frames, 11) == b"firstsecond"
+    frame = z.compress(b"events" * 100)
+    for bad, size, error in [(frame, 601, "not the size"), (frame, 599, "too small"),
+                             (frame[:-3], 600, "could not be decompressed"),
+                             (b"\x28\xb5\x2f\xfd" + b"junk" * 4, 600, "could not be")]:
+        with pytest.raises(ValueError, match=error):
+            F._C.unzstd(bad, size)
+
+
+def _loop_decoder(zstd_in_c: bool) -> F.CRowDecoder:
+    decoder = F.CRowDecoder()
+    decoder.zstd_in_c = zstd_in_c
+    return decoder
+
+
+@pytest.mark.skipif(not (F.ZSTD_IN_C and F.LOOP_IN_C), reason="no libzstd or no loop in C")
+def test_the_loop_in_c_decompresses_without_python_and_reads_the_same():
+    """The loop in C reads a payload with libzstd: no zstandard decompressor is ever made
+    (``_dctx``); with ``zstd_in_c`` off it takes the zstandard one, the path of a machine
+    without libzstd. A payload libzstd refuses is handed to Python, which names it."""
+    log, _at, payload_end = _large_log()
+    for zstd_in_c in (True, False):
+        decoder = _loop_decoder(zstd_in_c)
+        reader = ReplayReader(log, {LARGE.table_id: LARGE}, decoder)
+        recs = list(reader.read_window(offset(4), offset(payload_end)))
+        assert [(r.op, r.before, r.after) for r in recs] == EXPECTED
+        assert (decoder._dctx is None) == zstd_in_c
+    events = inner(E.QUERY, query(b"BEGIN")) + inner(E.XID, xid(5))
+    frame = zstandard.ZstdCompressor().compress(events)
+    broken = Binlog()
+    anonymous_gtid(broken)
+    _at, end = broken.add(P.TRANSACTION_PAYLOAD, payload_body(events, frame=frame[:-3]))
+    reader = ReplayReader(broken, {LARGE.table_id: LARGE}, _loop_decoder(True))
+    with pytest.raises(DecodeError, match="TRANSACTION_PAYLOAD"):
+        list(reader.read_window(offset(4), offset(end)))
