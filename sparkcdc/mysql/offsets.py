@@ -55,7 +55,7 @@ def _show_status(cur) -> tuple | None:
     row = cur.fetchone()
     if row is None:
         return None
-    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
+    return _values(row)
 
 
 def detect_flavor(cur) -> str:
