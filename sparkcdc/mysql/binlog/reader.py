@@ -63,16 +63,8 @@ from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord, Heartbeat
 from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.core.table_events import NewSchema, TableEvent
-from sparkcdc.errors import (
-    AuthenticationFailed,
-    ConnectionFailed,
-    DecodeError,
-    OffsetError,
-    SchemaError,
-    ServerConfigError,
-    SparkCDCError,
-)
-from sparkcdc.mysql import ddl, ddl_events, server_errors
+from sparkcdc.errors import ConnectionFailed, DecodeError, OffsetError, SchemaError, SparkCDCError
+from sparkcdc.mysql import ddl, ddl_events
 from sparkcdc.mysql.binlog import failover, schema_at
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.binlog import rows_events as RE
@@ -85,7 +77,7 @@ from sparkcdc.mysql.binlog.row_decoding import (
     RowDecoder,
     meta_sig,
 )
-from sparkcdc.mysql.binlog.server_lookups import binlog_error, load_table_schema, server_flavor
+from sparkcdc.mysql.binlog.server_lookups import dump_failure, load_table_schema, server_flavor
 from sparkcdc.mysql.connection import ConnectionOptions
 
 log = logging.getLogger(__name__)
@@ -214,23 +206,8 @@ class BinlogReader:
                           if short else "the server closed the binlog stream")
             except _Reconnect:
                 reason = "the binlog connection was lost"
-            except Exception as e:
-                code = server_errors.code(e)
-                if code == server_errors.BINLOG_ERROR:
-                    raise binlog_error(self.conn, e, resume) from None
-                if code in (1045, 1044, 1698):
-                    raise AuthenticationFailed(
-                        f"the server {self.conn} refused user {self.conn.username!r} for "
-                        f"binlog reading ({code})",
-                        fix="check the username and password options") from None
-                if code in (1227, 1142):
-                    raise ServerConfigError(
-                        f"user {self.conn.username!r} may not read the binlog of {self.conn}",
-                        fix="GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO the user"
-                    ) from None
-                if not server_errors.lost(e):
-                    raise
-                reason = f"the binlog connection failed ({code}): {server_errors.first_line(e)}"
+            except Exception as e:  # noqa: BLE001 - dump_failure raises all but a lost link
+                reason = dump_failure(self.conn, e, resume)  # or raises what no retry mends
             finally:
                 stream.close()
             if state.low_key > ground:  # (not events read again up to the last break)

@@ -2,21 +2,29 @@
 information_schema, for readers given only table ids), which server it is (for a start
 offset that does not say), when each binlog file started
 (its first event's time: how far back a server's binlog reaches, for ``validate`` and the
-start-up's retention check), and which files it has (to name them when the one a read
-needs is gone: ``binlog_error``).
+start-up's retention check), which files it has (to name them when the one a read needs is
+gone: ``binlog_error``), and what a failed dump means (``dump_failure``).
 """
 
 from __future__ import annotations
 
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.schema import Column, TableId, TableSchema
-from sparkcdc.errors import BinlogUnavailable, OffsetError, SchemaError, SparkCDCError
+from sparkcdc.errors import (
+    AuthenticationFailed,
+    BinlogUnavailable,
+    OffsetError,
+    SchemaError,
+    ServerConfigError,
+    SparkCDCError,
+)
 from sparkcdc.mysql import server_errors
 from sparkcdc.mysql.binlog import protocol as E
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.offsets import detect_flavor
 
-__all__ = ["binlog_error", "file_start_timestamps", "load_table_schema", "server_flavor"]
+__all__ = ["binlog_error", "dump_failure", "file_start_timestamps", "load_table_schema",
+           "server_flavor"]
 
 
 def server_flavor(conn: ConnectionOptions) -> str:
@@ -71,6 +79,27 @@ def file_start_timestamps(conn: ConnectionOptions, server_id: int, files: list[s
             stream.close()
         out.append(ts)
     return out
+
+
+def dump_failure(conn: ConnectionOptions, e: Exception, resume: BinlogOffset) -> str:
+    """Why a binlog dump from ``resume`` failed, as the reader logs it before reconnecting,
+    when another try may succeed (a lost connection); raised as a typed error when no try
+    can: the binlog's own error (``binlog_error``), a refused user, a missing grant, or an
+    exception that is not the server's at all."""
+    code = server_errors.code(e)
+    if code == server_errors.BINLOG_ERROR:
+        raise binlog_error(conn, e, resume) from None
+    if code in (1045, 1044, 1698):
+        raise AuthenticationFailed(
+            f"the server {conn} refused user {conn.username!r} for binlog reading ({code})",
+            fix="check the username and password options") from None
+    if code in (1227, 1142):
+        raise ServerConfigError(
+            f"user {conn.username!r} may not read the binlog of {conn}",
+            fix="GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO the user") from None
+    if not server_errors.lost(e):
+        raise e
+    return f"the binlog connection failed ({code}): {server_errors.first_line(e)}"
 
 
 def binlog_error(conn: ConnectionOptions, e: Exception, resume: BinlogOffset) -> Exception:
