@@ -38,6 +38,7 @@ from rows_support import (
     random_rows,
     write_random_rows,
 )
+from server_support import seq
 from types_support import cdc, expected_all_types, insert_all_types
 
 from sparkcdc.core.records import ChangeRecord
@@ -698,7 +699,7 @@ def _workload(sb, db, pause_compression=False):
     with sb.admin_connection(db) as c, c.cursor() as cur:
         cur.execute("INSERT INTO w (id, v, n) VALUES (1, 'one', 1), (2, 'two', 2)")
         cur.execute("INSERT INTO w (id, v, n) SELECT seq, CONCAT('row ', seq), seq "
-                    "FROM seq_3_to_3000")  # several row events
+                    f"FROM {seq(sb, 3000, 3)}")  # several row events
         cur.execute("BEGIN")
         cur.execute("INSERT INTO other VALUES (1, 'uncaptured, counted')")
         cur.execute("UPDATE w SET v = CONCAT(v, ' updated'), n = -n WHERE id % 7 = 0")
@@ -745,30 +746,40 @@ def _event_types(conn, start, end) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def twin_windows(mariadb, mariadb_compressed):
-    """``_workload`` on the shared server and on the compressing one, in a database of the
-    same name."""
+def twin_windows(mariadb_compressed):
+    """``_workload`` on the compressing MariaDB twice, in two databases: once with
+    log_bin_compress off throughout (the plain twin), once with it on (off for a while
+    halfway). Both on MariaDB whatever the session's source server: the compression is
+    MariaDB's, and MySQL splits row events elsewhere."""
     import uuid
 
-    db = f"z_{uuid.uuid4().hex[:10]}"
+    sb = mariadb_compressed
+    plain_db, packed_db = f"z_{uuid.uuid4().hex[:10]}", f"z_{uuid.uuid4().hex[:10]}"
     try:
-        yield _workload(mariadb, db), _workload(mariadb_compressed, db, pause_compression=True)
+        sb.execute("SET GLOBAL log_bin_compress = OFF")
+        try:
+            plain = _workload(sb, plain_db)
+        finally:
+            sb.execute("SET GLOBAL log_bin_compress = ON")
+        yield plain, _workload(sb, packed_db, pause_compression=True)
     finally:
-        for sb in (mariadb, mariadb_compressed):
+        for db in (plain_db, packed_db):
             sb.execute(f"DROP DATABASE IF EXISTS `{db}`")
 
 
 def _comparable(items):
-    """A window's records and table events without what differs between two servers (the
-    positions, GTIDs and commit times): kind, table, images, what an event says, events
-    and rows."""
+    """A window's records and table events without what differs between two runs of the
+    workload (the database's name, positions, GTIDs and commit times): kind, table, images,
+    what an event says, events and rows."""
     out = []
     for x in items:
         if isinstance(x, ChangeRecord):
-            out.append((x.op, x.table_id, x.before, x.after, x.offset.events, x.offset.rows))
+            out.append((x.op, x.table_id.table, x.before, x.after, x.offset.events,
+                        x.offset.rows))
         else:
             said = {k: v for k, v in x.to_dict().items() if k not in ("offset", "op_ts_ms")}
-            out.append((type(x).__name__, said, x.offset.events))
+            named = str(said).replace(x.table_id.database, "<db>")
+            out.append((type(x).__name__, named, x.offset.events))
     return out
 
 
