@@ -48,7 +48,10 @@ MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
 	tests/spark/test_source_faults.py tests/spark/test_source_failover.py \
 	tests/sinks/test_end_to_end.py \
 	tests/sinks/kafka/test_pipeline.py tests/sinks/delta/test_catalog.py tests/faults/test_network.py \
-	tests/pipeline/test_binlog_purged.py
+	tests/pipeline/test_binlog_purged.py tests/pipeline/test_reread_retake.py \
+	tests/mysql/test_snapshot.py tests/mysql/binlog/test_failover.py \
+	tests/mysql/binlog/test_protocol.py tests/mysql/binlog/test_fastdecode.py \
+	tests/testing/test_mariadb.py tests/test_library_reader.py
 test-mysql: setup
 	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_TESTS) $(XDIST) --source-tests-only \
 		-m "not faults and not cluster and not huge and not spark_delta and not wheel"
@@ -83,7 +86,8 @@ MYSQL_FAULT_TESTS := tests/faults/test_kill.py tests/faults/test_reread_kill.py 
 	tests/faults/test_tasks.py
 # and the `faults` tests of these files of make test-mysql (it runs their fast ones): connections
 # cut mid-transfer, a slow link, a server away 40 s and restarted; a source TRUNCATE into Kafka
-MYSQL_SLOW_TESTS := tests/faults/test_network.py tests/pipeline/test_kafka_truncate.py
+MYSQL_SLOW_TESTS := tests/faults/test_network.py tests/pipeline/test_kafka_truncate.py \
+	tests/pipeline/test_reread_rename.py tests/pipeline/test_reread_retake.py
 test-faults: setup
 	bash scripts/fetch_jars.sh connect
 	SPARKCDC_TEST_TABLES=1000 $(PY) -m pytest tests/faults \
