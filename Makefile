@@ -25,7 +25,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy sparkcdc/core sparkcdc/mysql sparkcdc/spark sparkcdc/formats sparkcdc/apply sparkcdc/errors.py \
-		sparkcdc/options.py sparkcdc/pipeline sparkcdc/sinks
+		sparkcdc/options.py sparkcdc/heap.py sparkcdc/pipeline sparkcdc/sinks
 	$(VENV)/bin/ruff check sparkcdc tests bench
 	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
 

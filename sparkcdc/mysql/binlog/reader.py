@@ -59,6 +59,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from sparkcdc import heap
 from sparkcdc.core.offsets import BinlogOffset
 from sparkcdc.core.records import DELETE, INSERT, UPDATE, ChangeRecord, Heartbeat
 from sparkcdc.core.schema import TableId, TableSchema
@@ -186,6 +187,7 @@ class BinlogReader:
              heartbeat: float | None) -> Iterator[ChangeRecord | Heartbeat | TableEvent]:
         if self._flavor_of_offsets:
             self.flavor = start.flavor if start.gtid else self._server_flavor(start)
+        heap.settle()  # a few tracked objects per change: collections skip start-up's
         state = ReadState(self.flavor, start, end=end)
         failures = 0
         lost_at = 0.0  # when the first of ``failures`` happened

@@ -46,6 +46,7 @@ import traceback
 import warnings
 from pathlib import Path
 
+from sparkcdc import heap
 from sparkcdc.pipeline.launch.class_cache import cache_dir, unused
 from sparkcdc.spark.workers import preload
 
@@ -380,6 +381,7 @@ def main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run decides when we stop
     listener = socket.socket(fileno=fd)
     preload()
+    heap.settle()  # before the forks: the children's collections skip what it imported
     if sys.version_info >= (3, 12):  # numpy's and pyarrow's helper threads fork cleanly
         warnings.filterwarnings("ignore", category=DeprecationWarning,
                                 message=".*multi-threaded.*fork")
