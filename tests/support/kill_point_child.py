@@ -32,8 +32,8 @@ def _install(point: str) -> None:
     if kind == "write":
         original = kafka_runner.KafkaRunner._write
 
-        def write(self, table, info, rows, n):
-            out = original(self, table, info, rows, n)
+        def write(self, table, info, rows, n, *more, **named):
+            out = original(self, table, info, rows, n, *more, **named)
             seen["write"] += 1
             if seen["write"] == at:
                 _die(f"write {at}: batch {n}, table {table} written")
