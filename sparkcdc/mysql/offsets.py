@@ -59,10 +59,16 @@ def _show_status(cur) -> tuple | None:
 
 
 def detect_flavor(cur) -> str:
-    cur.execute("SELECT VERSION()")
-    row = cur.fetchone()
-    version = next(iter(row.values())) if isinstance(row, dict) else row[0]
-    return "mariadb" if "mariadb" in str(version).lower() else "mysql"
+    """``"mariadb"`` or ``"mysql"``. The version string says so unless it was changed: a
+    MariaDB started with ``--version=5.7.19-10.11.19-log`` (for tools that accept only MySQL,
+    such as Debezium) says neither, and read as MySQL it would be asked for MySQL's
+    variables. So a version without the name is settled by a variable only MariaDB has."""
+    cur.execute("SELECT VERSION(), @@version_comment")
+    version, comment = _values(cur.fetchone())
+    if "mariadb" in f"{version} {comment}".lower():
+        return "mariadb"
+    cur.execute("SHOW GLOBAL VARIABLES LIKE 'gtid_domain_id'")
+    return "mariadb" if cur.fetchall() else "mysql"
 
 
 def current_offset(conn_or_cursor: Any, flavor: str | None = None) -> BinlogOffset:

@@ -157,3 +157,36 @@ def _status_position(cur) -> int:
     cur.execute("SHOW BINARY LOG STATUS")
     row = cur.fetchone()
     return int(row["Position"] if isinstance(row, dict) else row[1])
+
+
+def test_a_mariadb_that_reports_a_mysql_version_is_read_as_mariadb():
+    """A MariaDB started with ``--version=5.7.19-10.11.19-log`` (what Debezium's MySQL
+    connector accepts) has no "MariaDB" in its version: its offsets are still MariaDB's, and
+    MySQL's commit wait (``@@gtid_owned``, which MariaDB lacks) is not asked for. Failed with
+    error 1193 before the flavor was settled by a MariaDB variable."""
+    from sparkcdc.mysql.offsets import detect_flavor
+    from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
+
+    with MariaDBSandbox(ServerSettings(version="5.7.19-10.11.19-log"), name="fake-57") as sb:
+        assert sb.query("SELECT VERSION()")[0][0] == "5.7.19-10.11.19-log"
+        i = sb.info
+        conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
+                                 password=i.cdc_password)
+        sb.execute("CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)",
+                   "INSERT INTO d.t VALUES (1)")
+        with conn.connect() as c, c.cursor() as cur:
+            assert detect_flavor(cur) == "mariadb"
+        here = current_offset(conn)
+        assert here.flavor == "mariadb" and here.gtid and here.gtid.startswith("0-")
+        assert MySQLDialect(conn).flavor == "mariadb"
+
+
+def test_mysql_is_read_as_mysql(mysql_server):
+    from sparkcdc.mysql.offsets import detect_flavor
+
+    i = mysql_server.info
+    conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
+                             password=i.cdc_password)
+    with conn.connect() as c, c.cursor() as cur:
+        assert detect_flavor(cur) == "mysql"
+    assert current_offset(conn).flavor == "mysql"
