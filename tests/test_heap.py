@@ -17,8 +17,7 @@ from sparkcdc.mysql.offsets import current_offset
 
 def _run(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False,
-                         capture_output=True,
-                         text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 

@@ -24,6 +24,7 @@ stream from what the source reads.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -40,7 +41,7 @@ from sparkcdc.mysql.connection import retry_lost
 from sparkcdc.mysql.ddl_events import ddl_of
 from sparkcdc.mysql.dialect import MySQLDialect
 from sparkcdc.mysql.discovery import discover, filled_by_server, parse_chunk_key_option
-from sparkcdc.mysql.offsets import current_offset
+from sparkcdc.mysql.offsets import current_offset, detect_flavor
 from sparkcdc.mysql.options import OPTIONS, SourceConfig, parse_server_ids
 from sparkcdc.mysql.snapshot import read_table
 from sparkcdc.mysql.types import STRING, arrow_schema, parse_column_type
@@ -73,6 +74,7 @@ class MySQLSource:
     def __init__(self, config: SourceConfig):
         self.config = config
         self.connection = config.connection
+        self._flavor: str | None = None  # the server's kind, asked at the first position read
 
     # -- tables -------------------------------------------------------------------------
 
@@ -133,9 +135,9 @@ class MySQLSource:
         """A table's schema now, with the binlog position read just before and just after
         it on one connection: equal positions mean no DDL came between."""
         with self.connection.connect() as c:
-            before = current_offset(c)
+            before = self._offset(c)
             schema = load_table_schema(self.connection, table_id)
-            after = current_offset(c)
+            after = self._offset(c)
         return before, schema, after
 
     def schema_now(self, table_id: TableId) -> TableSchema:
@@ -175,8 +177,16 @@ class MySQLSource:
         """The server's binlog position now, read again if the connection is lost."""
         def read() -> BinlogOffset:
             with self.connection.connect() as c:
-                return current_offset(c)
+                return self._offset(c)
         return retry_lost(self.connection, "reading the binlog position", read)
+
+    def _offset(self, connection: Any) -> BinlogOffset:
+        """``current_offset`` on an open connection, the server's kind asked once per
+        source rather than at every read (on MySQL that is two queries)."""
+        with connection.cursor() as cur:
+            if self._flavor is None:
+                self._flavor = detect_flavor(cur)
+            return current_offset(cur, self._flavor)
 
     # -- checks -------------------------------------------------------------------------
 
