@@ -93,6 +93,9 @@ class KafkaSink(Sink):
         self._last: int | None = None  # the marker, once read after the producer's init
         self._announced: str | None = None  # the last schema change announced (its print)
         self._ready = False  # the topic exists (made if absent) and the marker is read
+        # the error that made the producer unusable, as its next poll raises it: a call on
+        # a fenced producer may fail with only "Local: Fatal error"
+        self._fatal: Any = None
         # the lazy set-up (clients, topic, producer, marker), made once: warm() in the
         # background, a write or a look at the marker meanwhile waits for it
         self._preparing = threading.RLock()
@@ -367,8 +370,9 @@ class KafkaSink(Sink):
                                               timeout)
             p.commit_transaction(timeout)
         except self._ck.KafkaException as e:
+            failure = self._kafka_error(e, doing)  # before _abort, which may drop the producer
             self._abort(e)
-            raise self._kafka_error(e, doing) from None
+            raise failure from None
         return rows
 
     def _abort(self, e: Exception) -> None:
@@ -507,6 +511,16 @@ class KafkaSink(Sink):
         err = e.args[0] if e.args else None
         code = err.code() if err is not None else None
         K = self._ck.KafkaError
+        if code == K._FATAL:  # the cause waits in the client's queue: serve it, then read it
+            try:
+                if self._producer is not None:
+                    self._producer.poll(0)  # raises the cause
+            except self._ck.KafkaException as cause:
+                if cause.args and cause.args[0].fatal():
+                    self._fatal = cause.args[0]
+            if self._fatal is not None:
+                err, code = self._fatal, self._fatal.code()
+                e = self._ck.KafkaException(err)
         if code in (K._TRANSPORT, K._ALL_BROKERS_DOWN, K._TIMED_OUT, K._RESOLVE):
             return self._unreachable(e, doing)
         if code in (K.TOPIC_AUTHORIZATION_FAILED, K.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -532,6 +546,7 @@ class KafkaSink(Sink):
     def _reset(self) -> None:
         """Forget the producer and the marker: the next write initialises again."""
         self._producer = None
+        self._fatal = None
         self._ready = False
         self._last = None
 
@@ -562,6 +577,7 @@ class KafkaSink(Sink):
         self._producer = self._consumer = None
         self._ready = False
         self._last = None
+        self._fatal = None
 
 
 def _version() -> str:

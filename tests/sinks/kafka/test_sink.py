@@ -8,7 +8,7 @@ import json
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 from sink_support import changes_df
 
@@ -121,6 +121,10 @@ def test_a_run_killed_mid_transaction(spark, kafka_broker):
         with pytest.raises(KafkaException) as e:
             zombie.commit_transaction(30)
         assert e.value.args[0].fatal() or e.value.args[0].txn_requires_abort()
+        # however a call meets the fenced producer (on a slow machine a produce fails with
+        # only "Local: Fatal error"), the sink names the cause librdkafka reported
+        fatal = KafkaException(KafkaError(KafkaError._FATAL))
+        assert "fenced by a newer one" in str(first._kafka_error(fatal, "writing batch 2"))
         # the zombie's sink starts over: fenced, it fails the batch and reads the marker again
         with pytest.raises(PipelineFailed, match="fenced"):
             first._in_transaction(
