@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkcdc-installed
 
-.PHONY: setup test test-mysql test-fast test-faults test-compat demo clean
+.PHONY: setup test test-long test-mysql test-fast test-faults test-compat demo clean
 
 setup: $(STAMP)
 
@@ -21,13 +21,21 @@ TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 # the full fault-injection suite (marker `faults`), the Spark standalone cluster (`cluster`) and
-# the huge transactions and rows (`huge`, minutes each) are left to `make test-faults`
+# the huge transactions and rows (`huge`, minutes each) are left to `make test-faults`; the
+# long end-to-end tests (`long`: whole pipelines under writes, a minute or so each) to
+# `make test-long` and, on MySQL, `make test-mysql`, which CI runs after make test
+NOT_IN_CI := faults or cluster or huge or spark_delta or wheel
 test: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy sparkcdc/core sparkcdc/mysql sparkcdc/spark sparkcdc/formats sparkcdc/apply sparkcdc/errors.py \
 		sparkcdc/options.py sparkcdc/heap.py sparkcdc/pipeline sparkcdc/sinks
 	$(VENV)/bin/ruff check sparkcdc tests bench
-	$(PY) -m pytest tests $(XDIST) -m "not faults and not cluster and not huge and not spark_delta and not wheel"
+	$(PY) -m pytest tests $(XDIST) -m "not long and not ($(NOT_IN_CI))"
+
+# the long end-to-end tests on the MariaDB sandbox (and on both servers where a test asks for
+# both); make test-mysql runs those of them that use the session's source on MySQL 9.7
+test-long: setup
+	$(PY) -m pytest tests $(XDIST) -m "long and not ($(NOT_IN_CI))"
 
 # make test runs the engine, the types, the dialect, validation, window splits, checksums and
 # verify on both servers (the `server` fixture); doubling the rest would not fit its budget.
@@ -54,7 +62,7 @@ MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
 	tests/testing/test_mariadb.py tests/test_library_reader.py
 test-mysql: setup
 	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_TESTS) $(XDIST) --source-tests-only \
-		-m "not faults and not cluster and not huge and not spark_delta and not wheel"
+		-m "not ($(NOT_IN_CI))"
 
 # A sandbox MariaDB (or MySQL 9.7: make demo SERVER=mysql), a pipeline into local Delta
 # tables under writes, verify; stops it all.
@@ -63,7 +71,7 @@ demo: setup
 	$(PY) demo/demo.py --server $(SERVER)
 
 test-fast: setup
-	$(PY) -m pytest tests $(XDIST) -m "not slow and not faults and not cluster and not huge and not spark_delta and not wheel"
+	$(PY) -m pytest tests $(XDIST) -m "not slow and not long and not ($(NOT_IN_CI))"
 
 # the fast subset on Python 3.10, 3.12 and 3.13 and on the oldest and newest supported PySpark
 # (4.2 with delta-spark's catalog tests, 4.3), each in its own venv under .venv-compat/; the

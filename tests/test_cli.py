@@ -15,6 +15,7 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
 from cli_support import cause, cli, delta_ids, run_tail, wait_for, waited
 from server_support import seq
 from sink_support import read_delta
@@ -47,6 +48,7 @@ pipeline:
 """)
 
 
+@pytest.mark.long
 def test_run_status_verify_and_resume(mariadb, db, tmp_path):
     mariadb.execute("CREATE TABLE t1 (id INT PRIMARY KEY, v VARCHAR(10))",
                     f"INSERT INTO t1 SELECT seq, CONCAT('v', seq) FROM {seq(mariadb, 50)}",

@@ -58,16 +58,28 @@ def _show_status(cur) -> tuple | None:
     return _values(row)
 
 
+# variables only MariaDB has: they tell it apart whatever its version text says
+MARIADB_ONLY_VARIABLES = ("gtid_domain_id", "aria_block_size")
+
+
+def names_mariadb(version: object, comment: object = "", variables: Any = ()) -> bool:
+    """Whether a server is MariaDB, from ``@@version``, ``@@version_comment`` and the names
+    of the variables read (any container). The texts can be changed: a MariaDB started with
+    ``--version=5.7.19-10.11.19-log`` (for tools that accept only MySQL, such as Debezium)
+    names neither server, and read as MySQL it would be asked for MySQL's variables; a
+    variable only MariaDB has settles it."""
+    return ("mariadb" in f"{version or ''} {comment or ''}".lower()
+            or any(name in variables for name in MARIADB_ONLY_VARIABLES))
+
+
 def detect_flavor(cur) -> str:
-    """``"mariadb"`` or ``"mysql"``. The version string says so unless it was changed: a
-    MariaDB started with ``--version=5.7.19-10.11.19-log`` (for tools that accept only MySQL,
-    such as Debezium) says neither, and read as MySQL it would be asked for MySQL's
-    variables. So a version without the name is settled by a variable only MariaDB has."""
+    """``"mariadb"`` or ``"mysql"`` (``names_mariadb``): the texts first, then, when they
+    name neither, one variable only MariaDB has."""
     cur.execute("SELECT VERSION(), @@version_comment")
     version, comment = _values(cur.fetchone())
-    if "mariadb" in f"{version} {comment}".lower():
+    if names_mariadb(version, comment):
         return "mariadb"
-    cur.execute("SHOW GLOBAL VARIABLES LIKE 'gtid_domain_id'")
+    cur.execute(f"SHOW GLOBAL VARIABLES LIKE '{MARIADB_ONLY_VARIABLES[0]}'")
     return "mariadb" if cur.fetchall() else "mysql"
 
 
@@ -256,4 +268,4 @@ def _one(row: Any) -> Any:
     return next(iter(row.values())) if isinstance(row, dict) else row[0]
 
 
-__all__ = ["current_offset", "detect_flavor"]
+__all__ = ["current_offset", "detect_flavor", "names_mariadb"]

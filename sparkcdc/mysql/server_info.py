@@ -18,6 +18,7 @@ import pymysql
 from sparkcdc.errors import ServerConfigError
 from sparkcdc.mysql.connection import ConnectionOptions
 from sparkcdc.mysql.grants import Grants, parse_grants
+from sparkcdc.mysql.offsets import names_mariadb
 
 _VARIABLES = ("version", "version_comment", "server_id", "log_bin", "binlog_format",
               "binlog_row_image", "binlog_row_metadata", "gtid_mode", "gtid_executed",
@@ -140,9 +141,7 @@ def read_server_info(conn: ConnectionOptions) -> ServerInfo:
                             "missing privileges are reported as warnings only")
         replicas = _replica_ids(cur)
 
-    is_maria = ("aria_block_size" in v or "gtid_domain_id" in v
-                or "mariadb" in str(v.get("version", "")).lower()
-                or "mariadb" in str(v.get("version_comment", "")).lower())
+    is_maria = names_mariadb(v.get("version"), v.get("version_comment"), v)
     flavor, version = parse_version(str(v.get("version", "")), str(v.get("version_comment", "")),
                                     mariadb=is_maria)
     meta = v.get("binlog_row_metadata")

@@ -175,6 +175,7 @@ def _batches(draw):
     return pa.concat_tables([table.slice(0, cut), table.slice(cut)]) if cut else table
 
 
+@pytest.mark.long
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.data_too_large])
 @given(batch=_batches(), keys=st.sampled_from([["id"], [], ["id", "c_varchar"]]))

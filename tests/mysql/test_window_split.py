@@ -220,6 +220,7 @@ def apply_in_order(rows):
     return state
 
 
+@pytest.mark.long
 def test_a_stream_with_split_windows_during_and_after_the_snapshot_is_exactly_once(
         spark, server, server_db, tmp_path):
     """Writers keep changing the table while it is snapshotted over several micro-batches

@@ -74,6 +74,7 @@ def _target(defn, table: str) -> dict:
         sink.close()
 
 
+@pytest.mark.long
 def test_purged_binlog_fails_clearly_then_resnapshots(spark, server, tmp_path):
     server.execute("DROP DATABASE IF EXISTS shop", "CREATE DATABASE shop")
     server.execute("CREATE TABLE a (id INT PRIMARY KEY, v INT)",

@@ -104,6 +104,7 @@ def _marks(b: str, k: str) -> list:
     return [pytest.mark.slow] if (b, k) in SLOW else []
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("behavior,kind", [
     pytest.param(b, k, marks=_marks(b, k), id=f"{b}-{k}") for b, k in STREAM_CASES])
 def test_ddl_during_the_stream(spark, mariadb, db, tmp_path, request, cleanup, behavior, kind):
@@ -164,6 +165,7 @@ def test_ddl_during_the_stream(spark, mariadb, db, tmp_path, request, cleanup, b
         assert res[f"{db}_t.t"].skipped_columns == ["a2", "e"]
 
 
+@pytest.mark.long
 def test_exception_stops_on_each_kind_of_change(spark, mariadb, db, tmp_path, request, cleanup):
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)", "INSERT INTO t VALUES (1, 1)",
                     "CREATE TABLE r1 (id INT PRIMARY KEY)", database=db)
@@ -186,6 +188,7 @@ SNAPSHOT_CASES = [("evolve", "delta"), ("try_evolve", "postgres"), ("lenient", "
                   ("ignore", "mysql")]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("behavior,kind", [
     pytest.param(b, k, marks=[pytest.mark.slow] if k in ("iceberg", "mysql") else [],
                  id=f"{b}-{k}") for b, k in SNAPSHOT_CASES])
@@ -254,6 +257,7 @@ class Writer(threading.Thread):
             conn.close()
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", ["postgres", "iceberg"])
 def test_pipeline_end_to_end_with_writers(spark, mariadb, db, tmp_path, request, cleanup, kind):
     """A pipeline into PostgreSQL and into Iceberg while a writer changes the table, then

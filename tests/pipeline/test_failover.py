@@ -35,6 +35,7 @@ pytestmark = pytest.mark.timeout(600)
 DB, PASSWORD, ROWS = FAILOVER_DB, FAILOVER_PASSWORD, 1500
 
 
+@pytest.mark.long
 def test_the_pipeline_resumes_on_the_promoted_replica(spark, failover_pair, tmp_path):
     primary, replica, proxy = failover_pair
     now = Current(primary)

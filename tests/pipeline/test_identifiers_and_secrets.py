@@ -90,6 +90,7 @@ def test_password_never_leaks(spark, mariadb, db, tmp_path):
     assert "nobody" in str(e.value) and secret not in str(e.value)
 
 
+@pytest.mark.long
 def test_password_not_in_spark_ui_or_driver_log(mariadb, db, tmp_path):
     """A Spark session with its UI on (a child process, INFO logs) runs a batch read, a stream
     and a failing read; every UI page (jobs, stages, SQL plans, environment, streaming, the

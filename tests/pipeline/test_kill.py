@@ -83,6 +83,7 @@ def _kill_runs(mariadb, db, tmp_path, kills: int, seed: int) -> None:
     assert {r["id"]: (r["v"], r["s"]) for r in got} == table_state(mariadb, db)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(1200)  # two JVM starts; minutes each on a loaded machine
 def test_pipeline_killed_while_appending_its_snapshot(mariadb, db, tmp_path):
     """One kill (make test); eight below (make test-faults)."""

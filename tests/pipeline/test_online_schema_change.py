@@ -121,6 +121,7 @@ def _pt_osc_run(mariadb, db, writer: _Writer) -> None:
 TOOLS = {"pt-online-schema-change": _pt_osc_run, "gh-ost": _gh_ost}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("tool", sorted(TOOLS))
 def test_an_online_schema_change_under_writes(spark, mariadb, db, tmp_path, tool):
     if tool == "pt-online-schema-change":

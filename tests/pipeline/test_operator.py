@@ -17,6 +17,7 @@ import sys
 import time
 
 import deltalake
+import pytest
 from cli_support import cli, run_tail, wait_for, waited
 from pipeline_support import source_yaml
 from server_support import seq
@@ -34,6 +35,7 @@ def source(mariadb, db, table) -> dict:
     return dict(mariadb.query(f"SELECT id, v FROM `{db}`.`{table}`"))
 
 
+@pytest.mark.long
 def test_pause_resume_and_snapshot_a_table_while_the_others_stream(mariadb, db, tmp_path):
     for t in "ab":
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)",

@@ -58,6 +58,7 @@ def run(defn, spark):
     Runner(defn, spark, until_caught_up=True).run()
 
 
+@pytest.mark.long
 def test_whole_database_sync(spark, mariadb, db, tmp_path):
     mariadb.execute(
         "CREATE TABLE orders_1 (id INT PRIMARY KEY, amount INT, note VARCHAR(20))",
@@ -171,6 +172,7 @@ def test_ignore_keeps_the_target_schema_and_a_keyless_transform_fails_clearly(
         run(parse_pipeline(bad, "t.yaml", env={"TEST_PW": mariadb.info.cdc_password}), spark)
 
 
+@pytest.mark.long
 def test_truncate_drop_and_evolve(spark, mariadb, db, tmp_path):
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT)",
                     "INSERT INTO t VALUES (1, 1), (2, 2)",

@@ -56,6 +56,7 @@ def _streams(tmp_path) -> list[str]:
     return sorted(p.name for p in (tmp_path / "ckpt" / "streams").iterdir())
 
 
+@pytest.mark.long
 def test_many_tables_one_query(spark, mariadb, db, tmp_path):
     n = int(os.environ.get("SPARKCDC_TEST_TABLES", "120"))
     names = [f"t{i:04d}" for i in range(n)]
@@ -90,6 +91,7 @@ def test_many_tables_one_query(spark, mariadb, db, tmp_path):
     print(f"{n} tables: first run {first:.1f} s, catch-up {catch_up:.1f} s")
 
 
+@pytest.mark.long
 def test_ddl_new_and_dropped_table_before_one_run(spark, mariadb, db, tmp_path):
     mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in "abc"],
                     *[f"INSERT INTO {t} SELECT seq, seq FROM {seq(mariadb, 20)}" for t in "abc"],
@@ -121,6 +123,7 @@ def test_ddl_new_and_dropped_table_before_one_run(spark, mariadb, db, tmp_path):
         assert _target(tmp_path, db, t) == _source(mariadb, db, t), t
 
 
+@pytest.mark.long
 def test_a_table_given_a_transform_stays_in_the_pipelines_stream(spark, mariadb, db,
                                                                   tmp_path):
     """A transform added to the definition for a table of the pipeline's stream: the table
@@ -172,6 +175,7 @@ pipeline:
     assert _streams(tmp_path) == [STREAM_KEY]
 
 
+@pytest.mark.long
 def test_tables_come_and_go_inside_the_running_query(spark, mariadb, db, tmp_path):
     """A running pipeline (not ``--until-caught-up``): a table created meanwhile is
     snapshotted into its target, and a dropped one stopped, while the other table's changes
@@ -229,6 +233,7 @@ def _wait_for(check, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
+@pytest.mark.long
 def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
         spark, mariadb, db, tmp_path):
     """DROP TABLE and RENAME TABLE of tables in the pipeline's stream come as events at
@@ -268,6 +273,7 @@ def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
     assert _target(tmp_path, db, "c")[7] == ("x",)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("fmt", ["parquet", "json"])
 def test_a_changelog_sink_is_written_by_the_pipelines_stream(spark, mariadb, db, tmp_path, fmt):
     """The ``files`` sink (a changelog, every change row appended with Spark's writer) takes

@@ -46,6 +46,7 @@ SINK_KINDS = ["delta", "postgres", "kafka", "mysql", "iceberg"]
 KINDS = [k if k == "delta" else pytest.param(k, marks=pytest.mark.faults) for k in SINK_KINDS]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", KINDS)
 def test_reading_a_table_again_under_writes_leaves_target_equal_to_source(
         kind, mariadb, db, tmp_path, request):
@@ -112,6 +113,7 @@ def test_reading_a_table_again_under_writes_leaves_target_equal_to_source(
     assert v.returncode != 0 and "1000000" in v.stdout, v.stdout + v.stderr
 
 
+@pytest.mark.long
 def test_a_table_paused_in_its_snapshot_is_emptied_and_taken_again_on_resume(
         mariadb, db, tmp_path, request):
     """Paused half way through its snapshot, while the writer deletes rows the target

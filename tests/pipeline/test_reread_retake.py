@@ -28,6 +28,7 @@ from pipeline_support import source_yaml
 from reread_support import ROWS, Target, Writer, make_tables, mark, pipeline_yaml, source_rows
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", ["kafka", pytest.param("delta", marks=pytest.mark.faults),
                                   pytest.param("postgres", marks=pytest.mark.faults)])
 def test_a_new_primary_key_during_the_snapshot_retakes_the_table_under_writes(

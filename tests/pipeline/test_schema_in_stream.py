@@ -259,6 +259,7 @@ def _target(tmp_path, db, table="t"):
     return {r["id"]: r for r in read_delta(deltalake.DeltaTable(f"{tmp_path}/lake/{db}/{table}")).to_pylist()}
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.parametrize("write_on", ["driver", "executors"])
 def test_ddls_with_rows_between_them_stream_on_without_a_snapshot(spark, mariadb, db,
@@ -313,6 +314,7 @@ def test_an_alter_no_row_follows_reaches_the_target(spark, mariadb, db, tmp_path
     assert "z" in _target(tmp_path, db)[1]
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
         spark, mariadb, db, tmp_path):
@@ -347,6 +349,7 @@ def test_a_column_added_with_a_default_is_filled_in_for_the_rows_the_table_held(
     assert all(r.ok for r in results), render(results)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["delta", pytest.param("postgres", marks=pytest.mark.faults)])
 def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, mariadb, db,
@@ -391,6 +394,7 @@ def test_a_new_primary_key_is_written_up_to_then_the_table_goes_on_by_it(spark, 
     assert "taken again" not in st.note
 
 
+@pytest.mark.long
 def test_a_batch_that_evolved_its_target_is_replayed_alike(spark, mariadb, db, tmp_path):
     """A micro-batch whose ALTER added a filled column, written to the target and then
     replayed because its commit was lost (a crash between the target's commit and Spark's):

@@ -16,6 +16,7 @@ import logging
 import re
 from pathlib import Path
 
+import pytest
 from pipeline_support import source_yaml
 from reread_support import Writer
 from server_support import seq
@@ -46,6 +47,7 @@ def commits(root: Path) -> list[list[dict]]:
             for f in sorted((root / "_delta_log").glob("*.json"))]
 
 
+@pytest.mark.long
 def test_changes_are_written_by_key_slices_with_deletion_vectors(spark, mariadb, db,
                                                                  tmp_path, caplog):
     for t in "ab":

@@ -104,6 +104,7 @@ def _data_schema(spark, opts) -> pa.Schema:
     return spark.createDataFrame([], StructType(fields)).toArrow().schema
 
 
+@pytest.mark.long
 def test_concurrent_writers_into_every_sink(spark, mariadb, db, request, tmp_path):
     sparkcdc.register(spark)
     rows = 3000
@@ -139,6 +140,7 @@ def test_concurrent_writers_into_every_sink(spark, mariadb, db, request, tmp_pat
             f.close()
 
 
+@pytest.mark.long
 def test_engine_all_types_table_survives_every_sink(spark, mariadb, db, request, tmp_path):
     sparkcdc.register(spark)
     insert_all_types(mariadb, db)

@@ -15,6 +15,7 @@ import random
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from sink_support import SINK_IDS, D, TargetFactory, arrow_schema, table_rows
 
 from sparkcdc.apply import apply_changes
@@ -71,6 +72,7 @@ def simulate(rounds: int, per_round: int, seed: int = 7):
     return out, expected
 
 
+@pytest.mark.long
 def test_stream_into_every_sink_and_replay(spark, request, tmp_path):
     rounds, expected = simulate(rounds=4, per_round=150)
     src = tmp_path / "changes"

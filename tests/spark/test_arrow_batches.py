@@ -6,6 +6,7 @@ binlog, including updates and deletes."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 from server_support import seq
 from types_support import ALL_TYPES_DDL, ROW1_SQL, ROW3_SQL, ROW4_ZERO_SQL
 
@@ -36,6 +37,7 @@ def _rows(tables: list[pa.Table]) -> pa.Table:
     return t.sort_by([("_seq", "ascending"), ("_change_type", "ascending")])
 
 
+@pytest.mark.long
 def test_arrow_batches_equal_spark_rows_for_every_type(spark, mariadb, db, tmp_path):
     mariadb.execute("SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'",
                     ALL_TYPES_DDL, f"INSERT INTO all_types VALUES {ROW1_SQL}",
@@ -72,6 +74,7 @@ def _conn(mariadb):
                              password=i.cdc_password)
 
 
+@pytest.mark.long
 def test_tables_that_differ_share_one_stream_each_in_its_own_types(spark, mariadb, db,
                                                                    tmp_path):
     """One arrow-batches stream over two tables whose schemas differ (the ``tables``

@@ -138,6 +138,7 @@ def make_table(mariadb, db):
                     database=db)
 
 
+@pytest.mark.long
 def test_available_now_snapshot_under_writes_reads_the_binlog_once(spark, mariadb, db,
                                                                     tmp_path):
     make_table(mariadb, db)
@@ -162,6 +163,7 @@ def test_available_now_snapshot_under_writes_reads_the_binlog_once(spark, mariad
                             f"while one read of its binlog costs {once:,}: {times:.2f} times")
 
 
+@pytest.mark.long
 def test_until_caught_up_snapshot_under_writes_reads_the_binlog_once(spark, mariadb, db,
                                                                      tmp_path):
     make_table(mariadb, db)

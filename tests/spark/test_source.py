@@ -183,6 +183,7 @@ def test_batch_read_under_concurrent_writers_is_exact_at_its_offset(spark, maria
 
 # -- streaming -----------------------------------------------------------------------------------
 
+@pytest.mark.long
 def test_concurrent_writers_then_catch_up_reproduces_the_table(spark, mariadb, db, tmp_path):
     rows = 40_000
     make_table(mariadb, db, rows)
@@ -214,6 +215,7 @@ def test_concurrent_writers_then_catch_up_reproduces_the_table(spark, mariadb, d
     assert apply_in_seq_order(got) == table_state(mariadb, db)
 
 
+@pytest.mark.long
 def test_startup_modes(spark, mariadb, db, tmp_path):
     make_table(mariadb, db, 10)
     mariadb.execute(f"UPDATE `{db}`.t SET v = 100 WHERE id = 1")

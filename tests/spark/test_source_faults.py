@@ -73,6 +73,7 @@ def _active(q):
     return True
 
 
+@pytest.mark.long
 def test_a_server_out_of_reach_is_waited_out_up_to_connect_timeout(spark, mariadb, db,
                                                                    tmp_path):
     """The address dark for 5 s (a failover moving it, a restart), longer than the

@@ -47,6 +47,7 @@ pipeline:
 """, f"{name}.yaml")
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("fmt", ["canal-json", "changelog-json"])
 def test_a_topic_sparkcdc_wrote_applies_into_delta_equal_to_the_source(
         spark, mariadb, db, tmp_path, kafka_broker, fmt):

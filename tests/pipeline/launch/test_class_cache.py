@@ -67,6 +67,7 @@ def _copy(written, tmp: Path) -> Path:
     return next(p for p in _archives(tmp) if p.suffix == ".jsa")
 
 
+@pytest.mark.long
 def test_a_run_writes_the_archive_and_the_next_maps_spark_from_it(written):
     tmp, first = written
     assert not first["used"] and first["dump"].endswith(".tmp")

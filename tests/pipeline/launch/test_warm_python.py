@@ -159,6 +159,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mode", ["on", pytest.param("off", marks=pytest.mark.faults)])
 def test_a_sessions_python_workers_are_forked_warm(tmp_path, mode):
     env = tree_env(tmp_path / "cache")

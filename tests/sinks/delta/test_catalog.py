@@ -138,6 +138,7 @@ def test_same_location_reads_spark_and_delta_rs_spellings(tmp_path):
 
 # -- a run without Delta in the session (any PySpark) --------------------------------------
 
+@pytest.mark.long
 def test_catalog_target_without_delta_in_spark_stops_before_writing(mariadb, db, tmp_path):
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, v VARCHAR(10))",
                     "INSERT INTO orders VALUES (1, 'a'), (2, 'b')", database=db)

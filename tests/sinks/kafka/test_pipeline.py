@@ -78,6 +78,7 @@ def _events(broker, topic: str) -> dict[int, list[tuple]]:
     return by_key
 
 
+@pytest.mark.long
 def test_read_committed_consumers_see_the_source_changelog_once(spark, mariadb, db, tmp_path,
                                                                 kafka_broker, writes):
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, v VARCHAR(20))",
