@@ -59,7 +59,7 @@ MYSQL_TESTS := tests/core/test_chunking.py tests/pipeline/test_pipeline.py \
 	tests/pipeline/test_binlog_purged.py tests/pipeline/test_reread_retake.py \
 	tests/mysql/test_snapshot.py tests/mysql/binlog/test_failover.py \
 	tests/mysql/binlog/test_protocol.py tests/mysql/binlog/test_fastdecode.py \
-	tests/testing/test_mariadb.py tests/test_library_reader.py
+	tests/testing/test_mariadb.py tests/test_library_reader.py tests/mysql/binlog/test_reader.py
 test-mysql: setup
 	SPARKCDC_TEST_SOURCE=mysql $(PY) -m pytest $(MYSQL_TESTS) $(XDIST) --source-tests-only \
 		-m "not ($(NOT_IN_CI))"
