@@ -3,11 +3,14 @@ own binlog tool (issue 33).
 
     .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000]
         [--json-rows 3000] [--json-updates 1000] [--rounds 3]
-        [--servers mariadb,mysql,mysql-compressed] [--ssl-mode preferred|disabled]
+        [--servers mariadb,mysql,mysql-compressed,mariadb-compressed]
+        [--ssl-mode preferred|disabled]
         [--reader-only] [--baseline DIR] [--profile] [--json out.json]
 
 One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
-``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``. Each
+``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``, and
+(``mariadb-compressed``, asked for by name) MariaDB with ``log_bin_compress=ON``: the
+compressed MySQL read is then also paired with the compressed MariaDB one. Each
 gets the same change load, made by one stored procedure on the server, in a binlog file of
 its own (``FLUSH BINARY LOGS`` before and after): ``--inserts`` single-row INSERT
 transactions and ``--updates`` UPDATE transactions of 10 rows on a table of six columns
@@ -111,6 +114,9 @@ def sandbox(kind: str):
     if kind == "mysql-compressed":
         return servers.sandbox("mysql", "bench-reader-mysqlz", extra_args=(
             "--binlog-transaction-compression=ON", "--binlog-row-value-options=PARTIAL_JSON"))
+    if kind == "mariadb-compressed":  # every event of 256+ bytes deflated (zlib)
+        return servers.sandbox("mariadb", "bench-reader-mariadbz", extra_args=(
+            "--log-bin-compress=ON", "--log-bin-compress-min-len=256"))
     return servers.sandbox(kind, f"bench-reader-{kind}")
 
 
@@ -282,7 +288,6 @@ def main() -> None:
               f"{x['wall_s']:>7.2f} {x['cpu_s']:>6.2f}  {x['walls']} / {x['loads']}")
     by = {(x["server"], x["tool"]): x for x in out}
     for reader in readers:
-        base = by.get(("mariadb", reader))
         if len(readers) > 1:
             print(f"\n{reader}:")
         for s in made:
@@ -291,15 +296,23 @@ def main() -> None:
                             and x["tool"].endswith("decoded")), None)
             line = (f"{s.kind}: the reader is {decoded['wall_s'] / mine['wall_s']:.2f}x the "
                     f"speed of {decoded['tool']}" if decoded else f"{s.kind}: the reader")
-            if base is not None and s.kind != "mariadb":
-                line += (f"; {base['wall_s'] / mine['wall_s']:.2f}x its MariaDB speed (wall), "
+            # against MariaDB; compressed MySQL also against compressed MariaDB (each server
+            # inflating its own binlog: the same changes, the same kind of work)
+            peers = [k for k in ("mariadb", "mariadb-compressed") if k != s.kind
+                     and (k == "mariadb" or s.kind == "mysql-compressed")
+                     and by.get((k, reader)) is not None]
+            for peer in peers:
+                base = by[(peer, reader)]
+                name = "MariaDB" if peer == "mariadb" else "compressed MariaDB"
+                line += (f"; {base['wall_s'] / mine['wall_s']:.2f}x its {name} speed (wall), "
                          f"{base['cpu_s'] / mine['cpu_s']:.2f}x per CPU-second")
                 # each round's MariaDB read over this server's, in the same round (the
                 # machine's drift, which moves both, cancels): the median of those ratios
                 paired = [m["cpu_s"] / x["cpu_s"] for m, x in zip(
-                    runs[("mariadb", reader)], runs[(s.kind, reader)])]
-                mine["paired_cpu_ratio"] = round(statistics.median(paired), 3)
-                line += (f"; paired by round {mine['paired_cpu_ratio']:.2f}x per CPU-second "
+                    runs[(peer, reader)], runs[(s.kind, reader)])]
+                key = "paired_cpu_ratio" if peer == "mariadb" else f"paired_cpu_ratio_{peer}"
+                mine[key] = round(statistics.median(paired), 3)
+                line += (f"; paired by round {mine[key]:.2f}x per CPU-second "
                          f"({', '.join(f'{r:.2f}' for r in paired)})")
             if reader != BEFORE and BEFORE in readers:  # after against before, paired
                 gain = [b["cpu_s"] / x["cpu_s"] for b, x in zip(

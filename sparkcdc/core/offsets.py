@@ -44,7 +44,7 @@ def file_index(name: str) -> int:
 
 
 @functools.total_ordering
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: the binlog reader makes one per row change
 class BinlogOffset:
     file: str
     pos: int
@@ -114,10 +114,8 @@ class BinlogOffset:
     def at_row(self, rows: int) -> BinlogOffset:
         """``replace(self, rows=rows)`` without validating again: the binlog reader builds
         one offset per row change, and a frozen dataclass's ``__init__`` is its main cost."""
-        o = object.__new__(BinlogOffset)
-        o.__dict__.update(self.__dict__)
-        o.__dict__["rows"] = int(rows)
-        return o
+        return unchecked_offset(self.file, self.pos, self.events, int(rows), self.gtid,
+                                self.flavor, self.server)
 
     # -- JSON ------------------------------------------------------------------------------
 
@@ -156,3 +154,25 @@ class BinlogOffset:
         if self.gtid:
             s += f" gtid={self.gtid}"
         return s
+
+
+# the fields' slot descriptors, in the order of ``unchecked_offset``'s arguments
+_SET_FILE, _SET_POS, _SET_EVENTS, _SET_ROWS, _SET_GTID, _SET_FLAVOR, _SET_SERVER = (
+    getattr(BinlogOffset, name).__set__
+    for name in ("file", "pos", "events", "rows", "gtid", "flavor", "server"))
+
+
+def unchecked_offset(file: str, pos: int, events: int, rows: int, gtid: str | None,
+                     flavor: str, server: str | None) -> BinlogOffset:
+    """``BinlogOffset(...)`` without validating again, for values the binlog reader made
+    itself: it builds one offset per row change, and a frozen dataclass's ``__init__`` (a
+    call per field, then ``__post_init__``) is the main cost of one."""
+    o = object.__new__(BinlogOffset)
+    _SET_FILE(o, file)
+    _SET_POS(o, pos)
+    _SET_EVENTS(o, events)
+    _SET_ROWS(o, rows)
+    _SET_GTID(o, gtid)
+    _SET_FLAVOR(o, flavor)
+    _SET_SERVER(o, server)
+    return o

@@ -253,6 +253,21 @@ int ft_commit(State *st, int mysql, long long end_pos) {
 
 /* -- records -------------------------------------------------------------------------------- */
 
+/* A slotted dataclass's member descriptors for ``names`` into ``out``, or all NULL when the
+ * type keeps its fields in a __dict__. */
+static int member_descriptors(PyObject *type, PyObject **names, PyObject **out) {
+    int slotted = 1;
+    for (int k = 0; k < 7; k++) {
+        PyObject *d = PyObject_GetAttr(type, names[k]);
+        if (d == NULL) return -1;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) slotted = 0;
+        out[k] = d;
+    }
+    if (!slotted)
+        for (int k = 0; k < 7; k++) Py_CLEAR(out[k]);
+    return 0;
+}
+
 int ft_makers(Makers *m, PyObject *record_type, PyObject *offset_type, PyObject *flavor,
               PyObject *ops) {
     if (!PyType_Check(record_type) || !PyType_Check(offset_type) || !PyUnicode_Check(flavor) ||
@@ -266,15 +281,8 @@ int ft_makers(Makers *m, PyObject *record_type, PyObject *offset_type, PyObject 
     for (int k = 0; k < 3; k++) m->ops[k] = Py_NewRef(PyTuple_GET_ITEM(ops, k));
     /* a slotted dataclass: its fields set through their descriptors, as object.__setattr__
      * does (its frozen __init__ costs 7 Python-level calls per record) */
-    int slotted = 1;
-    for (int k = 0; k < 7; k++) {
-        PyObject *d = PyObject_GetAttr(record_type, record_names[k]);
-        if (d == NULL) return -1;
-        if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) slotted = 0;
-        m->slots[k] = d;
-    }
-    if (!slotted)
-        for (int k = 0; k < 7; k++) Py_CLEAR(m->slots[k]);
+    if (member_descriptors(record_type, record_names, m->slots) < 0) return -1;
+    if (member_descriptors(offset_type, offset_names, m->oslots) < 0) return -1;
     return 0;
 }
 
@@ -284,17 +292,22 @@ void ft_makers_clear(Makers *m) {
     Py_CLEAR(m->flavor);
     for (int k = 0; k < 3; k++) Py_CLEAR(m->ops[k]);
     for (int k = 0; k < 7; k++) Py_CLEAR(m->slots[k]);
+    for (int k = 0; k < 7; k++) Py_CLEAR(m->oslots[k]);
 }
 
-/* object.__new__(type) with its fields set (event_records.offset_at does the same). */
+/* object.__new__(type) with its fields set (event_records.offset_at does the same): through
+ * the slots' descriptors, or by name when the type has a __dict__. */
 static PyObject *make_offset(Makers *m, PyObject **vals) {
     PyObject *o = PyBaseObject_Type.tp_new((PyTypeObject *)m->offset_type, empty_tuple, NULL);
     if (o == NULL) return NULL;
-    for (int k = 0; k < 7; k++)
-        if (PyObject_GenericSetAttr(o, offset_names[k], vals[k]) < 0) {
+    for (int k = 0; k < 7; k++) {
+        PyObject *d = m->oslots[k];
+        if ((d ? Py_TYPE(d)->tp_descr_set(d, o, vals[k])
+               : PyObject_GenericSetAttr(o, offset_names[k], vals[k])) < 0) {
             Py_DECREF(o);
             return NULL;
         }
+    }
     return o;
 }
 

@@ -30,6 +30,7 @@ typedef struct {
     PyObject *record_type, *offset_type, *flavor;
     PyObject *ops[3];      /* by mode: insert, delete, update */
     PyObject *slots[7];    /* ChangeRecord's member descriptors (NULL: call the type) */
+    PyObject *oslots[7];   /* BinlogOffset's (NULL: set by name in its __dict__) */
 } Makers;
 
 int ft_in(State *st, PyObject *rs, int mysql);

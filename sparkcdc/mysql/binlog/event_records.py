@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import chain, repeat
 
-from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.offsets import unchecked_offset
 from sparkcdc.core.records import ChangeRecord
 from sparkcdc.core.schema import TableId
 from sparkcdc.mysql.binlog.read_state import ReadState
@@ -18,13 +18,7 @@ from sparkcdc.mysql.binlog.read_state import ReadState
 __all__ = ["event_records", "offset_at"]
 
 
-def offset_at(file: str, pos: int, events: int, rows: int, gtid: str | None,
-            flavor: str, server: str | None) -> BinlogOffset:
-    """``BinlogOffset(...)`` without validating again (the reader's own values)."""
-    o = object.__new__(BinlogOffset)
-    o.__dict__.update(file=file, pos=pos, events=events, rows=rows, gtid=gtid, flavor=flavor,
-                      server=server)
-    return o
+offset_at = unchecked_offset  # ``BinlogOffset(...)`` without validating again
 
 
 def event_records(state: ReadState, key: tuple, decoded: list, op: str, table_id: TableId,
