@@ -22,7 +22,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 # the full fault-injection suite (marker `faults`), the Spark standalone cluster (`cluster`) and
 # the huge transactions and rows (`huge`, minutes each) are left to `make test-faults`; the
-# long end-to-end tests (`long`: whole pipelines under writes, a minute or so each) to
+# long tests (`long`: whole pipelines under writes, the longest binlog reads; 15 s to 2 min) to
 # `make test-long` and, on MySQL, `make test-mysql`, which CI runs after make test
 NOT_IN_CI := faults or cluster or huge or spark_delta or wheel
 test: setup
@@ -32,7 +32,7 @@ test: setup
 	$(VENV)/bin/ruff check sparkcdc tests bench
 	$(PY) -m pytest tests $(XDIST) -m "not long and not ($(NOT_IN_CI))"
 
-# the long end-to-end tests on the MariaDB sandbox (and on both servers where a test asks for
+# the long tests on the MariaDB sandbox (and on both servers where a test asks for
 # both); make test-mysql runs those of them that use the session's source on MySQL 9.7
 test-long: setup
 	$(PY) -m pytest tests $(XDIST) -m "long and not ($(NOT_IN_CI))"

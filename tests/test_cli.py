@@ -182,6 +182,7 @@ def test_a_bad_file_fails_before_anything_runs(tmp_path):
     assert "p.yaml:4: 'source.port'" in r.stderr and "must be an integer" in r.stderr
 
 
+@pytest.mark.long
 def test_a_run_that_fails_while_spark_starts_ends_its_jvm(mariadb, tmp_path):
     """A run starts Spark's JVM in the background while it discovers its tables. When
     discovery fails, the run reports discovery's reason, and its ``close()`` waits for that

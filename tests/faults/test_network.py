@@ -100,6 +100,7 @@ def _streaming(p, table):
 
 # -- the fast subset (make test) -------------------------------------------------------------
 
+@pytest.mark.long
 def test_connections_cut_in_snapshot_and_stream(spark, mariadb, db, tmp_path):
     """Every connection (control, chunk reads, binlog) reset mid-snapshot and mid-stream,
     then new ones refused for 3 s."""

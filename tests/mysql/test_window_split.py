@@ -80,6 +80,7 @@ def event_at(cur, off: BinlogOffset) -> str:
     return cur.fetchone()[2]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("split_bytes,max_parts", [(20_000, 40), (60_000, 6), (150_000, 3),
                                                    (5_000, 200)])
 def test_sub_windows_partition_the_window_at_transaction_boundaries(backlog, split_bytes,

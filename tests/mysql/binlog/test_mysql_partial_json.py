@@ -85,6 +85,7 @@ def _json_statement(rng: random.Random, doc, column: str) -> str | None:
     return None
 
 
+@pytest.mark.long
 def test_partial_json_updates_equal_the_servers_documents(mysql_compressed, monkeypatch):
     """Random JSON_SET, JSON_REPLACE and JSON_REMOVE updates on nested paths (with other
     columns changed in the same statements, and two JSON columns at once): after each, the
