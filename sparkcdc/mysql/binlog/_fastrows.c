@@ -256,13 +256,10 @@ PyObject *fr_py_decode(PyObject *self, PyObject *args) {
  * Py_None (a new reference) when the event does not carry every column of the plan in every
  * image (the caller then names the missing column), and for mode 3 (PARTIAL_UPDATE_ROWS,
  * ``njson`` JSON columns) when a row holds a JSON diff the plan cannot apply. */
-PyObject *fr_decode_event(PlanObject *plan, const unsigned char *d, Py_ssize_t len,
-                          Py_ssize_t start, Py_ssize_t end, int tid_len, int version, int mode,
-                          Py_ssize_t njson) {
-    if (start < 0 || end > len || start > end || tid_len < 1 || tid_len > 8) {
-        PyErr_SetString(PyExc_ValueError, "a rows event outside its buffer");
-        return NULL;
-    }
+/* Where a rows event's images start (after its table id, flags, extra data, column count
+ * and bitmaps): 1 with ``*at`` set, 0 when a column is missing or the header is short. */
+static int images_at(PlanObject *plan, const unsigned char *d, Py_ssize_t start, Py_ssize_t end,
+                     int tid_len, int version, int mode, Py_ssize_t *at) {
     Py_ssize_t p = start + tid_len + 2, ncols = 0;
     int ok = 1;
     if (version == 2) {
@@ -285,8 +282,45 @@ PyObject *fr_decode_event(PlanObject *plan, const unsigned char *d, Py_ssize_t l
             if (!(d[p + (i >> 3)] >> (i & 7) & 1)) { ok = 0; break; }
         p += nb;
     }
-    if (!ok) Py_RETURN_NONE;
+    *at = p;
+    return ok;
+}
+
+PyObject *fr_decode_event(PlanObject *plan, const unsigned char *d, Py_ssize_t len,
+                          Py_ssize_t start, Py_ssize_t end, int tid_len, int version, int mode,
+                          Py_ssize_t njson) {
+    if (start < 0 || end > len || start > end || tid_len < 1 || tid_len > 8) {
+        PyErr_SetString(PyExc_ValueError, "a rows event outside its buffer");
+        return NULL;
+    }
+    Py_ssize_t p;
+    if (!images_at(plan, d, start, end, tid_len, version, mode, &p)) Py_RETURN_NONE;
     return fr_decode_images(plan, d + p, end - p, mode, njson);
+}
+
+PyObject *fr_decode_compressed_event(PlanObject *plan, const unsigned char *d, Py_ssize_t len,
+                                     Py_ssize_t start, Py_ssize_t end, int tid_len, int version,
+                                     int mode, PyObject *inflate) {
+    if (start < 0 || end > len || start > end || tid_len < 1 || tid_len > 8) {
+        PyErr_SetString(PyExc_ValueError, "a rows event outside its buffer");
+        return NULL;
+    }
+    Py_ssize_t p;
+    if (!images_at(plan, d, start, end, tid_len, version, mode, &p)) Py_RETURN_NONE;
+    PyObject *view = PyMemoryView_FromMemory((char *)d, end, PyBUF_READ);
+    if (view == NULL) return NULL;
+    PyObject *images = PyObject_CallFunction(inflate, "Onn", view, p, end);
+    Py_DECREF(view);
+    if (images == NULL) return NULL;
+    if (!PyBytes_Check(images)) {
+        Py_DECREF(images);
+        PyErr_SetString(PyExc_TypeError, "inflate gave no bytes");
+        return NULL;
+    }
+    PyObject *out = fr_decode_images(plan, (const unsigned char *)PyBytes_AS_STRING(images),
+                                     PyBytes_GET_SIZE(images), mode, 0);
+    Py_DECREF(images);
+    return out;
 }
 
 /* decode_event(plan, data, start, end, table_id_len, version, mode[, njson]) -> list | None:

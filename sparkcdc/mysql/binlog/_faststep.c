@@ -59,8 +59,22 @@ static int hand_if_error(void) {
     return FE_HAND;
 }
 
+/* protocol.events.mariadb_inflate, looked up at the first compressed rows event */
+static PyObject *inflate_fn;
+
+static PyObject *inflate_function(void) {
+    if (inflate_fn == NULL) {
+        PyObject *m = PyImport_ImportModule("sparkcdc.mysql.binlog.protocol.events");
+        if (m == NULL) return NULL;
+        inflate_fn = PyObject_GetAttrString(m, "mariadb_inflate");
+        Py_DECREF(m);
+    }
+    return inflate_fn;
+}
+
+/* A rows event; ``compressed``: MariaDB's log_bin_compress twin, its images deflated. */
 static int row_event(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t len,
-                     int csum, int mode, int version, PyObject *records) {
+                     int csum, int mode, int version, int compressed, PyObject *records) {
     State *st = &L->st;
     if (!st->in_txn) return FE_HAND;
     long long key[4] = {st->fidx, st->txn_pos, st->events, 0};
@@ -110,10 +124,18 @@ static int row_event(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t
     if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2 || PyTuple_GET_ITEM(hit, 0) != schema ||
         !PyObject_TypeCheck(PyTuple_GET_ITEM(hit, 1), &FR_PlanType))
         return FE_HAND;
-    PyObject *decoded = fr_decode_event((PlanObject *)PyTuple_GET_ITEM(hit, 1), d, len,
-                                        ev->s + 19, ev->e - csum, L->tid_len, version,
-                                        ev->type == T_PARTIAL ? 3 : mode, njson);
-    if (decoded == NULL) return hand_if_error();
+    PyObject *decoded;
+    if (compressed) { /* inflated by Python's zlib, then walked as a plain event's images */
+        PyObject *inflate = inflate_function();
+        if (inflate == NULL) return FE_FAILED;
+        decoded = fr_decode_compressed_event((PlanObject *)PyTuple_GET_ITEM(hit, 1), d, len,
+                                             ev->s + 19, ev->e - csum, L->tid_len, version, mode,
+                                             inflate);
+    } else
+        decoded = fr_decode_event((PlanObject *)PyTuple_GET_ITEM(hit, 1), d, len,
+                                  ev->s + 19, ev->e - csum, L->tid_len, version,
+                                  ev->type == T_PARTIAL ? 3 : mode, njson);
+    if (decoded == NULL) return hand_if_error(); /* Python's loop names what is wrong */
     if (decoded == Py_None) {
         Py_DECREF(decoded);
         return FE_HAND;
@@ -271,12 +293,19 @@ int fe_step(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t len, int
     }
     if (ev->log_pos == 0 || ev->flags & ARTIFICIAL) return FE_TAKEN;
     switch (t) {
-    case 23: return row_event(L, ev, d, len, csum, 0, 1, records);
-    case 24: return row_event(L, ev, d, len, csum, 2, 1, records);
-    case 25: return row_event(L, ev, d, len, csum, 1, 1, records);
-    case 30: return row_event(L, ev, d, len, csum, 0, 2, records);
-    case 31: case T_PARTIAL: return row_event(L, ev, d, len, csum, 2, 2, records);
-    case 32: return row_event(L, ev, d, len, csum, 1, 2, records);
+    case 23: return row_event(L, ev, d, len, csum, 0, 1, 0, records);
+    case 24: return row_event(L, ev, d, len, csum, 2, 1, 0, records);
+    case 25: return row_event(L, ev, d, len, csum, 1, 1, 0, records);
+    case 30: return row_event(L, ev, d, len, csum, 0, 2, 0, records);
+    case 31: case T_PARTIAL: return row_event(L, ev, d, len, csum, 2, 2, 0, records);
+    case 32: return row_event(L, ev, d, len, csum, 1, 2, 0, records);
+    /* MariaDB's compressed twins (log_bin_compress): WRITE, UPDATE, DELETE, v1 then v2 */
+    case 166: return row_event(L, ev, d, len, csum, 0, 1, 1, records);
+    case 167: return row_event(L, ev, d, len, csum, 2, 1, 1, records);
+    case 168: return row_event(L, ev, d, len, csum, 1, 1, 1, records);
+    case 169: return row_event(L, ev, d, len, csum, 0, 2, 1, records);
+    case 170: return row_event(L, ev, d, len, csum, 2, 2, 1, records);
+    case 171: return row_event(L, ev, d, len, csum, 1, 2, 1, records);
     case T_TABLE_MAP: return table_map(L, ev, d, csum);
     case T_MARIADB_GTID: case T_GTID: case T_ANONYMOUS_GTID: return gtid_event(L, ev, d);
     case T_PAYLOAD: return payload(L, ev, d, csum, opened);
@@ -292,7 +321,6 @@ int fe_step(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t len, int
     case T_XA_PREPARE: case T_PREVIOUS_GTIDS: case T_MARIADB_GTID_LIST: case T_QUERY_COMPRESSED:
         return FE_HAND;
     }
-    if (t >= 166 && t <= 171) return FE_HAND; /* MariaDB's compressed rows events */
     st->progress++;  /* format description, checkpoint, stop... */
     if (st->in_txn) return FE_TAKEN;
     st->boundary_pos = ev->log_pos;

@@ -41,7 +41,7 @@ What the reader owns, and why:
 * **MariaDB's compressed events** (``log_bin_compress=ON``) are inflated only where they are
   used (a captured table's row images, a statement), then read exactly as their plain twins:
   the same decoders, positions and event counts, so an offset means the same thing with
-  compression on or off.
+  compression on or off. Its compressed rows events stay in the compiled event loop.
 * **Checksums.** The events whose bytes are decoded (captured row events, table maps
   not seen before, compressed transactions) are checked against their CRC32 when the binlog
   has checksums (``binlog_checksum=CRC32``, both servers' default): a damaged one is read

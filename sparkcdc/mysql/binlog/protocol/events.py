@@ -169,8 +169,10 @@ def mariadb_inflate(data: bytes, p: int, end: int) -> bytes:
     event's file and position).
 
     Python's zlib does the inflate: it is the C library the server compresses with, and
-    its output is one ``bytes`` object that goes to the row decoders as it is, so inflating
-    in ``_fastdecode.c`` would save one call per event and add a build dependency."""
+    its output is one ``bytes`` object that goes to the row decoders as it is. The compiled
+    event loop calls this function too (``_faststep.c``), then walks the images in C; one
+    Python call per compressed event is what is left of its cost (docs/mysql-findings.md,
+    finding 21)."""
     if end - p < 2:
         raise ValueError("the compressed part is missing")
     head = data[p]
