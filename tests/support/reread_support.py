@@ -204,7 +204,7 @@ class Target:
             try:
                 other = iceberg_support.rows(iceberg_support.by_iceberg_rust(t), names) \
                     if got else []  # (no snapshot: none)
-            except Exception as e:  # noqa: BLE001 - only the one window below is waited out
+            except Exception as e:  # only the one window below is waited out
                 if "not found in table" not in str(e):
                     raise
                 # the column added, no snapshot written with it yet: iceberg-rust (0.11) scans
