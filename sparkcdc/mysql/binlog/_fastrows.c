@@ -257,9 +257,14 @@ PyObject *fr_py_decode(PyObject *self, PyObject *args) {
  * image (the caller then names the missing column), and for mode 3 (PARTIAL_UPDATE_ROWS,
  * ``njson`` JSON columns) when a row holds a JSON diff the plan cannot apply. */
 /* Where a rows event's images start (after its table id, flags, extra data, column count
- * and bitmaps): 1 with ``*at`` set, 0 when a column is missing or the header is short. */
-static int images_at(PlanObject *plan, const unsigned char *d, Py_ssize_t start, Py_ssize_t end,
-                     int tid_len, int version, int mode, Py_ssize_t *at) {
+ * and bitmaps): 1 with ``*at`` set, 0 when a column is missing or the header is short, -1
+ * with ValueError when the event lies outside its buffer. */
+static int images_at(PlanObject *plan, const unsigned char *d, Py_ssize_t len, Py_ssize_t start,
+                     Py_ssize_t end, int tid_len, int version, int mode, Py_ssize_t *at) {
+    if (start < 0 || end > len || start > end || tid_len < 1 || tid_len > 8) {
+        PyErr_SetString(PyExc_ValueError, "a rows event outside its buffer");
+        return -1;
+    }
     Py_ssize_t p = start + tid_len + 2, ncols = 0;
     int ok = 1;
     if (version == 2) {
@@ -289,24 +294,18 @@ static int images_at(PlanObject *plan, const unsigned char *d, Py_ssize_t start,
 PyObject *fr_decode_event(PlanObject *plan, const unsigned char *d, Py_ssize_t len,
                           Py_ssize_t start, Py_ssize_t end, int tid_len, int version, int mode,
                           Py_ssize_t njson) {
-    if (start < 0 || end > len || start > end || tid_len < 1 || tid_len > 8) {
-        PyErr_SetString(PyExc_ValueError, "a rows event outside its buffer");
-        return NULL;
-    }
     Py_ssize_t p;
-    if (!images_at(plan, d, start, end, tid_len, version, mode, &p)) Py_RETURN_NONE;
+    int ok = images_at(plan, d, len, start, end, tid_len, version, mode, &p);
+    if (ok <= 0) return ok < 0 ? NULL : Py_NewRef(Py_None);
     return fr_decode_images(plan, d + p, end - p, mode, njson);
 }
 
 PyObject *fr_decode_compressed_event(PlanObject *plan, const unsigned char *d, Py_ssize_t len,
                                      Py_ssize_t start, Py_ssize_t end, int tid_len, int version,
                                      int mode, PyObject *inflate) {
-    if (start < 0 || end > len || start > end || tid_len < 1 || tid_len > 8) {
-        PyErr_SetString(PyExc_ValueError, "a rows event outside its buffer");
-        return NULL;
-    }
     Py_ssize_t p;
-    if (!images_at(plan, d, start, end, tid_len, version, mode, &p)) Py_RETURN_NONE;
+    int ok = images_at(plan, d, len, start, end, tid_len, version, mode, &p);
+    if (ok <= 0) return ok < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *view = PyMemoryView_FromMemory((char *)d, end, PyBUF_READ);
     if (view == NULL) return NULL;
     PyObject *images = PyObject_CallFunction(inflate, "Onn", view, p, end);
