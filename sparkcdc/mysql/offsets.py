@@ -16,7 +16,8 @@ row lost for good (docs/mysql-findings.md, finding 19; on MySQL one low watermar
 under four writers, on MariaDB one in two hundred). So the read waits for that gap to close:
 MySQL's ``@@gtid_owned`` names the transactions between binlog and commit (those without a
 GTID are counted by ``Ongoing_anonymous_transaction_count``), and the wait ends when they are
-executed; MariaDB's ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` tells the binlog position
+executed (without GTIDs, when as many transactions follow the position as the count: commits
+in binlog order leave the uncommitted ones last, so the count need not reach zero); MariaDB's ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` tells the binlog position
 its read view holds (``binlog_snapshot_position``), and the offset is kept when that is at
 or past it. Commits follow binlog order on both (``binlog_order_commits``), so the waits are
 as long as a commit (an fsync, a semi-sync acknowledgement), not as long as a transaction.
@@ -28,9 +29,10 @@ import logging
 import os
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from sparkcdc.core.offsets import BinlogOffset
+from sparkcdc.core.offsets import BinlogOffset, file_index
 from sparkcdc.errors import ServerConfigError
 from sparkcdc.mysql.connection import ConnectionOptions
 
@@ -144,9 +146,8 @@ def _mysql_offset(cur, row: tuple) -> BinlogOffset:
     position; after a few tries the offset keeps the first set, which at worst reads one
     transaction again after a failover."""
     for _ in range(_MYSQL_ATTEMPTS):
-        cur.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.gtid_owned, @@GLOBAL.gtid_mode")
-        server, owned, mode = _values(cur.fetchone())
-        _await_mysql_commits(cur, owned, mode, f"{row[0]}:{row[1]}")
+        server, owned, mode, ordered = _commit_state(cur)
+        _await_mysql_commits(cur, owned, mode, _file_pos(row), ordered=ordered)
         again = _show_status(cur)
         if (mode or "").upper() == "OFF" or again is None:
             return _mysql(row, _status_gtid(row), server)
@@ -163,6 +164,24 @@ def _mysql_offset(cur, row: tuple) -> BinlogOffset:
     return _mysql(row, _status_gtid(row), server)
 
 
+def _commit_state(cur) -> tuple[Any, str | None, str | None, bool]:
+    """``@@server_id``, ``@@gtid_owned``, ``@@gtid_mode`` and whether commits follow binlog
+    order (a server without ``binlog_order_commits`` is taken as not promising it)."""
+    import pymysql
+
+    try:
+        cur.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.gtid_owned, @@GLOBAL.gtid_mode, "
+                    "@@GLOBAL.binlog_order_commits")
+        server, owned, mode, ordered = _values(cur.fetchone())
+        return server, owned, mode, str(ordered).upper() in ("1", "ON")
+    except pymysql.err.OperationalError as e:
+        if not e.args or e.args[0] != _UNKNOWN_VARIABLE:
+            raise
+    cur.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.gtid_owned, @@GLOBAL.gtid_mode")
+    server, owned, mode = _values(cur.fetchone())
+    return server, owned, mode, False
+
+
 def _mysql(row: tuple, gtid: str, server: Any) -> BinlogOffset:
     return BinlogOffset(row[0], int(row[1]), gtid=gtid or None, flavor="mysql",
                         server=str(server))
@@ -173,22 +192,35 @@ _GTID_NEXT = re.compile(r"GTID_NEXT\s*=\s*'([0-9a-fA-F-]+(?::[0-9A-Za-z_]+)?:\d+
 _PAGE = 8  # events a SHOW BINLOG EVENTS asks for at a time
 _MAX_EVENTS_BETWEEN = 2000
 _TRUNCATED = 1220  # SHOW BINLOG EVENTS met the event being written at the binlog's end
+_UNKNOWN_VARIABLE = 1193
 
 
 def _gtids_between(cur, start: tuple[str, int], end: tuple[str, int]) -> list[str] | None:
     """The GTIDs of the transactions MySQL wrote from ``start`` to ``end`` (a few: the
     time of one status read), or None when they cannot be listed cheaply (another file,
-    too many events). Read a few events at a time: the statement fails as a whole when it
-    reaches an event still being written past ``end``, and then one at a time."""
-    import pymysql
-
+    too many events)."""
     if start[0] != end[0] or end[1] < start[1]:
         return None
     found: list[str] = []
-    pos, page, seen = start[1], _PAGE, 0
-    while pos < end[1] and seen < _MAX_EVENTS_BETWEEN:
+    pos = start[1]
+    for event in _events_between(cur, start[0], start[1], end[1]):
+        if str(event[2]).startswith("Gtid") and (m := _GTID_NEXT.search(str(event[5]))):
+            found.append(m.group(1))
+        pos = int(event[4])
+    return found if pos >= end[1] else None
+
+
+def _events_between(cur, file: str, start: int, end: int) -> Iterator[tuple]:
+    """The events of one binlog file from ``start`` up to ``end`` (``_MAX_EVENTS_BETWEEN``
+    at most), each ``(Log_name, Pos, Event_type, Server_id, End_log_pos, Info)``. Read a
+    few at a time: the statement fails as a whole when it reaches an event still being
+    written past ``end``, and then one at a time."""
+    import pymysql
+
+    pos, page, seen = start, _PAGE, 0
+    while pos < end and seen < _MAX_EVENTS_BETWEEN:
         try:
-            cur.execute(f"SHOW BINLOG EVENTS IN %s FROM %s LIMIT {page}", (start[0], pos))
+            cur.execute(f"SHOW BINLOG EVENTS IN %s FROM %s LIMIT {page}", (file, pos))
             events = [_values(r) for r in cur.fetchall()]
         except pymysql.err.OperationalError as e:
             if not e.args or e.args[0] != _TRUNCATED or page == 1:
@@ -196,30 +228,61 @@ def _gtids_between(cur, start: tuple[str, int], end: tuple[str, int]) -> list[st
             page = 1
             continue
         if not events:
-            return None
-        for event in events:  # Log_name, Pos, Event_type, Server_id, End_log_pos, Info
-            if int(event[1]) >= end[1]:
-                return found
-            if str(event[2]).startswith("Gtid") and (m := _GTID_NEXT.search(str(event[5]))):
-                found.append(m.group(1))
+            return
+        for event in events:
+            if int(event[1]) >= end:
+                return
+            yield event
             pos = int(event[4])
         seen += len(events)
-    return found if pos >= end[1] else None
+
+
+def _transactions_between(cur, start: tuple[str, int], end: tuple[str, int],
+                          need: int) -> int:
+    """How many transactions MySQL wrote from ``start`` to ``end``, counted up to ``need``
+    (each begins with its GTID event, anonymous or not), across the files between."""
+    files = [start[0]]
+    if end[0] != start[0]:
+        cur.execute("SHOW BINARY LOGS")
+        names = [str(_values(r)[0]) for r in cur.fetchall()]
+        first, last = file_index(start[0]), file_index(end[0])
+        files = [n for n in names if first <= file_index(n) <= last]
+    count = 0
+    for name in files:
+        lo = start[1] if name == start[0] else 0
+        hi = end[1] if name == end[0] else 1 << 62
+        for event in _events_between(cur, name, lo, hi):
+            if "Gtid" in str(event[2]):  # Gtid, Anonymous_Gtid, Gtid_tagged; not Previous_gtids
+                count += 1
+                if count >= need:
+                    return count
+    return count
 
 
 def _status_gtid(row: tuple) -> str:
     return (row[4] or "").replace("\n", "") if len(row) > 4 else ""
 
 
-def _await_mysql_commits(cur, owned: str | None, mode: str | None, where: str) -> None:
-    """Return once every transaction MySQL has written to its binlog is committed, so a
-    read that starts now sees all of them (the module's docstring). Transactions with a
-    GTID are named by ``@@gtid_owned`` (read after the position: one written before it
-    owns its GTID until it commits) and awaited by name; transactions without one (a
-    ``gtid_mode`` other than ON) only have a count, awaited until it is zero."""
+def _await_mysql_commits(cur, owned: str | None, mode: str | None, start: tuple[str, int],
+                         ordered: bool = True) -> None:
+    """Return once every transaction MySQL wrote to its binlog before ``start`` is
+    committed, so a read that starts now sees all of them (the module's docstring).
+    Transactions with a GTID are named by ``@@gtid_owned`` (read after the position: one
+    written before it owns its GTID until it commits) and awaited by name.
+
+    Transactions without one (``gtid_mode`` OFF) only have a count,
+    ``Ongoing_anonymous_transaction_count``: those written to the binlog and not yet
+    committed (a transaction takes its anonymous ownership when it is written, at its
+    commit). Under writes that never pause the count need never reach zero, so it is not
+    waited for: MySQL commits in binlog order (``binlog_order_commits``, on by default),
+    so the transactions not yet committed are always the binlog's last ones, and when at
+    least as many transactions as the count follow ``start`` (the binlog's end read before
+    the count), every one before ``start`` is committed. With ``binlog_order_commits`` off,
+    or in the permissive modes where both kinds mix, the wait is for a count of zero."""
 
     pending = _OWNER.sub("", owned or "").replace("\n", "").strip(", ")
     anonymous = (mode or "").upper() != "ON"
+    by_order = ordered and (mode or "").upper() == "OFF"
     started = warned = time.monotonic()
     while True:
         if pending:
@@ -227,17 +290,22 @@ def _await_mysql_commits(cur, owned: str | None, mode: str | None, where: str) -
             if int(_one(cur.fetchone())) == 1:
                 pending = ""
         if anonymous and not pending:
+            end = _show_status(cur) if by_order else None  # before the count
             cur.execute("SHOW GLOBAL STATUS LIKE 'Ongoing_anonymous_transaction_count'")
             got = cur.fetchone()
-            anonymous = got is not None and int(_values(got)[1]) > 0
+            count = int(_values(got)[1]) if got is not None else 0
+            anonymous = count > 0 and not (
+                end is not None
+                and _transactions_between(cur, start, _file_pos(end), count) >= count)
         if not pending and not anonymous:
             return
         now = time.monotonic()
         if now - warned >= _WARN_EVERY_SECONDS:
             warned = now
-            log.warning("binlog position %s: waited %.0f s for %s to commit (written to the "
-                        "binlog, not yet visible); a snapshot chunk cannot start before", where,
-                        now - started, f"transactions {pending}" if pending else
+            log.warning("binlog position %s:%s: waited %.0f s for %s to commit (written to "
+                        "the binlog, not yet visible); a snapshot chunk cannot start before",
+                        start[0], start[1], now - started,
+                        f"transactions {pending}" if pending else
                         "transactions without a GTID (gtid_mode=ON names them, so the wait "
                         "is for those alone)")
         time.sleep(_POLL_SECONDS)

@@ -6,6 +6,7 @@ on MySQL one offset in seven under four writers, on MariaDB one in two hundred."
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -151,6 +152,76 @@ def test_mysql_offset_waits_for_a_transaction_between_binlog_and_commit(gtid_mod
         finally:
             t.join()
             writer.close()
+
+
+def test_mysql_offset_without_gtids_under_writes_that_never_pause(monkeypatch):
+    """Without GTIDs MySQL only counts the transactions between binlog and commit
+    (``Ongoing_anonymous_transaction_count``), and under writes that never pause the count
+    need not reach zero: the offset waited for a zero that came only by chance. Commits
+    in binlog order leave the uncommitted transactions last, so an offset is taken once as
+    many transactions follow it as the count says. Sixteen writers inside the server, each
+    pausing its own time between inserts, keep each group commit (held 50 ms between
+    binlog and commit) overlapping the next; every offset read among them must have every
+    insert the binlog holds before it visible to the count read right after it, and the
+    rule must have decided offsets while the count was not zero."""
+    from sparkcdc.mysql import offsets
+
+    decided: list[tuple[int, int]] = []
+    between = offsets._transactions_between
+
+    def counted(cur, start, end, need):
+        got = between(cur, start, end, need)
+        decided.append((got, need))
+        return got
+
+    monkeypatch.setattr(offsets, "_transactions_between", counted)
+    settings = MySQLSettings(gtid_mode="OFF", enforce_gtid_consistency="OFF",
+                             extra_args=("--binlog-group-commit-sync-delay=50000",))
+    with MySQLSandbox(settings, name="offset-anonymous-busy") as sb:
+        sb.execute("CREATE DATABASE g",
+                   "CREATE TABLE g.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+                   # a writer inside the server: its next insert a set pause after each commit
+                   "CREATE PROCEDURE g.w(pause DOUBLE) BEGIN DECLARE i INT DEFAULT 0; "
+                   "WHILE i < 100000000 DO INSERT INTO g.t (v) VALUES (i); DO SLEEP(pause); "
+                   "SET i = i + 1; END WHILE; END")
+        writers = [sb.admin_connection("g") for _ in range(16)]
+        ids = []
+        for w in writers:
+            with w.cursor() as cur:
+                cur.execute("SELECT CONNECTION_ID()")
+                ids.append(cur.fetchone()[0])
+
+        def write(conn, pause: float) -> None:
+            with conn.cursor() as cur, contextlib.suppress(Exception):
+                cur.execute("CALL g.w(%s)", (pause,))  # until its connection is killed
+
+        threads = [threading.Thread(target=write, args=(w, k * 0.003), daemon=True)
+                   for k, w in enumerate(writers)]
+        for t in threads:
+            t.start()
+        try:
+            with _cdc(sb).connect() as c, c.cursor() as cur:
+                time.sleep(0.5)
+                seen = []
+                for _ in range(20):
+                    off = current_offset(cur, "mysql")
+                    seen.append((off, _count(cur, "g.t")))  # read right after it
+                cur.execute(f"SHOW BINLOG EVENTS IN '{seen[-1][0].file}'")
+                inserts = [int(r["End_log_pos"] if isinstance(r, dict) else r[4])
+                           for r in cur.fetchall()
+                           if "Write_rows" in str(r["Event_type"] if isinstance(r, dict)
+                                                  else r[2])]
+        finally:
+            for i in ids:
+                sb.execute(f"KILL {i}")
+            for t in threads:
+                t.join(10)
+        for off, visible in seen:
+            written = sum(1 for end in inserts if end <= off.pos)
+            assert visible >= written > 0, \
+                f"{written - visible} inserts before {off} were not visible after it"
+        assert any(got >= need > 0 for got, need in decided), \
+            f"no offset was taken while transactions were between binlog and commit: {decided}"
 
 
 def _status_position(cur) -> int:

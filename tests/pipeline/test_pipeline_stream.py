@@ -234,6 +234,61 @@ def _wait_for(check, timeout: float, what: str) -> None:
 
 
 @pytest.mark.long
+def test_a_rename_noted_while_the_loop_follows_a_drop_is_followed_as_a_rename(
+        spark, mariadb, db, tmp_path, monkeypatch):
+    """The stream's batch (a thread of its own) notes a table's RENAME while the loop is
+    between taking its list of gone tables (a DROP of another one) and reconciling the
+    tables it discovered: the renamed table is missing from the source but not yet
+    followed. The loop leaves it to its next turn, which follows it as the rename it is
+    (the new name holds on until then) rather than as a table dropped on the source (CI
+    met this on MySQL, under load). The interleaving is made sure here: the batch's note
+    of the RENAME waits for the loop's next fresh discovery, which the DROP's follow-up
+    makes."""
+    from sparkcdc.pipeline.run.discovery import Discovery
+    from sparkcdc.pipeline.run.schema_events import SchemaInStream
+
+    mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(10))"
+                      for t in ("c", "r1")],
+                    *[f"INSERT INTO {t} SELECT seq, 'old' FROM {seq(mariadb, 5)}"
+                      for t in ("c", "r1")], database=db)
+    route = f"route:\n  - source-table: {db}.r[0-9]\n    sink-table: {db}.r\n"
+    defn = _defn(mariadb, db, tmp_path, extra=route)
+    _run(defn, spark)
+
+    held: list = []
+    applied: list[bool] = []
+    note_gone, discover = SchemaInStream.note_gone, Discovery.discover
+
+    def late_note(self, run):
+        if run.gone is not None and run.gone.kind == "renamed" and not applied:
+            held.append((run.state, run.gone))  # noted at the loop's next fresh discovery
+            return
+        note_gone(self, run)
+
+    def discover_noting(self, fresh=False):
+        if fresh and held:
+            table_state, gone = held.pop()
+            table_state.gone = gone  # as note_gone does, from the batch's thread
+            self.state.save()
+            applied.append(True)
+        return discover(self, fresh)
+
+    monkeypatch.setattr(SchemaInStream, "note_gone", late_note)
+    monkeypatch.setattr(Discovery, "discover", discover_noting)
+    mariadb.execute("UPDATE c SET v = 'last' WHERE id = 1", "DROP TABLE c",
+                    "UPDATE r1 SET v = 'before' WHERE id = 1", "RENAME TABLE r1 TO r2",
+                    "UPDATE r2 SET v = 'after' WHERE id = 2", database=db)
+    _run(defn, spark)
+    assert applied, "the RENAME was not noted during the DROP's follow-up"
+    st = Checkpoint(tmp_path / "ckpt").load_tables()
+    assert st[f"{db}.c"].status == "dropped"
+    assert st[f"{db}.r1"].status == "dropped" and st[f"{db}.r1"].note == f"renamed to {db}.r2"
+    assert st[f"{db}.r2"].note == f"renamed from {db}.r1"
+    assert _target(tmp_path, db, "r") == _source(mariadb, db, "r2")
+    assert _target(tmp_path, db, "c")[1] == ("last",)
+
+
+@pytest.mark.long
 def test_a_drop_and_a_rename_come_in_the_stream_after_the_tables_last_rows(
         spark, mariadb, db, tmp_path):
     """DROP TABLE and RENAME TABLE of tables in the pipeline's stream come as events at

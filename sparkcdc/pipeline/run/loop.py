@@ -412,13 +412,17 @@ class Runner:
                         fix="schema.change.behavior is 'exception': revert the change, or "
                             "choose evolve, try_evolve, lenient or ignore and run again")
         waits = self._gone_in_stream_ahead(found)
+        # its DROP or RENAME noted by the stream's batch (a thread of its own) since
+        # ``_follow_gone`` took its list: that call's next turn follows it, not this one
+        noted = {t for t, st in state.states.items()
+                 if st.status == CaptureStatus.ACTIVE and st.gone is not None}
         memo: dict = {}
         for old, new in self._renamed_in_snapshot(found, waits, memo):
             st = state.states[old]
             st.note = f"renamed to {new}"
             tables.go_on_as(st, new, found[new], False, None)
         # a new table routed where a table about to leave writes may be that table renamed
-        held = {t for w in waits for t in state.targets(state.states[w])}
+        held = {t for w in waits | noted for t in state.targets(state.states[w])}
         for table, schema in found.items():
             had = state.states.get(table)
             if had is None and held & set(targets_of(self.defn, table)):
@@ -450,7 +454,8 @@ class Runner:
             elif table not in state.runs:
                 tables.start(st, schema)
         for table, st in state.states.items():
-            if table not in found and st.status == CaptureStatus.ACTIVE and table not in waits:
+            if (table not in found and st.status == CaptureStatus.ACTIVE
+                    and table not in waits and table not in noted):
                 tables.dropped(st)
         for table in sorted(waits - set(state.runs)):  # read on up to its DROP or RENAME
             st = state.states[table]
