@@ -280,3 +280,55 @@ PyObject *fp_py_unzstd(PyObject *self, PyObject *args) {
     PyBuffer_Release(&buf);
     return out;
 }
+
+/* -- zlib (MariaDB's compressed events) ------------------------------------------------------- */
+
+/* zlib's uncompress2 (zlib 1.2.9+), looked up at run time like libzstd: Python's own zlib
+ * module links the same library, so it is there wherever that module is. */
+static struct {
+    int tried;
+    int (*uncompress2)(unsigned char *, unsigned long *, const unsigned char *, unsigned long *);
+} ZL;
+
+static int zlib_ready(void) {
+#if defined(__linux__)
+    if (!ZL.tried) {
+        ZL.tried = 1;
+        void *lib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (lib != NULL) {
+            *(void **)&ZL.uncompress2 = dlsym(lib, "uncompress2");
+            if (ZL.uncompress2 == NULL) dlclose(lib);
+        }
+    }
+#endif
+    return ZL.uncompress2 != NULL;
+}
+
+int fp_inflate_mariadb(const unsigned char *d, Py_ssize_t p, Py_ssize_t end, unsigned char **out,
+                       Py_ssize_t *n) {
+    *out = NULL;
+    if (end - p < 2 || !zlib_ready()) return 0;
+    unsigned head = d[p], lenlen = head & 0x07;
+    if (!(head & 0x80) || (head & 0x70) || lenlen < 1 || lenlen > 4 ||
+        end - p < 1 + (Py_ssize_t)lenlen)
+        return 0;
+    uint64_t size = 0;
+    for (unsigned i = 1; i <= lenlen; i++) size = (size << 8) | d[p + i];
+    if (size == 0) return 0;
+    unsigned char *buf = PyMem_Malloc((size_t)size);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const unsigned char *src = d + p + 1 + lenlen;
+    unsigned long srclen = (unsigned long)(end - p - 1 - (Py_ssize_t)lenlen), used = srclen;
+    unsigned long got = (unsigned long)size;
+    int rc = ZL.uncompress2(buf, &got, src, &used);
+    if (rc != 0 || got != size || used != srclen) { /* Z_OK; exactly the header's size */
+        PyMem_Free(buf);
+        return 0;
+    }
+    *out = buf;
+    *n = (Py_ssize_t)size;
+    return 1;
+}

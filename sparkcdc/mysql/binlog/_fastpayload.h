@@ -34,6 +34,12 @@ int fp_zstd_ready(void);
  * that, or libzstd is not there. */
 PyObject *fp_unzstd(void **ctx, const unsigned char *src, Py_ssize_t n, uint64_t size);
 void fp_zstd_free(void *ctx);
+/* The compressed part ``d[p:end]`` of a MariaDB compressed event (protocol.events
+ * .mariadb_inflate has the format) inflated by the system's zlib: 1 with ``*out`` (to
+ * PyMem_Free) of ``*n`` bytes; 0 when it cannot be inflated here exactly (malformed,
+ * corrupt, no libz): Python's mariadb_inflate then says what is wrong; -1 with MemoryError. */
+int fp_inflate_mariadb(const unsigned char *d, Py_ssize_t p, Py_ssize_t end, unsigned char **out,
+                       Py_ssize_t *n);
 PyObject *fp_py_zstd_ready(PyObject *self, PyObject *unused); /* zstd_in_c() -> bool */
 PyObject *fp_py_unzstd(PyObject *self, PyObject *args);   /* unzstd(data, size) -> bytes */
 

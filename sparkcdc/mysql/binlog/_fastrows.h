@@ -12,8 +12,9 @@ extern PyTypeObject FR_PlanType; /* _fastdecode.Plan */
 PyObject *fr_decode_event(PlanObject *plan, const unsigned char *d, Py_ssize_t len,
                           Py_ssize_t start, Py_ssize_t end, int tid_len, int version, int mode,
                           Py_ssize_t njson);
-/* The same for a MariaDB compressed rows event (log_bin_compress): its images are
- * ``inflate(view, p, end)`` (protocol.events.mariadb_inflate) of the bytes after its bitmaps. */
+/* The same for a MariaDB compressed rows event (log_bin_compress): its images are the bytes
+ * after its bitmaps inflated by the system's zlib (fp_inflate_mariadb), or, when they cannot
+ * be there, ``inflate(view, p, end)`` (protocol.events.mariadb_inflate), which says why. */
 PyObject *fr_decode_compressed_event(PlanObject *plan, const unsigned char *d, Py_ssize_t len,
                                      Py_ssize_t start, Py_ssize_t end, int tid_len, int version,
                                      int mode, PyObject *inflate);

@@ -125,7 +125,7 @@ static int row_event(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t
         !PyObject_TypeCheck(PyTuple_GET_ITEM(hit, 1), &FR_PlanType))
         return FE_HAND;
     PyObject *decoded;
-    if (compressed) { /* inflated by Python's zlib, then walked as a plain event's images */
+    if (compressed) { /* inflated by the system's zlib (Python's names a fault), then walked */
         PyObject *inflate = inflate_function();
         if (inflate == NULL) return FE_FAILED;
         decoded = fr_decode_compressed_event((PlanObject *)PyTuple_GET_ITEM(hit, 1), d, len,

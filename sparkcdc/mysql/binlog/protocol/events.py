@@ -170,9 +170,10 @@ def mariadb_inflate(data: bytes, p: int, end: int) -> bytes:
 
     Python's zlib does the inflate: it is the C library the server compresses with, and
     its output is one ``bytes`` object that goes to the row decoders as it is. The compiled
-    event loop calls this function too (``_faststep.c``), then walks the images in C; one
-    Python call per compressed event is what is left of its cost (docs/mysql-findings.md,
-    finding 21)."""
+    event loop inflates with that same library from C (``_fastpayload.c``'s
+    ``fp_inflate_mariadb``, no Python call per event) and calls this function only for a
+    part it could not inflate exactly, so that the fault is named here, once
+    (docs/mysql-findings.md, finding 21)."""
     if end - p < 2:
         raise ValueError("the compressed part is missing")
     head = data[p]
