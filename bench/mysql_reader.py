@@ -3,14 +3,16 @@ own binlog tool (issue 33).
 
     .venv/bin/python bench/mysql_reader.py [--inserts 30000] [--updates 3000]
         [--json-rows 3000] [--json-updates 1000] [--rounds 3]
-        [--servers mariadb,mysql,mysql-compressed,mariadb-compressed]
+        [--servers mariadb,mysql,mysql-compressed,mariadb-compressed,mysql-zstd,mysql-partial]
         [--ssl-mode preferred|disabled]
         [--reader-only] [--baseline DIR] [--profile] [--json out.json]
 
 One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
 ``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``, and
 (``mariadb-compressed``, asked for by name) MariaDB with ``log_bin_compress=ON``: the
-compressed MySQL read is then also paired with the compressed MariaDB one. Each
+compressed MySQL read is then also paired with the compressed MariaDB one. Asked for by name
+too, MySQL's two settings apart: ``mysql-zstd`` (compressed transactions alone, the like of
+compressed MariaDB) and ``mysql-partial`` (PARTIAL_JSON alone). Each
 gets the same change load, made by one stored procedure on the server, in a binlog file of
 its own (``FLUSH BINARY LOGS`` before and after): ``--inserts`` single-row INSERT
 transactions and ``--updates`` UPDATE transactions of 10 rows on a table of six columns
@@ -114,6 +116,12 @@ def sandbox(kind: str):
     if kind == "mysql-compressed":
         return servers.sandbox("mysql", "bench-reader-mysqlz", extra_args=(
             "--binlog-transaction-compression=ON", "--binlog-row-value-options=PARTIAL_JSON"))
+    if kind == "mysql-zstd":  # compressed transactions alone: like-for-like with MariaDB's
+        return servers.sandbox("mysql", "bench-reader-mysqlzstd", extra_args=(
+            "--binlog-transaction-compression=ON",))
+    if kind == "mysql-partial":  # JSON updates as PARTIAL_JSON diffs alone
+        return servers.sandbox("mysql", "bench-reader-mysqlpartial", extra_args=(
+            "--binlog-row-value-options=PARTIAL_JSON",))
     if kind == "mariadb-compressed":  # every event of 10+ bytes deflated (zlib), as MySQL
         return servers.sandbox("mariadb", "bench-reader-mariadbz", extra_args=(
             "--log-bin-compress=ON", "--log-bin-compress-min-len=10"))  # its whole transactions
@@ -299,7 +307,7 @@ def main() -> None:
             # against MariaDB; compressed MySQL also against compressed MariaDB (each server
             # inflating its own binlog: the same changes, the same kind of work)
             peers = [k for k in ("mariadb", "mariadb-compressed") if k != s.kind
-                     and (k == "mariadb" or s.kind == "mysql-compressed")
+                     and (k == "mariadb" or s.kind in ("mysql-compressed", "mysql-zstd"))
                      and by.get((k, reader)) is not None]
             for peer in peers:
                 base = by[(peer, reader)]
