@@ -227,15 +227,17 @@ class FaultProxy:
                 return
             with self._lock:
                 refusing = time.monotonic() < self._refuse_until
+            # Counted before the reset: the client sees the reset at once and a test may
+            # read the stats before this thread runs again.
             if refusing:
-                _reset(client)
                 self._note("refused", refused=1)
+                _reset(client)
                 continue
             try:
                 upstream = socket.create_connection(self.upstream, timeout=10)
             except OSError:
-                _reset(client)
                 self._note("upstream unreachable", refused=1)
+                _reset(client)
                 continue
             upstream.settimeout(None)
             for s in (client, upstream):
