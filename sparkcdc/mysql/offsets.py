@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,15 +46,25 @@ _WARN_EVERY_SECONDS = 10.0
 log = logging.getLogger(__name__)
 
 
+# the connections (weakly) whose server refused ``SHOW MASTER STATUS``: asked the new
+# spelling first after that, so a commit wait's polls cost one round trip each, not two
+_NEW_SPELLING: weakref.WeakSet = weakref.WeakSet()
+
+
 def _show_status(cur) -> tuple | None:
     import pymysql
 
-    try:
-        cur.execute("SHOW MASTER STATUS")
-    except pymysql.err.ProgrammingError as e:  # MySQL 8.4: the old spelling is gone
-        if not e.args or e.args[0] != _PARSE_ERROR:
-            raise
+    conn = cur.connection
+    if conn in _NEW_SPELLING:
         cur.execute("SHOW BINARY LOG STATUS")
+    else:
+        try:
+            cur.execute("SHOW MASTER STATUS")
+        except pymysql.err.ProgrammingError as e:  # MySQL 8.4: the old spelling is gone
+            if not e.args or e.args[0] != _PARSE_ERROR:
+                raise
+            cur.execute("SHOW BINARY LOG STATUS")
+            _NEW_SPELLING.add(conn)
     row = cur.fetchone()
     if row is None:
         return None

@@ -261,3 +261,40 @@ def test_mysql_is_read_as_mysql(mysql_server):
     with conn.connect() as c, c.cursor() as cur:
         assert detect_flavor(cur) == "mysql"
     assert current_offset(conn).flavor == "mysql"
+
+
+def test_mysql_84_is_asked_its_status_once_a_read(mysql_server):
+    """MySQL 8.4+ refuses ``SHOW MASTER STATUS``: the connection that met the refusal asks
+    ``SHOW BINARY LOG STATUS`` first after that, so the commit wait's polls cost one round
+    trip, not two."""
+    from sparkcdc.mysql import offsets
+
+    i = mysql_server.info
+    conn = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
+                             password=i.cdc_password)
+
+    class Asked:
+        """The cursor, with every statement sent to the server noted."""
+
+        def __init__(self, cur) -> None:
+            self.cur, self.connection, self.sent = cur, cur.connection, []
+
+        def execute(self, sql: str):
+            self.sent.append(sql)
+            return self.cur.execute(sql)
+
+        def fetchone(self):
+            return self.cur.fetchone()
+
+    with conn.connect() as c, c.cursor() as cur:
+        spy = Asked(cur)
+        first = offsets._show_status(spy)
+        assert spy.sent == ["SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"]
+        for _ in range(5):
+            again = offsets._show_status(spy)
+        with c.cursor() as other:  # the same connection, another cursor
+            spy2 = Asked(other)
+            offsets._show_status(spy2)
+    assert first is not None and again is not None and again[0] == first[0]
+    assert spy.sent[2:] == ["SHOW BINARY LOG STATUS"] * 5
+    assert spy2.sent == ["SHOW BINARY LOG STATUS"]
