@@ -20,8 +20,8 @@ void fjt_buf_free(Buf *o) {
     if (o->b != o->small) PyMem_Free(o->b);
 }
 
-static int grow(Buf *o, Py_ssize_t more) {
-    if (o->cap - o->n >= more) return 0;
+/* room for ``more`` bytes: the buffer doubled (called only when there is not, by room) */
+static int grow_to(Buf *o, Py_ssize_t more) {
     Py_ssize_t cap = o->cap;
     while (cap - o->n < more) {
         if (cap > PY_SSIZE_T_MAX / 2) {
@@ -43,6 +43,10 @@ static int grow(Buf *o, Py_ssize_t more) {
     o->b = b;
     o->cap = cap;
     return 0;
+}
+
+static inline int grow(Buf *o, Py_ssize_t more) {
+    return o->cap - o->n >= more ? 0 : grow_to(o, more);
 }
 
 static inline int put(Buf *o, const char *s, Py_ssize_t n) {
@@ -286,13 +290,9 @@ static int put_opaque(Buf *o, int field_type, const unsigned char *p, Py_ssize_t
         if (scale > precision) return fjt_bad("a DECIMAL with more scale than precision");
         int size = fd_decimal_size(precision, scale);
         if (n - 2 < size || size == 0) return fjt_bad("a DECIMAL shorter than its precision");
-        PyObject *text = fd_decimal_text(p + 2, precision, scale);
-        if (text == NULL) return -1;
-        Py_ssize_t tn;
-        const char *ts = PyUnicode_AsUTF8AndSize(text, &tn);
-        int rc = ts == NULL ? -1 : put(o, ts, tn);
-        Py_DECREF(text);
-        return rc;
+        char text[FD_DECIMAL_CHARS];
+        int tn = fd_decimal_chars(p + 2, precision, scale, text);
+        return tn < 0 ? -1 : put(o, text, tn);
     }
     if (field_type == F_DATE || field_type == F_DATETIME || field_type == F_TIMESTAMP)
         return put_datetime(o, p, n, field_type);

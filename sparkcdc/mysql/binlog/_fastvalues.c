@@ -3,7 +3,6 @@
  * reaches into the other. */
 #include "_fastvalues.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* -- DECIMAL ------------------------------------------------------------------------------ */
@@ -15,17 +14,32 @@ int fd_decimal_size(int precision, int scale) {
     return intg / 9 * 4 + dig2bytes[intg % 9] + scale / 9 * 4 + dig2bytes[scale % 9];
 }
 
-/* MySQL's binary DECIMAL as plain text, exactly as PyRowDecoder (and, in JSON, json_binary)
- * writes it; a precision of at most 255 (a JSON DECIMAL's byte). */
-PyObject *fd_decimal_text(const unsigned char *src, int precision, int scale) {
+/* ``v`` in decimal at ``o``: at least ``width`` digits, zeros first (snprintf's "%0*llu",
+ * which costs a format parse per call: a JSON document of decimals calls this per group). */
+static int put_digits(char *o, uint64_t v, int width) {
+    char t[24];
+    int i = 24;
+    do {
+        t[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    int n = 24 - i, pad = width > n ? width - n : 0;
+    memset(o, '0', pad);
+    memcpy(o + pad, t + i, n);
+    return pad + n;
+}
+
+/* MySQL's binary DECIMAL as plain text into ``out`` (FD_DECIMAL_CHARS bytes at least),
+ * exactly as PyRowDecoder (and, in JSON, json_binary) writes it; a precision of at most 255
+ * (a JSON DECIMAL's byte). Its length, or -1 with ValueError. */
+int fd_decimal_chars(const unsigned char *src, int precision, int scale, char *out) {
     int intg = precision - scale;
     int intg0 = intg / 9, intg0x = intg % 9, frac0 = scale / 9, frac0x = scale % 9;
     int size = fd_decimal_size(precision, scale);
     unsigned char b[128];
-    char out[640];
     if (size > (int)sizeof(b) || size < 1 || intg < 0 || scale < 0 || precision > 255) {
         PyErr_SetString(PyExc_ValueError, "DECIMAL too wide");
-        return NULL;
+        return -1;
     }
     memcpy(b, src, size);
     int negative = !(b[0] & 0x80);
@@ -35,38 +49,40 @@ PyObject *fd_decimal_text(const unsigned char *src, int precision, int scale) {
     char whole[320];
     int wl = 0, i = 0, lead = dig2bytes[intg0x], tail = dig2bytes[frac0x];
     if (lead) {
-        wl += snprintf(whole + wl, sizeof(whole) - wl, "%llu",
-                       (unsigned long long)fd_be(b, lead));
+        wl += put_digits(whole + wl, fd_be(b, lead), 0);
         i = lead;
     }
     for (int k = 0; k < intg0; k++, i += 4)
-        wl += snprintf(whole + wl, sizeof(whole) - wl, "%09llu",
-                       (unsigned long long)fd_be(b + i, 4));
+        wl += put_digits(whole + wl, fd_be(b + i, 4), 9);
     int z = 0;
     while (z < wl && whole[z] == '0') z++;
-    int ol = 0;
+    int ol = 1; /* out[0]: the sign's place */
     if (z == wl)
         out[ol++] = '0';
     else {
-        memcpy(out, whole + z, wl - z);
-        ol = wl - z;
+        memcpy(out + 1, whole + z, wl - z);
+        ol += wl - z;
     }
     if (scale) {
         out[ol++] = '.';
         for (int k = 0; k < frac0; k++, i += 4)
-            ol += snprintf(out + ol, sizeof(out) - ol, "%09llu",
-                           (unsigned long long)fd_be(b + i, 4));
+            ol += put_digits(out + ol, fd_be(b + i, 4), 9);
         if (tail)
-            ol += snprintf(out + ol, sizeof(out) - ol, "%0*llu", frac0x,
-                           (unsigned long long)fd_be(b + i, tail));
+            ol += put_digits(out + ol, fd_be(b + i, tail), frac0x);
     }
     int nonzero = 0;
-    for (int k = 0; k < ol; k++)
+    for (int k = 1; k < ol; k++)
         if (out[k] != '0' && out[k] != '.') nonzero = 1;
     if (negative && nonzero) {
-        memmove(out + 1, out, ol);
         out[0] = '-';
-        ol++;
+        return ol;
     }
-    return PyUnicode_FromStringAndSize(out, ol);
+    memmove(out, out + 1, ol - 1);
+    return ol - 1;
+}
+
+PyObject *fd_decimal_text(const unsigned char *src, int precision, int scale) {
+    char out[FD_DECIMAL_CHARS];
+    int n = fd_decimal_chars(src, precision, scale, out);
+    return n < 0 ? NULL : PyUnicode_FromStringAndSize(out, n);
 }

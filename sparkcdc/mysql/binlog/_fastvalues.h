@@ -24,6 +24,9 @@ static inline uint64_t fd_be(const unsigned char *p, int n) {
 /* MySQL's binary DECIMAL (``precision``, ``scale``, ``size`` bytes at ``src``) as text:
  * the scale's digits after the point, '-' unless the value is zero. */
 PyObject *fd_decimal_text(const unsigned char *src, int precision, int scale);
+/* the same text into ``out`` (FD_DECIMAL_CHARS bytes): its length, or -1 with ValueError */
+#define FD_DECIMAL_CHARS 640
+int fd_decimal_chars(const unsigned char *src, int precision, int scale, char *out);
 int fd_decimal_size(int precision, int scale);
 
 #endif
