@@ -130,6 +130,9 @@ bench: setup
 	$(PY) bench/pipeline.py --server mysql --sinks delta
 	$(PY) bench/flink.py --server mysql
 	$(PY) bench/mysql_reader.py
+	command -v valgrind >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind
+	$(PY) bench/mysql_reader.py --instructions \
+		--servers mariadb,mysql,mysql-partial,mysql-zstd,mariadb-compressed
 	$(PY) bench/soak.py --minutes $(SOAK_MINUTES)
 
 clean:

@@ -5,7 +5,7 @@ own binlog tool (issue 33).
         [--json-rows 3000] [--json-updates 1000] [--rounds 3]
         [--servers mariadb,mysql,mysql-compressed,mariadb-compressed,mysql-zstd,mysql-partial]
         [--ssl-mode preferred|disabled]
-        [--reader-only] [--baseline DIR] [--profile] [--json out.json]
+        [--reader-only] [--baseline DIR] [--profile] [--instructions] [--json out.json]
 
 One sandbox per server, all started first: MariaDB 10.11, MySQL 9.7, and MySQL 9.7 with
 ``binlog_transaction_compression=ON`` and ``binlog_row_value_options=PARTIAL_JSON``, and
@@ -47,7 +47,16 @@ sparkcdc reader's count for all three), wall and CPU seconds, the load average a
 run's start, and the ratios: the reader on MySQL against the reader on MariaDB, and the
 reader against the tool on the same server. ``--profile``: after the rounds, one more read
 by the sparkcdc reader per server under cProfile, its top functions by own time (where the
-servers differ). The result goes to stdout (and ``--json``);
+servers differ). ``--instructions``: instead of timed rounds, one read per server (in a
+process of its own, ``bench/reader_once.py``) under valgrind's callgrind, which counts the
+instructions the whole process executes: the same count for the same work whatever the
+machine's load, where this machine's CPU-seconds for the same read vary by up to 2x from
+round to round (its two vCPUs are shared with other guests). The count covers the process
+(its imports and start-up too, about the same for every server); the part of it spent
+printing MySQL's binary JSON as text (the functions of ``_fastjson*.c`` and the DECIMAL
+digits they print), which a MariaDB read never does (MariaDB logs JSON as text), is shown
+apart, so is the ratio to MariaDB without it. It needs valgrind (``apt-get install
+valgrind``); a read takes about 80 times as long as without it. The result goes to stdout (and ``--json``);
 docs/benchmarks.md ("MySQL") and docs/mysql-findings.md quote it.
 """
 
@@ -59,6 +68,7 @@ import io
 import json
 import os
 import pstats
+import re
 import shutil
 import statistics
 import subprocess
@@ -109,6 +119,8 @@ BEGIN
 END
 """
 TOOLS = ("sparkcdc reader", "tool raw", "tool decoded")
+# callgrind's "file:function" of printing binary JSON as text (--instructions)
+JSON_TEXT = re.compile(r"_fastjson\w*\.c:|:(fd_decimal_chars|put_digits|fd_decimal_size)\b")
 BEFORE = "sparkcdc reader (baseline)"  # --baseline: the other checkout's reader
 
 
@@ -208,6 +220,32 @@ class Server:
                 shutil.rmtree(raw, ignore_errors=True)
         return {"wall_s": m.seconds, "cpu_s": m.cpu_s, "load": before}
 
+    def instructions(self, server_id: int) -> dict:
+        """One read by this tree's reader under callgrind (module docstring): the process's
+        instructions, and those of printing binary JSON as text."""
+        arg = json.dumps({"root": str(ROOT), "conn": self.conn_kwargs, "server_id": server_id,
+                          "tables": [[t.database, t.table] for t in self.tables],
+                          "start": self.start.to_dict(), "end": self.end.to_dict()})
+        out = Path(servers.raw_folder("mariadb")) / f"callgrind-{self.kind}.out"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}  # no OpenBLAS helper threads
+        run = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                              sys.executable, str(ROOT / "bench" / "reader_once.py"), arg],
+                             capture_output=True, text=True, check=False, env=env)
+        if run.returncode != 0:
+            raise RuntimeError(f"callgrind of bench/reader_once.py: {run.stderr[-1500:]}")
+        self.records = json.loads(run.stdout.strip().splitlines()[-1])["records"]
+        total = int(re.search(r"Collected : (\d+)", run.stderr).group(1))
+        listing = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100",
+                                  str(out)], capture_output=True, text=True, check=True).stdout
+        json_text = 0
+        for line in listing.splitlines():
+            m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(\S+)", line)
+            if m and JSON_TEXT.search(m.group(2)):
+                json_text += int(m.group(1).replace(",", ""))
+        out.unlink()
+        return {"instructions": total, "json_text": json_text}
+
     def profile(self, server_id: int, top: int = 14) -> str:
         reader = BinlogReader(self.conn, server_id, self.tables)
         prof = cProfile.Profile()
@@ -237,6 +275,9 @@ def main() -> None:
                     help="another checkout whose reader reads beside this one's (before and "
                          "after in the same rounds)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count each server's read in instructions under callgrind instead "
+                         "of timing rounds (needs valgrind)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     readers = ((BEFORE,) if a.baseline else ()) + TOOLS[:1]
@@ -248,9 +289,14 @@ def main() -> None:
     log = Path(servers.raw_folder("mariadb")) / "tools.log"
     made: list[Server] = []
     profiles: dict[str, str] = {}
+    if a.instructions and shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind's callgrind: apt-get install valgrind")
     try:
         for k in kinds:
             made.append(Server(k, a))
+        if a.instructions:
+            counted(made, a)
+            return
         runs: dict[tuple[str, str], list[dict]] = {}
         sid = 7600
         for r in range(a.rounds):
@@ -334,6 +380,34 @@ def main() -> None:
     if a.json:
         Path(a.json).write_text(json.dumps({"started": started, "results": out,
                                             "profiles": profiles}, indent=1))
+
+
+def counted(made: list[Server], a: argparse.Namespace) -> None:
+    """--instructions: each server's read counted once, printed beside MariaDB's."""
+    got = {s.kind: s.instructions(7900 + i) for i, s in enumerate(made)}
+    counts = {s.kind: s.records for s in made}
+    if len(set(counts.values())) != 1:
+        raise SystemExit(f"the servers' records differ: {counts}")
+    base = got.get("mariadb")
+    print(f"\n{'server':20} {'records':>8} {'instructions':>15} {'per record':>11} "
+          f"{'JSON as text':>13}  against MariaDB (without the JSON text)")
+    out = []
+    for s in made:
+        g = got[s.kind]
+        line = (f"{s.kind:20} {s.records:>8} {g['instructions']:>15,} "
+                f"{g['instructions'] / s.records:>11,.0f} {g['json_text']:>13,}")
+        x = {"server": s.kind, "version": s.version, "records": s.records, **g}
+        if base is not None and s.kind != "mariadb":
+            x["speed_vs_mariadb"] = round(base["instructions"] / g["instructions"], 3)
+            x["speed_vs_mariadb_without_json_text"] = round(
+                (base["instructions"] - base["json_text"])
+                / (g["instructions"] - g["json_text"]), 3)
+            line += (f"  {x['speed_vs_mariadb']:.3f}x "
+                     f"({x['speed_vs_mariadb_without_json_text']:.3f}x)")
+        out.append(x)
+        print(line)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"instructions": out}, indent=1))
 
 
 if __name__ == "__main__":
