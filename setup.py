@@ -15,7 +15,8 @@ setup(
             "sparkcdc.mysql.binlog._fastdecode",
             [f"sparkcdc/mysql/binlog/_fast{part}.c" for part in _PARTS],
             depends=[f"sparkcdc/mysql/binlog/_fast{part}.h" for part in _PARTS[1:]],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces",
+                                "-Werror=implicit-function-declaration"],
             optional=True,
         )
     ]

@@ -63,13 +63,9 @@ static inline int put1(Buf *o, char c) {
 }
 
 static int put_u64(Buf *o, uint64_t v) {
-    char t[24];
-    int i = 24;
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put(o, t + i, 24 - i);
+    if (grow(o, 24) < 0) return -1;
+    o->n += fd_put_digits(o->b + o->n, v, 0);
+    return 0;
 }
 
 static int put_i64(Buf *o, int64_t v) {

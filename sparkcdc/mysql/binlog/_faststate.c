@@ -6,6 +6,7 @@
  * domain, a MySQL GTID that is not its source's next, the first commit of a read) is left
  * to ReadState.commit, the loop handing that event to Python. */
 #include "_faststate.h"
+#include "_fastvalues.h"
 
 #include <string.h>
 
@@ -16,14 +17,6 @@ static PyObject *a_file, *a_fidx, *a_boundary_pos, *a_gtid, *a_in_txn, *a_txn_po
     *a_domains, *a_mysql_set, *a_txn_sid, *a_txn_gno, *a_fast_next, *a_extend_fast;
 /* BinlogOffset's fields and ChangeRecord's, in their dataclasses' order */
 static PyObject *offset_names[7], *record_names[7];
-
-static int put_u64(char *o, unsigned long long v) {
-    char t[20];
-    int n = 0;
-    do t[n++] = (char)('0' + v % 10); while ((v /= 10) != 0);
-    for (int k = 0; k < n; k++) o[k] = t[n - 1 - k];
-    return n;
-}
 
 PyObject *ft_text(PyObject *a, const unsigned long long *nums, int count, char sep, PyObject *b) {
     const char *pa = "", *pb = "";
@@ -42,7 +35,7 @@ PyObject *ft_text(PyObject *a, const unsigned long long *nums, int count, char s
     int lm = 0;
     for (int k = 0; k < count && k < 3; k++) {
         if (k) mid[lm++] = sep;
-        lm += put_u64(mid + lm, nums[k]);
+        lm += fd_put_digits(mid + lm, nums[k], 0);
     }
     PyObject *r = PyUnicode_New(la + lm + lb, 127);
     if (r == NULL) return NULL;

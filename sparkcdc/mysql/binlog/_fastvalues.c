@@ -14,21 +14,6 @@ int fd_decimal_size(int precision, int scale) {
     return intg / 9 * 4 + dig2bytes[intg % 9] + scale / 9 * 4 + dig2bytes[scale % 9];
 }
 
-/* ``v`` in decimal at ``o``: at least ``width`` digits, zeros first (snprintf's "%0*llu",
- * which costs a format parse per call: a JSON document of decimals calls this per group). */
-static int put_digits(char *o, uint64_t v, int width) {
-    char t[24];
-    int i = 24;
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    int n = 24 - i, pad = width > n ? width - n : 0;
-    memset(o, '0', pad);
-    memcpy(o + pad, t + i, n);
-    return pad + n;
-}
-
 /* MySQL's binary DECIMAL as plain text into ``out`` (FD_DECIMAL_CHARS bytes at least),
  * exactly as PyRowDecoder (and, in JSON, json_binary) writes it; a precision of at most 255
  * (a JSON DECIMAL's byte). Its length, or -1 with ValueError. */
@@ -49,11 +34,11 @@ int fd_decimal_chars(const unsigned char *src, int precision, int scale, char *o
     char whole[320];
     int wl = 0, i = 0, lead = dig2bytes[intg0x], tail = dig2bytes[frac0x];
     if (lead) {
-        wl += put_digits(whole + wl, fd_be(b, lead), 0);
+        wl += fd_put_digits(whole + wl, fd_be(b, lead), 0);
         i = lead;
     }
     for (int k = 0; k < intg0; k++, i += 4)
-        wl += put_digits(whole + wl, fd_be(b + i, 4), 9);
+        wl += fd_put_digits(whole + wl, fd_be(b + i, 4), 9);
     int z = 0;
     while (z < wl && whole[z] == '0') z++;
     int ol = 1; /* out[0]: the sign's place */
@@ -66,9 +51,9 @@ int fd_decimal_chars(const unsigned char *src, int precision, int scale, char *o
     if (scale) {
         out[ol++] = '.';
         for (int k = 0; k < frac0; k++, i += 4)
-            ol += put_digits(out + ol, fd_be(b + i, 4), 9);
+            ol += fd_put_digits(out + ol, fd_be(b + i, 4), 9);
         if (tail)
-            ol += put_digits(out + ol, fd_be(b + i, tail), frac0x);
+            ol += fd_put_digits(out + ol, fd_be(b + i, tail), frac0x);
     }
     int nonzero = 0;
     for (int k = 1; k < ol; k++)

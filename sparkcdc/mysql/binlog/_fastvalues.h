@@ -8,6 +8,7 @@
 #endif
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline uint64_t fd_le(const unsigned char *p, int n) {
     uint64_t v = 0;
@@ -19,6 +20,22 @@ static inline uint64_t fd_be(const unsigned char *p, int n) {
     uint64_t v = 0;
     for (int i = 0; i < n; i++) v = (v << 8) | p[i];
     return v;
+}
+
+/* ``v`` in decimal at ``o`` (24 bytes of room): at least ``width`` digits, zeros first, as
+ * snprintf's "%0*llu" without its format parse (DECIMALs, JSON numbers, GTID set texts);
+ * how many bytes it wrote. */
+static inline int fd_put_digits(char *o, uint64_t v, int width) {
+    char t[24];
+    int i = 24;
+    do {
+        t[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    int n = 24 - i, pad = width > n ? width - n : 0;
+    memset(o, '0', (size_t)pad);
+    memcpy(o + pad, t + i, (size_t)n);
+    return pad + n;
 }
 
 /* MySQL's binary DECIMAL (``precision``, ``scale``, ``size`` bytes at ``src``) as text:
