@@ -228,7 +228,8 @@ class Server:
                           "start": self.start.to_dict(), "end": self.end.to_dict()})
         out = Path(servers.raw_folder("mariadb")) / f"callgrind-{self.kind}.out"
         out.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}  # no OpenBLAS helper threads
+        # no OpenBLAS helper threads; one hash seed, so dicts probe alike in every read
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
         run = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                               sys.executable, str(ROOT / "bench" / "reader_once.py"), arg],
                              capture_output=True, text=True, check=False, env=env)
