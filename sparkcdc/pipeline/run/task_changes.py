@@ -11,8 +11,9 @@ stored files its keys can lie in). Then one Spark job:
 1. **route** (a task per stage-one partition): each record batch of a planned table is
    converted and shaped like its target (as the driver's path does: ``convert_rows``,
    ``conform``) and cut by slice, one piece per target and slice;
-2. **shuffle**: each piece goes to the partition of its (target, slice), so every change of
-   a key, whichever binlog reader or chunk read it, meets in one task;
+2. **shuffle**: each piece goes to the partition of its (target, slice), named rather than
+   hashed (``repartitionById``), so every change of a key, whichever binlog reader or chunk
+   read it, meets in one task, and every slice has a task of its own;
 3. **write** (a task per slice): the slice's changes reduced to one per key in binlog
    order (``reduce_changes``, the driver's planner) and written by the target
    (``Sink.write_changes``): new rows as files, the replaced and deleted rows marked in
@@ -87,31 +88,59 @@ class SliceOutcome:
     newest_op_ts: int | None
 
 
+# the route's pieces and the writers' outcomes as the two stages' rows
+_PIECES = pa.schema([("part", pa.int32()), ("job", pa.int32()), ("slice", pa.int32()),
+                     ("payload", pa.binary())])
+_OUTCOMES = pa.schema([("outcome", pa.string())])
+
+
 def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob],
                   sink_type: str, options: dict[str, str],
                   extras: SourceExtras | None) -> list[SliceOutcome]:
     """The Spark job (module docstring): ``staged`` is the batch's first stage, whose
-    ``changes`` rows hold the planned tables' record batches."""
+    ``changes`` rows hold the planned tables' record batches.
+
+    Both stages are DataFrame stages (``mapInArrow``), run by the same Python workers as the
+    batch's first stage; the shuffle sends each piece to the partition its ``part`` names
+    (``repartitionById``: every slice its own task, and every task runs, rows or none). An
+    RDD's ``flatMap`` and ``partitionBy`` here made the JVM pickle every piece and forked a
+    second Python daemon with workers of its own for the batch."""
+    from pyspark import TaskContext
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     n = sum(j.slices.count for j in jobs)
     by_table: dict[str, list[int]] = {}
     for i, j in enumerate(jobs):
         by_table.setdefault(j.table, []).append(i)
 
-    def route(row: Any) -> Iterator[tuple[int, tuple[int, int, bytes]]]:
-        yield from route_rows(row[0], bytes(row[1]), plans, jobs, by_table, extras)
+    def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:  # a batch out per record batch in: its pieces fit a binary column
+            for table, ipc in zip(b.column("tbl").to_pylist(), b.column("payload").to_pylist()):
+                out = list(route_rows(table, ipc, plans, jobs, by_table, extras))
+                if out:
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array([p for p, _ in out], pa.int32()),
+                         pa.array([x[0] for _, x in out], pa.int32()),
+                         pa.array([x[1] for _, x in out], pa.int32()),
+                         pa.array([x[2] for _, x in out], pa.binary())], schema=_PIECES)
 
-    def write(index: int, items: Iterable[tuple[int, tuple[int, int, bytes]]]
-              ) -> Iterator[str]:
-        for o in write_slices(items, plans, jobs, sink_type, options, index):
-            yield json.dumps(o.__dict__)
+    def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        index = ctx.partitionId() if ctx is not None else None
+        items = ((part, (i, s, ipc)) for b in batches for part, i, s, ipc in zip(
+            *(b.column(k).to_pylist() for k in ("part", "job", "slice", "payload"))))
+        done = [json.dumps(o.__dict__) for o in write_slices(items, plans, jobs, sink_type,
+                                                             options, index)]
+        if done:
+            yield pa.RecordBatch.from_arrays([pa.array(done, pa.string())], schema=_OUTCOMES)
 
     parts = (staged.filter((F.col("kind") == CHANGES) & F.col("tbl").isin(sorted(plans)))
              .select("tbl", "payload"))
-    got = (parts.rdd.flatMap(route).partitionBy(n, lambda k: k)
-           .mapPartitionsWithIndex(write).collect())
-    return [SliceOutcome(**json.loads(g)) for g in got]
+    got = (parts.mapInArrow(route, from_arrow_schema(_PIECES))
+           .repartitionById(n, "part")
+           .mapInArrow(write, from_arrow_schema(_OUTCOMES)).collect())
+    return [SliceOutcome(**json.loads(g[0])) for g in got]
 
 
 def route_rows(table: str, ipc: bytes, plans: dict[str, ChangePlan], jobs: list[SliceJob],
