@@ -119,8 +119,10 @@ BEGIN
 END
 """
 TOOLS = ("sparkcdc reader", "tool raw", "tool decoded")
-# callgrind's "file:function" of printing binary JSON as text (--instructions)
-JSON_TEXT = re.compile(r"_fastjson\w*\.c:|:(fd_decimal_chars|put_digits|fd_decimal_size)\b")
+# callgrind's "file:function" of printing binary JSON as text (--instructions): its files,
+# the header helpers inlined into its functions (named by the function they are inlined
+# in, e.g. "_fastvalues.h:fjt_value"), and the DECIMAL printer it calls
+JSON_TEXT = re.compile(r"_fastjson\w*\.c:|:(fjt|fjd)_\w*|:(fd_decimal_chars|fd_decimal_size)\b")
 BEFORE = "sparkcdc reader (baseline)"  # --baseline: the other checkout's reader
 
 
