@@ -128,11 +128,14 @@ class Soak:
         root = self.proc.pid
         parts = {"cli": 0.0, "jvm": 0.0, "py": 0.0}
         rss = cpu = 0.0
+        py_each: list[float] = []  # each Python process's PSS: which one grows, or how many
         for pid in tree_pids(root):
             r, p = _rss_pss_kb(pid)
             k = kind(pid, root)
             if k == "jvm" and self.jvm_pid is None:
                 self.jvm_pid = pid
+            if k == "py":
+                py_each.append(p / 1024)
             parts[k] += p / 1024
             rss += r / 1024
             cpu += cpu_with_children(pid)
@@ -140,6 +143,7 @@ class Soak:
         s = {"t": round(time.monotonic() - t0, 1), "rss": round(rss, 1),
              "pss": round(sum(parts.values()), 1), "pss_cli": round(parts["cli"], 1),
              "pss_jvm": round(parts["jvm"], 1), "pss_py": round(parts["py"], 1),
+             "py_procs": len(py_each), "py_max": round(max(py_each, default=0.0), 1),
              "cpu_s": round(self.cpu_seen, 2), "load1": os.getloadavg()[0],
              "changes": writer.counts.changes, "lag_s": self.heartbeat_lag(),
              "lag_bytes": self.status_lag()}
@@ -250,7 +254,8 @@ class Soak:
             self.samples.append(s)
             if len(self.samples) % 6 == 0:
                 say(f"t={s['t'] / 60:.1f} min: PSS {s['pss']:,.0f} MB (JVM {s['pss_jvm']:,.0f}, "
-                    f"CLI {s['pss_cli']:,.0f}, py {s['pss_py']:,.0f}), RSS {s['rss']:,.0f} MB, "
+                    f"CLI {s['pss_cli']:,.0f}, py {s['pss_py']:,.0f} in {s['py_procs']}, largest "
+                    f"{s['py_max']:,.0f}), RSS {s['rss']:,.0f} MB, "
                     f"CPU {s['cpu_s']:,.0f} s, lag {s['lag_s']} s / {s['lag_bytes']} B, "
                     f"heap {s.get('jvm_heap_mb')} MB, {s['changes']:,} changes")
         writer.stop()
