@@ -2,15 +2,22 @@
 
     .venv/bin/python bench/pipeline.py [--server mariadb|mysql] [--rows 2000000]
         [--updates 1000000] [--sinks delta,postgres,mysql,iceberg] [--rounds 3]
-        [--phases snapshot,catchup,idle] [--no-peers] [--no-write-docs] [--profile]
+        [--phases snapshot,small,catchup,idle] [--no-peers] [--no-write-docs] [--profile]
 
 For each round and each sink, in turn (so the machine's drift hits every sink alike):
 
 1. *snapshot*: a fresh checkpoint and target; ``sparkcdc run --until-caught-up`` reads the
    whole table (11 columns, the same rows as bench/throughput.py) into the target;
-2. *catch-up*: ``--updates`` row updates in 10,000-row transactions, then the same command
+2. *small* (when asked for): ``--small-updates`` row updates (1,000), then the same command:
+   a catch-up that is nearly all start-up (the JVM, the session, Spark's Python processes,
+   one batch and its commit), so that the catch-up beyond it can be told apart;
+3. *catch-up*: ``--updates`` row updates in 10,000-row transactions, then the same command
    again: it reads and applies the changes;
-3. *idle*: the same command once more, with nothing to do.
+4. *idle*: the same command once more, with nothing to do.
+
+With *small*, the report adds the catch-up beyond start-up: the changes the catch-up
+applied beyond the small run's, over the seconds and CPU-seconds it took beyond the small
+run's (medians of each), which is the part of a run that grows with the change.
 
 Beside them, in the same round: the ``mysql-cdc`` source alone into Spark's noop sink (a
 whole process too), Debezium embedded (snapshot, and catch-up of its own batch of updates;
@@ -322,12 +329,20 @@ class Bench:
         work = self.tmp / f"r{r}-{sink}{label.replace('@', '-')}"
         work.mkdir()
         yaml = self.pipeline(sink, work)
-        res = self.results.setdefault(name, {"snapshot": [], "catchup": [], "idle": []})
+        res = self.results.setdefault(name, {"snapshot": [], "small": [], "catchup": [],
+                                             "idle": []})
         s = self.run_cli(sink, yaml, "snapshot", work, exe)
         self.check(sink, work)
         say(f"{name} snapshot: {s['seconds']} s, {self.args.rows / s['seconds']:,.0f} rows/s,"
             f" {s['cpu_s']} CPU-s, peak PSS {s['pss_mb']} MB; {parts(s)}")
         res["snapshot"].append(s)
+        if "small" in self.args.phases:  # start-up and one batch: what the catch-up adds to
+            self.updates(self.args.small_updates)
+            m = self.run_cli(sink, yaml, "small", work, exe)
+            self.check(sink, work)
+            say(f"{name} small catch-up ({self.args.small_updates:,} changes): "
+                f"{m['seconds']} s, {m['cpu_s']} CPU-s; {parts(m)}")
+            res["small"].append(m)
         if "catchup" in self.args.phases:
             self.updates(self.args.updates)
             c = self.run_cli(sink, yaml, "catchup", work, exe)
@@ -441,8 +456,33 @@ def render(b: Bench, started: str) -> str:
                 out.append(f"- {name}, snapshot: {d_s / _median(snap, 'seconds'):.3f}x the "
                            f"speed of `{servers.tool_name(a.server, 'dump')}` (wall), "
                            f"{_median(snap, 'cpu_s') / d_c:.1f}x its CPU-seconds")
+    out += beyond_startup(b)
     out += ["", "Raw log of this run:", "", "```", *LOG[-60:], "```", "", end]
     return "\n".join(out)
+
+
+def beyond_startup(b: Bench) -> list[str]:
+    """The catch-up less the small run (``--phases ...,small``): changes/s and changes per
+    CPU-second of the part of a run that grows with the change (medians of each phase)."""
+    a = b.args
+    extra = a.updates - a.small_updates
+    out: list[str] = []
+    for name, r in b.results.items():
+        small, cat = (r.get("small"), r.get("catchup")) if isinstance(r, dict) else (None, None)
+        if not small or not cat or extra <= 0:
+            continue
+        ds = _median(cat, "seconds") - _median(small, "seconds")
+        dc = _median(cat, "cpu_s") - _median(small, "cpu_s")
+        if not out:
+            out += ["", (f"Beyond start-up: the catch-up of {a.updates:,} changes less a "
+                         f"catch-up of {a.small_updates:,} (start-up and one batch), medians:"),
+                    ""]
+        out.append(f"- {name}: the small run {_median(small, 'seconds'):.1f} s, "
+                   f"{_median(small, 'cpu_s'):.1f} CPU-s; beyond it "
+                   + (f"{extra / ds:,.0f} changes/s" if ds > 0 else "no time")
+                   + ", " + (f"{extra / dc:,.0f} changes per CPU-second" if dc > 0 else
+                             "no CPU") + f" ({ds:.1f} s, {dc:.1f} CPU-s)")
+    return out
 
 
 def noop_child(config: str) -> None:
@@ -485,9 +525,11 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=1_000_000)
     p.add_argument("--sinks", default="delta,postgres,mysql,iceberg")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--phases", default="snapshot,catchup,idle",
-                   help="what each sink's round runs: snapshot, catchup (and the binlog tool), "
-                        "idle")
+    p.add_argument("--phases", default="snapshot,small,catchup,idle",
+                   help="what each sink's round runs: snapshot, small (a catch-up of "
+                        "--small-updates: its start-up), catchup (and the binlog tool), idle")
+    p.add_argument("--small-updates", type=int, default=1_000,
+                   help="the changes of the small phase's catch-up")
     p.add_argument("--pipeline-option", action="append", default=[],
                    help="KEY=VALUE added to the pipeline block (repeatable)")
     p.add_argument("--profile", action="store_true",
@@ -507,7 +549,7 @@ def main() -> None:
     p.add_argument("--pyspy", help="a folder: each run's Python processes sampled by py-spy "
                                    "(collapsed stacks; the figures then count py-spy too)")
     p.add_argument("--pyspy-phases", default="catchup",
-                   help="the runs --pyspy samples: snapshot, catchup, idle")
+                   help="the runs --pyspy samples: snapshot, small, catchup, idle")
     p.add_argument("--trace", help="a folder: each run's PSS by part (CLI, JVM, Python "
                                    "workers) every 0.2 s, as JSON")
     p.add_argument("--json", help="also write the raw results here")
