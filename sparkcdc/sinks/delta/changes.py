@@ -29,14 +29,13 @@ partition column is not in the files: such tables take the driver's path.
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -46,6 +45,9 @@ from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any
 from sparkcdc.sinks.delta import deletion_vectors as dv
 from sparkcdc.sinks.delta import files
 from sparkcdc.sinks.delta.log import DeltaLog
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CHECKPOINT_EVERY = 100  # as delta-rs and Spark do
 
@@ -128,7 +130,7 @@ def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
     base = files.local(root)
     keys = changed_keys.column_names
     staging = files.staging_name(app_id, batch_id)
-    touched_files: list[tuple[dict[str, Any], list[int], int]] = []
+    touched_files: list[tuple[dict[str, Any], np.ndarray, int]] = []
     wanted = _sorted_ints(changed_keys.column(keys[0])) if changed_keys.num_rows else None
     if changed_keys.num_rows or replaces:
         for add in owned:
@@ -162,29 +164,33 @@ def _may_hold(add: dict[str, Any], r: KeyRange) -> bool:
     return (nulls > 0 and r.start is None) or r.meets(lo, hi)
 
 
-def _sorted_ints(column: Any) -> list[int] | None:
-    """The changed keys' first column sorted, when it is an integer one (statistics compare
-    exactly); None otherwise (no pruning by key)."""
+def _sorted_ints(column: Any) -> np.ndarray | None:
+    """The changed keys' first column, distinct and sorted, when it is an integer one
+    (statistics compare exactly); None otherwise (no pruning by key)."""
+
     if not pa.types.is_integer(column.type) or column.null_count:
         return None
-    return sorted(pc.unique(column).to_pylist())
+    return dv.distinct_sorted(pc.unique(column).to_numpy())
 
 
-def _any_within(wanted: list[int], lo: Any, hi: Any) -> bool:
+def _any_within(wanted: np.ndarray, lo: Any, hi: Any) -> bool:
     """Whether a key of ``wanted`` (sorted) lies in ``[lo, hi]``: a batch's random keys
     meet few of a large table's files, which their min-max bounds alone would not tell."""
-    i = bisect.bisect_left(wanted, lo)
+    if lo > wanted[-1] or hi < wanted[0]:  # also keeps lo, hi within the array's type
+        return False
+    i = int(wanted.searchsorted(lo))
     return i < len(wanted) and wanted[i] <= hi
 
 
 def _positions(base: Path, add: dict[str, Any], changed_keys: pa.Table,
                replaces: tuple[KeyRange, ...] = (),
-               wanted: list[int] | None = None) -> tuple[list[int], int] | None:
+               wanted: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
     """The file's deleted positions after this batch (its vector's, the rows of changed
     keys it holds and its rows in ``replaces``), and how many this batch adds; None when
     it holds none of them. With ``wanted`` (the changed keys' integer first column, sorted)
     and no range to clear, only the row groups whose statistics may hold one of them are
     read: the cost of a batch stays with its keys, not the file's size."""
+    import numpy as np
     import pyarrow.parquet as pq
 
     keys = changed_keys.column_names
@@ -201,8 +207,6 @@ def _positions(base: Path, add: dict[str, Any], changed_keys: pa.Table,
             return None
         pf = pq.ParquetFile(path)
         stored = pf.read_row_groups([g for g, _start in groups], columns=columns)
-        import numpy as np
-
         positions = pa.array(np.concatenate([
             np.arange(start, start + pf.metadata.row_group(g).num_rows, dtype=np.int64)
             for g, start in groups]))
@@ -211,20 +215,21 @@ def _positions(base: Path, add: dict[str, Any], changed_keys: pa.Table,
                                     else stored.schema.field(n) for n in stored.column_names]))
     stored = stored.append_column("__pos", positions)
     old = dv.Descriptor.from_action(add.get("deletionVector"))
-    dead = dv.read(base, old) if old is not None else []
-    if dead:
-        stored = stored.filter(pc.invert(pc.is_in(stored["__pos"],
-                                                  value_set=pa.array(dead, pa.int64()))))
-    new = set(stored.select(keys + ["__pos"]).join(
-        changed_keys, keys, join_type="inner", use_threads=False).column("__pos").to_pylist())
+    dead = dv.read(base, old) if old is not None else np.empty(0, dtype=np.int64)
+    if dead.size:
+        stored = stored.filter(pc.invert(pc.is_in(stored["__pos"], value_set=pa.array(dead))))
+    hit = [stored.select(keys + ["__pos"]).join(
+        changed_keys, keys, join_type="inner", use_threads=False).column("__pos")]
     if replaces:
-        new |= set(stored.filter(holds_any(replaces, stored)).column("__pos").to_pylist())
-    if not new:
+        hit.append(stored.filter(holds_any(replaces, stored)).column("__pos"))
+    new = dv.distinct_sorted(np.concatenate([c.to_numpy() for c in hit]))
+    if not new.size:
         return None
-    return sorted(set(dead) | new), len(new)
+    # the stored rows already dead were left out above: the two sets do not meet
+    return np.sort(np.concatenate([dead, new])), int(new.size)
 
 
-def _groups_to_read(pf: Any, key: str, wanted: list[int]) -> list[tuple[int, int]] | None:
+def _groups_to_read(pf: Any, key: str, wanted: np.ndarray) -> list[tuple[int, int]] | None:
     """The row groups of a data file that may hold a key of ``wanted``, each with the
     position of its first row; None when the file's statistics cannot tell (then it is read
     whole)."""

@@ -27,10 +27,14 @@ import os
 import struct
 import uuid
 import zlib
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAGIC = 1681511377  # the portable RoaringBitmapArray
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -67,22 +71,43 @@ def z85_decode(text: str, size: int | None = None) -> bytes:
     return bytes(out if size is None else out[:size])
 
 
-def serialize(positions: Iterable[int]) -> bytes:
-    """The portable RoaringBitmapArray of row ``positions``."""
+def distinct_sorted(positions: Iterable[int] | np.ndarray) -> np.ndarray:
+    """``positions`` ascending, each once, as int64. A sort and a comparison of neighbours:
+    numpy 2.4's ``unique`` (hash-based) took 1.2 s for a million positions here, its sort
+    20 ms."""
+    import numpy as np
+
+    p = np.sort(np.asarray(positions if isinstance(positions, np.ndarray) else list(positions),
+                           dtype=np.int64))
+    if p.size > 1:
+        p = p[np.concatenate(([True], p[1:] != p[:-1]))]
+    return p
+
+
+def serialize(positions: Iterable[int] | np.ndarray) -> bytes:
+    """The portable RoaringBitmapArray of row ``positions`` (any order; repeats once).
+
+    The positions stay in numpy arrays and reach CRoaring as a buffer of 32-bit words
+    (``array('I')``), never one Python int each: a batch of random updates marks about a
+    position per changed row, and the driver's purge reads every vector it rewrites."""
+    import numpy as np
     from pyroaring import BitMap
 
-    by_high: dict[int, list[int]] = {}
-    for p in positions:
-        by_high.setdefault(p >> 32, []).append(p & 0xFFFFFFFF)
-    out = [struct.pack("<iq", MAGIC, len(by_high))]
-    for high in sorted(by_high):
-        out.append(struct.pack("<I", high))
-        out.append(BitMap(by_high[high]).serialize())
+    p = distinct_sorted(positions)
+    highs = p >> 32
+    cuts = np.flatnonzero(np.diff(highs)) + 1  # where the high 32 bits change (sorted)
+    groups = np.split(p, cuts) if p.size else []
+    out = [struct.pack("<iq", MAGIC, len(groups))]
+    for g in groups:
+        low = (g & 0xFFFFFFFF).astype(np.uint32)
+        out.append(struct.pack("<I", int(g[0] >> 32)))
+        out.append(BitMap(array("I", low.tobytes())).serialize())
     return b"".join(out)
 
 
-def deserialize(data: bytes) -> list[int]:
-    """Row positions of a portable RoaringBitmapArray, ascending."""
+def deserialize(data: bytes) -> np.ndarray:
+    """Row positions of a portable RoaringBitmapArray, ascending (int64)."""
+    import numpy as np
     from pyroaring import BitMap
 
     if len(data) < 12:
@@ -91,14 +116,15 @@ def deserialize(data: bytes) -> list[int]:
     if magic != MAGIC:
         raise DeletionVectorError(f"deletion vector magic number {magic} (want {MAGIC}: the "
                                   "portable format; the native one is not read)")
-    at, out = 12, list[int]()
-    for _ in range(n):
+    at, out = 12, []
+    for i in range(n):
         (high,) = struct.unpack_from("<I", data, at)
         bm = BitMap.deserialize(data[at + 4:])
-        at += 4 + len(bm.serialize())
-        base = high << 32
-        out.extend(base + p for p in bm)
-    return out
+        if i + 1 < n:  # the next bitmap starts after this one's bytes
+            at += 4 + len(bm.serialize())
+        low = np.frombuffer(bm.to_array(), dtype=np.uint32).astype(np.int64)
+        out.append(low + (high << 32) if high else low)
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -137,7 +163,7 @@ class Descriptor:
         return root / prefix / name if prefix else root / name
 
 
-def read(root: Path, d: Descriptor) -> list[int]:
+def read(root: Path, d: Descriptor) -> np.ndarray:
     """The row positions ``d`` deletes, read from the log (inline) or its file, with the
     file's size and checksum checked."""
     if d.storage_type == "i":
@@ -162,20 +188,21 @@ def read(root: Path, d: Descriptor) -> list[int]:
     return positions
 
 
-def write_file(root: Path, vectors: list[list[int]], prefix: str = "") -> list[Descriptor]:
+def write_file(root: Path, vectors: list[np.ndarray], prefix: str = "") -> list[Descriptor]:
     """``vectors`` (row positions each) written into one new file under ``root`` (in folder
     ``prefix`` when given): their descriptors, in order. The file is written whole, then
     renamed into place, so a reader never sees part of it."""
+
     u = uuid.uuid4()
     folder = root / prefix if prefix else root
     folder.mkdir(parents=True, exist_ok=True)
     parts, out, at = [b"\x01"], [], 1
     code = prefix + z85_encode(u.bytes)
     for positions in vectors:
-        ordered = sorted(set(positions))
+        ordered = distinct_sorted(positions)
         data = serialize(ordered)
         parts += [struct.pack(">i", len(data)), data, struct.pack(">I", zlib.crc32(data))]
-        out.append(Descriptor("u", code, len(data), len(ordered), at))
+        out.append(Descriptor("u", code, len(data), int(ordered.size), at))
         at += 8 + len(data)
     final = folder / f"deletion_vector_{u}.bin"
     tmp = folder / f".{final.name}.tmp"
