@@ -45,6 +45,7 @@ from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any
 from sparkcdc.sinks.delta import deletion_vectors as dv
 from sparkcdc.sinks.delta import files
 from sparkcdc.sinks.delta.log import DeltaLog
+from sparkcdc.sinks.positions import distinct_sorted
 
 if TYPE_CHECKING:
     import numpy as np
@@ -170,7 +171,7 @@ def _sorted_ints(column: Any) -> np.ndarray | None:
 
     if not pa.types.is_integer(column.type) or column.null_count:
         return None
-    return dv.distinct_sorted(pc.unique(column).to_numpy())
+    return distinct_sorted(pc.unique(column).to_numpy())
 
 
 def _any_within(wanted: np.ndarray, lo: Any, hi: Any) -> bool:
@@ -222,7 +223,7 @@ def _positions(base: Path, add: dict[str, Any], changed_keys: pa.Table,
         changed_keys, keys, join_type="inner", use_threads=False).column("__pos")]
     if replaces:
         hit.append(stored.filter(holds_any(replaces, stored)).column("__pos"))
-    new = dv.distinct_sorted(np.concatenate([c.to_numpy() for c in hit]))
+    new = distinct_sorted(np.concatenate([c.to_numpy() for c in hit]))
     if not new.size:
         return None
     # the stored rows already dead were left out above: the two sets do not meet

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkcdc.sinks.positions import distinct_sorted
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -69,19 +71,6 @@ def z85_decode(text: str, size: int | None = None) -> bytes:
             n = n * 85 + _Z85_INDEX[c]
         out += n.to_bytes(4, "big")
     return bytes(out if size is None else out[:size])
-
-
-def distinct_sorted(positions: Iterable[int] | np.ndarray) -> np.ndarray:
-    """``positions`` ascending, each once, as int64. A sort and a comparison of neighbours:
-    numpy 2.4's ``unique`` (hash-based) took 1.2 s for a million positions here, its sort
-    20 ms."""
-    import numpy as np
-
-    p = np.sort(np.asarray(positions if isinstance(positions, np.ndarray) else list(positions),
-                           dtype=np.int64))
-    if p.size > 1:
-        p = p[np.concatenate(([True], p[1:] != p[:-1]))]
-    return p
 
 
 def serialize(positions: Iterable[int] | np.ndarray) -> bytes:

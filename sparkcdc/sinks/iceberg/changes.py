@@ -25,7 +25,7 @@ batches for every small file and every file with deletes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +33,10 @@ import pyarrow.compute as pc
 from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any
 from sparkcdc.sinks.iceberg import files
 from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
+from sparkcdc.sinks.positions import distinct_sorted
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PATH_ID, POS_ID = 2147483546, 2147483545  # the spec's reserved field ids
 FIELD_ID = b"PARQUET:field_id"
@@ -115,7 +119,7 @@ def write_slice(table, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
         if not (near_keys or ranged):
             continue
         hit = _positions(item, changed_keys, key_ids, ranged, schema)
-        if hit:
+        if hit.size:
             deletes.append(_write_deletes(table, item, hit, wid, i))
             marked += len(hit)
     data = files.write_data_files(table, upserts, wid)
@@ -159,27 +163,29 @@ def _may_hold(bounds: Any, r: KeyRange, first_key: str) -> bool:
 
 
 def _positions(item: dict[str, Any], changed_keys: pa.Table, key_ids: list[int],
-               replaces: tuple[KeyRange, ...] = (), schema: Any = None) -> list[int]:
+               replaces: tuple[KeyRange, ...] = (), schema: Any = None) -> np.ndarray:
     """The positions in ``item``'s data file of live rows whose key changed, or that lie
-    in one of ``replaces``."""
+    in one of ``replaces``, ascending (``sinks/positions.py``)."""
+    import numpy as np
+
     keys = changed_keys.column_names
     ranged = sorted({r.column for r in replaces if r.column not in keys})
     ids = key_ids + [schema.find_field(c).field_id for c in ranged]
     stored = read_by_ids(item["path"], ids, keys + ranged)
     stored = stored.cast(pa.schema([changed_keys.schema.field(n) if n in keys
                                     else stored.schema.field(n) for n in stored.column_names]))
-    stored = stored.append_column("__pos", pa.array(range(stored.num_rows), pa.int64()))
+    stored = stored.append_column("__pos", pa.array(np.arange(stored.num_rows, dtype=np.int64)))
     dead = deleted_positions(item["deletes"], item["path"])
     if len(dead):
         stored = stored.filter(pc.invert(pc.is_in(stored["__pos"], value_set=dead)))
-    hit = set(stored.select(keys + ["__pos"]).join(
-        changed_keys, keys, join_type="inner", use_threads=False).column("__pos").to_pylist())
+    hit = [stored.select(keys + ["__pos"]).join(
+        changed_keys, keys, join_type="inner", use_threads=False).column("__pos")]
     if replaces:
-        hit |= set(stored.filter(holds_any(replaces, stored)).column("__pos").to_pylist())
-    return sorted(hit)
+        hit.append(stored.filter(holds_any(replaces, stored)).column("__pos"))
+    return distinct_sorted(np.concatenate([c.to_numpy() for c in hit]))
 
 
-def _write_deletes(table, item: dict[str, Any], positions: list[int], wid: Any,
+def _write_deletes(table, item: dict[str, Any], positions: np.ndarray, wid: Any,
                    n: int) -> dict[str, Any]:
     """One position delete file for ``item``'s data file alone, beside it; its
     description (step 2)."""
@@ -193,15 +199,15 @@ def _write_deletes(table, item: dict[str, Any], positions: list[int], wid: Any,
     schema = pa.schema([
         pa.field("file_path", pa.string(), nullable=False, metadata={FIELD_ID: str(PATH_ID)}),
         pa.field("pos", pa.int64(), nullable=False, metadata={FIELD_ID: str(POS_ID)})])
-    rows = pa.table([pa.array([path] * len(positions), pa.string()),
+    rows = pa.table([pa.repeat(pa.scalar(path, pa.string()), len(positions)),
                      pa.array(positions, pa.int64())], schema=schema)
     out = files.local(where)
     pq.write_table(rows, out, compression="zstd")
     # full bounds: file_path's are the data file's path (file-scoped), as Iceberg's own
     # position delete writers set them
     lo = {str(PATH_ID): files.b64(to_bytes(StringType(), path)),
-          str(POS_ID): files.b64(to_bytes(LongType(), positions[0]))}
-    hi = {**lo, str(POS_ID): files.b64(to_bytes(LongType(), positions[-1]))}
+          str(POS_ID): files.b64(to_bytes(LongType(), int(positions[0])))}
+    hi = {**lo, str(POS_ID): files.b64(to_bytes(LongType(), int(positions[-1])))}
     return {"content": int(DataFileContent.POSITION_DELETES), "path": where,
             "format": "PARQUET", "spec": item["spec"], "part": item["part"],
             "rows": len(positions), "size": out.stat().st_size,
