@@ -1,7 +1,7 @@
 """librdkafka as the kafka sink uses it, apart from the sink's transactions: its own log
 lines kept at debug level (a failure reaches the user as the sink's error), a topic read
 back as a ``read_committed`` consumer sees it (``KafkaSink.read``, the tests), and a client
-error's text."""
+error's text and what it means for the run (``failure``: retry, fix the setup, or stop)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkcdc.errors import ConnectionFailed
+from sparkcdc.errors import ConfigError, ConnectionFailed, PipelineFailed
 
 
 def _librdkafka_log(logger: logging.Logger) -> logging.Logger:
@@ -107,3 +107,43 @@ def error_text(e: Exception) -> str:
     err: Any = e.args[0] if e.args else None
     s = err.str() if hasattr(err, "str") else str(e)
     return s.splitlines()[0] if s else type(e).__name__
+
+
+def unreachable(bootstrap_servers: str, e: Exception, doing: str) -> ConnectionFailed:
+    """The brokers did not answer: a transient failure the stream retries."""
+    return ConnectionFailed(
+        f"cannot reach the Kafka brokers at {bootstrap_servers} ({doing}): {error_text(e)}",
+        fix="check properties.bootstrap.servers and that the brokers run and are reachable "
+            "from here (listeners, advertised.listeners, security settings)")
+
+
+def failure(ck: Any, e: Exception, doing: str, config: Any, topic: str) -> Exception:
+    """A client error ``e`` (of ``confluent_kafka`` ``ck``) met while ``doing``, as the
+    pipeline's error: brokers away and retriable errors are transient (the stream retries
+    the batch), a refused authorisation is the setup's (``ConfigError`` naming the grants),
+    a fenced producer means another pipeline owns the transactional id, and anything else
+    stops the run. ``config`` is the sink's ``KafkaConfig``."""
+    err = e.args[0] if e.args else None
+    code = err.code() if err is not None else None
+    K = ck.KafkaError
+    if code in (K._TRANSPORT, K._ALL_BROKERS_DOWN, K._TIMED_OUT, K._RESOLVE):
+        return unreachable(config.bootstrap_servers, e, doing)
+    if code in (K.TOPIC_AUTHORIZATION_FAILED, K.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                K.GROUP_AUTHORIZATION_FAILED, K.CLUSTER_AUTHORIZATION_FAILED):
+        return ConfigError(f"the Kafka brokers at {config.bootstrap_servers} refused "
+                           f"the kafka sink ({doing}): {error_text(e)}",
+                           fix="grant the sink's user write on the topic, the "
+                               "transactional id and the group named "
+                               f"{config.transactional_id!r}")
+    if code == K._FENCED or code == K.PRODUCER_FENCED or code == K.INVALID_PRODUCER_EPOCH:
+        return PipelineFailed(f"the kafka sink's producer for {topic} was fenced by "
+                              f"a newer one with the transactional id "
+                              f"{config.transactional_id!r} ({doing})",
+                              fix="run one pipeline per checkpoint; the next attempt "
+                                  "starts over from the batch Kafka holds")
+    if err is not None and (err.retriable() or err.txn_requires_abort()):
+        return ConnectionFailed(f"the kafka sink failed {doing}: {error_text(e)}",
+                                fix="transient: the stream retries the batch")
+    return PipelineFailed(f"the kafka sink failed {doing}: {error_text(e)}",
+                          fix="see the broker's log; the stream retries from the last "
+                              "committed batch")

@@ -53,7 +53,14 @@ from sparkcdc.sinks.base import Sink, WriteResult
 from sparkcdc.sinks.capabilities import Capabilities, Emptying
 from sparkcdc.sinks.evolution import EVERY_CHANGE
 from sparkcdc.sinks.kafka import config
-from sparkcdc.sinks.kafka.client import LIBRDKAFKA_LOG, MESSAGES, error_text, read_topic
+from sparkcdc.sinks.kafka.client import (
+    LIBRDKAFKA_LOG,
+    MESSAGES,
+    error_text,
+    failure,
+    read_topic,
+    unreachable,
+)
 from sparkcdc.sinks.kafka.config import KafkaConfig
 from sparkcdc.sinks.kinds import SinkKind, SinkType
 
@@ -143,11 +150,7 @@ class KafkaSink(Sink):
         return self._ck.Producer(self._client_config(**extra))
 
     def _unreachable(self, e: Exception, doing: str) -> ConnectionFailed:
-        return ConnectionFailed(
-            f"cannot reach the Kafka brokers at {self.config.bootstrap_servers} ({doing}): "
-            f"{error_text(e)}",
-            fix="check properties.bootstrap.servers and that the brokers run and are reachable "
-                "from here (listeners, advertised.listeners, security settings)")
+        return unreachable(self.config.bootstrap_servers, e, doing)
 
     def _check_reachable(self) -> None:
         """Fail fast, naming the brokers: librdkafka itself would retry until a timeout."""
@@ -508,10 +511,10 @@ class KafkaSink(Sink):
         return tuple(sorted(meta.topics[self.topic].partitions))
 
     def _kafka_error(self, e: Exception, doing: str) -> Exception:
+        """``e`` as the pipeline's error (``client.failure``); a fatal error's cause waits in
+        the producer's queue, so it is served and read first."""
         err = e.args[0] if e.args else None
-        code = err.code() if err is not None else None
-        K = self._ck.KafkaError
-        if code == K._FATAL:  # the cause waits in the client's queue: serve it, then read it
+        if err is not None and err.code() == self._ck.KafkaError._FATAL:
             try:
                 if self._producer is not None:
                     self._producer.poll(0)  # raises the cause
@@ -519,29 +522,8 @@ class KafkaSink(Sink):
                 if cause.args and cause.args[0].fatal():
                     self._fatal = cause.args[0]
             if self._fatal is not None:
-                err, code = self._fatal, self._fatal.code()
-                e = self._ck.KafkaException(err)
-        if code in (K._TRANSPORT, K._ALL_BROKERS_DOWN, K._TIMED_OUT, K._RESOLVE):
-            return self._unreachable(e, doing)
-        if code in (K.TOPIC_AUTHORIZATION_FAILED, K.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    K.GROUP_AUTHORIZATION_FAILED, K.CLUSTER_AUTHORIZATION_FAILED):
-            return ConfigError(f"the Kafka brokers at {self.config.bootstrap_servers} refused "
-                               f"the kafka sink ({doing}): {error_text(e)}",
-                               fix="grant the sink's user write on the topic, the "
-                                   "transactional id and the group named "
-                                   f"{self.config.transactional_id!r}")
-        if code == K._FENCED or code == K.PRODUCER_FENCED or code == K.INVALID_PRODUCER_EPOCH:
-            return PipelineFailed(f"the kafka sink's producer for {self.topic} was fenced by "
-                                  f"a newer one with the transactional id "
-                                  f"{self.config.transactional_id!r} ({doing})",
-                                  fix="run one pipeline per checkpoint; the next attempt "
-                                      "starts over from the batch Kafka holds")
-        if err is not None and (err.retriable() or err.txn_requires_abort()):
-            return ConnectionFailed(f"the kafka sink failed {doing}: {error_text(e)}",
-                                    fix="transient: the stream retries the batch")
-        return PipelineFailed(f"the kafka sink failed {doing}: {error_text(e)}",
-                              fix="see the broker's log; the stream retries from the last "
-                                  "committed batch")
+                e = self._ck.KafkaException(self._fatal)
+        return failure(self._ck, e, doing, self.config, self.topic)
 
     def _reset(self) -> None:
         """Forget the producer and the marker: the next write initialises again."""
