@@ -73,7 +73,19 @@ def summarize(samples: list[dict], writes_end: float, caught_up: dict,
             "end": median_of(samples, key, end_lo, writes_end),
             "max": max((s[key] for s in samples if s.get(key) is not None), default=None),
             "slope_mb_h": slope_per_hour([(s["t"], s[key]) for s in steady
-                                          if s.get(key) is not None])}
+                                          if s.get(key) is not None]),
+            # a leak climbs in both halves; a process settling into its size, less and less
+            "late_slope_mb_h": slope_per_hour([(s["t"], s[key]) for s in steady
+                                               if s.get(key) is not None
+                                               and s["t"] >= (START + writes_end) / 2])}
+    procs = [s for s in steady if s.get("py_procs") is not None]
+    if procs:
+        out["py_procs"] = {"min": min(s["py_procs"] for s in procs),
+                           "max": max(s["py_procs"] for s in procs),
+                           "largest_start": median_of(procs, "py_max", START,
+                                                      min(300.0, writes_end)),
+                           "largest_end": median_of(procs, "py_max", end_lo, writes_end),
+                           "largest_max": max(s["py_max"] for s in procs)}
     heap = [s for s in steady if s.get("jvm_heap_mb") is not None]
     if heap:
         out["jvm_heap"] = {"start": heap[0]["jvm_heap_mb"], "end": heap[-1]["jvm_heap_mb"],
@@ -137,13 +149,22 @@ def render(meta: dict, fig: dict, samples: list[dict], begin: str, end: str) -> 
         f"| PSS of the tree, minutes 2-5 median | {_f(p['start'])} MB |",
         f"| PSS, last 5 minutes median | {_f(p['end'])} MB |",
         f"| PSS slope from minute 2 | {_f(p['slope_mb_h'], '{:+,.0f}')} MB/hour |",
+        (f"| PSS slope over the second half | {_f(p.get('late_slope_mb_h'), '{:+,.0f}')} "
+         "MB/hour |"),
         (f"| RSS, minutes 2-5 / last 5 / slope | {_f(r['start'])} / {_f(r['end'])} MB / "
         f"{_f(r['slope_mb_h'], '{:+,.0f}')} MB/hour |")]
     for key, name in (("pss_jvm", "the JVM"), ("pss_cli", "the CLI (Python driver)"),
                       ("pss_py", "Spark's Python processes")):
         q = fig[key]
-        lines.append(f"| PSS of {name}: start / end / slope | {_f(q['start'])} / "
-                     f"{_f(q['end'])} MB / {_f(q['slope_mb_h'], '{:+,.0f}')} MB/hour |")
+        lines.append(f"| PSS of {name}: start / end / slope (second half) | "
+                     f"{_f(q['start'])} / {_f(q['end'])} MB / "
+                     f"{_f(q['slope_mb_h'], '{:+,.0f}')} "
+                     f"({_f(q.get('late_slope_mb_h'), '{:+,.0f}')}) MB/hour |")
+    if "py_procs" in fig:
+        n = fig["py_procs"]
+        lines.append(f"| Spark's Python processes: how many; the largest one's PSS start / end "
+                     f"/ max | {n['min']}-{n['max']}; {_f(n['largest_start'])} / "
+                     f"{_f(n['largest_end'])} / {_f(n['largest_max'])} MB |")
     if "jvm_heap" in fig:
         h = fig["jvm_heap"]
         lines.append(f"| JVM heap used (jstat): first / last; old gen first / last / slope | "
