@@ -45,7 +45,7 @@ from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any
 from sparkcdc.sinks.delta import deletion_vectors as dv
 from sparkcdc.sinks.delta import files
 from sparkcdc.sinks.delta.log import DeltaLog
-from sparkcdc.sinks.positions import distinct_sorted
+from sparkcdc.sinks.positions import distinct_sorted, keys_within
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,7 +141,7 @@ def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
             ranged = any(_may_hold(add, x) for x in replaces)
             if not keyed and not ranged:
                 continue
-            hit = _positions(base, add, changed_keys, replaces if ranged else (),
+            hit = _positions(base, add, keys_within(changed_keys, r), replaces if ranged else (),
                              wanted if keyed else None)
             if hit is not None:
                 touched_files.append((add, *hit))

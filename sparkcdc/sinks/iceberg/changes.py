@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any
 from sparkcdc.sinks.iceberg import files
 from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
-from sparkcdc.sinks.positions import distinct_sorted
+from sparkcdc.sinks.positions import distinct_sorted, keys_within
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,7 +118,8 @@ def write_slice(table, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
         ranged = tuple(x for x in replaces if _may_hold(r, x, first_key))
         if not (near_keys or ranged):
             continue
-        hit = _positions(item, changed_keys, key_ids, ranged, schema)
+        keys = keys_within(changed_keys, r) if near_keys else changed_keys.slice(0, 0)
+        hit = _positions(item, keys, key_ids, ranged, schema)
         if hit.size:
             deletes.append(_write_deletes(table, item, hit, wid, i))
             marked += len(hit)
