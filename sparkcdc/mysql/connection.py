@@ -165,7 +165,7 @@ class ConnectionOptions:
             kw["read_timeout"] = remaining if read_timeout is None else min(remaining,
                                                                             read_timeout)
             try:
-                conn = pymysql.connect(**kw)
+                conn = self._open(pymysql, kw)
             except RuntimeError as e:
                 raise rsa_unavailable(e, str(self), self.username) or e
             except pymysql.err.OperationalError as e:
@@ -186,6 +186,19 @@ class ConnectionOptions:
             f"({attempts} attempt{'s' if attempts != 1 else ''}): {_describe(last)}",
             fix="check hostname and port, that the server runs and is reachable from here "
                 "(firewall), and connect.timeout / connect.max-retries") from None
+
+    def _open(self, pymysql: Any, kw: dict[str, Any]) -> Any:
+        """``pymysql.connect(**kw)``; with ``ssl.mode=preferred``, under the process's one
+        unverified TLS context rather than pymysql's own, which it builds for every
+        connection and which loads the system's CA certificates each time (2% of a
+        catch-up's Python samples), only to verify nothing with them."""
+        if self.ssl_mode != "preferred":
+            return pymysql.connect(**kw)
+        conn = pymysql.connections.Connection(**kw, defer_connect=True)
+        if getattr(conn, "ctx", None) is not None:
+            conn.ctx = _preferred_context()
+        conn.connect()
+        return conn
 
     def _raise_terminal(self, e: BaseException) -> None:
         """Turn authentication and TLS failures into their one clear error."""
@@ -320,6 +333,21 @@ def is_tls(conn: Any) -> bool:
 
 def _record_tls(host: str, port: int, tls: bool) -> None:
     _TLS_SEEN[(host, port)] = tls
+
+
+def _preferred_context() -> ssl.SSLContext:
+    """The context pymysql would build for ``preferred`` (TLS when the server offers it,
+    its certificate not checked), made once per process."""
+    key = ("preferred",)
+    with _LOCK:
+        ctx = _CONTEXTS.get(key)
+        if ctx is None:
+            ctx = ssl.create_default_context()
+            ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            _CONTEXTS[key] = ctx
+    return ctx
 
 
 def build_ssl_context(mode: str, ca: str | None, cert: str | None,
