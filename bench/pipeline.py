@@ -17,7 +17,9 @@ For each round and each sink, in turn (so the machine's drift hits every sink al
 
 With *small*, the report adds the catch-up beyond start-up: the changes the catch-up
 applied beyond the small run's, over the seconds and CPU-seconds it took beyond the small
-run's (medians of each), which is the part of a run that grows with the change.
+run's (medians of each), which is the part of a run that grows with the change; and the
+snapshot's rows over its CPU-seconds beyond the small run's (a run's start-up is the same
+JVM, session and Python processes either way).
 
 Beside them, in the same round: the ``mysql-cdc`` source alone into Spark's noop sink (a
 whole process too), Debezium embedded (snapshot, and catch-up of its own batch of updates;
@@ -482,6 +484,11 @@ def beyond_startup(b: Bench) -> list[str]:
                    + (f"{extra / ds:,.0f} changes/s" if ds > 0 else "no time")
                    + ", " + (f"{extra / dc:,.0f} changes per CPU-second" if dc > 0 else
                              "no CPU") + f" ({ds:.1f} s, {dc:.1f} CPU-s)")
+        snap = r.get("snapshot")
+        sc = _median(snap, "cpu_s") - _median(small, "cpu_s") if snap else 0
+        if sc > 0:  # the small run's start-up stands in for the snapshot's
+            out.append(f"  - its snapshot beyond that start-up: {a.rows / sc:,.0f} rows per "
+                       f"CPU-second ({sc:.1f} CPU-s)")
     return out
 
 
