@@ -56,11 +56,11 @@ def preload() -> None:
 def probe(_: Any) -> list[dict]:
     """Run on an executor (one partition each): its host and process, where it imported
     sparkcdc from, which row decoder it picked, and the dependencies it cannot import."""
-    import sparkcdc
-
     out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid(),
                            "cwd": os.getcwd(), "missing": [],
-                           "sparkcdc": os.path.dirname(os.path.abspath(sparkcdc.__file__)),
+                           # the package this module is part of (sparkcdc/spark/..), not
+                           # an import of the package's top, which stands above this room
+                           "sparkcdc": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "decoder": type(default_decoder()).__name__}
     for mod in DEPENDENCIES:
         try:
