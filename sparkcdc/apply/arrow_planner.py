@@ -9,6 +9,7 @@ the marker columns ``spark_planner.mark_changes`` evaluated.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -94,14 +95,17 @@ def reduce_changes(table: pa.Table, spec: ApplySpec) -> ChangeSet:
     table = table.append_column("__d", _deleted(table, spec))
     kind = table.column("_change_type")
     table = table.filter(pc.not_equal(kind, "update_preimage"))
-    if table.num_rows:
-        table = table.sort_by([(spec.sequence_by, "ascending")])
+    # the rows' order by sequence (a stable sort), and only the keys taken in it: the rows
+    # themselves are taken once, the last change of each key
+    order = (pc.sort_indices(table, sort_keys=[(spec.sequence_by, "ascending")])
+             if table.num_rows else pa.array([], pa.uint64()))
     idx = "__i"
-    table = table.append_column(idx, pa.array(range(table.num_rows), pa.int64()))
-    g = table.select([*spec.keys, idx]).group_by(list(spec.keys), use_threads=False).aggregate(
+    ranked = table.select(list(spec.keys)).take(order).append_column(
+        idx, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    g = ranked.group_by(list(spec.keys), use_threads=False).aggregate(
         [(idx, "max"), (idx, "min")])
-    last = table.take(g.column(f"{idx}_max"))
-    first_kind = table.column("_change_type").take(g.column(f"{idx}_min"))
+    last = table.take(order.take(g.column(f"{idx}_max")))
+    first_kind = table.column("_change_type").take(order.take(g.column(f"{idx}_min")))
     deleted = last.column("__d")
     op = pc.if_else(deleted, pa.scalar(DELETE), pa.scalar(UPSERT))
     new = pc.and_(pc.equal(first_kind, "insert"), pc.invert(deleted))
