@@ -188,17 +188,11 @@ class ConnectionOptions:
                 "(firewall), and connect.timeout / connect.max-retries") from None
 
     def _open(self, pymysql: Any, kw: dict[str, Any]) -> Any:
-        """``pymysql.connect(**kw)``; with ``ssl.mode=preferred``, under the process's one
-        unverified TLS context rather than pymysql's own, which it builds for every
-        connection and which loads the system's CA certificates each time (2% of a
-        catch-up's Python samples), only to verify nothing with them."""
-        if self.ssl_mode != "preferred":
-            return pymysql.connect(**kw)
-        conn = pymysql.connections.Connection(**kw, defer_connect=True)
-        if getattr(conn, "ctx", None) is not None:
-            conn.ctx = _preferred_context()
-        conn.connect()
-        return conn
+        """``pymysql.connect(**kw)``, through a connection class whose ``preferred`` TLS
+        context is the process's one (``_preferred_context``): PyMySQL builds its own in
+        every connection's constructor, loading the system's CA certificates each time, only
+        to verify nothing with them."""
+        return _connection_class(pymysql)(**kw)
 
     def _raise_terminal(self, e: BaseException) -> None:
         """Turn authentication and TLS failures into their one clear error."""
@@ -333,6 +327,22 @@ def is_tls(conn: Any) -> bool:
 
 def _record_tls(host: str, port: int, tls: bool) -> None:
     _TLS_SEEN[(host, port)] = tls
+
+
+_CONNECTION_CLASS: list[Any] = []
+
+
+def _connection_class(pymysql: Any) -> Any:
+    """pymysql's ``Connection`` with ``preferred``'s context made once per process (made at
+    first use: pymysql is imported where a connection is wanted)."""
+    if not _CONNECTION_CLASS:
+        class Connection(pymysql.connections.Connection):
+            def _create_ssl_ctx(self, sslp: Any) -> Any:
+                # ``{}``: no TLS option given, pymysql's PREFERRED mode
+                return _preferred_context() if sslp == {} else super()._create_ssl_ctx(sslp)
+
+        _CONNECTION_CLASS.append(Connection)
+    return _CONNECTION_CLASS[0]
 
 
 def _preferred_context() -> ssl.SSLContext:
