@@ -209,7 +209,11 @@ def _tables_in(t: pa.Table) -> list[str]:
     """The tables a record batch holds rows of (``db.table``), in no order."""
     if not t.num_rows or "_database" not in t.column_names:
         return []
-    return pc.unique(pc.binary_join_element_wise(t["_database"], t["_table"], ".")).to_pylist()
+    db, tbl = t["_database"], t["_table"]
+    if (db.null_count == 0 and tbl.null_count == 0  # one table (a chunk's, most windows'):
+            and pc.all(pc.equal(db, db[0])).as_py() and pc.all(pc.equal(tbl, tbl[0])).as_py()):
+        return [f"{db[0].as_py()}.{tbl[0].as_py()}"]  # compared, not hashed
+    return pc.unique(pc.binary_join_element_wise(db, tbl, ".")).to_pylist()
 
 
 def _table_of(t: pa.Table) -> str | None:
