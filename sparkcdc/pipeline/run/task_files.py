@@ -31,6 +31,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -194,11 +195,38 @@ class _Pending:
         no file when the target had the batch already (nothing was added)."""
         if not self.parts:
             return []
-        rows = pa.concat_tables(self.parts) if len(self.parts) > 1 else self.parts[0]
-        keys = [k for k in self.keys if k in rows.column_names]
-        if len(self.parts) > 1 and keys:
-            rows = rows.sort_by([(k, "ascending") for k in keys])
+        keys = [k for k in self.keys if k in self.parts[0].column_names]
+        if len(self.parts) == 1:
+            rows = self.parts[0]
+        elif keys and (ordered := _ordered_parts(self.parts, keys[0])) is not None:
+            rows = pa.concat_tables(ordered)
+        else:
+            rows = pa.concat_tables(self.parts)
+            if keys:
+                rows = rows.sort_by([(k, "ascending") for k in keys])
         return list(self.sink.write_files(rows, self.batch_id))
+
+
+def _ordered_parts(parts: list[pa.Table], key: str) -> list[pa.Table] | None:
+    """The parts in key order when each is a chunk's rows (sorted by ``key`` already,
+    ``rows.in_key_order``) and their ranges do not overlap, as chunks' do not: put in order
+    by their first keys, they are sorted whole without sorting (and taking) every row
+    again. None when that does not hold (then the rows are sorted)."""
+    try:
+        spans = []
+        for p in parts:
+            col = p.column(key)
+            if not p.num_rows or col.null_count:
+                return None
+            if p.num_rows > 1 and pc.all(pc.less(col[:-1], col[1:])).as_py() is not True:
+                return None
+            spans.append((col[0].as_py(), col[-1].as_py(), p))
+        spans.sort(key=lambda x: x[0])
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, TypeError):
+        return None
+    if any(a[1] >= b[0] for a, b in pairwise(spans)):
+        return None
+    return [p for _lo, _hi, p in spans]
 
 
 _OUT = pa.schema([("kind", pa.string()), ("tbl", pa.string()), ("target", pa.string()),
