@@ -409,11 +409,31 @@ class DeltaSink(Sink):
         evolution.empty(self)
 
 
+# id(table) -> (table, its version, its add actions)
+_ACTIONS: dict[int, tuple[Any, int, pa.Table]] = {}
+
+
+def _add_actions(table) -> pa.Table:
+    """The table's add actions, flattened (its files and their statistics), read once per
+    table object: a task's pinned view of the target serves every chunk it writes, and
+    delta-rs builds this table from every file's JSON statistics at each call. Only the
+    latest object is kept (a new view of the table is a new object), and only at the
+    version it was read at (a write through the object moves it on)."""
+    version = table.version()
+    got = _ACTIONS.get(id(table))
+    if got is not None and got[0] is table and got[1] == version:
+        return got[2]
+    actions = table.get_add_actions(flatten=True)
+    actions = pa.table(actions) if not isinstance(actions, pa.Table) else actions
+    _ACTIONS.clear()
+    _ACTIONS[id(table)] = (table, version, actions)
+    return actions
+
+
 def _may_hold(table, key: str, lo: Any, hi: Any) -> bool:
     """Whether any stored file may hold a row whose ``key`` lies in ``[lo, hi]``, from the
     files' min/max statistics alone (a file without statistics may hold anything)."""
-    actions = table.get_add_actions(flatten=True)
-    actions = pa.table(actions) if not isinstance(actions, pa.Table) else actions
+    actions = _add_actions(table)
     if actions.num_rows == 0:
         return False
     lo_col, hi_col = f"min.{key}", f"max.{key}"
