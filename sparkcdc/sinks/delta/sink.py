@@ -79,6 +79,7 @@ class DeltaSink(Sink):
         # Spark's own Delta writes the table (``spark_writer``): ``writer: spark``, or
         # ``auto`` in a session with Delta, decided in ``publish``
         self.uses_spark = config.writer is DeltaWriter.SPARK
+        self._last_seen: tuple[Any, int, int | None] | None = None  # last_batch_id's answer
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
@@ -122,7 +123,16 @@ class DeltaSink(Sink):
 
     def last_batch_id(self) -> int | None:
         t = self._table()
-        return None if t is None else t.transaction_version(self.config.app_id)
+        if t is None:
+            return None
+        # a task asks for each chunk it writes, of its one pinned view: asked once a version
+        seen = self._last_seen
+        version = t.version()
+        if seen is not None and seen[0] is t and seen[1] == version:
+            return seen[2]
+        last = t.transaction_version(self.config.app_id)
+        self._last_seen = (t, version, last)
+        return last
 
     def last_batch_seen(self) -> int | None:
         t = self._table()
