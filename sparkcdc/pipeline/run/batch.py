@@ -30,6 +30,7 @@ from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.replaces import replaced
 from sparkcdc.pipeline.run.schema_events import SchemaInStream
 from sparkcdc.pipeline.run.shapes import Shapes
+from sparkcdc.pipeline.run.shipped import Shipped
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
 from sparkcdc.pipeline.run.task_changes import ChangePlan
@@ -263,8 +264,10 @@ class MicroBatch:
         sink_type, options = defn.sink.type, dict(defn.sink.options)
         extras = defn.source.extras
         keep = frozenset(changing)
+        shipped = Shipped((plans, extras, keep))  # once per process, not per task
 
         def write(batches):
+            plans, extras, keep = shipped.get()
             return write_snapshot_files(batches, plans, sink_type, options, extras, keep)
 
         staged = df.mapInArrow(write, OUT_SCHEMA)

@@ -45,6 +45,7 @@ from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.definition.conversions import convert_rows
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
 from sparkcdc.pipeline.run.schema.in_stream import conform
+from sparkcdc.pipeline.run.shipped import Shipped
 from sparkcdc.pipeline.run.task_files import CHANGES, TargetWrite
 from sparkcdc.sinks.base import DELETE, UPSERT, KeyRange, KeySlices
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
@@ -113,8 +114,11 @@ def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob
     by_table: dict[str, list[int]] = {}
     for i, j in enumerate(jobs):
         by_table.setdefault(j.table, []).append(i)
+    # every slice's task needs the plans: unpickled once per process (run/shipped.py)
+    shipped = Shipped((plans, jobs, by_table, extras))
 
     def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plans, jobs, by_table, extras = shipped.get()
         for b in batches:  # a batch out per record batch in: its pieces fit a binary column
             for table, ipc in zip(b.column("tbl").to_pylist(), b.column("payload").to_pylist()):
                 out = list(route_rows(table, ipc, plans, jobs, by_table, extras))
@@ -126,6 +130,7 @@ def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob
                          pa.array([x[2] for _, x in out], pa.binary())], schema=_PIECES)
 
     def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plans, jobs, _by_table, _extras = shipped.get()
         ctx = TaskContext.get()
         index = ctx.partitionId() if ctx is not None else None
         items = ((part, (i, s, ipc)) for b in batches for part, i, s, ipc in zip(
