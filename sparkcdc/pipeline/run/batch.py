@@ -185,7 +185,8 @@ class MicroBatch:
         if (self.writer.on_batch is not None or state.sink_kind() is not SinkKind.MERGE
                 or not state.settings.changes_from_tasks):
             return {}
-        return self._keyed_plans(batch_id, lambda run: not state.shared(run.state)
+        shared = state.shared_tables()  # once a batch: asked per table, it was O(tables²)
+        return self._keyed_plans(batch_id, lambda run: run.state.table not in shared
                                  and self._takes_changes(run))
 
     def _frame_plans(self, batch_id: int) -> dict[str, ChangePlan]:

@@ -123,15 +123,20 @@ class Monitor:
 
     def _new_progress(self, q: Any) -> list[dict]:
         """The query's progress reports of batches not seen yet. Each report holds the
-        source's offsets, which list every table of the pipeline's stream: the whole recent
-        list (up to 100 reports) is fetched only when the last one is new."""
-        last = q.lastProgress
-        if last is None:
-            return []
+        source's offsets, which list every table of the pipeline's stream (a 1,000-table
+        stream's report is megabytes of JSON, parsed and written again by PySpark): the
+        newest batch's id is asked of the JVM first, the newest report is read only when it
+        is new, and the recent list (up to 100 reports) only when batches were missed."""
         seen = self._seen_batch.get(q, -1)  # (keyed by the object: an id() may be reused)
-        if last["batchId"] <= seen:
+        newest = _newest_batch_id(q)
+        if newest is not None and newest <= seen:
+            return []
+        last = q.lastProgress
+        if last is None or last["batchId"] <= seen:
             return []
         self._seen_batch[q] = last["batchId"]
+        if last["batchId"] == seen + 1:
+            return [last]
         return [p for p in (q.recentProgress or []) if p["batchId"] > seen] or [last]
 
     def _progress(self, run: TableRun, p: dict, off: OffsetView | None,
@@ -179,3 +184,13 @@ def _thread_died(q: Any) -> bool:
         return not q._jsq.streamingQuery().queryExecutionThread().isAlive()
     except Exception:  # noqa: BLE001 - a probe of Spark's internals: any error, no verdict
         return False
+
+
+def _newest_batch_id(q: Any) -> int | None:
+    """The id of the query's newest progress report, asked of the JVM (no report parsed);
+    None when there is none yet or the query cannot say (then the report is read)."""
+    try:
+        p = q._jsq.lastProgress()
+        return None if p is None else int(p.batchId())
+    except Exception:  # noqa: BLE001 - any failure: read the report as before
+        return None

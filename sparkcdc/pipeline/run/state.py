@@ -192,6 +192,17 @@ class RunState:
         return any(mine & set(self.targets(o)) and o.table != st.table
                    and o.status == CaptureStatus.ACTIVE for o in self.states.values())
 
+    def shared_tables(self) -> set[str]:
+        """The tables that ``shared`` says yes of, all at once: each target's active
+        tables counted in one pass (a batch over 1,000 tables asked ``shared`` of each)."""
+        writers: dict[str, set[str]] = {}
+        for o in self.states.values():
+            if o.status == CaptureStatus.ACTIVE:
+                for t in self.targets(o):
+                    writers.setdefault(t, set()).add(o.table)
+        return {st.table for st in self.states.values()
+                if any(writers.get(t, set()) - {st.table} for t in self.targets(st))}
+
     def emptying_hits_others(self, st: TableState) -> bool:
         """Whether emptying the table's target would take other tables' rows with it: the
         target is ``shared`` and the sink empties it whole (a truncate event, which names
