@@ -17,6 +17,7 @@ The password never appears in ``repr``, ``str`` or error messages.
 
 from __future__ import annotations
 
+import functools
 import socket
 import ssl
 import threading
@@ -329,20 +330,16 @@ def _record_tls(host: str, port: int, tls: bool) -> None:
     _TLS_SEEN[(host, port)] = tls
 
 
-_CONNECTION_CLASS: list[Any] = []
-
-
+@functools.cache
 def _connection_class(pymysql: Any) -> Any:
     """pymysql's ``Connection`` with ``preferred``'s context made once per process (made at
     first use: pymysql is imported where a connection is wanted)."""
-    if not _CONNECTION_CLASS:
-        class Connection(pymysql.connections.Connection):
-            def _create_ssl_ctx(self, sslp: Any) -> Any:
-                # ``{}``: no TLS option given, pymysql's PREFERRED mode
-                return _preferred_context() if sslp == {} else super()._create_ssl_ctx(sslp)
+    class Connection(pymysql.connections.Connection):
+        def _create_ssl_ctx(self, sslp: Any) -> Any:
+            # ``{}``: no TLS option given, pymysql's PREFERRED mode
+            return _preferred_context() if sslp == {} else super()._create_ssl_ctx(sslp)
 
-        _CONNECTION_CLASS.append(Connection)
-    return _CONNECTION_CLASS[0]
+    return Connection
 
 
 def _preferred_context() -> ssl.SSLContext:

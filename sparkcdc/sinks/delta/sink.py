@@ -22,7 +22,7 @@ Delta has no interval type: MySQL TIME (Spark ``interval day to second``) is sto
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -79,7 +79,8 @@ class DeltaSink(Sink):
         # Spark's own Delta writes the table (``spark_writer``): ``writer: spark``, or
         # ``auto`` in a session with Delta, decided in ``publish``
         self.uses_spark = config.writer is DeltaWriter.SPARK
-        self._last_seen: tuple[Any, int, int | None] | None = None  # last_batch_id's answer
+        # answers about one table object at one version (``_of_version``)
+        self._answers: dict[str, tuple[Any, int, Any]] = {}
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
@@ -125,14 +126,27 @@ class DeltaSink(Sink):
         t = self._table()
         if t is None:
             return None
-        # a task asks for each chunk it writes, of its one pinned view: asked once a version
-        seen = self._last_seen
-        version = t.version()
-        if seen is not None and seen[0] is t and seen[1] == version:
-            return seen[2]
-        last = t.transaction_version(self.config.app_id)
-        self._last_seen = (t, version, last)
-        return last
+        return self._of_version(t, "last", lambda: t.transaction_version(self.config.app_id))
+
+    def _of_version(self, table: Any, what: str, ask: Callable[[], Any]) -> Any:
+        """``ask()``, once per table object and version: a task's pinned view answers every
+        chunk it writes (its last batch id; its add actions, which delta-rs rebuilds from
+        every file's statistics at each call), and a write through the object moves it to
+        another version."""
+        version = table.version()
+        got = self._answers.get(what)
+        if got is not None and got[0] is table and got[1] == version:
+            return got[2]
+        value = ask()
+        self._answers[what] = (table, version, value)
+        return value
+
+    def _add_actions(self, table: Any) -> pa.Table:
+        """The table's add actions, flattened: its files and their statistics."""
+        def ask() -> pa.Table:
+            actions = table.get_add_actions(flatten=True)
+            return pa.table(actions) if not isinstance(actions, pa.Table) else actions
+        return self._of_version(table, "actions", ask)
 
     def last_batch_seen(self) -> int | None:
         t = self._table()
@@ -175,7 +189,8 @@ class DeltaSink(Sink):
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         table = self._table()
         append, rest = changes.split_new(
-            lambda lo, hi: table is not None and _may_hold(table, changes.keys[0], lo, hi))
+            lambda lo, hi: table is not None and _may_hold(self._add_actions(table),
+                                                           changes.keys[0], lo, hi))
         return append if rest.num_rows == 0 else None
 
     def ready_for_files(self, schema: pa.Schema) -> None:
@@ -353,7 +368,8 @@ class DeltaSink(Sink):
         props = dl.CommitProperties(
             app_transactions=[dl.Transaction(self.config.app_id, batch_id)],
             custom_metadata={"sparkcdc.batch": str(batch_id)})
-        append, rest = changes.split_new(lambda lo, hi: _may_hold(table, changes.keys[0],
+        append, rest = changes.split_new(lambda lo, hi: _may_hold(self._add_actions(table),
+                                                                  changes.keys[0],
                                                                   lo, hi))
         if rest.num_rows == 0 and not changes.replaces:
             # new rows only, or none: an append; an empty one still records the batch id
@@ -419,31 +435,10 @@ class DeltaSink(Sink):
         evolution.empty(self)
 
 
-# id(table) -> (table, its version, its add actions)
-_ACTIONS: dict[int, tuple[Any, int, pa.Table]] = {}
-
-
-def _add_actions(table) -> pa.Table:
-    """The table's add actions, flattened (its files and their statistics), read once per
-    table object: a task's pinned view of the target serves every chunk it writes, and
-    delta-rs builds this table from every file's JSON statistics at each call. Only the
-    latest object is kept (a new view of the table is a new object), and only at the
-    version it was read at (a write through the object moves it on)."""
-    version = table.version()
-    got = _ACTIONS.get(id(table))
-    if got is not None and got[0] is table and got[1] == version:
-        return got[2]
-    actions = table.get_add_actions(flatten=True)
-    actions = pa.table(actions) if not isinstance(actions, pa.Table) else actions
-    _ACTIONS.clear()
-    _ACTIONS[id(table)] = (table, version, actions)
-    return actions
-
-
-def _may_hold(table, key: str, lo: Any, hi: Any) -> bool:
+def _may_hold(actions: pa.Table, key: str, lo: Any, hi: Any) -> bool:
     """Whether any stored file may hold a row whose ``key`` lies in ``[lo, hi]``, from the
-    files' min/max statistics alone (a file without statistics may hold anything)."""
-    actions = _add_actions(table)
+    files' min/max statistics alone (``actions``: the table's add actions, flattened; a
+    file without statistics may hold anything)."""
     if actions.num_rows == 0:
         return False
     lo_col, hi_col = f"min.{key}", f"max.{key}"
