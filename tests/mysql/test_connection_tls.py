@@ -165,12 +165,28 @@ def test_require_ssl_account_with_tls_disabled(tls_server, tdb):
     assert PW not in str(e.value)
 
 
-def test_server_without_tls(mariadb, db):
-    opts = {**mariadb.source_options(), "database-name": db, "table-name": "x",
-            "ssl.mode": "required"}
-    with pytest.raises(TLSError) as e:
-        SourceConfig.parse(opts).connection.connect()
-    assert "does not offer TLS" in str(e.value)
+@pytest.mark.parametrize("kind", ["mariadb", "mysql"])
+def test_server_without_tls(kind):
+    """ssl.mode=required against a server that offers no TLS fails with the fix named, on
+    both servers. MySQL makes certificates itself at its first start, so its server here is
+    told to offer no TLS version at all (``--tls-version=``, MySQL 8.4's way: ``--ssl`` is
+    gone); a MariaDB without ``ssl_*`` settings offers none. ``preferred`` still connects,
+    in clear (caching_sha2_password then exchanges the password under the server's RSA key)."""
+    sandbox = (MySQLSandbox(MySQLSettings(extra_args=("--tls-version=",)), name="notls-mysql")
+               if kind == "mysql" else MariaDBSandbox(name="notls"))
+    with sandbox as sb:
+        opts = {**sb.source_options(), "database-name": "mysql", "table-name": "x",
+                "ssl.mode": "required"}
+        with pytest.raises(TLSError) as e:
+            SourceConfig.parse(opts).connection.connect()
+        assert "does not offer TLS" in str(e.value)
+        plain = SourceConfig.parse({**opts, "ssl.mode": "preferred"}).connection.connect()
+        try:
+            with plain.cursor() as cur:
+                cur.execute("SELECT 1")
+                assert cur.fetchone() == (1,)
+        finally:
+            plain.close()
 
 
 def test_client_certificate(spark, tls_server, tdb, certs):
