@@ -13,8 +13,9 @@ stored files its keys can lie in). Then one Spark job:
    ``conform``) and cut by slice, one piece per target and slice;
 2. **shuffle**: each piece goes to the partition of its (target, slice), named rather than
    hashed (``repartitionById``), so every change of a key, whichever binlog reader or chunk
-   read it, meets in one task, and every slice has a task of its own;
-3. **write** (a task per slice): the slice's changes reduced to one per key in binlog
+   read it, meets in one task; a slice has one task, a task may have several slices
+   (``task_count``: one per slice up to one per core, then slices dealt round);
+3. **write** (each slice of a task in turn): the slice's changes reduced to one per key in binlog
    order (``reduce_changes``, the driver's planner) and written by the target
    (``Sink.write_changes``): new rows as files, the replaced and deleted rows marked in
    deletion vectors. The task sends back a description of a few hundred bytes a file.
@@ -69,12 +70,38 @@ class ChangePlan:
 @dataclass(frozen=True)
 class SliceJob:
     """One target of a planned table in this batch, cut into slices; its slices are the
-    shuffle's partitions ``first`` .. ``first + slices.count - 1``."""
+    batch's slices ``first`` .. ``first + slices.count - 1`` (``task_of`` names the task
+    that writes each)."""
 
     table: str
     write: TargetWrite
     slices: KeySlices
     first: int
+
+
+def task_count(jobs: list[SliceJob], at_least: int) -> int:
+    """How many write tasks a batch's slices share: one per slice up to ``at_least`` (or
+    up to the largest job's slices, so a large table's slices still run side by side);
+    past that several slices to a task. A task per slice cost each slice Spark's task
+    overhead and a Python worker's turn: with a thousand small tables that was most of
+    a batch (docs/benchmarks.md, "Whole databases")."""
+    total = sum(j.slices.count for j in jobs)
+    widest = max((j.slices.count for j in jobs), default=1)
+    return max(1, min(total, max(at_least, widest)))
+
+
+def task_of(slice_number: int, tasks: int) -> int:
+    """The write task of the batch's slice ``slice_number``: slices dealt round, so one
+    job's slices (a table's key ranges) go to different tasks, and a slice has one writer."""
+    return slice_number % tasks
+
+
+def slices_of(jobs: list[SliceJob], task: int, tasks: int) -> Iterator[tuple[int, int]]:
+    """The (job, slice) pairs write task ``task`` of ``tasks`` owns (``task_of``)."""
+    for i, job in enumerate(jobs):
+        for s in range(job.slices.count):
+            if task_of(job.first + s, tasks) == task:
+                yield i, s
 
 
 @dataclass(frozen=True)
@@ -97,20 +124,20 @@ _OUTCOMES = pa.schema([("outcome", pa.string())])
 
 def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob],
                   sink_type: str, options: dict[str, str],
-                  extras: SourceExtras | None) -> list[SliceOutcome]:
+                  extras: SourceExtras | None, tasks: int) -> list[SliceOutcome]:
     """The Spark job (module docstring): ``staged`` is the batch's first stage, whose
     ``changes`` rows hold the planned tables' record batches.
 
     Both stages are DataFrame stages (``mapInArrow``), run by the same Python workers as the
     batch's first stage; the shuffle sends each piece to the partition its ``part`` names
-    (``repartitionById``: every slice its own task, and every task runs, rows or none). An
+    (``repartitionById``: ``tasks`` partitions, each slice in one of them, see ``task_of``,
+    and every task runs, rows or none). An
     RDD's ``flatMap`` and ``partitionBy`` here made the JVM pickle every piece and forked a
     second Python daemon with workers of its own for the batch."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    n = sum(j.slices.count for j in jobs)
     by_table: dict[str, list[int]] = {}
     for i, j in enumerate(jobs):
         by_table.setdefault(j.table, []).append(i)
@@ -121,7 +148,7 @@ def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob
         plans, jobs, by_table, extras = shipped.get()
         for b in batches:  # a batch out per record batch in: its pieces fit a binary column
             for table, ipc in zip(b.column("tbl").to_pylist(), b.column("payload").to_pylist()):
-                out = list(route_rows(table, ipc, plans, jobs, by_table, extras))
+                out = list(route_rows(table, ipc, plans, jobs, by_table, extras, tasks))
                 if out:
                     yield pa.RecordBatch.from_arrays(
                         [pa.array([p for p, _ in out], pa.int32()),
@@ -136,23 +163,24 @@ def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob
         items = ((part, (i, s, ipc)) for b in batches for part, i, s, ipc in zip(
             *(b.column(k).to_pylist() for k in ("part", "job", "slice", "payload"))))
         done = [json.dumps(o.__dict__) for o in write_slices(items, plans, jobs, sink_type,
-                                                             options, index)]
+                                                             options, index, tasks)]
         if done:
             yield pa.RecordBatch.from_arrays([pa.array(done, pa.string())], schema=_OUTCOMES)
 
     parts = (staged.filter((F.col("kind") == CHANGES) & F.col("tbl").isin(sorted(plans)))
              .select("tbl", "payload"))
     got = (parts.mapInArrow(route, from_arrow_schema(_PIECES))
-           .repartitionById(n, "part")
+           .repartitionById(tasks, "part")
            .mapInArrow(write, from_arrow_schema(_OUTCOMES)).collect())
     return [SliceOutcome(**json.loads(g[0])) for g in got]
 
 
 def route_rows(table: str, ipc: bytes, plans: dict[str, ChangePlan], jobs: list[SliceJob],
-               by_table: dict[str, list[int]], extras: SourceExtras | None
+               by_table: dict[str, list[int]], extras: SourceExtras | None, tasks: int
                ) -> Iterator[tuple[int, tuple[int, int, bytes]]]:
     """In a task: one record batch of ``table`` shaped like its target and cut into the
-    pieces of each of its targets' slices, keyed by the shuffle partition they go to."""
+    pieces of each of its targets' slices, keyed by the write task they go to (of
+    ``tasks``, ``task_of``)."""
     plan = plans[table]
     rows = conform(convert_rows(from_ipc(ipc).replace_schema_metadata(None), plan.schema,
                                 extras), plan.rows_schema)
@@ -163,24 +191,24 @@ def route_rows(table: str, ipc: bytes, plans: dict[str, ChangePlan], jobs: list[
         where = job.slices.slice_of(rows.column(job.slices.key))
         for s in pc.unique(where).to_pylist():
             piece = rows.filter(pc.equal(where, s))
-            yield job.first + s, (i, s, to_ipc(piece).to_pybytes())
+            yield task_of(job.first + s, tasks), (i, s, to_ipc(piece).to_pybytes())
 
 
 def write_slices(items: Iterable[tuple[int, tuple[int, int, bytes]]],
                  plans: dict[str, ChangePlan], jobs: list[SliceJob], sink_type: str,
-                 options: dict[str, str], partition: int | None = None
+                 options: dict[str, str], partition: int | None = None, tasks: int = 1
                  ) -> Iterator[SliceOutcome]:
-    """In a task: the slices of its shuffle partition (``partition``), each reduced to one
-    change per key and written by its target; a slice of a table with ranges to replace
-    is written with no rows too (its stored rows there go)."""
+    """In a task: the slices of its shuffle partition (``partition`` of ``tasks``), each
+    reduced to one change per key and written by its target; a slice of a table with
+    ranges to replace is written with no rows too (its stored rows there go)."""
     pieces: dict[tuple[int, int], list[pa.Table]] = {}
     for _pid, (i, s, ipc) in items:
         pieces.setdefault((i, s), []).append(from_ipc(ipc))
-    for i, job in enumerate(jobs):
-        s = -1 if partition is None else partition - job.first
-        if 0 <= s < job.slices.count and plans[job.table].replaces:
-            pieces.setdefault((i, s), [conform(plans[job.table].rows_schema.empty_table(),
-                                               plans[job.table].rows_schema)])
+    for i, s in () if partition is None else slices_of(jobs, partition, tasks):
+        plan = plans[jobs[i].table]
+        if plan.replaces:
+            pieces.setdefault((i, s), [conform(plan.rows_schema.empty_table(),
+                                               plan.rows_schema)])
     for (i, s), tables in sorted(pieces.items(), key=lambda kv: kv[0]):
         job = jobs[i]
         plan = plans[job.table]

@@ -31,6 +31,11 @@ from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 
 log = logging.getLogger("sparkcdc.pipeline")
 
+# write tasks of a batch's changes per core (task_changes.task_count): one wave of tasks,
+# a large table's slices (as many as the cores) each in a task of its own, and a thousand
+# small tables' slices not paying a task each
+WRITE_TASKS_PER_CORE = 1
+
 
 @dataclass
 class Prepared:
@@ -181,8 +186,12 @@ class TargetWriter:
                     jobs.append(SliceJob(table, w, cut, first))
                     first += cut.count
         defn = state.defn
+        tasks = task_changes.task_count(jobs, at_least=WRITE_TASKS_PER_CORE * slices)
+        log.info("batch %d: %d slice(s) of %d target(s) written by %d task(s)", batch_id,
+                 sum(j.slices.count for j in jobs), len(jobs), tasks)
         outcomes = task_changes.write_changes(staged, plans, jobs, defn.sink.type,
-                                              dict(defn.sink.options), defn.source.extras)
+                                              dict(defn.sink.options), defn.source.extras,
+                                              tasks)
         by_job: dict[int, list[SliceOutcome]] = {}
         for o in outcomes:
             by_job.setdefault(o.job, []).append(o)
