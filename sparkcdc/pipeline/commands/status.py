@@ -2,7 +2,7 @@
 
 Everything comes from files, so it works while the pipeline runs and after it stopped:
 ``pipeline.json`` (tables, targets, generations), Spark's offset and commit logs (phase,
-chunks done, binlog position of the last committed batch) and ``live/`` (rows and rate, as
+chunks done, binlog position of the last committed batch) and ``live.json`` (rows and rate, as
 the runner last saw them). With the source reachable, the lag is the distance from the
 committed position to the server's current one.
 """
@@ -19,7 +19,7 @@ from sparkcdc.mysql.port import MySQLSource, SourceConfig
 from sparkcdc.pipeline.commands.console import human_bytes, make_console
 from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.definition.routing import targets_of, transform_of
-from sparkcdc.pipeline.run.checkpoint import Checkpoint, read_json
+from sparkcdc.pipeline.run.checkpoint import Checkpoint
 from sparkcdc.sinks import SinkKind, sink_class
 
 
@@ -66,10 +66,11 @@ def table_statuses(defn: PipelineDef, current: dict | None = None) -> list[Table
     binlog position (``{"file", "pos"}``) for the lag, when known."""
     ck = Checkpoint(defn.checkpoint_dir)
     out = []
+    lives = ck.read_live()
     for table, st in sorted(ck.load_tables().items()):
         committed = ck.last_committed(st)
         off = ck.offset(st, committed) if committed is not None else None
-        live = read_json(ck.live_path(table)) or {}
+        live = lives.entry(table)
         running = bool(live.get("running")) and _alive(int(live.get("pid", 0))) and (
             time.time() - float(live.get("updated", 0)) < 120)
         if off is None:

@@ -11,7 +11,9 @@ Layout under ``pipeline.checkpoint.location``::
     streams/<db.table>/g<N>/      a table's own stream, generation N: only in checkpoints from
                                   before every table took the pipeline's stream (read once,
                                   when the table joins it)
-    live/<db.table>.json          what the running runner last saw (rows, rates, pid)
+    live.json                     what the running runner last saw, per table (rows, rates),
+                                  its pid and when it wrote it
+    live/<db.table>.json          the same per table, from before live.json (read, not written)
 
 Spark writes ``offsets/<batch>`` before it runs a batch (a version line, a metadata line,
 then one JSON line per source: our offset, with ``pos``, ``phase``, ``chunks_done``...) and
@@ -219,8 +221,19 @@ class Checkpoint:
             return self.pipeline_stream_dir(st.stream_generation)
         return self.root / "streams" / stream_key(st.table) / f"g{st.generation}"
 
-    def live_path(self, table: str) -> Path:
-        return self.root / "live" / f"{stream_key(table)}.json"
+    def write_live(self, pid: int, updated: float, tables: dict[str, dict]) -> None:
+        """``live.json``: the run's pid, when it wrote, and each table's entry. One file for
+        the whole run: a file per table cost a 1,000-table run a thousand writes every five
+        seconds, a third of its driver's time (docs/benchmarks.md, "Whole databases")."""
+        write_json(self.root / "live.json", {"pid": pid, "updated": updated, "tables": tables})
+
+    def read_live(self) -> Live:
+        """What ``live.json`` holds (empty when no run wrote it)."""
+        got = read_json(self.root / "live.json")
+        if not isinstance(got, dict):
+            return Live(self, 0, 0.0, {})
+        return Live(self, int(got.get("pid") or 0), float(got.get("updated") or 0.0),
+                    dict(got.get("tables") or {}))
 
     # -- Spark's logs ----------------------------------------------------------------------
 
@@ -254,3 +267,20 @@ class Checkpoint:
     def _last(self, d: Path) -> int | None:
         b = self._batches(d)
         return b[-1] if b else None
+
+
+@dataclass(frozen=True)
+class Live:
+    """A run's ``live.json`` as read: ``entry(table)`` gives a table's, with the run's
+    ``pid`` and ``updated`` in it, or an older checkpoint's ``live/<table>.json``."""
+
+    ckpt: Checkpoint
+    pid: int
+    updated: float
+    tables: dict[str, dict]
+
+    def entry(self, table: str) -> dict:
+        got = self.tables.get(table)
+        if got is not None:
+            return {**got, "pid": self.pid, "updated": self.updated}
+        return read_json(self.ckpt.root / "live" / f"{stream_key(table)}.json") or {}

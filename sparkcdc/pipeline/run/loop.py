@@ -10,7 +10,7 @@ it uses in ``__init__`` and never calls back up (docs/design.md, "The run"):
 * ``schema``: schema changes, TRUNCATEs, drops and renames inside a micro-batch;
 * ``tables``: a table started, stopped, taken again, re-keyed, renamed, dropped;
 * ``operator``: the operator's snapshot, pause and resume;
-* ``monitor``: progress, ``live/`` and the verdict on a failed query.
+* ``monitor``: progress, ``live.json`` and the verdict on a failed query.
 
 The loop, on the driver:
 
@@ -18,7 +18,7 @@ The loop, on the driver:
    pipeline's stream carries keeps its schema); start the pipeline's stream
    (``TableState`` in ``pipeline.json`` says which generation, from where, with which
    schema; a table a stream of its own read, in a checkpoint from before, joins it);
-2. every second: look at the query (progress per table for the display and ``live/``;
+2. every second: look at the query (progress per table for the display and ``live.json``;
    a failed batch is decided on at once, a change handed over by the stream made first),
    and act on the drops, renames and new keys the stream has written up to;
 3. every ``discovery.interval``: re-discover; a new matching table joins (snapshot first,
@@ -198,7 +198,7 @@ class Runner:
         return 0
 
     def _poll(self) -> None:
-        """The stream fitted to its tables, one look at it (progress, ``live/``), the
+        """The stream fitted to its tables, one look at it (progress, ``live.json``), the
         display; a failure decided on."""
         self.stream.sync()
         failures = self.monitor.look()
@@ -388,8 +388,8 @@ class Runner:
                     run.query.stop()
                 except Exception as e:  # noqa: BLE001 - must not hide the reason we stop
                     log.warning("stopping the stream of %s: %s", run.state.table, e)
+        self.monitor.write_live(runs.values(), stopping=True)
         for run in runs.values():
-            self.monitor.write_live(run, running=False)
             run.sink.close()
         if self.display is not None:
             self.display.update(self)

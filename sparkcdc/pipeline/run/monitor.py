@@ -1,5 +1,5 @@
 """Watching the pipeline's stream: each table's progress from the query's reports, the
-``live/`` files ``status`` reads, and a verdict on a failed query (``Failure``: what failed
+``live.json`` file ``status`` reads, and a verdict on a failed query (``Failure``: what failed
 and whether it is transient). The monitor says; the loop decides (``Runner._failed``)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcdc.pipeline.run.checkpoint import write_json
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.stream import PipelineStream
 from sparkcdc.pipeline.run.table_run import TableRun
@@ -61,10 +61,11 @@ class Monitor:
         self.stream = stream
         self.last_batch_seconds: float | None = None  # the last micro-batch's duration
         self._seen_batch: dict[Any, int] = {}  # per query: the last progress report looked at
+        self._live: tuple[dict | None, float] = (None, 0.0)  # live.json's tables, when written
 
     def look(self) -> list[Failure]:
         """One look at every query (the pipeline's stream once, however many tables it
-        reads): progress for each table, ``live/``; the failures found."""
+        reads): progress for each table, ``live.json``; the failures found."""
         failed: dict[int, TableRun] = {}
         looks: dict[int, tuple] = {}  # per query: (progress, active, failed)
         # per (query, batch): the offsets, parsed once
@@ -102,24 +103,27 @@ class Monitor:
                     self.stream.restarts = 0
             if run.error is None and broken:
                 failed.setdefault(id(q), run)
-            self.write_live(run, running=run.active)
+        self.write_live(self.state.runs.values())
         return [Failure(run, _message(run.query)) for run in failed.values()]
 
-    def write_live(self, run: TableRun, running: bool) -> None:
-        """``live/<table>.json`` for ``status``: written when it changed (at most every 5 s
-        while it runs), and every 30 s (``status`` calls a run alive for 120 s after the
-        last write)."""
-        st = run.state
-        data = {"table": st.table, "target": st.target, "generation": st.generation,
-                "running": running, "pid": os.getpid(), "rows": run.rows,
-                "batches": run.batches, "rate": run.rate, "lag_bytes": run.lag_bytes,
-                "error": run.error}
+    def write_live(self, runs: Iterable[TableRun], stopping: bool = False) -> None:
+        """``live.json`` for ``status``, every table in one file: written when a table
+        stopped or started running, else when something changed (at most every 5 s), and
+        every 30 s (``status`` calls a run alive for 120 s after the last write); at once,
+        each table not running, when the run stops."""
+        tables = {run.state.table: {
+            "target": run.state.target, "generation": run.state.generation,
+            "running": run.active and not stopping, "rows": run.rows, "batches": run.batches,
+            "rate": run.rate, "lag_bytes": run.lag_bytes, "error": run.error}
+            for run in runs}
         now = time.time()
-        if run.live and running and run.live[0]["running"] and (
-                now - run.live[1] < 5 or run.live[0] == data and now - run.live[1] < 30):
+        last, at = self._live
+        if last is not None and not stopping and all(
+                last.get(t, {}).get("running") == e["running"] for t, e in tables.items()) \
+                and (now - at < 5 or last == tables and now - at < 30):
             return
-        write_json(self.state.ckpt.live_path(st.table), {**data, "updated": now})
-        run.live = (data, now)
+        self.state.ckpt.write_live(os.getpid(), now, tables)
+        self._live = (tables, now)
 
     def _new_progress(self, q: Any) -> list[dict]:
         """The query's progress reports of batches not seen yet. Each report holds the

@@ -19,7 +19,7 @@ from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.port import parse_server_ids
 from sparkcdc.pipeline.definition.routing import Shaper
-from sparkcdc.pipeline.run.checkpoint import TableState, read_json, write_json
+from sparkcdc.pipeline.run.checkpoint import TableState, write_json
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
@@ -62,7 +62,7 @@ class PipelineStream:
             st.batch_base = nxt - (planned + 1 if planned is not None else 0)
             st.stream_generation = state.generation  # saved before the stream starts (sync)
         run = TableRun(st, schema, sink, shaper, keys)
-        live = read_json(state.ckpt.live_path(st.table)) or {}
+        live = state.ckpt.read_live().entry(st.table)
         if live.get("generation") == st.generation:  # counts go on across runs
             run.rows, run.batches = int(live.get("rows") or 0), int(live.get("batches") or 0)
         run.published = sink.publish(self.life.spark)  # a wrong catalog entry fails here

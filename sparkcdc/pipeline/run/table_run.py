@@ -1,5 +1,5 @@
 """What the runner keeps about a table it captures while it runs: its stream, its sink, and
-what the display, ``live/`` and the metrics show of it."""
+what the display, ``live.json`` and the metrics show of it."""
 
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ class TableRun:
     #                           ``gone`` once the rows before it are)
     emit_lag: float | None = None  # seconds from its newest change's commit to its write
     active: bool = False  # its query was active at the last look (``Monitor.look``)
-    live: tuple = ()  # what ``live/`` last got, and when
 
 
 def note_emit_lag(run: TableRun, rows) -> None:

@@ -42,3 +42,19 @@ def test_what_the_stream_saw_happen_to_a_table_round_trips(tmp_path):
                                                statements=("ALTER TABLE c ADD PRIMARY KEY (k)",)))
     ck.save_tables("p", {"d.a": renamed, "d.c": rekey})
     assert ck.load_tables() == {"d.a": renamed, "d.c": rekey}
+
+
+def test_live_is_one_file_and_an_older_checkpoints_per_table_files_still_read(tmp_path):
+    ck = Checkpoint(tmp_path)
+    assert ck.read_live().entry("d.a") == {}
+    ck.write_live(123, 1000.5, {"d.a": {"rows": 7, "running": True, "generation": 1}})
+    assert list(tmp_path.iterdir()) == [tmp_path / "live.json"]
+    got = ck.read_live()
+    assert got.entry("d.a") == {"rows": 7, "running": True, "generation": 1, "pid": 123,
+                                "updated": 1000.5}
+    # a table the run did not write: an older run's live/<table>.json, as it was
+    (tmp_path / "live").mkdir()
+    (tmp_path / "live" / "d.b.json").write_text(json.dumps({"rows": 3, "pid": 9}))
+    assert got.entry("d.b") == {"rows": 3, "pid": 9}
+    (tmp_path / "live.json").write_text("{torn")
+    assert ck.read_live().entry("d.a") == {}

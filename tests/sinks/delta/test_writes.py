@@ -113,3 +113,30 @@ def test_merge_condition_carries_the_key_range(tmp_path):
     assert "t.`region` >= 'eu' AND t.`region` <= 'us'" in got
     cs = ChangeSet(t, ("id",), ("region", "id", "qty"))
     assert _narrowing(cs, ("region",)) == " AND t.`id` >= 3 AND t.`id` <= 12"
+
+
+def test_the_table_read_before_is_brought_up_to_date_and_a_removed_one_is_seen(tmp_path):
+    """The sink keeps the table it read and reads only the log's new entries next time
+    (``_read_table``); a table removed or made again under it is read afresh, not taken
+    for the one before."""
+    import shutil
+
+    sink = _sink(tmp_path)
+    path = sink.config.path
+    assert sink._table() is None
+    dl.write_deltalake(path, pa.table({"id": [1, 2]}))
+    first = sink._table()
+    assert first.version() == 0
+    dl.write_deltalake(path, pa.table({"id": [3]}), mode="append")
+    again = sink._table()
+    assert again is first and again.version() == 1  # the same object, brought up to date
+    assert sorted(again.to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+    shutil.rmtree(path)
+    assert sink._table() is None
+    dl.write_deltalake(path, pa.table({"id": [1, 2, 3]}), mode="append")
+    dl.write_deltalake(path, pa.table({"id": [9]}), mode="overwrite")
+    assert sink._table().version() == 1
+    shutil.rmtree(path)
+    dl.write_deltalake(path, pa.table({"id": [7]}))  # made again: version 0
+    got = sink._table()
+    assert got.version() == 0 and got.to_pyarrow_table()["id"].to_pylist() == [7]
