@@ -19,7 +19,7 @@ from sparkcdc.core.schema import TableId, TableSchema
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.port import parse_server_ids
 from sparkcdc.pipeline.definition.routing import Shaper
-from sparkcdc.pipeline.run.checkpoint import TableState, write_json
+from sparkcdc.pipeline.run.checkpoint import Live, TableState, write_json
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.state import RunState
 from sparkcdc.pipeline.run.table_run import TableRun
@@ -47,6 +47,7 @@ class PipelineStream:
         self._query_gen: int | None = None  # the generation its running query reads
         self._ids: str | None = None
         self._ids_used = 0
+        self._live: Live | None = None  # live.json as the run found it (the counts so far)
 
     def join(self, st: TableState, schema: TableSchema, shaper: Shaper,
              keys: tuple[str, ...], rows_schema: Any) -> None:
@@ -62,7 +63,9 @@ class PipelineStream:
             st.batch_base = nxt - (planned + 1 if planned is not None else 0)
             st.stream_generation = state.generation  # saved before the stream starts (sync)
         run = TableRun(st, schema, sink, shaper, keys)
-        live = state.ckpt.read_live().entry(st.table)
+        if self._live is None:  # read once: a thousand tables join one after another
+            self._live = state.ckpt.read_live()
+        live = self._live.entry(st.table)
         if live.get("generation") == st.generation:  # counts go on across runs
             run.rows, run.batches = int(live.get("rows") or 0), int(live.get("batches") or 0)
         run.published = sink.publish(self.life.spark)  # a wrong catalog entry fails here
