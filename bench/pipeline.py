@@ -60,6 +60,8 @@ import servers
 from proctree import measure
 from throughput import COLUMNS_DDL, LOG, machine, publish, run_debezium, say
 
+from sparkcdc.spark.task_cpu import TASK_CPU_ENV
+
 DB = "bench"
 TABLE = "orders"
 
@@ -159,6 +161,9 @@ class Bench:
             cmd = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--subprocesses",
                    "--nonblocking", "--format", "raw", "-r", "50",
                    "-o", str(keep / f"{work.name}-{what}.txt"), "--", *cmd]
+        cpu_dir = work / f"task-cpu-{what}"
+        if self.args.task_cpu:  # each task's CPU by stage (sparkcdc/spark/task_cpu.py)
+            env[TASK_CPU_ENV] = str(cpu_dir)
         before = os.getloadavg()[0]
         trace: list | None = [] if self.args.trace else None
         m = measure(cmd, env, work / f"{what}.log", trace=trace)
@@ -174,7 +179,8 @@ class Bench:
                 "load_after": round(os.getloadavg()[0], 1),
                 "pss_at_peak": {k: round(v) for k, v in m.at_peak.items()},
                 "pss_part_peaks": {k: round(v) for k, v in m.part_peaks.items()},
-                "cpu_parts": {k: round(v, 1) for k, v in m.cpu_parts.items()}}
+                "cpu_parts": {k: round(v, 1) for k, v in m.cpu_parts.items()},
+                **({"task_cpu": task_cpu(cpu_dir)} if self.args.task_cpu else {})}
 
     def updates(self, n: int) -> None:
         """n row updates in 10,000-row transactions, spread over the whole table."""
@@ -387,12 +393,33 @@ class Bench:
 
 def parts(r: dict) -> str:
     """A run's memory and CPU by part of the tree: the CLI (Python driver), the JVM,
-    Spark's Python workers."""
+    Spark's Python workers; with ``--task-cpu``, the workers' tasks by stage."""
     def each(d: dict) -> str:
         return "/".join(f"{d.get(k, 0):,}" for k in ("cli", "jvm", "py"))
+    stages = "".join(f"; {k} {v['own_cpu_s']:.1f}/{v['task_cpu_s']:.1f} CPU-s in {v['tasks']} "
+                     f"task(s)" for k, v in r.get("task_cpu", {}).items())
     return (f"PSS at the peak cli/jvm/py {each(r['pss_at_peak'])} MB, each part's peak "
             f"{each(r['pss_part_peaks'])} MB, CPU-s {each(r['cpu_parts'])}, "
-            f"load {r['load']} -> {r['load_after']}")
+            f"load {r['load']} -> {r['load_after']}"
+            + (f"; tasks by stage, own/whole{stages}" if stages else ""))
+
+
+def task_cpu(folder: Path) -> dict[str, dict]:
+    """The tasks' CPU lines (``sparkcdc/spark/task_cpu.py``) summed per stage: the CPU of the
+    stage's own code, of its whole task, and its tasks, batches and rows."""
+    out: dict[str, dict] = {}
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        for line in f.read_text().splitlines():
+            d = json.loads(line)
+            o = out.setdefault(d["stage"], {"own_cpu_s": 0.0, "task_cpu_s": 0.0, "tasks": 0,
+                                            "batches": 0, "rows": 0})
+            o["own_cpu_s"] += d["own_cpu_s"]
+            o["task_cpu_s"] += d["task_cpu_s"]
+            o["tasks"] += 1
+            o["batches"] += d["batches"]
+            o["rows"] += d["rows"]
+    return {k: {**v, "own_cpu_s": round(v["own_cpu_s"], 2),
+                "task_cpu_s": round(v["task_cpu_s"], 2)} for k, v in out.items()}
 
 
 def _median(xs: list[dict], key: str) -> float:
@@ -553,6 +580,9 @@ def main() -> None:
                    help="also run each sink with this sparkcdc executable (another "
                    "checkout's venv), in the same rounds: before and after side by side")
     p.add_argument("--no-write-docs", action="store_true")
+    p.add_argument("--task-cpu", action="store_true",
+                   help="each run's Spark tasks write their CPU by stage (sparkcdc/spark/"
+                        "task_cpu.py); the log line gives the sums")
     p.add_argument("--pyspy", help="a folder: each run's Python processes sampled by py-spy "
                                    "(collapsed stacks; the figures then count py-spy too)")
     p.add_argument("--pyspy-phases", default="catchup",

@@ -49,6 +49,7 @@ from sparkcdc.spark.rows import (
     output_schema,
     snapshot_batches,
 )
+from sparkcdc.spark.task_cpu import accounted
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +148,9 @@ def read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.RecordB
     else:
         batches = _read_partition(ctx, part)
     if ctx.config.arrow_batches:
-        for b in batches:
-            yield encode(b)
+        yield from accounted((encode(b) for b in batches), "read")
     else:
-        yield from batches
+        yield from accounted(batches, "read")
 
 
 def profiled(prof_dir: str, it: Iterator[pa.RecordBatch], what: str = "task"
@@ -214,7 +214,7 @@ def _read_partition(ctx: ReadContext, part: WorkPartition) -> Iterator[pa.Record
         while i < len(items):
             item = items[i]
             if not isinstance(item, ChunkItem):
-                yield from read_window(ctx, dialect, item)
+                yield from accounted(read_window(ctx, dialect, item), "window")
                 i += 1
                 continue
             # the chunks after it as of the same position, a round of selects at once

@@ -50,6 +50,7 @@ from sparkcdc.pipeline.run.shipped import Shipped
 from sparkcdc.pipeline.run.task_files import CHANGES, TargetWrite
 from sparkcdc.sinks.base import DELETE, UPSERT, KeyRange, KeySlices
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
+from sparkcdc.spark.task_cpu import accounted
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,9 @@ def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob
     shipped = Shipped((plans, jobs, by_table, extras))
 
     def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return accounted(_route(batches), "route")
+
+    def _route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         plans, jobs, by_table, extras = shipped.get()
         for b in batches:  # a batch out per record batch in: its pieces fit a binary column
             for table, ipc in zip(b.column("tbl").to_pylist(), b.column("payload").to_pylist()):
@@ -157,6 +161,9 @@ def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob
                          pa.array([x[2] for _, x in out], pa.binary())], schema=_PIECES)
 
     def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return accounted(_write(batches), "slices")
+
+    def _write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         plans, jobs, _by_table, _extras = shipped.get()
         ctx = TaskContext.get()
         index = ctx.partitionId() if ctx is not None else None

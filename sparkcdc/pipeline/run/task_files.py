@@ -46,6 +46,7 @@ from sparkcdc.pipeline.run.schema.in_stream import conform
 from sparkcdc.spark.arrow_batches import from_ipc
 from sparkcdc.spark.read import PROFILE_ENV, profiled
 from sparkcdc.spark.rows import batch_event
+from sparkcdc.spark.task_cpu import accounted
 
 OUT_SCHEMA = "kind string, tbl string, target string, ord long, payload binary"
 FILES, ROWS, CHANGES, NAMES = "files", "rows", "changes", "names"
@@ -101,8 +102,8 @@ def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fil
         yield from profiled(prof_dir, _write_snapshot_files(
             batches, plans, sink_type, options, extras, change_tables), "files")
     else:
-        yield from _write_snapshot_files(batches, plans, sink_type, options, extras,
-                                         change_tables)
+        yield from accounted(_write_snapshot_files(batches, plans, sink_type, options, extras,
+                                                   change_tables), "first-stage")
 
 
 def _write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, FilePlan],
