@@ -21,6 +21,7 @@ from sparkcdc.core.table_events import NewSchema, TableEvent
 from sparkcdc.errors import BinlogUnavailable, ConfigError
 from sparkcdc.mysql import types
 from sparkcdc.mysql.binlog import failover
+from sparkcdc.mysql.binlog.fastdecode import default_decoder
 from sparkcdc.mysql.binlog.reader import BinlogReader
 from sparkcdc.mysql.binlog.server_lookups import file_start_timestamps
 from sparkcdc.mysql.connection import ConnectionOptions, retry_lost
@@ -140,10 +141,13 @@ class MySQLDialect:
 
     def read_window(self, schema: TableSchema | None, start: BinlogOffset,
                     end: BinlogOffset, only: Iterable[TableId] | None = None,
-                    table_events: bool = False) -> Iterator[ChangeRecord]:
+                    table_events: bool = False, before_keys: bool = False
+                    ) -> Iterator[ChangeRecord]:
         """Changes in ``[start, end)`` of one table (or of every known table if None, or of
         those in ``only``: the others' events are skipped undecoded); with
-        ``table_events``, the tables' ``TableEvent``s among them (``BinlogReader``)."""
+        ``table_events``, the tables' ``TableEvent``s among them (``BinlogReader``); with
+        ``before_keys``, an update's before image may hold its row key alone (for a reader
+        that drops update preimages: ``fastdecode.CRowDecoder``)."""
 
         if start >= end:
             return iter(())
@@ -151,6 +155,7 @@ class MySQLDialect:
         if only is not None:
             tables = {t: tables[t] for t in only if t in tables}
         reader = BinlogReader(self.conn, self.server_id, tables, flavor=self.flavor,
+                              decoder=default_decoder(before_keys) if before_keys else None,
                               table_events=table_events)
         if self.zero_dates_epoch:
             return self._epoch_for_zero_dates(reader.read_window(start, end), tables)

@@ -291,7 +291,9 @@ def read_window(ctx: ReadContext, dialect, item: WindowItem) -> Iterator[pa.Reco
 
     min_ts = item.min_ts_ms
     with _few_gc_passes():
-        for rec in dialect.read_window(None, start, end, only=progress, table_events=events):
+        # without update preimages, an update's before image is wanted for its key alone
+        for rec in dialect.read_window(None, start, end, only=progress, table_events=events,
+                                       before_keys=not ctx.config.preimages):
             if events and rec.__class__ is not ChangeRecord:  # a TableEvent
                 yield from drain()  # the rows before it, in the schema they had
                 yield _table_event(builder, rec, tables, rekeyed)

@@ -50,6 +50,11 @@ typedef struct {
     PyObject *names;  /* tuple of str */
     PyObject *specs;  /* keeps the objects of the specs alive */
     PyObject *decimal; /* decimal.Decimal */
+    /* per column, 1 for a row key column; NULL unless the plan was given keys: then an
+       update's before image holds its key columns only (the reader drops update
+       preimages), the whole image when the update changes the key */
+    unsigned char *key;
+    Py_ssize_t nkeys;
 } PlanObject;
 
 typedef struct {
@@ -63,6 +68,7 @@ int fc_need(Cursor *c, Py_ssize_t n);
 int fc_read_prefixed(Cursor *c, int nbytes, const unsigned char **p, Py_ssize_t *n);
 /* The canonical value of one column at the cursor (sparkcdc.mysql.types). */
 PyObject *fc_value(PlanObject *plan, ColSpec *s, Cursor *c);
+int fc_skip(ColSpec *s, Cursor *c);
 int fc_init(void);
 
 #endif

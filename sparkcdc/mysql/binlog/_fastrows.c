@@ -64,6 +64,54 @@ static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans) {
     return row;
 }
 
+/* An update's before image, its key columns alone (``plan->key``): the other values are
+ * stepped over, never made. */
+static PyObject *decode_key_image(PlanObject *plan, Cursor *c) {
+    Py_ssize_t ncols = plan->ncols, nbits = (ncols + 7) / 8;
+    if (fc_need(c, nbits) < 0) return NULL;
+    const unsigned char *nulls = c->d + c->pos;
+    c->pos += nbits;
+    PyObject *row = _PyDict_NewPresized(plan->nkeys);
+    if (row == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        ColSpec *s = &plan->cols[i];
+        int null = nulls[i >> 3] >> (i & 7) & 1;
+        if (!plan->key[i]) {
+            if (!null && fc_skip(s, c) < 0) {
+                Py_DECREF(row);
+                return NULL;
+            }
+            continue;
+        }
+        PyObject *v = null ? Py_NewRef(Py_None) : fc_value(plan, s, c);
+        if (v == NULL) {
+            Py_DECREF(row);
+            return NULL;
+        }
+        int rc = PyDict_SetItem(row, PyTuple_GET_ITEM(plan->names, i), v);
+        Py_DECREF(v);
+        if (rc < 0) {
+            Py_DECREF(row);
+            return NULL;
+        }
+    }
+    return row;
+}
+
+/* 1 when the key columns of ``a`` and ``b`` hold equal values (as the tuples of them
+ * compare), 0 when not, -1 on an error. */
+static int same_key(PlanObject *plan, PyObject *a, PyObject *b) {
+    for (Py_ssize_t i = 0; i < plan->ncols; i++) {
+        if (!plan->key[i]) continue;
+        PyObject *name = PyTuple_GET_ITEM(plan->names, i);
+        PyObject *x = PyDict_GetItemWithError(a, name), *y = PyDict_GetItemWithError(b, name);
+        if (x == NULL || y == NULL) return PyErr_Occurred() ? -1 : 0;
+        int eq = PyObject_RichCompareBool(x, y, Py_EQ);
+        if (eq <= 0) return eq;
+    }
+    return 1;
+}
+
 /* The after image of a PARTIAL_UPDATE_ROWS row whose JSON columns flagged in ``bits`` (one
  * bit per JSON column, in column order) hold diffs. An empty diff (what MySQL logs for a
  * JSON column the UPDATE left alone) is the before image's value; any other diff is applied
@@ -181,7 +229,9 @@ PyObject *fr_decode_images(PlanObject *plan, const unsigned char *d, Py_ssize_t 
         goto fail;
     }
     while (c.pos < c.end) {
-        PyObject *img = decode_image(plan, &c, spans), *pair;
+        Py_ssize_t at = c.pos;
+        PyObject *img = mode == 2 && plan->key != NULL ? decode_key_image(plan, &c)
+                                                       : decode_image(plan, &c, spans), *pair;
         if (img == NULL) goto fail;
         if (mode == 3) {
             const unsigned char *bits;
@@ -204,6 +254,19 @@ PyObject *fr_decode_images(PlanObject *plan, const unsigned char *d, Py_ssize_t 
             if (after == NULL) {
                 Py_DECREF(img);
                 goto fail;
+            }
+            if (plan->key != NULL) {  /* img holds the key alone: whole when the key moved */
+                int same = same_key(plan, img, after);
+                if (same == 0) {
+                    Cursor again = {d, at, n};
+                    PyObject *whole = decode_image(plan, &again, NULL);
+                    Py_SETREF(img, whole);
+                }
+                if (same < 0 || img == NULL) {
+                    Py_XDECREF(img);
+                    Py_DECREF(after);
+                    goto fail;
+                }
             }
             pair = PyTuple_Pack(2, img, after);
             Py_DECREF(after);
@@ -354,16 +417,19 @@ PyObject *fr_py_decode_event(PyObject *self, PyObject *args) {
 
 static void plan_dealloc(PlanObject *self) {
     PyMem_Free(self->cols);
+    PyMem_Free(self->key);
     Py_XDECREF(self->names);
     Py_XDECREF(self->specs);
     Py_XDECREF(self->decimal);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Plan(names: tuple[str], specs: tuple[(op, a, b, c, obj)], decimal_type) */
+/* Plan(names: tuple[str], specs: tuple[(op, a, b, c, obj)], decimal_type[, keys]): ``keys``,
+ * the row key's column indices, makes an update's before image its key alone (PlanObject) */
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *names, *specs, *decimal;
-    if (!PyArg_ParseTuple(args, "O!O!O", &PyTuple_Type, &names, &PyTuple_Type, &specs, &decimal))
+    PyObject *names, *specs, *decimal, *keys = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O|O!", &PyTuple_Type, &names, &PyTuple_Type, &specs,
+                          &decimal, &PyTuple_Type, &keys))
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(names);
     if (PyTuple_GET_SIZE(specs) != n) {
@@ -423,6 +489,23 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                     Py_DECREF(self);
                     return NULL;
                 }
+    }
+    if (keys != NULL && PyTuple_GET_SIZE(keys) > 0) {
+        self->key = PyMem_Calloc(n ? n : 1, 1);
+        if (self->key == NULL) {
+            Py_DECREF(self);
+            return PyErr_NoMemory();
+        }
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+            Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(keys, k));
+            if (i < 0 || i >= n) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a key outside the columns");
+                Py_DECREF(self);
+                return NULL;
+            }
+            self->nkeys += !self->key[i];
+            self->key[i] = 1;
+        }
     }
     return (PyObject *)self;
 }

@@ -79,13 +79,15 @@ def available() -> bool:
     return _C is not None
 
 
-def default_decoder() -> R.RowDecoder:
-    """The fastest decoder this installation has (``SPARKCDC_ROW_DECODER`` overrides)."""
+def default_decoder(before_keys: bool = False) -> R.RowDecoder:
+    """The fastest decoder this installation has (``SPARKCDC_ROW_DECODER`` overrides).
+    ``before_keys``: an update's before image may hold its key columns alone, unless the
+    update changes the key (the compiled decoder's plans; ``CRowDecoder``)."""
     choice = os.environ.get("SPARKCDC_ROW_DECODER", "").strip().lower()
     if choice in ("", "auto"):
-        return CRowDecoder() if available() else R.PyRowDecoder()
+        return CRowDecoder(before_keys) if available() else R.PyRowDecoder()
     if choice == "c":
-        return CRowDecoder()
+        return CRowDecoder(before_keys)
     if choice == "py":
         return R.PyRowDecoder()
     raise ConfigError(f"SPARKCDC_ROW_DECODER={choice!r} is not a row decoder",
@@ -93,7 +95,12 @@ def default_decoder() -> R.RowDecoder:
 
 
 class CRowDecoder:
-    """``RowDecoder`` over the C extension."""
+    """``RowDecoder`` over the C extension. With ``before_keys`` an update's before image
+    holds its row key's columns alone (the whole image when the update changes the key):
+    for a reader whose consumer drops update preimages (``changelog-mode: upsert``, the
+    pipeline's), which then needs a before image only to see whether the key moved; its
+    other values (a DECIMAL, a DATETIME: Python objects each) were made and thrown away at
+    every update."""
 
     takes_buffers = True  # decode_rows accepts a memoryview (big events are not copied)
     # decode_event: a whole rows event in one C call (an extension built before it lacks it)
@@ -101,12 +108,13 @@ class CRowDecoder:
     # decode_partial_event: PARTIAL_UPDATE_ROWS events whose rows hold no JSON diff in C
     partial_in_c = event_in_c and hasattr(_C, "PARTIAL_UPDATES")
 
-    def __init__(self) -> None:
+    def __init__(self, before_keys: bool = False) -> None:
         if _C is None:
             raise ConfigError("the compiled row decoder (sparkcdc.mysql.binlog._fastdecode) is not "
                               "built", fix="install gcc and the Python headers "
                               "(python3-dev), then `pip install -e .` again")
         self._plans: dict[tuple, tuple[Any, int]] = {}  # signature -> (plan, full bitmap)
+        self.before_keys = before_keys
         # the library builds one column list per TABLE_MAP event: the last one seen per
         # table spares computing the signature again for every row event that follows it
         self._last: dict[Any, tuple[Any, TableSchema, Any, int]] = {}
@@ -258,18 +266,23 @@ class CRowDecoder:
                tuple(R.meta_sig(c) for c in cols))
         got = self._plans.get(sig)
         if got is None:
-            got = (compile_plan(cols, schema), (1 << len(schema.columns)) - 1)
+            got = (compile_plan(cols, schema, self.before_keys),
+                   (1 << len(schema.columns)) - 1)
             if len(self._plans) > 1024:
                 self._plans.clear()
             self._plans[sig] = got
         return got
 
 
-def compile_plan(cols: list, schema: TableSchema) -> Any:
-    """A ``_fastdecode.Plan`` for a table map's columns (library ``Column`` objects)."""
+def compile_plan(cols: list, schema: TableSchema, before_keys: bool = False) -> Any:
+    """A ``_fastdecode.Plan`` for a table map's columns (library ``Column`` objects); with
+    ``before_keys`` (and a row key), an update's before image holds its key alone."""
     R.check_columns(cols, schema)
     specs = tuple(column_spec(bc, sc) for bc, sc in zip(cols, schema.columns))
     names = tuple(schema.column_names)
+    keys = tuple(names.index(k) for k in schema.row_key) if before_keys else ()
+    if keys:
+        return _C.Plan(names, specs, Decimal, keys)
     return _C.Plan(names, specs, Decimal)
 
 
