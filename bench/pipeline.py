@@ -166,7 +166,10 @@ class Bench:
             env[TASK_CPU_ENV] = str(cpu_dir)
         before = os.getloadavg()[0]
         trace: list | None = [] if self.args.trace else None
-        m = measure(cmd, env, work / f"{what}.log", trace=trace)
+        # in the run's own folder: Spark's Python workers (``python -m``) put their working
+        # folder first on the path, and from the project's they would import its code
+        # whichever build runs (``--build``)
+        m = measure(cmd, env, work / f"{what}.log", trace=trace, cwd=work)
         if m.rc != 0:
             tail = (work / f"{what}.log").read_text(errors="replace")[-3000:]
             raise RuntimeError(f"sparkcdc run exited {m.rc} ({what}, {sink}):\n{tail}")

@@ -178,7 +178,8 @@ class Measured:
 
 def measure(cmd: list[str], env: dict | None, log_path: Path | str,
             discard_stdout: bool = False, every: float = 0.1,
-            trace: list[tuple[float, dict[str, float]]] | None = None) -> Measured:
+            trace: list[tuple[float, dict[str, float]]] | None = None,
+            cwd: Path | str | None = None) -> Measured:
     """Run ``cmd`` to its end, its output appended to ``log_path`` (stdout thrown away with
     ``discard_stdout``, as a dump to /dev/null).
 
@@ -194,7 +195,8 @@ def measure(cmd: list[str], env: dict | None, log_path: Path | str,
     with open(log_path, "ab") as out:
         t0 = time.monotonic()
         p = subprocess.Popen(cmd, env=env, stderr=subprocess.STDOUT if not discard_stdout
-                             else out, stdout=subprocess.DEVNULL if discard_stdout else out)
+                             else out, stdout=subprocess.DEVNULL if discard_stdout else out,
+                             cwd=cwd)
 
         def sample() -> None:  # beside the blocking wait, which times the end exactly
             while not stop.is_set():
