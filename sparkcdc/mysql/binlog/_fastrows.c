@@ -26,17 +26,26 @@ typedef struct {
 
 static int is_json(const ColSpec *s) { return s->op == OP_JSON || s->op == OP_CALL; }
 
-/* One row image; ``spans`` (or NULL) gets where its JSON columns' stored values are. */
-static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans) {
+/* One row image; ``spans`` (or NULL) gets where its JSON columns' stored values are. With
+ * ``keys_only`` (an update's before image under a plan with keys, PlanObject), its key
+ * columns alone: the other values are stepped over, never made. */
+static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans, int keys_only) {
     Py_ssize_t ncols = plan->ncols, nbits = (ncols + 7) / 8;
     if (fc_need(c, nbits) < 0) return NULL;
     const unsigned char *nulls = c->d + c->pos;
     c->pos += nbits;
-    PyObject *row = _PyDict_NewPresized(ncols);
+    PyObject *row = _PyDict_NewPresized(keys_only ? plan->nkeys : ncols);
     if (row == NULL) return NULL;
     for (Py_ssize_t i = 0; i < ncols; i++) {
         PyObject *v;
         ColSpec *s = &plan->cols[i];
+        if (keys_only && !plan->key[i]) {
+            if (!(nulls[i >> 3] >> (i & 7) & 1) && fc_skip(s, c) < 0) {
+                Py_DECREF(row);
+                return NULL;
+            }
+            continue;
+        }
         if (nulls[i >> 3] >> (i & 7) & 1) {
             v = Py_NewRef(Py_None);
             if (spans != NULL) spans[i].p = NULL;
@@ -53,40 +62,6 @@ static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans) {
                 Py_DECREF(row);
                 return NULL;
             }
-        }
-        int rc = PyDict_SetItem(row, PyTuple_GET_ITEM(plan->names, i), v);
-        Py_DECREF(v);
-        if (rc < 0) {
-            Py_DECREF(row);
-            return NULL;
-        }
-    }
-    return row;
-}
-
-/* An update's before image, its key columns alone (``plan->key``): the other values are
- * stepped over, never made. */
-static PyObject *decode_key_image(PlanObject *plan, Cursor *c) {
-    Py_ssize_t ncols = plan->ncols, nbits = (ncols + 7) / 8;
-    if (fc_need(c, nbits) < 0) return NULL;
-    const unsigned char *nulls = c->d + c->pos;
-    c->pos += nbits;
-    PyObject *row = _PyDict_NewPresized(plan->nkeys);
-    if (row == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < ncols; i++) {
-        ColSpec *s = &plan->cols[i];
-        int null = nulls[i >> 3] >> (i & 7) & 1;
-        if (!plan->key[i]) {
-            if (!null && fc_skip(s, c) < 0) {
-                Py_DECREF(row);
-                return NULL;
-            }
-            continue;
-        }
-        PyObject *v = null ? Py_NewRef(Py_None) : fc_value(plan, s, c);
-        if (v == NULL) {
-            Py_DECREF(row);
-            return NULL;
         }
         int rc = PyDict_SetItem(row, PyTuple_GET_ITEM(plan->names, i), v);
         Py_DECREF(v);
@@ -230,8 +205,7 @@ PyObject *fr_decode_images(PlanObject *plan, const unsigned char *d, Py_ssize_t 
     }
     while (c.pos < c.end) {
         Py_ssize_t at = c.pos;
-        PyObject *img = mode == 2 && plan->key != NULL ? decode_key_image(plan, &c)
-                                                       : decode_image(plan, &c, spans), *pair;
+        PyObject *img = decode_image(plan, &c, spans, mode == 2 && plan->key != NULL), *pair;
         if (img == NULL) goto fail;
         if (mode == 3) {
             const unsigned char *bits;
@@ -250,7 +224,7 @@ PyObject *fr_decode_images(PlanObject *plan, const unsigned char *d, Py_ssize_t 
             pair = PyTuple_Pack(2, img, after);
             Py_DECREF(after);
         } else if (mode == 2) {
-            PyObject *after = decode_image(plan, &c, NULL);
+            PyObject *after = decode_image(plan, &c, NULL, 0);
             if (after == NULL) {
                 Py_DECREF(img);
                 goto fail;
@@ -259,7 +233,7 @@ PyObject *fr_decode_images(PlanObject *plan, const unsigned char *d, Py_ssize_t 
                 int same = same_key(plan, img, after);
                 if (same == 0) {
                     Cursor again = {d, at, n};
-                    PyObject *whole = decode_image(plan, &again, NULL);
+                    PyObject *whole = decode_image(plan, &again, NULL, 0);
                     Py_SETREF(img, whole);
                 }
                 if (same < 0 || img == NULL) {
