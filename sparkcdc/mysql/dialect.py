@@ -155,7 +155,7 @@ class MySQLDialect:
         if only is not None:
             tables = {t: tables[t] for t in only if t in tables}
         reader = BinlogReader(self.conn, self.server_id, tables, flavor=self.flavor,
-                              decoder=default_decoder(before_keys) if before_keys else None,
+                              decoder=default_decoder(before_keys),
                               table_events=table_events)
         if self.zero_dates_epoch:
             return self._epoch_for_zero_dates(reader.read_window(start, end), tables)

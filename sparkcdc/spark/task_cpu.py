@@ -2,9 +2,8 @@
 ``SPARKCDC_TASK_CPU_DIR`` set, each task's stage (a binlog window's read, a chunk's read, the
 batch's first stage, the route, the slice writes) writes one JSON line there: the CPU its
 own code took (the process's CPU time inside the stage's iterator, which pulls its input
-from Spark: a Python worker runs one task at a time, and a chunk read's select threads
-are its own), the CPU from the
-stage's start to its end (Spark's reading of its input and writing of its output between
+from Spark: a Python worker runs one task at a time, and a chunk read's select threads are
+its own), the CPU from the stage's start to its end (Spark's writing of its output between
 the iterator's steps included), its batches and rows.
 
 Why not cProfile (``SPARKCDC_PROFILE_DIR``): a profiler doubles the cost of Python code and
@@ -43,9 +42,9 @@ def _accounted(it: Iterator[Any], stage: str, folder: str) -> Iterator[Any]:
             try:
                 item = next(it)
             except StopIteration:
-                own += time.process_time() - t0
                 return
-            own += time.process_time() - t0
+            finally:
+                own += time.process_time() - t0
             batches += 1
             rows += getattr(item, "num_rows", 0) or 0
             yield item

@@ -3,9 +3,9 @@ unpickled once per Python process.
 
 Why: Spark sends a task's function, with everything it closes over, with every task, and
 unpickles it there. A batch over 1,000 tables holds plans for each of them (schemas, Arrow
-schemas, targets: megabytes), and its stage of key slices ran a task per slice (now a few
-per core, ``task_changes.task_count``), a thousand or more: each unpickled every table's plans, so the batch's cost grew with the
-square of its tables (a 1,000-table first run into Delta took 250-300 s where it took 38 s
+schemas, targets: megabytes), and its stage of key slices ran a task per slice, a thousand
+or more (now one per core, ``task_changes.task_count``): each unpickled every table's
+plans, so the batch's cost grew with the square of its tables (a 1,000-table first run into Delta took 250-300 s where it took 38 s
 before the tasks wrote; docs/benchmarks.md). Closed over as bytes, the plans cost a task
 one copy; the first task in a process unpickles them, the next ones find them here.
 """

@@ -15,7 +15,7 @@ stored files its keys can lie in). Then one Spark job:
    hashed (``repartitionById``), so every change of a key, whichever binlog reader or chunk
    read it, meets in one task; a slice has one task, a task may have several slices
    (``task_count``: one per slice up to one per core, then slices dealt round);
-3. **write** (each slice of a task in turn): the slice's changes reduced to one per key in binlog
+3. **write** (a task's slices in turn): the slice's changes reduced to one per key in binlog
    order (``reduce_changes``, the driver's planner) and written by the target
    (``Sink.write_changes``): new rows as files, the replaced and deleted rows marked in
    deletion vectors. The task sends back a description of a few hundred bytes a file.

@@ -25,6 +25,7 @@ only counts and key bounds (one small aggregation).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,23 +69,12 @@ DELTA_FOR_SPARK = (
 _txn_lock = threading.Lock()
 
 
-_LACKS: dict[int, tuple[Any, str | None]] = {}  # per session (id): the session, its answer
-
-
+@functools.cache
 def lacks_delta(spark: Any) -> str | None:
     """What the session lacks to write Delta itself, or None when it has it: Delta's SQL
     extension configured (Databricks needs none) and its classes loadable. Two lookups,
     no Spark job, once per session (both are fixed when it starts; every table's sink
     asks, a thousand of them at a run's start)."""
-    got = _LACKS.get(id(spark))
-    if got is not None and got[0] is spark:
-        return got[1]
-    answer = _lacks_delta(spark)
-    _LACKS[id(spark)] = (spark, answer)
-    return answer
-
-
-def _lacks_delta(spark: Any) -> str | None:
     conf = spark.conf
     databricks = conf.get("spark.databricks.clusterUsageTags.clusterId", None)
     if not databricks and EXTENSION not in (conf.get("spark.sql.extensions", None) or ""):
