@@ -222,9 +222,11 @@ class Server:
                 shutil.rmtree(raw, ignore_errors=True)
         return {"wall_s": m.seconds, "cpu_s": m.cpu_s, "load": before}
 
-    def instructions(self, server_id: int) -> dict:
+    def instructions(self, server_id: int, keep: str | None = None) -> dict:
         """One read by this tree's reader under callgrind (module docstring): the process's
-        instructions, and those of printing binary JSON as text."""
+        instructions, and those of printing binary JSON as text. ``keep``: a folder to leave
+        callgrind's file in (callgrind-<server>.out), to set two servers' reads side by side
+        function by function with callgrind_annotate."""
         arg = json.dumps({"root": str(ROOT), "conn": self.conn_kwargs, "server_id": server_id,
                           "tables": [[t.database, t.table] for t in self.tables],
                           "start": self.start.to_dict(), "end": self.end.to_dict()})
@@ -246,7 +248,11 @@ class Server:
             m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(\S+)", line)
             if m and JSON_TEXT.search(m.group(2)):
                 json_text += int(m.group(1).replace(",", ""))
-        out.unlink()
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.move(str(out), str(Path(keep) / out.name))
+        else:
+            out.unlink()
         return {"instructions": total, "json_text": json_text}
 
     def profile(self, server_id: int, top: int = 14) -> str:
@@ -281,6 +287,8 @@ def main() -> None:
     ap.add_argument("--instructions", action="store_true",
                     help="count each server's read in instructions under callgrind instead "
                          "of timing rounds (needs valgrind)")
+    ap.add_argument("--keep-callgrind", default=None, metavar="DIR",
+                    help="with --instructions: leave each read's callgrind file in DIR")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     readers = ((BEFORE,) if a.baseline else ()) + TOOLS[:1]
@@ -387,7 +395,7 @@ def main() -> None:
 
 def counted(made: list[Server], a: argparse.Namespace) -> None:
     """--instructions: each server's read counted once, printed beside MariaDB's."""
-    got = {s.kind: s.instructions(7900 + i) for i, s in enumerate(made)}
+    got = {s.kind: s.instructions(7900 + i, a.keep_callgrind) for i, s in enumerate(made)}
     counts = {s.kind: s.records for s in made}
     if len(set(counts.values())) != 1:
         raise SystemExit(f"the servers' records differ: {counts}")

@@ -37,7 +37,7 @@ static PyObject *tree_container(const Doc *doc, int t, Py_ssize_t p, Py_ssize_t 
     const unsigned char *d = doc->d;
     int large = t & 1, osz = large ? 4 : 2, is_object = t <= LARGE_OBJECT;
     if (p + 2 * osz > doc->len) return fjt_bad("a container header past the value"), NULL;
-    uint64_t count = fd_le(d + p, osz), size = fd_le(d + p + osz, osz);
+    uint64_t count = fd_le24(d + p, large), size = fd_le24(d + p + osz, large);
     if ((uint64_t)p + size > (uint64_t)end)
         return fjt_bad("a container longer than its value"), NULL;
     Py_ssize_t entries = p + 2 * osz;
@@ -59,7 +59,7 @@ static PyObject *tree_container(const Doc *doc, int t, Py_ssize_t p, Py_ssize_t 
                 fjt_bad("a value entry past the value");
                 goto fail;
             }
-            uint64_t off = fd_le(d + e + 1, osz);
+            uint64_t off = fd_le24(d + e + 1, large);
             if (off >= size) {
                 fjt_bad("a value outside its container");
                 goto fail;
@@ -80,7 +80,7 @@ static PyObject *tree_container(const Doc *doc, int t, Py_ssize_t p, Py_ssize_t 
             fjt_bad("a key entry past the value");
             goto fail;
         }
-        uint64_t koff = fd_le(d + e, osz), kn = fd_le(d + e + osz, 2);
+        uint64_t koff = fd_le24(d + e, large), kn = fd_le(d + e + osz, 2);
         if (koff + kn > size) {
             fjt_bad("a key outside its object");
             goto fail;

@@ -138,7 +138,7 @@ static int expand(Arena *a, Node *x) {
     int is_object = t <= LARGE_OBJECT;
     Py_ssize_t p = x->p;
     if (depth > MAX_DEPTH || p + 2 * osz > doc->len) return NOT_HERE;
-    uint64_t count = fd_le(d + p, osz), size = fd_le(d + p + osz, osz);
+    uint64_t count = fd_le24(d + p, large), size = fd_le24(d + p + osz, large);
     if ((uint64_t)p + size > (uint64_t)x->end) return NOT_HERE;
     Py_ssize_t entries = p + 2 * osz;
     uint64_t per = (uint64_t)(1 + osz) + (is_object ? (uint64_t)(osz + 2) : 0);
@@ -159,7 +159,7 @@ static int expand(Arena *a, Node *x) {
             v->p = e + 1;
             v->end = e + 1 + osz;
         } else {
-            uint64_t off = fd_le(d + e + 1, osz);
+            uint64_t off = fd_le24(d + e + 1, large);
             if (off >= size) return NOT_HERE;
             v->p = p + (Py_ssize_t)off;
             v->end = p + (Py_ssize_t)size;
@@ -169,7 +169,7 @@ static int expand(Arena *a, Node *x) {
         items[i].kn = 0;
         if (is_object) {
             Py_ssize_t k = entries + i * (osz + 2);
-            uint64_t koff = fd_le(d + k, osz), kn = fd_le(d + k + osz, 2);
+            uint64_t koff = fd_le24(d + k, large), kn = fd_le(d + k + osz, 2);
             if (koff + kn > size) return NOT_HERE;
             items[i].k = d + p + koff;
             items[i].kn = (Py_ssize_t)kn;

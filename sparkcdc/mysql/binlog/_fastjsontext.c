@@ -62,13 +62,13 @@ static inline int put1(Buf *o, char c) {
     return 0;
 }
 
-static int put_u64(Buf *o, uint64_t v) {
+static inline int put_u64(Buf *o, uint64_t v) {
     if (grow(o, 24) < 0) return -1;
     o->n += fd_put_digits(o->b + o->n, v, 0);
     return 0;
 }
 
-static int put_i64(Buf *o, int64_t v) {
+static inline int put_i64(Buf *o, int64_t v) {
     if (v < 0) {
         if (put1(o, '-') < 0) return -1;
         return put_u64(o, (uint64_t)0 - (uint64_t)v);
@@ -76,8 +76,24 @@ static int put_i64(Buf *o, int64_t v) {
     return put_u64(o, (uint64_t)v);
 }
 
+/* The buffer's UTF-8 as str, "surrogateescape" for bytes that are not: a document of ASCII
+ * alone (most are) is copied into a str made for it, checked eight bytes at a time, without
+ * the decoder's call chain. */
 PyObject *fjt_buf_str(Buf *o) {
-    return PyUnicode_DecodeUTF8(o->b, o->n, "surrogateescape");
+    const unsigned char *b = (const unsigned char *)o->b;
+    Py_ssize_t n = o->n, i = 0;
+    uint64_t high = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        high |= w;
+    }
+    for (; i < n; i++) high |= b[i];
+    if (high & 0x8080808080808080ULL)
+        return PyUnicode_DecodeUTF8(o->b, n, "surrogateescape");
+    PyObject *s = PyUnicode_New(n, 127);
+    if (s != NULL) memcpy(PyUnicode_1BYTE_DATA(s), b, n);
+    return s;
 }
 
 int fjt_bad(const char *why) {
@@ -89,15 +105,18 @@ int fjt_bad(const char *why) {
 
 static const char HEX[] = "0123456789abcdef";
 
-/* A JSON string as MySQL's double_quote (and Python's json.dumps) writes it: '"' and '\'
- * escaped, the control characters as \b \t \n \f \r or \u00xx, every other byte as it is. */
-static int quote(Buf *o, const unsigned char *s, Py_ssize_t n) {
-    if (grow(o, n + 2) < 0) return -1;
-    o->b[o->n++] = '"';
+/* the bytes a JSON string escapes: '"', '\\' and the control characters */
+static const unsigned char ESCAPED[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, ['"'] = 1, ['\\'] = 1,
+};
+
+/* the rest of a string from its first byte to escape (quote's slow part) */
+static int quote_escaped(Buf *o, const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t run = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        if (!ESCAPED[c]) continue;
         if (put(o, (const char *)s + run, i - run) < 0) return -1;
         run = i + 1;
         char esc[6] = {'\\', 0, 0, 0, 0, 0};
@@ -122,6 +141,22 @@ static int quote(Buf *o, const unsigned char *s, Py_ssize_t n) {
     }
     if (put(o, (const char *)s + run, n - run) < 0) return -1;
     return put1(o, '"');
+}
+
+/* A JSON string as MySQL's double_quote (and Python's json.dumps) writes it: '"' and '\\'
+ * escaped, the control characters as \b \t \n \f \r or \u00xx, every other byte as it is.
+ * The bytes are copied as they are scanned, into room made once, until one needs escaping
+ * (few strings have one). */
+static int quote(Buf *o, const unsigned char *s, Py_ssize_t n) {
+    if (grow(o, n + 2) < 0) return -1;
+    char *w = o->b + o->n;
+    *w++ = '"';
+    Py_ssize_t i = 0;
+    for (; i < n && !ESCAPED[s[i]]; i++) w[i] = (char)s[i];
+    o->n += 1 + i;
+    if (i < n) return quote_escaped(o, s + i, n - i);
+    o->b[o->n++] = '"';
+    return 0;
 }
 
 int fjt_put(Buf *o, const char *s, Py_ssize_t n) { return put(o, s, n); }
@@ -315,10 +350,6 @@ static int varlen(const Doc *doc, Py_ssize_t *p, uint64_t *n) {
     return fjt_bad("a length of more than 5 bytes");
 }
 
-int fjt_inlined(int vt, int large) {
-    return vt == LITERAL || vt == INT16 || vt == UINT16 || (large && (vt == INT32 || vt == UINT32));
-}
-
 static int container(const Doc *doc, int t, Py_ssize_t p, Py_ssize_t end, int depth, Buf *o);
 
 /* The value of type ``t`` whose data starts at ``p`` (json_binary._value), as text. */
@@ -378,7 +409,7 @@ static int container(const Doc *doc, int t, Py_ssize_t p, Py_ssize_t end, int de
     const unsigned char *d = doc->d;
     int large = t & 1, osz = large ? 4 : 2, is_object = t <= LARGE_OBJECT;
     if (p + 2 * osz > doc->len) return fjt_bad("a container header past the value");
-    uint64_t count = fd_le(d + p, osz), size = fd_le(d + p + osz, osz);
+    uint64_t count = fd_le24(d + p, large), size = fd_le24(d + p + osz, large);
     if ((uint64_t)p + size > (uint64_t)end) return fjt_bad("a container longer than its value");
     Py_ssize_t entries = p + 2 * osz;
     Py_ssize_t values = is_object ? entries + (Py_ssize_t)count * (osz + 2) : entries;
@@ -390,7 +421,7 @@ static int container(const Doc *doc, int t, Py_ssize_t p, Py_ssize_t end, int de
         if (is_object) {
             Py_ssize_t e = entries + (Py_ssize_t)i * (osz + 2);
             if (e + osz + 2 > doc->len) return fjt_bad("a key entry past the value");
-            uint64_t koff = fd_le(d + e, osz), kn = fd_le(d + e + osz, 2);
+            uint64_t koff = fd_le24(d + e, large), kn = fd_le(d + e + osz, 2);
             if (koff + kn > size) return fjt_bad("a key outside its object");
             const unsigned char *key = d + p + koff;
             if (pkey != NULL && !(kn > pkn || (kn == pkn && memcmp(key, pkey, kn) > 0)))
@@ -406,7 +437,7 @@ static int container(const Doc *doc, int t, Py_ssize_t p, Py_ssize_t end, int de
             rc = fjt_value(doc, vt, e + 1, e + 1 + osz, depth, o);
         else {
             if (e + 1 + osz > doc->len) return fjt_bad("a value entry past the value");
-            uint64_t off = fd_le(d + e + 1, osz);
+            uint64_t off = fd_le24(d + e + 1, large);
             if (off >= size) return fjt_bad("a value outside its container");
             rc = fjt_value(doc, vt, p + (Py_ssize_t)off, p + (Py_ssize_t)size, depth, o);
         }

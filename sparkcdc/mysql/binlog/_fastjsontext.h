@@ -38,7 +38,11 @@ PyObject *fjt_buf_str(Buf *o);            /* the buffer's UTF-8 as str (surrogat
 int fjt_bad(const char *why);             /* -1 with ValueError naming a malformed value */
 int fjt_put(Buf *o, const char *s, Py_ssize_t n);              /* bytes appended */
 int fjt_quote(Buf *o, const unsigned char *s, Py_ssize_t n);   /* a JSON string, quoted */
-int fjt_inlined(int vt, int large);       /* whether a value of type vt is in its entry */
+/* whether a value of type vt is in its entry (literals and 16-bit numbers; 32-bit ones too in
+ * a large container), not at an offset */
+static inline int fjt_inlined(int vt, int large) {
+    return vt == LITERAL || vt == INT16 || vt == UINT16 || (large && (vt == INT32 || vt == UINT32));
+}
 /* The value of type ``t`` whose data starts at ``p`` (json_binary._value), as text into
  * ``o``: 0, -1 with an error, or UNSORTED (an object's keys out of MySQL's order). */
 int fjt_value(const Doc *doc, int t, Py_ssize_t p, Py_ssize_t end, int depth, Buf *o);

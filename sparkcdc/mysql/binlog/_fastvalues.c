@@ -31,34 +31,48 @@ int fd_decimal_chars(const unsigned char *src, int precision, int scale, char *o
     b[0] ^= 0x80;
     if (negative)
         for (int i = 0; i < size; i++) b[i] ^= 0xFF;
-    char whole[320];
-    int wl = 0, i = 0, lead = dig2bytes[intg0x], tail = dig2bytes[frac0x];
+    /* written in place after the sign's place (when negative): the integer part from its
+     * first group that is not zero, then the scale's digits; a negative zero (every group
+     * zero) drops its sign at the end */
+    char *w = out + negative;
+    uint64_t any = 0;
+    int i = 0, started = 0, lead = dig2bytes[intg0x], tail = dig2bytes[frac0x];
     if (lead) {
-        wl += fd_put_digits(whole + wl, fd_be(b, lead), 0);
+        uint64_t g = fd_be(b, lead);
+        any |= g;
+        if (g) {
+            w += fd_put_digits(w, g, 0);
+            started = 1;
+        }
         i = lead;
     }
-    for (int k = 0; k < intg0; k++, i += 4)
-        wl += fd_put_digits(whole + wl, fd_be(b + i, 4), 9);
-    int z = 0;
-    while (z < wl && whole[z] == '0') z++;
-    int ol = 1; /* out[0]: the sign's place */
-    if (z == wl)
-        out[ol++] = '0';
-    else {
-        memcpy(out + 1, whole + z, wl - z);
-        ol += wl - z;
+    for (int k = 0; k < intg0; k++, i += 4) {
+        uint64_t g = fd_be(b + i, 4);
+        any |= g;
+        if (started)
+            w += fd_put_digits(w, g, 9);
+        else if (g) {
+            w += fd_put_digits(w, g, 0);
+            started = 1;
+        }
     }
+    if (!started) *w++ = '0';
     if (scale) {
-        out[ol++] = '.';
-        for (int k = 0; k < frac0; k++, i += 4)
-            ol += fd_put_digits(out + ol, fd_be(b + i, 4), 9);
-        if (tail)
-            ol += fd_put_digits(out + ol, fd_be(b + i, tail), frac0x);
+        *w++ = '.';
+        for (int k = 0; k < frac0; k++, i += 4) {
+            uint64_t g = fd_be(b + i, 4);
+            any |= g;
+            w += fd_put_digits(w, g, 9);
+        }
+        if (tail) {
+            uint64_t g = fd_be(b + i, tail);
+            any |= g;
+            w += fd_put_digits(w, g, frac0x);
+        }
     }
-    int nonzero = 0;
-    for (int k = 1; k < ol; k++)
-        if (out[k] != '0' && out[k] != '.') nonzero = 1;
-    if (negative && nonzero) {
+    int ol = (int)(w - out);
+    if (!negative) return ol;
+    if (any) {
         out[0] = '-';
         return ol;
     }
