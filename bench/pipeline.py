@@ -3,6 +3,7 @@
     .venv/bin/python bench/pipeline.py [--server mariadb|mysql] [--rows 2000000]
         [--updates 1000000] [--sinks delta,postgres,mysql,iceberg] [--rounds 3]
         [--phases snapshot,small,catchup,idle] [--no-peers] [--no-write-docs] [--profile]
+        [--driver-bytes]
 
 For each round and each sink, in turn (so the machine's drift hits every sink alike):
 
@@ -35,7 +36,9 @@ Each figure is the wall time of the whole process (for ``sparkcdc``, JVM start i
 the CPU-seconds of its whole process tree (the CLI, the JVM, the Python workers; the
 server's not counted) and the peak PSS of that tree, sampled every 0.2 s
 (bench/proctree.py). After each run the target is checked against the source (row count
-and the sum of a column the updates change). Results go to docs/benchmarks.md between the
+and the sum of a column the updates change). ``--driver-bytes`` turns Spark's event log on
+in each run and adds the bytes the tasks sent the driver (every task's ``Result Size``) per
+snapshot row and per change. Results go to docs/benchmarks.md between the
 ``pipeline`` markers (``pipeline-mysql`` for MySQL).
 """
 
@@ -58,6 +61,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import servers
 from proctree import measure
+from task_writes import result_bytes
 from throughput import COLUMNS_DDL, LOG, machine, publish, run_debezium, say
 
 from sparkcdc.spark.task_cpu import TASK_CPU_ENV
@@ -142,7 +146,11 @@ class Bench:
             + self.sink_block(sink, work)
             + f"route:\n  - source-table: {DB}.{TABLE}\n    sink-table: {self.target(work)}\n"
             + f"pipeline:\n  name: bench\n  checkpoint.location: {work}/ckpt\n"
-            + "".join(f"  {k}: {v}\n" for k, v in self.args.pipeline_option))
+            + "".join(f"  {k}: {v}\n" for k, v in self.args.pipeline_option)
+            + (f"  spark:\n    spark.eventLog.enabled: 'true'\n"  # --driver-bytes
+               f"    spark.eventLog.dir: {work}/events\n    spark.eventLog.compress: 'false'\n"
+               f"    spark.eventLog.rolling.enabled: 'false'\n"
+               if self.args.driver_bytes else ""))
         path = work / "pipeline.yaml"
         path.write_text(text)
         return path
@@ -164,6 +172,10 @@ class Bench:
         cpu_dir = work / f"task-cpu-{what}"
         if self.args.task_cpu:  # each task's CPU by stage (sparkcdc/spark/task_cpu.py)
             env[TASK_CPU_ENV] = str(cpu_dir)
+        events = work / "events"
+        if self.args.driver_bytes:  # this run's event log alone
+            shutil.rmtree(events, ignore_errors=True)
+            events.mkdir()
         before = os.getloadavg()[0]
         trace: list | None = [] if self.args.trace else None
         # in the run's own folder: Spark's Python workers (``python -m``) put their working
@@ -183,7 +195,8 @@ class Bench:
                 "pss_at_peak": {k: round(v) for k, v in m.at_peak.items()},
                 "pss_part_peaks": {k: round(v) for k, v in m.part_peaks.items()},
                 "cpu_parts": {k: round(v, 1) for k, v in m.cpu_parts.items()},
-                **({"task_cpu": task_cpu(cpu_dir)} if self.args.task_cpu else {})}
+                **({"task_cpu": task_cpu(cpu_dir)} if self.args.task_cpu else {}),
+                **({"driver_bytes": result_bytes(events)} if self.args.driver_bytes else {})}
 
     def updates(self, n: int) -> None:
         """n row updates in 10,000-row transactions, spread over the whole table."""
@@ -345,7 +358,9 @@ class Bench:
         s = self.run_cli(sink, yaml, "snapshot", work, exe)
         self.check(sink, work)
         say(f"{name} snapshot: {s['seconds']} s, {self.args.rows / s['seconds']:,.0f} rows/s,"
-            f" {s['cpu_s']} CPU-s, peak PSS {s['pss_mb']} MB; {parts(s)}")
+            f" {s['cpu_s']} CPU-s, peak PSS {s['pss_mb']} MB"
+            + (f", {s['driver_bytes'] / self.args.rows:.2f} B/row to the driver"
+               if "driver_bytes" in s else "") + f"; {parts(s)}")
         res["snapshot"].append(s)
         if "small" in self.args.phases:  # start-up and one batch: what the catch-up adds to
             self.updates(self.args.small_updates)
@@ -360,7 +375,9 @@ class Bench:
             self.check(sink, work)
             say(f"{name} catch-up: {c['seconds']} s, "
                 f"{self.args.updates / c['seconds']:,.0f} changes/s, {c['cpu_s']} CPU-s, "
-                f"peak PSS {c['pss_mb']} MB; {parts(c)}")
+                f"peak PSS {c['pss_mb']} MB"
+                + (f", {c['driver_bytes'] / self.args.updates:.2f} B/change to the driver"
+                   if "driver_bytes" in c else "") + f"; {parts(c)}")
             res["catchup"].append(c)
             if "idle" in self.args.phases:
                 i = self.run_cli(sink, yaml, "idle", work, exe)
@@ -489,6 +506,7 @@ def render(b: Bench, started: str) -> str:
                            f"speed of `{servers.tool_name(a.server, 'dump')}` (wall), "
                            f"{_median(snap, 'cpu_s') / d_c:.1f}x its CPU-seconds")
     out += beyond_startup(b)
+    out += driver_bytes(b)
     out += ["", "Raw log of this run:", "", "```", *LOG[-60:], "```", "", end]
     return "\n".join(out)
 
@@ -519,6 +537,27 @@ def beyond_startup(b: Bench) -> list[str]:
         if sc > 0:  # the small run's start-up stands in for the snapshot's
             out.append(f"  - its snapshot beyond that start-up: {a.rows / sc:,.0f} rows per "
                        f"CPU-second ({sc:.1f} CPU-s)")
+    return out
+
+
+def driver_bytes(b: Bench) -> list[str]:
+    """``--driver-bytes``: what the tasks sent the driver (Spark's ``Result Size``), per
+    snapshot row and per change of the catch-up, medians over the rounds."""
+    a = b.args
+    out: list[str] = []
+    for name, r in b.results.items():
+        snap, cat = (r.get("snapshot"), r.get("catchup")) if isinstance(r, dict) else (None, None)
+        if not snap or "driver_bytes" not in snap[0]:
+            continue
+        if not out:
+            out += ["", ("Bytes the tasks sent the driver (every task's `Result Size` in "
+                         "Spark's event log), medians:"), ""]
+        line = (f"- {name}: {_median(snap, 'driver_bytes') / a.rows:.2f} per snapshot row "
+                f"({_median(snap, 'driver_bytes'):,.0f} bytes)")
+        if cat and "driver_bytes" in cat[0]:
+            line += (f", {_median(cat, 'driver_bytes') / a.updates:.2f} per change of the "
+                     f"catch-up ({_median(cat, 'driver_bytes'):,.0f} bytes)")
+        out.append(line)
     return out
 
 
@@ -592,6 +631,9 @@ def main() -> None:
                    help="the runs --pyspy samples: snapshot, small, catchup, idle")
     p.add_argument("--trace", help="a folder: each run's PSS by part (CLI, JVM, Python "
                                    "workers) every 0.2 s, as JSON")
+    p.add_argument("--driver-bytes", action="store_true",
+                   help="Spark's event log on in each run: the bytes the tasks sent the "
+                        "driver (every task's Result Size), per snapshot row and per change")
     p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args()
     args.sinks = [s for s in args.sinks.split(",") if s]
