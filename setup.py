@@ -7,7 +7,7 @@ sparkcdc installs anyway, falling back to the pure-Python decoder (sparkcdc/mysq
 from setuptools import Extension, setup
 
 # the extension's C files, the module first; each part but the module has its header
-_PARTS = ["decode", "loop", "step", "state", "rows", "cols", "stream", "payload", "jsondiff", "json", "jsontext", "values"]
+_PARTS = ["decode", "loop", "step", "state", "rows", "cols", "stream", "payload", "jsondiff", "json", "jsontext", "double", "values"]
 
 setup(
     ext_modules=[

@@ -5,7 +5,8 @@
  * _fastcols.c (one column's value) and _fastjsondiff.c (partial JSON updates),
  * _faststream.c (packets to events, CRC32), _fastpayload.c (TRANSACTION_PAYLOAD, zstd),
  * _fastjson.c (MySQL's binary JSON: its tree, the entry points) over _fastjsontext.c (a value
- * as text, which _fastjsondiff.c prints with too), _fastvalues.c (integers and DECIMALs).
+ * as text, which _fastjsondiff.c prints with too; its doubles' digits from _fastdouble.c),
+ * _fastvalues.c (integers and DECIMALs).
  * fastdecode.py is the Python side. */
 #include "_fastcols.h"
 #include "_fastjson.h"

@@ -2,6 +2,7 @@
  * the reference: json_binary.py; _fastjson.c has the entry points). Every read is
  * bounds-checked: ValueError names a malformed value. */
 #include "_fastjsontext.h"
+#include "_fastdouble.h"
 #include "_fastvalues.h"
 
 #include <math.h>
@@ -166,7 +167,8 @@ int fjt_quote(Buf *o, const unsigned char *s, Py_ssize_t n) { return quote(o, s,
 /* -- scalars ------------------------------------------------------------------------------ */
 
 /* A double as MySQL prints it in JSON (json_binary.double_text): my_gcvt at its widest field
- * over the shortest digits that read back (Python's repr), 'f' notation for decimal points
+ * over the shortest digits that read back (Grisu3, _fastdouble.c; Python's repr when it
+ * cannot prove them), 'f' notation for decimal points
  * -14..15, else 1.5e-16 / 1e15, then ".0" when neither '.' nor 'e' is in it. */
 static int put_double(Buf *o, double x) {
     if (!isfinite(x)) {
@@ -180,7 +182,9 @@ static int put_double(Buf *o, double x) {
         digits[0] = '0';
         n = 1;
         decpt = 1;
-    } else {
+    } else if (fdd_shortest(x, digits, &n, &decpt)) {
+        while (n > 1 && digits[n - 1] == '0') n--;
+    } else { /* the rare double Grisu3 cannot settle: Python's exact dtoa */
         char *r = PyOS_double_to_string(fabs(x), 'r', 0, 0, NULL);
         if (r == NULL) return -1;
         char m[40];
