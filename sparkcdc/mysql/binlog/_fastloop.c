@@ -161,8 +161,15 @@ static int run(EventsObject *it, PyObject **hand, PyObject **hand_buf) {
         if (inner) {
             it->pl_p = ev.e;
             it->pl_k++;
-        } else
+        } else {
             it->i++;
+            /* a MySQL GTID's BEGIN, next in the batch: taken with it, not stepped to */
+            if (r == FE_TAKEN && (ev.type == 33 || ev.type == 34) && it->at != NULL &&
+                it->i < it->n &&
+                fe_begin_after(L, d, len, it->at->at[2 * it->i], it->at->at[2 * it->i + 1],
+                               csum))
+                it->i++;
+        }
         if (r != FE_TAKEN) return r;
         if (PyList_GET_SIZE(it->records) >= MAX_RECORDS) return FULL;
     }

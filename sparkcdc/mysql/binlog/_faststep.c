@@ -277,6 +277,18 @@ static int payload(Stream *L, const Ev *ev, const unsigned char *d, int csum,
     return FE_OPENED;
 }
 
+int fe_begin_after(Stream *L, const unsigned char *d, Py_ssize_t len, Py_ssize_t s,
+                   Py_ssize_t e, int csum) {
+    if (s < 0 || e > len || e - s < 19) return 0;
+    const unsigned char *h = d + s;
+    if (h[4] != T_QUERY || fd_le(h + 13, 4) == 0 || fd_le(h + 17, 2) & ARTIFICIAL ||
+        !L->st.in_txn || !fs_is_begin(d, len, s, e, csum, L->qpost))
+        return 0;
+    L->st.progress++; /* fe_step's T_QUERY */
+    L->st.explicit_ = 1;
+    return 1;
+}
+
 /* One event, as _consume's loop takes it; ``csum``: the checksum bytes at its end. */
 int fe_step(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t len, int csum,
             PyObject *records, PyObject **opened) {
