@@ -1,9 +1,10 @@
 """One small batch of random-key updates into a large Delta target: deletion vectors written
 by key-slice tasks beside delta-rs' copy-on-write MERGE from the driver
-(docs/benchmarks.md, "A small batch into a large table").
+(docs/benchmarks.md, "A small batch into a large table"); or into Iceberg (``--sink
+iceberg``: position deletes written by the key-slice tasks, its one mode).
 
     .venv/bin/python bench/small_batch.py [--rows 2000000[,20000000]] [--changes 2000]
-        [--rounds 3] [--modes copy-on-write,deletion-vectors]
+        [--rounds 3] [--modes copy-on-write,deletion-vectors] [--sink delta|iceberg]
 
 Two pipelines read one MariaDB table (11 columns, ``--rows`` rows) into two Delta targets,
 each as a user runs it (``sparkcdc run pipeline.yaml --until-caught-up``, whole process):
@@ -47,15 +48,18 @@ from throughput import COLUMNS_DDL, FILL
 from sparkcdc.testing.mariadb import MariaDBSandbox, ServerSettings
 
 DB = "bench"
-MODES = {"copy-on-write": "false", "deletion-vectors": "true"}
+MODES = {"copy-on-write": "false", "deletion-vectors": "true"}  # Delta's
+ICEBERG_MODES = {"position-deletes": ""}  # Iceberg's one: the key-slice tasks' deletes
 
 
-def pipeline(sb, work: Path, name: str, dv: str, events: Path, table: str) -> Path:
+def pipeline(sb, work: Path, name: str, dv: str, events: Path, table: str,
+             sink: str = "delta") -> Path:
     i = sb.info
+    block = (f"sink:\n  type: delta\n  path: {work}/lake\n  deletion-vectors: {dv}\n"
+             if sink == "delta" else f"sink:\n  type: iceberg\n  warehouse: {work}/lake\n")
     text = (f"source:\n  type: mysql\n  hostname: {i.host}\n  port: {i.port}\n"
             f"  username: {i.cdc_user}\n  password: ${{BENCH_PW}}\n  tables: {DB}.{table}\n"
-            f"sink:\n  type: delta\n  path: {work}/lake\n  deletion-vectors: {dv}\n"
-            f"  compact-every: 0\n"
+            + block + "  compact-every: 0\n"
             f"pipeline:\n  name: {name}\n  checkpoint.location: {work}/ckpt\n"
             f"  spark:\n    spark.eventLog.enabled: 'true'\n"
             f"    spark.eventLog.dir: {events}\n    spark.eventLog.compress: 'false'\n"
@@ -85,21 +89,33 @@ def batch_seconds(events: Path) -> float:
     return total / 1000
 
 
-def check(sb, lake: Path, table: str) -> None:
+def check(sb, lake: Path, table: str, sink: str = "delta") -> None:
     """The target equals the source on ``id`` and ``a`` (the column the rounds update),
-    both read as Arrow (connectorx, delta-rs' scan) and compared sorted: a dict of 20M
-    rows in Python would take longer than the bench."""
+    both read as Arrow (connectorx; delta-rs' scan or pyiceberg's) and compared sorted: a
+    dict of 20M rows in Python would take longer than the bench."""
     import connectorx
-    import deltalake
 
     from sparkcdc.mysql.connection import ConnectionOptions
-    from sparkcdc.sinks.delta.sink import read_table
 
     i = sb.info
     url = ConnectionOptions(hostname=i.host, port=i.port, username=i.cdc_user,
                             password=i.cdc_password).connectorx_url(DB)
     want = connectorx.read_sql(url, f"SELECT id, a FROM {table}", return_type="arrow")
-    got = read_table(deltalake.DeltaTable(str(lake / DB / table))).select(["id", "a"])
+    if sink == "delta":
+        import deltalake
+
+        from sparkcdc.sinks.delta.sink import read_table
+
+        got = read_table(deltalake.DeltaTable(str(lake / DB / table))).select(["id", "a"])
+    else:
+        from sparkcdc.pipeline.definition import targets
+
+        target = targets.create_sink("iceberg", {"warehouse": str(lake)}, f"{DB}.{table}",
+                                     "check")
+        try:
+            got = target.read().select(["id", "a"])
+        finally:
+            target.close()
     want, got = (t.combine_chunks().sort_by("id") for t in (want, got))
     if got.num_rows != want.num_rows or not all(
             got.column(c).cast(want.column(c).type).equals(want.column(c)) for c in ("id", "a")):
@@ -112,13 +128,16 @@ def main() -> None:
                     help="table sizes, comma-separated (each its own table and pipelines)")
     ap.add_argument("--changes", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--modes", default=",".join(MODES),
-                    help=f"comma-separated, of {', '.join(MODES)}")
+    ap.add_argument("--modes", default=None,
+                    help=f"comma-separated: Delta's {', '.join(MODES)} (both by default); "
+                         f"Iceberg's {', '.join(ICEBERG_MODES)}")
+    ap.add_argument("--sink", default="delta", choices=("delta", "iceberg"))
     args = ap.parse_args()
     sizes = [int(x) for x in args.rows.split(",")]
-    modes = [m.strip() for m in args.modes.split(",")]
-    if any(m not in MODES for m in modes):
-        raise SystemExit(f"--modes: one of {', '.join(MODES)}")
+    known = MODES if args.sink == "delta" else ICEBERG_MODES
+    modes = [m.strip() for m in (args.modes or ",".join(known)).split(",")]
+    if any(m not in known for m in modes):
+        raise SystemExit(f"--modes: for {args.sink}, one of {', '.join(known)}")
     cases = [(n, m) for n in sizes for m in modes]
     tmp = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-small-"))
     sb = MariaDBSandbox(ServerSettings(extra_args=("--innodb-buffer-pool-size=3G",)),
@@ -141,9 +160,9 @@ def main() -> None:
         for k, (n_rows, mode) in enumerate(cases):
             work = tmp / f"m{k}"
             (work / "events").mkdir(parents=True)
-            works[(n_rows, mode)] = (work, MODES[mode], f"small{k}")
-            y = pipeline(sb, work, f"small{k}", MODES[mode], work / "events",
-                         f"orders_{n_rows}")
+            works[(n_rows, mode)] = (work, known[mode], f"small{k}")
+            y = pipeline(sb, work, f"small{k}", known[mode], work / "events",
+                         f"orders_{n_rows}", args.sink)
             m = run([cli, "run", str(y), "--until-caught-up", "--no-progress"], env,
                     work / "run.log")
             if m["rc"]:
@@ -160,7 +179,7 @@ def main() -> None:
                 work, dv, name = works[case]
                 events = work / f"events-r{r}"
                 events.mkdir()
-                y = pipeline(sb, work, name, dv, events, f"orders_{case[0]}")
+                y = pipeline(sb, work, name, dv, events, f"orders_{case[0]}", args.sink)
                 before = folder_bytes(work / "lake")
                 m = run([cli, "run", str(y), "--until-caught-up", "--no-progress"], env,
                         work / "run.log")
@@ -176,7 +195,7 @@ def main() -> None:
                       f"{m['written'] / args.changes:,.0f} B written per changed row, "
                       f"load {m['load']:.1f}", flush=True)
         for (n_rows, _mode), (work, _dv, _name) in works.items():
-            check(sb, work / "lake", f"orders_{n_rows}")
+            check(sb, work / "lake", f"orders_{n_rows}", args.sink)
     finally:
         sb.stop()
         if not os.environ.get("BENCH_KEEP"):
@@ -185,7 +204,7 @@ def main() -> None:
     def med(case: tuple[int, str], key: str) -> float:
         return statistics.median(x[key] for x in results[case])
 
-    print(f"\n{args.changes:,} random-key updates into an 11-column Delta table; medians of "
+    print(f"\n{args.changes:,} random-key updates into an 11-column {args.sink} table; medians of "
           f"{args.rounds} rounds\n")
     print("| rows | | bytes written per changed row | batch s | wall s | CPU-s | "
           "changes per CPU-s | bytes to the driver per change | load |")
