@@ -8,6 +8,7 @@
  * a truncated or malformed event raises ValueError, which the Python side turns into
  * DecodeError. */
 #include "_fastrows.h"
+#include "_fastjson.h"
 #include "_fastjsondiff.h"
 #include "_fastpayload.h"
 #include "_fastvalues.h"
@@ -28,7 +29,8 @@ static int is_json(const ColSpec *s) { return s->op == OP_JSON || s->op == OP_CA
 
 /* One row image; ``spans`` (or NULL) gets where its JSON columns' stored values are. With
  * ``keys_only`` (an update's before image under a plan with keys, PlanObject), its key
- * columns alone: the other values are stepped over, never made. */
+ * columns alone: the other values are stepped over, never made (a JSON column's bytes still
+ * placed in ``spans``: a partial update's diffs apply to them). */
 static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans, int keys_only) {
     Py_ssize_t ncols = plan->ncols, nbits = (ncols + 7) / 8;
     if (fc_need(c, nbits) < 0) return NULL;
@@ -40,7 +42,19 @@ static PyObject *decode_image(PlanObject *plan, Cursor *c, Span *spans, int keys
         PyObject *v;
         ColSpec *s = &plan->cols[i];
         if (keys_only && !plan->key[i]) {
-            if (!(nulls[i >> 3] >> (i & 7) & 1) && fc_skip(s, c) < 0) {
+            int null = nulls[i >> 3] >> (i & 7) & 1;
+            if (spans != NULL && is_json(s)) {
+                spans[i].p = NULL;
+                if (!null) {
+                    if (fc_need(c, s->a) < 0) {
+                        Py_DECREF(row);
+                        return NULL;
+                    }
+                    spans[i].n = (Py_ssize_t)fd_le(c->d + c->pos, s->a);
+                    spans[i].p = c->d + c->pos + s->a;
+                }
+            }
+            if (!null && fc_skip(s, c) < 0) {
                 Py_DECREF(row);
                 return NULL;
             }
@@ -120,12 +134,15 @@ static PyObject *decode_partial_after(PlanObject *plan, Cursor *c, PyObject *bef
             if (fd_le(c->d + c->pos, s->a) == 0) {  /* left alone: the before value */
                 c->pos += s->a;
                 v = PyDict_GetItemWithError(before, name);
+                if (v != NULL)
+                    Py_INCREF(v);
+                else if (!PyErr_Occurred() && s->op == OP_JSON) /* a before image of keys */
+                    v = spans[i].p == NULL ? Py_NewRef(Py_None) : fj_text(spans[i].p, spans[i].n);
                 if (v == NULL) {
                     Py_DECREF(row);
                     if (!PyErr_Occurred()) return Py_None;
                     return NULL;
                 }
-                Py_INCREF(v);
             } else if (s->op != OP_JSON || s->obj == Py_None) {
                 Py_DECREF(row);
                 return Py_None;
@@ -190,6 +207,23 @@ static int value_options(Cursor *c, Py_ssize_t njson, const unsigned char **bits
     return 0;
 }
 
+/* An update's before image ``*img`` read as its key alone: the whole image instead (read
+ * again from byte ``at``) when the key moved, which the after image shows. 0, or -1 with an
+ * error (``*img`` then released). */
+static int whole_if_moved(PlanObject *plan, PyObject **img, PyObject *after,
+                          const unsigned char *d, Py_ssize_t at, Py_ssize_t n) {
+    int same = same_key(plan, *img, after);
+    if (same == 0) {
+        Cursor again = {d, at, n};
+        Py_SETREF(*img, decode_image(plan, &again, NULL, 0));
+    }
+    if (same < 0 || *img == NULL) {
+        Py_CLEAR(*img);
+        return -1;
+    }
+    return 0;
+}
+
 /* The row images of one rows event, ``n`` bytes at ``d`` (after its bitmaps): a list of
  * (before, after), or Py_None (a new reference) for a PARTIAL_UPDATE_ROWS row whose JSON
  * diff its column's spec cannot apply; NULL with ValueError("at byte ...") when malformed. */
@@ -205,7 +239,7 @@ PyObject *fr_decode_images(PlanObject *plan, const unsigned char *d, Py_ssize_t 
     }
     while (c.pos < c.end) {
         Py_ssize_t at = c.pos;
-        PyObject *img = decode_image(plan, &c, spans, mode == 2 && plan->key != NULL), *pair;
+        PyObject *img = decode_image(plan, &c, spans, mode >= 2 && plan->key != NULL), *pair;
         if (img == NULL) goto fail;
         if (mode == 3) {
             const unsigned char *bits;
@@ -221,6 +255,10 @@ PyObject *fr_decode_images(PlanObject *plan, const unsigned char *d, Py_ssize_t 
                 PyMem_Free(spans);
                 Py_RETURN_NONE;
             }
+            if (plan->key != NULL && whole_if_moved(plan, &img, after, d, at, n) < 0) {
+                Py_DECREF(after);
+                goto fail;
+            }
             pair = PyTuple_Pack(2, img, after);
             Py_DECREF(after);
         } else if (mode == 2) {
@@ -229,18 +267,9 @@ PyObject *fr_decode_images(PlanObject *plan, const unsigned char *d, Py_ssize_t 
                 Py_DECREF(img);
                 goto fail;
             }
-            if (plan->key != NULL) {  /* img holds the key alone: whole when the key moved */
-                int same = same_key(plan, img, after);
-                if (same == 0) {
-                    Cursor again = {d, at, n};
-                    PyObject *whole = decode_image(plan, &again, NULL, 0);
-                    Py_SETREF(img, whole);
-                }
-                if (same < 0 || img == NULL) {
-                    Py_XDECREF(img);
-                    Py_DECREF(after);
-                    goto fail;
-                }
+            if (plan->key != NULL && whole_if_moved(plan, &img, after, d, at, n) < 0) {
+                Py_DECREF(after);
+                goto fail;
             }
             pair = PyTuple_Pack(2, img, after);
             Py_DECREF(after);

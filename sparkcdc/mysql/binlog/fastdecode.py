@@ -100,7 +100,9 @@ class CRowDecoder:
     for a reader whose consumer drops update preimages (``changelog-mode: upsert``, the
     pipeline's), which then needs a before image only to see whether the key moved; its
     other values (a DECIMAL, a DATETIME: Python objects each) were made and thrown away at
-    every update."""
+    every update. MySQL's partial updates (``binlog_row_value_options=PARTIAL_JSON``, under
+    which every UPDATE is logged so) likewise: a JSON column's before bytes are kept for its
+    diffs, printed only when the update left it alone."""
 
     takes_buffers = True  # decode_rows accepts a memoryview (big events are not copied)
     # decode_event: a whole rows event in one C call (an extension built before it lacks it)

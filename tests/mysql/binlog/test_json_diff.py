@@ -314,6 +314,37 @@ def test_partial_updates_read_as_whole_documents(decoder, compressed):
         [(gtid_at, 0, 0), (gtid_at, 0, 1), (gtid_at, 0, 2), (gtid_at, 1, 0)]
 
 
+@pytest.mark.skipif(not F.available(), reason="the compiled decoder is not built")
+def test_partial_updates_with_before_images_by_key_alone():
+    """``CRowDecoder(before_keys=True)`` (the pipeline's reader) on PARTIAL_UPDATE_ROWS: each
+    after image as the reference reads it: a diff applied to the before bytes of a column
+    not made into a value, a column the update left alone (an empty diff) printed from
+    them, a NULL one left NULL; each before image its key alone, or whole when the key
+    moved."""
+    rows = ROWS + [
+        (_image(5, DOC, "f", TAGS), _image(5, b"", "g", b""), b"\x03"),  # both left alone
+        (_image(6, DOC, "h", None), _image(6, b"", "h", TAGS), b"\x01"),  # NULL tags set
+        (_image(7, DOC, "i", TAGS),  # the key moved: the before image whole
+         _image(70, json_diff(REPLACE, "$.a", jsonb(("int16", 7))), "i", TAGS), b"\x01"),
+    ]
+    log = Binlog()
+    anonymous_gtid(log)
+    for t, b in [(E.QUERY, query(b"BEGIN")), (E.TABLE_MAP, MAP),
+                 (E.PARTIAL_UPDATE_ROWS, _partial_event(rows)), (E.XID, xid(1))]:
+        log.add(t, b)
+
+    def read(decoder):
+        reader = ReplayReader(log, {SCHEMA.table_id: SCHEMA}, decoder)
+        return [(r.before, r.after) for r in reader.read_window(offset(4), offset(log.pos))]
+
+    want, got = read(PyRowDecoder()), read(F.CRowDecoder(before_keys=True))
+    assert [a for _, a in got] == [a for _, a in want]
+    assert [b for b, _ in got] == [{"id": b["id"]} for b, _ in want[:-1]] + [want[-1][0]]
+    assert want[3][1]["doc"] == want[3][0]["doc"] and want[3][1]["tags"] == '["new"]'
+    assert want[4][0]["tags"] is None and want[4][1]["tags"] == '["new"]'
+    assert want[5][1]["id"] == 70
+
+
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_a_partial_update_of_null_or_a_broken_diff_is_named(decoder):
     log = Binlog()

@@ -131,17 +131,24 @@ def test_partial_json_updates_equal_the_servers_documents(mysql_compressed, monk
             steps.append((before, after, row, cur.fetchone(), sets))
     kinds = binlog_events(sb, steps[0][0])
     assert kinds.count("Update_rows_partial") == len(steps), set(kinds)
-    twins = ["json_diff", "py decoder"] + (["c"] if fastdecode.DIFFS_IN_C else [])
+    twins = ["json_diff", "py decoder"] + (["c", "c, before by key"] if fastdecode.DIFFS_IN_C
+                                           else [])
     for twin in twins:
-        monkeypatch.setattr(fastdecode, "DIFFS_IN_C", twin == "c")
+        monkeypatch.setattr(fastdecode, "DIFFS_IN_C", twin.startswith("c"))
         monkeypatch.setenv("SPARKCDC_ROW_DECODER", "py" if twin == "py decoder" else "auto")
         applied.clear()
         rd = reader(conn, db, "docs")
+        if twin == "c, before by key":  # the pipeline's: the before image its key alone
+            tid = TableId(db, "docs")
+            rd = BinlogReader(conn, 7402, {tid: load_table_schema(conn, tid)}, flavor="mysql",
+                              decoder=fastdecode.default_decoder(before_keys=True))
         for before, after, row, (j, k), sets in steps:
             [rec] = rd.read_window(before, after)
             assert rec.after["id"] == row
             assert (rec.after["j"], rec.after["k"]) == (j, k), (twin, sets)
-        if twin == "c":
+            if twin == "c, before by key":
+                assert rec.before == {"id": row}
+        if twin.startswith("c"):
             assert not applied  # every diff applied in C
         else:
             assert len(applied) >= 100  # most were diffs, not whole documents
