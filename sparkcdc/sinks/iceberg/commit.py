@@ -15,8 +15,16 @@ writers are there all the same: ``write_manifest`` (a v2 manifest), ``write_mani
   manifest (``content`` 1: a ``ManifestWriterV2`` whose ``content()`` is ``DELETES``), both
   with status ADDED and the snapshot's sequence number inherited;
 * every manifest of the current snapshot kept as it is, except those holding a removed file
-  (compaction), which are written again (same content) with it as DELETED and the others
-  EXISTING, their sequence numbers kept;
+  (compaction), whose entries are written again into one manifest per content and
+  partition spec, the removed as DELETED and the others EXISTING, their sequence numbers
+  kept (one manifest each, not one per manifest touched: a compaction that removes every
+  file of a table written in 100 small batches would leave 200 manifests of DELETED entries
+  for every reader to open until the next commit);
+* the small manifests kept (under 1 MB) merged into one per content and spec when there
+  are more than ``MERGE_AT`` of a kind, their entries EXISTING (Java Iceberg merges
+  likewise, ``commit.manifest.min-count-to-merge``): each batch adds a manifest or two, and
+  a reader plans a scan by opening every manifest of the snapshot (after 100 batches, 200 of
+  them took a scan of a 200,000-row table 0.85 s to plan);
 * one manifest list, one snapshot (operation ``append``, ``overwrite``, ``delete`` or
   ``replace``; the summary's totals, with ``sparkcdc.*`` keys), the ``main`` branch moved to
   it and the table properties set, in one catalog commit that requires ``main`` to still
@@ -38,6 +46,9 @@ from typing import Any
 
 from sparkcdc.sinks.base import log
 from sparkcdc.sinks.iceberg.files import spec_id
+
+MERGE_AT = 16  # more small manifests of one kind than this in a snapshot: merged into one
+SMALL_MANIFEST = 1 << 20  # bytes: a manifest under this is merged; larger ones are kept
 
 
 class CommitConflict(RuntimeError):
@@ -146,26 +157,50 @@ def commit(table, added: Iterable[Any], *, base: int | None, removed: Iterable[A
                                                   file_sequence_number=None, data_file=f))
             manifests.append(w.to_manifest_file())
         found = set()
+        kept = []
+        # (content, spec) -> the entries written again: (dropped by this commit, entry)
+        again: dict[tuple[Any, int], list[tuple[bool, Any]]] = {}
         for m in current.manifests(table.io) if current else []:
+            live = m.has_added_files() or m.has_existing_files()
             if not gone:
-                if m.has_added_files() or m.has_existing_files():
-                    manifests.append(m)
+                if live:
+                    kept.append(m)
                 continue
             entries = m.fetch_manifest_entry(table.io, discard_deleted=True)
-            hit = [e for e in entries if e.data_file.file_path in gone]
-            if not hit:
-                if m.has_added_files() or m.has_existing_files():
-                    manifests.append(m)
+            if not any(e.data_file.file_path in gone for e in entries):
+                if live:
+                    kept.append(m)
                 continue
-            with writer(m.content, m.partition_spec_id) as w:
-                for e in entries:
-                    if e.data_file.file_path in gone:
+            mine = again.setdefault((m.content, m.partition_spec_id), [])
+            for e in entries:
+                dropped = e.data_file.file_path in gone
+                mine.append((dropped, e))
+                if dropped:
+                    found.add(e.data_file.file_path)
+                    ssc.remove_file(e.data_file, schema, specs[m.partition_spec_id])
+        small: dict[tuple[Any, int], list[Any]] = {}
+        for m in kept:
+            if m.manifest_length < SMALL_MANIFEST:
+                small.setdefault((m.content, m.partition_spec_id), []).append(m)
+        for kind, ms in small.items():
+            if len(ms) > MERGE_AT:
+                merged = {m.manifest_path for m in ms}
+                kept = [m for m in kept if m.manifest_path not in merged]
+                mine = again.setdefault(kind, [])
+                for m in ms:
+                    mine += [(False, e) for e in
+                             m.fetch_manifest_entry(table.io, discard_deleted=True)]
+        for (content, spec), items in again.items():
+            if not items:
+                continue
+            with writer(content, spec) as w:
+                for dropped, e in items:
+                    if dropped:
                         w.delete(e)
-                        found.add(e.data_file.file_path)
-                        ssc.remove_file(e.data_file, schema, specs[m.partition_spec_id])
                     else:
                         w.existing(e)
             manifests.append(w.to_manifest_file())
+        manifests += kept
         if found != gone:
             raise CommitConflict(f"{table.name()}: files to remove are not live any more: "
                                  f"{sorted(gone - found)[:3]}")

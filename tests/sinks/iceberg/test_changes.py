@@ -110,6 +110,37 @@ def test_random_batches_through_slices_equal_the_expected_table(tmp_path, slices
     assert sink._table().current_snapshot().summary.operation.value == "replace"
 
 
+def test_many_small_batches_keep_few_manifests_and_compaction_leaves_three(tmp_path):
+    """A scan is planned by opening every manifest of the snapshot: 40 batches (each adding
+    a data and a delete manifest) keep the small manifests merged at MERGE_AT, and the
+    compaction that removes every file writes its DELETED entries into one manifest per
+    kind, not one per manifest it touched. Both readers read the expected rows throughout
+    (the merged entries keep their sequence numbers: a delete file still applies to the
+    rows written before it, not to a key's new row written after it)."""
+    from sparkcdc.sinks.iceberg.commit import MERGE_AT
+
+    sink, want = make(tmp_path, 2000, 500, **{"purge-deleted-share": "1"})
+    rng = random.Random(5)
+    counts = []
+    for batch in range(1, 41):
+        keys = rng.sample(sorted(want), 20)
+        upserts = [(k, batch, "upd") for k in keys[5:]] + [(5000 + batch, batch, "new")]
+        apply(sink, upserts, keys[:5], batch, 2)
+        for k in keys[:5]:
+            del want[k]
+        want.update({k: (v, st) for k, v, st in upserts})
+        counts.append(len(sink._table().current_snapshot().manifests(sink._table().io)))
+        if batch % 10 == 0:
+            assert read(sink) == want, batch
+    assert max(counts) <= 2 * MERGE_AT + 4, counts  # not one or two more at every batch
+    assert min(counts[MERGE_AT:]) < max(counts), counts  # merged now and then
+    sink.compact(41)
+    table = sink._table()
+    assert len(table.current_snapshot().manifests(table.io)) <= 3
+    assert read(sink) == want
+    assert not any(t.delete_files for t in table.scan().plan_files())
+
+
 def test_a_small_batch_writes_the_change_not_the_table(tmp_path):
     sink, want = make(tmp_path, 200_000, 50_000)
     root = files.local(sink._table().location())
