@@ -164,10 +164,9 @@ static int run(EventsObject *it, PyObject **hand, PyObject **hand_buf) {
         } else {
             it->i++;
             /* a MySQL GTID's BEGIN, next in the batch: taken with it, not stepped to */
-            if (r == FE_TAKEN && (ev.type == 33 || ev.type == 34) && it->at != NULL &&
-                it->i < it->n &&
-                fe_begin_after(L, d, len, it->at->at[2 * it->i], it->at->at[2 * it->i + 1],
-                               csum))
+            if (r == FE_TAKEN && it->at != NULL && it->i < it->n &&
+                fe_begin_after(L, ev.type, d, len, it->at->at[2 * it->i],
+                               it->at->at[2 * it->i + 1], csum))
                 it->i++;
         }
         if (r != FE_TAKEN) return r;

@@ -277,16 +277,24 @@ static int payload(Stream *L, const Ev *ev, const unsigned char *d, int csum,
     return FE_OPENED;
 }
 
-int fe_begin_after(Stream *L, const unsigned char *d, Py_ssize_t len, Py_ssize_t s,
-                   Py_ssize_t e, int csum) {
-    if (s < 0 || e > len || e - s < 19) return 0;
-    const unsigned char *h = d + s;
-    if (h[4] != T_QUERY || fd_le(h + 13, 4) == 0 || fd_le(h + 17, 2) & ARTIFICIAL ||
-        !L->st.in_txn || !fs_is_begin(d, len, s, e, csum, L->qpost))
-        return 0;
-    L->st.progress++; /* fe_step's T_QUERY */
+/* The QUERY event at d[s:e], taken if it is the BEGIN of the transaction its GTID began: 1,
+ * else 0 (any other statement, or no transaction open: Python's). */
+static int take_begin(Stream *L, const unsigned char *d, Py_ssize_t len, Py_ssize_t s,
+                      Py_ssize_t e, int csum) {
+    if (!L->st.in_txn || !fs_is_begin(d, len, s, e, csum, L->qpost)) return 0;
+    L->st.progress++;
     L->st.explicit_ = 1;
     return 1;
+}
+
+int fe_begin_after(Stream *L, int prev_type, const unsigned char *d, Py_ssize_t len,
+                   Py_ssize_t s, Py_ssize_t e, int csum) {
+    if ((prev_type != T_GTID && prev_type != T_ANONYMOUS_GTID) || s < 0 || e > len ||
+        e - s < 19)
+        return 0;
+    const unsigned char *h = d + s; /* fe_step's checks of an event it would step to */
+    if (h[4] != T_QUERY || fd_le(h + 13, 4) == 0 || fd_le(h + 17, 2) & ARTIFICIAL) return 0;
+    return take_begin(L, d, len, s, e, csum);
 }
 
 /* One event, as _consume's loop takes it; ``csum``: the checksum bytes at its end. */
@@ -326,10 +334,7 @@ int fe_step(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t len, int
         st->progress++;
         return boundary(L);
     case T_QUERY: /* BEGIN inside a transaction its GTID began; any other statement: Python */
-        if (!st->in_txn || !fs_is_begin(d, len, ev->s, ev->e, csum, L->qpost)) return FE_HAND;
-        st->progress++;
-        st->explicit_ = 1;
-        return FE_TAKEN;
+        return take_begin(L, d, len, ev->s, ev->e, csum) ? FE_TAKEN : FE_HAND;
     case T_XA_PREPARE: case T_PREVIOUS_GTIDS: case T_MARIADB_GTID_LIST: case T_QUERY_COMPRESSED:
         return FE_HAND;
     }

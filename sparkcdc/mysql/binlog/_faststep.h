@@ -34,12 +34,12 @@ enum { FE_TAKEN, FE_HAND, FE_DONE, FE_BEAT, FE_OPENED, FE_FAILED = -1 };
  * ``records``. */
 int fe_step(Stream *L, const Ev *ev, const unsigned char *d, Py_ssize_t len, int csum,
             PyObject *records, PyObject **opened);
-/* After a MySQL GTID event the loop took: whether the event at d[s:e] is the QUERY ``BEGIN``
- * that opens its transaction, and if so, that event taken as fe_step would take it (MySQL
- * writes one after every GTID; MariaDB's GTID event stands for it), without a step of its
- * own. */
-int fe_begin_after(Stream *L, const unsigned char *d, Py_ssize_t len, Py_ssize_t s,
-                   Py_ssize_t e, int csum);
+/* After an event of type ``prev_type`` the loop took: when that is a MySQL GTID and the event
+ * at d[s:e] the QUERY ``BEGIN`` that opens its transaction, that event taken as fe_step would
+ * take it, without a step of its own (MySQL writes one after every GTID; MariaDB's GTID
+ * event stands for it): 1, else 0. */
+int fe_begin_after(Stream *L, int prev_type, const unsigned char *d, Py_ssize_t len,
+                   Py_ssize_t s, Py_ssize_t e, int csum);
 int fe_init(void);
 
 #endif

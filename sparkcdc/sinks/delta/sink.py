@@ -114,8 +114,8 @@ class DeltaSink(Sink):
         """The table at its newest version (None when there is none). On a local path the
         table read before is brought up to date (``update_incremental``: the log's new
         entries only), where loading it again listed and read its log anew: on the driver,
-        every table's sink asks at every batch (a 1,000-table batch spent a quarter of its driver's time
-        there; docs/benchmarks.md, "Whole databases")."""
+        every table's sink asks at every batch (a 1,000-table batch spent a quarter of its
+        driver's time there; docs/benchmarks.md, "Whole databases")."""
         dl = self._dl
         t = self._loaded
         if t is not None:
