@@ -96,6 +96,15 @@ class Sink(ABC):
         return [require(m, cls.type) for m in cls.drivers]
 
     @classmethod
+    def task_modules(cls) -> tuple[str, ...]:
+        """What a Spark task that writes this sink imports: its drivers and the modules of
+        its own package. A local run's warm interpreter imports them before it forks the
+        task workers (pipeline/launch/warm_python.py): imported by each worker at its first
+        write, they cost every short run a few tenths of a CPU-second per worker."""
+        package = cls.__module__.rpartition(".")[0]
+        return (*cls.drivers, package, cls.__module__)
+
+    @classmethod
     @abstractmethod
     def from_options(cls, options: Mapping[str, Any]) -> Sink:
         """The sink of one target table, from the options its target gives

@@ -16,6 +16,7 @@ import importlib
 import os
 import pkgutil
 import socket
+from collections.abc import Iterable
 from typing import Any
 
 from sparkcdc.mysql.port import default_decoder
@@ -40,12 +41,17 @@ PACKAGES = ("sparkcdc.core", "sparkcdc.mysql", "sparkcdc.spark")  # every module
 DEPENDENCIES = ("pyarrow", "pymysql", "pymysqlreplication", "connectorx")
 
 
-def preload() -> None:
-    """Import what Spark's Python processes will import. A module that fails to import
-    is left to the process that needs it (it will fail there, with its own message)."""
+def preload(extra: Iterable[str] = ()) -> None:
+    """Import what Spark's Python processes will import: the source's modules, then
+    ``extra`` (what the run's own tasks import, named by the run; a package of sparkcdc
+    there brings its modules). A module that fails to import is left to the process that needs it (it
+    will fail there, with its own message)."""
     names = list(PRELOAD)
-    for package in PACKAGES:
+    for package in (*PACKAGES, *extra):
         with contextlib.suppress(Exception):
+            if package not in PACKAGES and not package.startswith("sparkcdc."):
+                importlib.import_module(package)  # a driver: its own imports are its own
+                continue
             mod = importlib.import_module(package)
             names += [m.name for m in pkgutil.iter_modules(mod.__path__, package + ".")]
     for name in names:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -81,13 +81,13 @@ class PendingSession:
 
 
 def build_session(settings: Any, master: str | None, log_file: str | None = None,
-                  log_to_console: bool = False) -> OwnSession:
+                  log_to_console: bool = False, task_modules: Sequence[str] = ()) -> OwnSession:
     """A SparkSession for the pipeline ``settings`` (``PipelineSettings``) on ``master``
     (default ``local[*]``); the YAML's ``spark`` mapping overrides any default here. Spark's
     own warnings and errors go to ``log_file`` (and to the console too with
-    ``log_to_console``), unless the configuration names a log4j file of its own."""
+    ``log_to_console``), unless the configuration names a log4j file of its own.
+    ``task_modules``: what the run's own tasks import, for the warm interpreter."""
     from pyspark.sql import SparkSession
-
 
     conf = {"spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.sql.shuffle.partitions": str(max(2, settings.parallelism)),
@@ -117,7 +117,7 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
     cache = ClassCache.for_conf(conf, settings.class_cache)
     ours = jit_options(conf, master)
     # started first: it imports on the other core while the JVM starts
-    warm = WarmPython.start() if settings.warm_workers and usable(master, conf) else None
+    warm = WarmPython.start(task_modules) if settings.warm_workers and usable(master, conf) else None
 
     def launch(jvm_options: str):
         from pyspark import SparkConf, SparkContext

@@ -44,6 +44,7 @@ import subprocess
 import sys
 import traceback
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from sparkcdc import heap
@@ -66,10 +67,11 @@ class WarmPython:
         self._saved: dict[str, str | None] = {}
 
     @classmethod
-    def start(cls) -> WarmPython | None:
-        """Start the warm interpreter (it imports in the background) and point the
-        environment Spark is started with at the stand-in; None where that cannot be
-        (a cache folder we cannot write or run programs from)."""
+    def start(cls, modules: Sequence[str] = ()) -> WarmPython | None:
+        """Start the warm interpreter (it imports in the background: the source's modules,
+        then ``modules``, what the run's own tasks import) and point the environment Spark
+        is started with at the stand-in; None where that cannot be (a cache folder we
+        cannot write or run programs from)."""
         try:
             launcher = _launcher()
         except OSError as e:
@@ -83,7 +85,7 @@ class WarmPython:
             listener.listen(64)
             process = subprocess.Popen(
                 [sys.executable, "-m", "sparkcdc.pipeline.launch.warm_python",
-                 str(listener.fileno())],
+                 str(listener.fileno()), *modules],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                 pass_fds=(listener.fileno(),), env=_own_env())
         warm = cls(name, process, launcher)
@@ -375,12 +377,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def main(fd: int) -> None:
+def main(fd: int, modules: Sequence[str] = ()) -> None:
     """Serve on the listening socket ``fd`` (bound by ``WarmPython.start``): stand-ins
-    that come while we import wait in its backlog; only our own user's are served."""
+    that come while we import wait in its backlog; only our own user's are served.
+    ``modules``: what the run's tasks import beside the source's."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run decides when we stop
     listener = socket.socket(fileno=fd)
-    preload()
+    preload(modules)
     heap.settle()  # before the forks: the children's collections skip what it imported
     if sys.version_info >= (3, 12):  # numpy's and pyarrow's helper threads fork cleanly
         warnings.filterwarnings("ignore", category=DeprecationWarning,
@@ -392,4 +395,4 @@ def main(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), sys.argv[2:])

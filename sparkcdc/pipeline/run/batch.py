@@ -45,11 +45,23 @@ from sparkcdc.pipeline.run.task_files import (
     write_snapshot_files,
 )
 from sparkcdc.pipeline.run.write import Prepared, TargetWriter
-from sparkcdc.sinks import SinkKind
+from sparkcdc.sinks import SinkKind, SinkType, sink_class
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
 
 log = logging.getLogger("sparkcdc.pipeline")
+
+# the batch's stages that run in Spark tasks (the source's own modules aside)
+TASK_STAGES = ("sparkcdc.pipeline.run.task_files", "sparkcdc.pipeline.run.task_changes",
+               "sparkcdc.pipeline.run.task_frames")
+
+
+def task_modules(sink_type: SinkType) -> tuple[str, ...]:
+    """What the batch's tasks import beyond the source's modules: its task stages and the
+    sink's writers. A local run's warm interpreter imports them before it forks Spark's
+    Python workers (``RunLife``): each worker imported them at its first write before, a
+    few tenths of a CPU-second apiece in every short run."""
+    return (*TASK_STAGES, *sink_class(sink_type).task_modules())
 
 
 class MicroBatch:

@@ -77,6 +77,32 @@ def test_a_forked_process_is_the_process_asked_for(warm, modules):
     # as __main__ that was imported before: it must run afresh, as python -m runs it)
 
 
+def test_a_runs_task_modules_are_imported_before_the_fork(tmp_path, monkeypatch, modules):
+    """What the run's tasks import (its task stages, its sink's package and drivers) is in
+    a forked worker already, and not in one of a warm interpreter not told of them."""
+    from sparkcdc.pipeline.run.batch import task_modules
+    from sparkcdc.sinks import SinkType
+
+    monkeypatch.setenv(class_cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    wanted = ["deltalake", "pyroaring", "sparkcdc.pipeline.run.task_changes",
+              "sparkcdc.sinks.delta.changes", "sparkcdc.sinks.delta.deletion_vectors"]
+    ask = ("import sys, json; print(json.dumps([m in sys.modules for m in %r]))" % wanted)
+    (modules / "ask.py").write_text(ask)
+    seen = {}
+    for name, given in (("told", task_modules(SinkType.DELTA)), ("not told", ())):
+        w = WarmPython.start(given)
+        assert w is not None
+        try:
+            r = subprocess.run([str(w.launcher), "-m", "ask"], check=True, cwd=modules,
+                               capture_output=True, text=True, timeout=120)
+        finally:
+            w.stop()
+        seen[name] = json.loads(r.stdout)
+    assert seen["told"] == [True] * len(wanted)
+    assert seen["not told"] == [False] * len(wanted)
+
+
 def test_a_module_the_warm_interpreter_imported_runs_afresh(warm, modules):
     r = subprocess.run([str(warm.launcher), "-m", "pyspark.daemon", "x"], check=False,
                        cwd=modules, input=b"", capture_output=True, timeout=120,
