@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -80,19 +80,47 @@ class PendingSession:
         session.stop()
 
 
+@dataclass(frozen=True)
+class SessionHints:
+    """What a run tells the session it starts about the work it will give it.
+
+    ``task_modules``: what the run's own tasks import beside the source's (its stages, its
+    sink's writers), which the warm interpreter imports before it forks them.
+    ``blob_rows``: every DataFrame of the run holds Arrow record batches as binary rows (a
+    few hundred rows a batch; sparkcdc's own writers, no transform). Spark's code
+    generation then only costs: each new plan's Java compiled by Janino, about 90 more
+    classes in a run whose changes go through the tasks' key slices, a CPU-second or more
+    of a short run's JVM and nothing won back on so few rows (docs/benchmarks.md, "The
+    catch-up's fixed cost"). Such a session evaluates expressions interpreted
+    (``spark.sql.codegen.wholeStage`` false, ``spark.sql.codegen.factoryMode``
+    ``NO_CODEGEN``), unless the pipeline's ``spark`` section says otherwise."""
+
+    task_modules: tuple[str, ...] = ()
+    blob_rows: bool = False
+
+
+NO_HINTS = SessionHints()
+
+# a session whose DataFrames hold record batches only (``SessionHints.blob_rows``)
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false",
+               "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
 def build_session(settings: Any, master: str | None, log_file: str | None = None,
-                  log_to_console: bool = False, task_modules: Sequence[str] = ()) -> OwnSession:
+                  log_to_console: bool = False,
+                  hints: SessionHints = NO_HINTS) -> OwnSession:
     """A SparkSession for the pipeline ``settings`` (``PipelineSettings``) on ``master``
     (default ``local[*]``); the YAML's ``spark`` mapping overrides any default here. Spark's
     own warnings and errors go to ``log_file`` (and to the console too with
     ``log_to_console``), unless the configuration names a log4j file of its own.
-    ``task_modules``: what the run's own tasks import, for the warm interpreter."""
+    ``hints``: what the run will ask of the session (``SessionHints``)."""
     from pyspark.sql import SparkSession
 
     conf = {"spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.sql.shuffle.partitions": str(max(2, settings.parallelism)),
             "spark.ui.showConsoleProgress": "false",
             "spark.python.authenticate.socketTimeout": "120s",  # slow starts under load
+            **(INTERPRETED if hints.blob_rows else {}),
             **settings.spark}
     # PySpark takes the executors' interpreter from the environment only
     if conf.get("spark.pyspark.python"):
@@ -117,7 +145,7 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
     cache = ClassCache.for_conf(conf, settings.class_cache)
     ours = jit_options(conf, master)
     # started first: it imports on the other core while the JVM starts
-    warm = WarmPython.start(task_modules) if settings.warm_workers and usable(master, conf) else None
+    warm = WarmPython.start(hints.task_modules) if settings.warm_workers and usable(master, conf) else None
 
     def launch(jvm_options: str):
         from pyspark import SparkConf, SparkContext

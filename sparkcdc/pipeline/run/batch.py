@@ -25,7 +25,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sparkcdc.pipeline.definition import targets
+from sparkcdc.pipeline.definition import PipelineDef, targets
+from sparkcdc.pipeline.launch.session import SessionHints
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.replaces import replaced
 from sparkcdc.pipeline.run.schema_events import SchemaInStream
@@ -45,7 +46,7 @@ from sparkcdc.pipeline.run.task_files import (
     write_snapshot_files,
 )
 from sparkcdc.pipeline.run.write import Prepared, TargetWriter
-from sparkcdc.sinks import SinkKind, SinkType, sink_class
+from sparkcdc.sinks import SinkKind, sink_class
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
 
@@ -56,12 +57,17 @@ TASK_STAGES = ("sparkcdc.pipeline.run.task_files", "sparkcdc.pipeline.run.task_c
                "sparkcdc.pipeline.run.task_frames")
 
 
-def task_modules(sink_type: SinkType) -> tuple[str, ...]:
-    """What the batch's tasks import beyond the source's modules: its task stages and the
-    sink's writers. A local run's warm interpreter imports them before it forks Spark's
-    Python workers (``RunLife``): each worker imported them at its first write before, a
-    few tenths of a CPU-second apiece in every short run."""
-    return (*TASK_STAGES, *sink_class(sink_type).task_modules())
+def session_hints(defn: PipelineDef) -> SessionHints:
+    """What the batches of ``defn`` will ask of the session (``SessionHints``): the
+    modules their tasks import beyond the source's (its task stages and the sink's
+    writers: each worker imported them at its first write, a few tenths of a CPU-second
+    apiece in every short run), and whether every DataFrame holds record batches only: a
+    merge sink written by sparkcdc's own writers, not Spark's, and no transform (Spark SQL
+    over the rows themselves)."""
+    cls = sink_class(defn.sink.type)
+    blobs = (cls.capabilities.kind is SinkKind.MERGE and not defn.transforms
+             and not cls.writer_for(defn.sink.options, defn.pipeline.spark))
+    return SessionHints(task_modules=(*TASK_STAGES, *cls.task_modules()), blob_rows=blobs)
 
 
 class MicroBatch:

@@ -10,7 +10,13 @@ from typing import IO, Any
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.launch import cluster
-from sparkcdc.pipeline.launch.session import OwnSession, PendingSession, build_session
+from sparkcdc.pipeline.launch.session import (
+    NO_HINTS,
+    OwnSession,
+    PendingSession,
+    SessionHints,
+    build_session,
+)
 from sparkcdc.pipeline.run.checkpoint import Checkpoint
 
 
@@ -18,12 +24,11 @@ class RunLife:
     """A run's lock, session and stop. ``spark``: the session it was given, else one it
     starts (``begin_session`` starts it in the background; the first use waits for it).
     ``probe``: on a cluster, check that executors answer before the session is used.
-    ``task_modules``: what the run's tasks import beside the source's (its sink's writers),
-    imported by a local run's warm interpreter before it forks them."""
+    ``hints``: what the run will ask of a session it starts (``SessionHints``)."""
 
     def __init__(self, ckpt: Checkpoint, settings: Any, spark: Any = None, *,
                  master: str | None = None, spark_log_to_console: bool = False,
-                 probe: bool = True, task_modules: tuple[str, ...] = ()):
+                 probe: bool = True, hints: SessionHints = NO_HINTS):
         self.ckpt = ckpt
         self.settings = settings
         self.master = master
@@ -31,7 +36,7 @@ class RunLife:
         self.stopping = threading.Event()
         self._spark = spark
         self._probe = probe
-        self._task_modules = task_modules
+        self._hints = hints
         self._session: OwnSession | None = None  # the session this run started
         self._pending: PendingSession | None = None  # ... while it starts
 
@@ -40,7 +45,7 @@ class RunLife:
         if self._spark is None and self._pending is None:
             self._pending = PendingSession(lambda: build_session(
                 self.settings, self.master, str(self.ckpt.spark_log),
-                self.spark_log_to_console, self._task_modules))
+                self.spark_log_to_console, self._hints))
 
     @property
     def spark(self) -> Any:

@@ -39,7 +39,7 @@ from sparkcdc.errors import PipelineFailed, SchemaChangeStop, SchemaError, Spark
 from sparkcdc.pipeline.definition import PipelineDef
 from sparkcdc.pipeline.definition.routing import targets_of
 from sparkcdc.pipeline.run import control
-from sparkcdc.pipeline.run.batch import MicroBatch, task_modules
+from sparkcdc.pipeline.run.batch import MicroBatch, session_hints
 from sparkcdc.pipeline.run.checkpoint import CaptureStatus, Checkpoint, TableState
 from sparkcdc.pipeline.run.discovery import Discovery
 from sparkcdc.pipeline.run.life import RunLife
@@ -83,7 +83,7 @@ class Runner:
         # the parts, each given what it uses
         self.life = RunLife(self.ckpt, self.settings, spark, master=master,
                             spark_log_to_console=spark_log_to_console,
-                            task_modules=task_modules(defn.sink.type))
+                            hints=session_hints(defn))
         self.state = RunState(defn, self.ckpt)
         self.discovery = Discovery(self.state)
         shapes = Shapes(self.state, self.life)

@@ -80,17 +80,19 @@ def test_a_forked_process_is_the_process_asked_for(warm, modules):
 def test_a_runs_task_modules_are_imported_before_the_fork(tmp_path, monkeypatch, modules):
     """What the run's tasks import (its task stages, its sink's package and drivers) is in
     a forked worker already, and not in one of a warm interpreter not told of them."""
-    from sparkcdc.pipeline.run.batch import task_modules
-    from sparkcdc.sinks import SinkType
+    from sparkcdc.pipeline.definition import parse_pipeline
+    from sparkcdc.pipeline.run.batch import session_hints
 
     monkeypatch.setenv(class_cache.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     wanted = ["deltalake", "pyroaring", "sparkcdc.pipeline.run.task_changes",
               "sparkcdc.sinks.delta.changes", "sparkcdc.sinks.delta.deletion_vectors"]
-    ask = ("import sys, json; print(json.dumps([m in sys.modules for m in %r]))" % wanted)
+    ask = f"import sys, json; print(json.dumps([m in sys.modules for m in {wanted!r}]))"
     (modules / "ask.py").write_text(ask)
     seen = {}
-    for name, given in (("told", task_modules(SinkType.DELTA)), ("not told", ())):
+    defn = parse_pipeline("source: {type: mysql, hostname: h, username: u, tables: d.t}\n"
+                          "sink: {type: delta, path: /tmp/x}\n")
+    for name, given in (("told", session_hints(defn).task_modules), ("not told", ())):
         w = WarmPython.start(given)
         assert w is not None
         try:
