@@ -85,25 +85,12 @@ class SessionHints:
     """What a run tells the session it starts about the work it will give it.
 
     ``task_modules``: what the run's own tasks import beside the source's (its stages, its
-    sink's writers), which the warm interpreter imports before it forks them.
-    ``blob_rows``: every DataFrame of the run holds Arrow record batches as binary rows (a
-    few hundred rows a batch; sparkcdc's own writers, no transform). Spark's code
-    generation then only costs: each new plan's Java compiled by Janino, about 90 more
-    classes in a run whose changes go through the tasks' key slices, a CPU-second or more
-    of a short run's JVM and nothing won back on so few rows (docs/benchmarks.md, "The
-    catch-up's fixed cost"). Such a session evaluates expressions interpreted
-    (``spark.sql.codegen.wholeStage`` false, ``spark.sql.codegen.factoryMode``
-    ``NO_CODEGEN``), unless the pipeline's ``spark`` section says otherwise."""
+    sink's writers), which the warm interpreter imports before it forks them."""
 
     task_modules: tuple[str, ...] = ()
-    blob_rows: bool = False
 
 
 NO_HINTS = SessionHints()
-
-# a session whose DataFrames hold record batches only (``SessionHints.blob_rows``)
-INTERPRETED = {"spark.sql.codegen.wholeStage": "false",
-               "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def build_session(settings: Any, master: str | None, log_file: str | None = None,
@@ -120,7 +107,6 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
             "spark.sql.shuffle.partitions": str(max(2, settings.parallelism)),
             "spark.ui.showConsoleProgress": "false",
             "spark.python.authenticate.socketTimeout": "120s",  # slow starts under load
-            **(INTERPRETED if hints.blob_rows else {}),
             **settings.spark}
     # PySpark takes the executors' interpreter from the environment only
     if conf.get("spark.pyspark.python"):

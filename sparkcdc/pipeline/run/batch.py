@@ -59,15 +59,10 @@ TASK_STAGES = ("sparkcdc.pipeline.run.task_files", "sparkcdc.pipeline.run.task_c
 
 def session_hints(defn: PipelineDef) -> SessionHints:
     """What the batches of ``defn`` will ask of the session (``SessionHints``): the
-    modules their tasks import beyond the source's (its task stages and the sink's
-    writers: each worker imported them at its first write, a few tenths of a CPU-second
-    apiece in every short run), and whether every DataFrame holds record batches only: a
-    merge sink written by sparkcdc's own writers, not Spark's, and no transform (Spark SQL
-    over the rows themselves)."""
-    cls = sink_class(defn.sink.type)
-    blobs = (cls.capabilities.kind is SinkKind.MERGE and not defn.transforms
-             and not cls.writer_for(defn.sink.options, defn.pipeline.spark))
-    return SessionHints(task_modules=(*TASK_STAGES, *cls.task_modules()), blob_rows=blobs)
+    modules their tasks import beyond the source's, its task stages and the sink's
+    writers (each worker imported them at its first write, a few tenths of a CPU-second
+    apiece in every short run)."""
+    return SessionHints(task_modules=(*TASK_STAGES, *sink_class(defn.sink.type).task_modules()))
 
 
 class MicroBatch:
