@@ -254,9 +254,9 @@ class IcebergSink(Sink):
         if tasks:
             self._rewrite(table, tasks, batch_id, "purged their deleted rows")
 
-    def _rewrite(self, table, tasks: list, batch_id: int, what: str) -> int:
+    def _rewrite(self, table, tasks: list, batch_id: int, what: str, tidy: bool = False) -> int:
         try:
-            n = task_changes.rewrite(table, tasks, self.config.app_id, batch_id)
+            n = task_changes.rewrite(table, tasks, self.config.app_id, batch_id, tidy)
         except CommitConflict as e:
             log.warning("%s: %s; tried again at the next compaction",
                         ".".join(self.config.identifier), e)
@@ -388,7 +388,7 @@ class IcebergSink(Sink):
                  if t.delete_files or t.file.file_size_in_bytes < SMALL_FILE_BYTES]
         if len(tasks) < 2 and not any(t.delete_files for t in tasks):
             return 0
-        return self._rewrite(table, tasks, batch_id, "compacted")
+        return self._rewrite(table, tasks, batch_id, "compacted", tidy=True)
 
     def _remove_compaction_leftovers(self, table) -> None:
         """The files of compactions (and purges) killed before their commit: this app's

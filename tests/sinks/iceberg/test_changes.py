@@ -110,7 +110,7 @@ def test_random_batches_through_slices_equal_the_expected_table(tmp_path, slices
     assert sink._table().current_snapshot().summary.operation.value == "replace"
 
 
-def test_many_small_batches_keep_few_manifests_and_compaction_leaves_three(tmp_path):
+def test_many_small_batches_keep_few_manifests_and_compaction_leaves_only_live_ones(tmp_path):
     """A scan is planned by opening every manifest of the snapshot: 40 batches (each adding
     a data and a delete manifest) keep the small manifests merged at MERGE_AT, and the
     compaction that removes every file writes its DELETED entries into one manifest per
@@ -136,9 +136,22 @@ def test_many_small_batches_keep_few_manifests_and_compaction_leaves_three(tmp_p
     assert min(counts[MERGE_AT:]) < max(counts), counts  # merged now and then
     sink.compact(41)
     table = sink._table()
-    assert len(table.current_snapshot().manifests(table.io)) <= 3
+    # the compaction's snapshot records what it removed as DELETED entries, one manifest a
+    # kind; the snapshot after it, of the same rows, leaves those manifests out of its list
+    compacted = table.snapshot_by_id(table.current_snapshot().parent_snapshot_id)
+    kept = compacted.manifests(table.io)
+    assert len(kept) <= 3 and sum(m.deleted_files_count for m in kept) > 0
+    assert compacted.summary["sparkcdc.compaction"] == "41"
+    live = table.current_snapshot().manifests(table.io)
+    assert live and all(m.has_added_files() or m.has_existing_files() for m in live)
+    assert {m.manifest_path for m in live} < {m.manifest_path for m in kept}
+    assert table.current_snapshot().summary.operation.value == "replace"
     assert read(sink) == want
     assert not any(t.delete_files for t in table.scan().plan_files())
+    # the next batch commits after it as after any snapshot
+    apply(sink, [(9999, 42, "after")], [], 42, 2)
+    want[9999] = (42, "after")
+    assert read(sink) == want
 
 
 def test_a_small_batch_writes_the_change_not_the_table(tmp_path):
