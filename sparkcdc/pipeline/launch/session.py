@@ -131,7 +131,8 @@ def build_session(settings: Any, master: str | None, log_file: str | None = None
     cache = ClassCache.for_conf(conf, settings.class_cache)
     ours = jit_options(conf, master)
     # started first: it imports on the other core while the JVM starts
-    warm = WarmPython.start(hints.task_modules) if settings.warm_workers and usable(master, conf) else None
+    warm = (WarmPython.start(hints.task_modules)
+            if settings.warm_workers and usable(master, conf) else None)
 
     def launch(jvm_options: str):
         from pyspark import SparkConf, SparkContext
