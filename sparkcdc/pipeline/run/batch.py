@@ -27,6 +27,7 @@ from typing import Any
 
 from sparkcdc.pipeline.definition import PipelineDef, targets
 from sparkcdc.pipeline.launch.session import SessionHints
+from sparkcdc.pipeline.run import task_changes, task_files, task_frames
 from sparkcdc.pipeline.run.life import RunLife
 from sparkcdc.pipeline.run.replaces import replaced
 from sparkcdc.pipeline.run.schema_events import SchemaInStream
@@ -53,8 +54,7 @@ from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
 log = logging.getLogger("sparkcdc.pipeline")
 
 # the batch's stages that run in Spark tasks (the source's own modules aside)
-TASK_STAGES = ("sparkcdc.pipeline.run.task_files", "sparkcdc.pipeline.run.task_changes",
-               "sparkcdc.pipeline.run.task_frames")
+TASK_STAGES = tuple(m.__name__ for m in (task_files, task_changes, task_frames))
 
 
 def session_hints(defn: PipelineDef) -> SessionHints:
