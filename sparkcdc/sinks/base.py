@@ -245,11 +245,22 @@ class Sink(ABC):
         raise _undeclared(self, "does not take changes from tasks")
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = (),
+                       new_files: list[dict[str, Any]] | None = None,
+                       schema: pa.Schema | None = None) -> WriteResult:
         """On the driver: every slice's changes of a batch in one commit with the batch id
         (a target that has the batch commits nothing); what attempts that died left is
-        removed. ``replaces``: as ``write_changes`` got them."""
+        removed. ``replaces``: as ``write_changes`` got them. ``new_files``: the batch's new
+        rows of the target that its first stage wrote as files (``write_files``; their
+        ``schema`` as ``commit_files`` takes it), in the same commit: the slices were cut
+        before the batch ran, from the target as it was then, so the files cannot be
+        committed on their own first (docs/sinks.md, "One job a batch")."""
         raise _undeclared(self, "does not take changes from tasks")
+
+    def drop_uncommitted(self, batch_id: int) -> None:
+        """On the driver: what the tasks wrote for ``batch_id`` that no commit will take
+        removed now (files, staging tables): the table's batch turned out to carry a
+        schema change, and the driver's path writes it instead."""
 
     # -- rows written by Spark itself, from the micro-batch's DataFrame (capabilities.spark_writer)
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
-from sparkcdc.sinks.base import KeyRange, Sink
+from sparkcdc.sinks.base import KeyRange, KeySlices, Sink
 
 C = TypeVar("C")  # the dialect's config (MySQLConfig, PostgresConfig)
 from sparkcdc.sinks.capabilities import Capabilities, Emptying
@@ -54,6 +54,9 @@ class SQLSink(Sink, Generic[C]):
         # a batch's staged new rows kept for the transaction of its other changes
         self._pending: tuple[int, list[dict[str, Any]], pa.Schema] | None = None
         self._key_followed: tuple[str, ...] | None = None  # the key _follow_key saw
+        # the last cut of the keys (``plan_changes``, asked before every batch) and what
+        # it was asked for: the target made and checked for those columns
+        self._planned: tuple[tuple[Any, ...], KeySlices] | None = None
 
     @classmethod
     def may_take_files(cls, options: Mapping[str, Any]) -> bool:

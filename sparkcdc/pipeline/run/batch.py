@@ -11,8 +11,10 @@
    Before that, the snapshot rows of tables whose targets take files are written by the
    tasks that read them (``task_files``: the batch is not collected; only the files'
    descriptions and the other rows come back), and their files committed first; the
-   change rows of tables whose targets take changes stay on the executors and are written
-   by tasks that each own a slice of the keys (``task_changes``), one commit per target;
+   change rows of tables whose targets take changes are cut by key slice in those tasks
+   and written, in the same Spark job, by tasks that each own slices
+   (``task_changes``), one commit per target for its changes and new files. Spark's own
+   writers (``task_frames``) take a second job over the first stage, persisted;
 3. write: ``TargetWriter`` writes each table's rows to its target(s), from the driver (the
    targets at once, one thread each) or from Spark tasks (``write.on``);
 4. a drop, rename or new key the batch carried goes into the table's state, for the loop.
@@ -43,6 +45,7 @@ from sparkcdc.pipeline.run.task_files import (
     FilePlan,
     TargetWrite,
     TaskOutput,
+    hand_back,
     plannable,
     write_snapshot_files,
 )
@@ -88,20 +91,28 @@ class MicroBatch:
         members = state.members
         self._replacing = self._replaced(batch_id)
         plans = self._file_plans(batch_id)
-        changing = self._change_plans(batch_id)
         framing = self._frame_plans(batch_id)
+        # one sink type a pipeline: Spark's own writer (frames) or sparkcdc's (changes)
+        changing = {} if framing else self._change_plans(batch_id)
         out, staged = None, None
         try:
             if plans or changing or framing:
                 self.writer.ready_for_files(sorted(set(plans) | set(changing)
                                                    | self._read_in(batch_id, framing)))
-                out, staged = self._in_tasks(df, plans, {**changing, **framing})
-                # a kept table with schema events in the batch takes the driver's path whole
-                if out.evented:
-                    self._hand_back(out, staged, out.evented)
-            decoded = decode_tables(df.toArrow() if out is None else out.handed_back())
-            if out is not None:
-                self._commit_tasks(out, staged, decoded, changing, framing, batch_id)
+                if changing:
+                    out, decoded = self._in_one_job(df, plans, changing, batch_id)
+                else:
+                    out, staged = self._in_tasks(df, plans, framing)
+                    # a kept table with schema events in the batch takes the driver's path
+                    if out.evented:
+                        self._hand_back(out, staged, out.evented)
+                    decoded = decode_tables(out.handed_back())
+                    framed = _kept(framing, out.kept, out.evented)
+                    self.writer.commit_files(out, batch_id, set(decoded) | set(framed))
+                    if framed:
+                        self.writer.write_frames(staged, framed, batch_id)
+            else:
+                decoded = decode_tables(df.toArrow())
         finally:
             if staged is not None:
                 staged.unpersist()
@@ -126,19 +137,61 @@ class MicroBatch:
             for f in [pool.submit(self._write, run, ch, batch_id) for run, ch in work]:
                 f.result()  # the first failure fails the batch (Spark replays it)
 
-    def _commit_tasks(self, out: TaskOutput, staged: Any, decoded: dict[str, TableChanges],
-                      changing: dict[str, ChangePlan], framing: dict[str, ChangePlan],
-                      batch_id: int) -> None:
-        """What the tasks wrote, committed: their files first (the rest of a table's batch
-        records its batch id), then the changes they kept, by key slice or through Spark's
-        own writer. A table with chunks read again clears their ranges, rows or none."""
-        in_tasks = _kept(changing, out.kept, out.evented)
-        framed = _kept(framing, out.kept, out.evented)
-        self.writer.commit_files(out, batch_id, set(decoded) | set(in_tasks))
-        if in_tasks:
-            self.writer.write_changes_in_tasks(staged, in_tasks, batch_id)
-        if framed:
-            self.writer.write_frames(staged, framed, batch_id)
+    def _in_one_job(self, df: Any, plans: dict[str, FilePlan],
+                    changing: dict[str, ChangePlan], batch_id: int
+                    ) -> tuple[TaskOutput, dict[str, TableChanges]]:
+        """The batch as one Spark job (``task_changes``): the slices cut first, then the
+        first stage writes snapshot files and cuts the planned tables' change rows into
+        the slices' pieces, and the write tasks write them; one collect. Then the
+        commits: the files of the tables without changes planned, the planned tables'
+        changes (with their new files). A planned table whose batch turned out to carry a
+        schema event (or rows its plan cannot convert) loses what the job wrote of it and
+        is read again for the driver's path. Returns what came back and the rows for the
+        driver's path, by table."""
+        defn = self.state.defn
+        jobs = self.writer.plan_slices(changing)
+        router = task_changes.Router.of(changing, jobs, self.writer.write_tasks(jobs),
+                                        defn.source.extras)
+        log.info("batch %d: %d slice(s) of %d target(s), %d write task(s)", batch_id,
+                 sum(j.slices.count for j in jobs), len(jobs), router.tasks)
+        sink_type, options = defn.sink.type, dict(defn.sink.options)
+        extras = defn.source.extras
+        shipped = Shipped((plans, extras, router))  # once per process, not per task
+
+        def first(batches):
+            plans, extras, router = shipped.get()
+            return write_snapshot_files(batches, plans, sink_type, options, extras,
+                                        router=router)
+
+        out = TaskOutput.of(task_changes.write_batch(df.mapInArrow(first, OUT_SCHEMA), router,
+                                                     sink_type, options).to_pylist())
+        evented = out.evented
+        decoded = decode_tables(out.handed_back())
+        if evented:  # (rare: a batch with DDL) the driver's path, whole, for these
+            log.info("batch %d: %s carry a schema change: read again for the driver's path",
+                     batch_id, ", ".join(sorted(evented)))
+            self.writer.drop_uncommitted(evented, batch_id)
+            for t in evented:
+                decoded.pop(t, None)
+            decoded.update(decode_tables(self._read_again(df, evented).handed_back()))
+        done = {t: p for t, p in changing.items()
+                if t not in evented and (t in out.kept or p.replaces
+                                         or any(k[0] == t for k in out.files))}
+        self.writer.commit_files(out, batch_id, set(decoded), set(changing))
+        if done:
+            self.writer.commit_changes(done, jobs, out, batch_id)
+        return out, decoded
+
+    @staticmethod
+    def _read_again(df: Any, tables: set[str]) -> TaskOutput:
+        """The batch read again for ``tables`` alone, their record batches handed back as
+        they came (``task_files.hand_back``)."""
+        wanted = frozenset(tables)
+
+        def back(batches):
+            return hand_back(batches, wanted)
+
+        return TaskOutput.of(df.mapInArrow(back, OUT_SCHEMA).toArrow().to_pylist())
 
     def _replaced(self, batch_id: int) -> dict[str, tuple[KeyRange, ...]]:
         """Per table of the batch's generation, the ranges of its chunks read again whole
@@ -266,18 +319,18 @@ class MicroBatch:
         return run.takes_changes
 
     def _in_tasks(self, df: Any, plans: dict[str, FilePlan],
-                  changing: dict[str, ChangePlan]) -> tuple[TaskOutput, Any]:
+                  framing: dict[str, ChangePlan]) -> tuple[TaskOutput, Any]:
         """The batch's record batches run through ``write_snapshot_files`` in the tasks
         that hold them: the snapshot rows of ``plans``' tables written as files there, the
-        record batches of ``changing``'s tables kept there, the rest handed back. With
-        tables to keep, the stage is persisted for the jobs after it (returned; else
-        None) and the kept rows' payloads are not collected."""
+        record batches of ``framing``'s tables kept there (for Spark's own writers), the
+        rest handed back. With tables to keep, the stage is persisted for the jobs after
+        it (returned; else None) and the kept rows' payloads are not collected."""
         from pyspark.sql import functions as F
 
         defn = self.state.defn
         sink_type, options = defn.sink.type, dict(defn.sink.options)
         extras = defn.source.extras
-        keep = frozenset(changing)
+        keep = frozenset(framing)
         shipped = Shipped((plans, extras, keep))  # once per process, not per task
 
         def write(batches):

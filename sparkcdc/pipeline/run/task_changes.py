@@ -1,16 +1,18 @@
 """A micro-batch's changes written by Spark tasks that each own a slice of a table's keys:
 no row through the driver, and a target that marks rows deleted (Delta's deletion
-vectors) rewrites nothing it already holds.
+vectors) rewrites nothing it already holds. The whole batch is one Spark job.
 
-After the batch's first stage (``task_files``: snapshot rows written as files where they
-were read), the change rows of the tables planned here (``ChangePlan``) stay on the
-executors. For each of their targets the driver cuts the keys into slices
-(``Sink.plan_changes``: ``KeySlices`` by the first key column, each slice owning the
-stored files its keys can lie in). Then one Spark job:
+Before the job, for each table whose targets take changes (``ChangePlan``), the driver
+cuts each target's keys into slices (``Sink.plan_changes``: ``KeySlices`` by the first key
+column, each slice owning the stored files its keys can lie in; the last cut again while
+the target has not changed). Then one job of two stages:
 
-1. **route** (a task per stage-one partition): each record batch of a planned table is
-   converted and shaped like its target (as the driver's path does: ``convert_rows``,
-   ``conform``) and cut by slice, one piece per target and slice;
+1. **first stage** (a task per partition of the source's read, ``task_files``): snapshot
+   rows new to the target written as files where they were read; each record batch of a
+   planned table converted and shaped like its target (as the driver's path does:
+   ``convert_rows``, ``conform``) and cut by slice (``Router.pieces``), one piece per
+   target and slice; the rest (the files' descriptions, rows for the driver's path)
+   tagged for a write task too;
 2. **shuffle**: each piece goes to the partition of its (target, slice), named rather than
    hashed (``repartitionById``), so every change of a key, whichever binlog reader or chunk
    read it, meets in one task; a slice has one task, a task may have several slices
@@ -18,23 +20,30 @@ stored files its keys can lie in). Then one Spark job:
 3. **write** (a task's slices in turn): the slice's changes reduced to one per key in binlog
    order (``reduce_changes``, the driver's planner) and written by the target
    (``Sink.write_changes``): new rows as files, the replaced and deleted rows marked in
-   deletion vectors. The task sends back a description of a few hundred bytes a file.
+   deletion vectors. The task sends back a description of a few hundred bytes a file,
+   and passes the first stage's other rows through.
 
-The driver then commits each target once, with the batch id (``Sink.commit_changes``,
-``TargetWriter.commit_changes``).
+One ``collect`` brings the driver the files' and slices' descriptions and the rows for
+its own path. It then commits each target once, with the batch id, the first stage's new
+files of the target in the same commit (``Sink.commit_changes``,
+``TargetWriter.commit_changes``): the cut was made before them.
 
 Why this is exact: a key's changes are all in one task and reduced in ``_seq`` order, as
 on the driver; a key's stored row lies in a file its slice owns, and no other task marks
-that file; the commit is the target's only change of the batch, and a batch replayed after
-it is skipped by its batch id. A table whose batch carries schema events, or a transform,
-or a rule the planner reads on the driver, takes the driver's path for the whole batch.
+that file (the batch's new files hold other keys: a window passes changes only for keys
+of chunks finished before it); the commit is the target's only change of the batch, and a
+batch replayed after it is skipped by its batch id. A table whose batch carries schema
+events, or a transform, or a rule the planner reads on the driver, takes the driver's
+path for the whole batch: a schema event is met only as the job runs, so what the job
+wrote of such a table is removed uncommitted and its rows are read again for the driver
+(``MicroBatch``; rare: a batch with DDL).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -47,7 +56,13 @@ from sparkcdc.pipeline.definition.conversions import convert_rows
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
 from sparkcdc.pipeline.run.schema.in_stream import conform
 from sparkcdc.pipeline.run.shipped import Shipped
-from sparkcdc.pipeline.run.task_files import CHANGES, TargetWrite
+from sparkcdc.pipeline.run.task_files import (
+    OUT_ARROW,
+    OUT_SCHEMA,
+    OUTCOMES,
+    PIECES,
+    TargetWrite,
+)
 from sparkcdc.sinks.base import DELETE, UPSERT, KeyRange, KeySlices
 from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 from sparkcdc.spark.task_cpu import accounted
@@ -117,88 +132,86 @@ class SliceOutcome:
     newest_op_ts: int | None
 
 
-# the route's pieces and the writers' outcomes as the two stages' rows
-_PIECES = pa.schema([("part", pa.int32()), ("job", pa.int32()), ("slice", pa.int32()),
-                     ("payload", pa.binary())])
-_OUTCOMES = pa.schema([("outcome", pa.string())])
+@dataclass(frozen=True)
+class Router:
+    """The batch's key slices as its first stage cuts change rows by them (``Router.pieces``,
+    ``task_files.Router``): the planned tables, their targets' slices (``jobs``) and the
+    write tasks they are dealt to."""
+
+    plans: dict[str, ChangePlan]
+    jobs: tuple[SliceJob, ...]
+    tasks: int
+    extras: SourceExtras | None
+    tables: frozenset[str] = frozenset()
+    by_table: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, plans: dict[str, ChangePlan], jobs: list[SliceJob], tasks: int,
+           extras: SourceExtras | None) -> Router:
+        by_table: dict[str, list[int]] = {}
+        for i, j in enumerate(jobs):
+            by_table.setdefault(j.table, []).append(i)
+        return cls(plans, tuple(jobs), tasks, extras, frozenset(plans),
+                   {t: tuple(ix) for t, ix in by_table.items()})
+
+    def pieces(self, table: str, rows: pa.Table) -> Iterator[tuple[int, int, int, bytes]]:
+        """In a task: one record batch of ``table`` converted and shaped like its target
+        (as the driver's path does: ``convert_rows``, ``conform``) and cut into the pieces
+        of each of its targets' slices: ``(write task, job, slice, rows as IPC)``."""
+        plan = self.plans[table]
+        shaped = conform(convert_rows(rows.replace_schema_metadata(None), plan.schema,
+                                      self.extras), plan.rows_schema)
+        if not shaped.num_rows:
+            return
+        for i in self.by_table.get(table, ()):
+            job = self.jobs[i]
+            where = job.slices.slice_of(shaped.column(job.slices.key))
+            for s in pc.unique(where).to_pylist():
+                piece = shaped.filter(pc.equal(where, s))
+                yield task_of(job.first + s, self.tasks), i, s, to_ipc(piece).to_pybytes()
 
 
-def write_changes(staged: Any, plans: dict[str, ChangePlan], jobs: list[SliceJob],
-                  sink_type: str, options: dict[str, str],
-                  extras: SourceExtras | None, tasks: int) -> list[SliceOutcome]:
-    """The Spark job (module docstring): ``staged`` is the batch's first stage, whose
-    ``changes`` rows hold the planned tables' record batches.
+def write_batch(first: Any, router: Router, sink_type: str, options: dict[str, str]) -> Any:
+    """The batch's one Spark job (module docstring): ``first`` is its first stage (a
+    DataFrame of ``task_files.OUT_SCHEMA`` whose every row names its write task,
+    ``part``), shuffled to the write tasks, which write their slices' pieces and pass
+    every other row through; returns what they all send back (an Arrow table).
 
-    Both stages are DataFrame stages (``mapInArrow``), run by the same Python workers as the
-    batch's first stage; the shuffle sends each piece to the partition its ``part`` names
-    (``repartitionById``: ``tasks`` partitions, each slice in one of them, see ``task_of``,
-    and every task runs, rows or none). An
-    RDD's ``flatMap`` and ``partitionBy`` here made the JVM pickle every piece and forked a
-    second Python daemon with workers of its own for the batch."""
+    Both stages are DataFrame stages (``mapInArrow``) run by the same Python workers; the
+    shuffle sends each row to the partition its ``part`` names (``repartitionById``), so a
+    slice has one task and every task runs, rows or none. An RDD's ``flatMap`` and
+    ``partitionBy`` here made the JVM pickle every piece and forked a second Python
+    daemon with workers of its own for the batch."""
     from pyspark import TaskContext
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
 
-    by_table: dict[str, list[int]] = {}
-    for i, j in enumerate(jobs):
-        by_table.setdefault(j.table, []).append(i)
     # every slice's task needs the plans: unpickled once per process (run/shipped.py)
-    shipped = Shipped((plans, jobs, by_table, extras))
-
-    def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return accounted(_route(batches), "route")
-
-    def _route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        plans, jobs, by_table, extras = shipped.get()
-        for b in batches:  # a batch out per record batch in: its pieces fit a binary column
-            for table, ipc in zip(b.column("tbl").to_pylist(), b.column("payload").to_pylist()):
-                out = list(route_rows(table, ipc, plans, jobs, by_table, extras, tasks))
-                if out:
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array([p for p, _ in out], pa.int32()),
-                         pa.array([x[0] for _, x in out], pa.int32()),
-                         pa.array([x[1] for _, x in out], pa.int32()),
-                         pa.array([x[2] for _, x in out], pa.binary())], schema=_PIECES)
+    shipped = Shipped(router)
 
     def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return accounted(_write(batches), "slices")
 
     def _write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        plans, jobs, _by_table, _extras = shipped.get()
+        router = shipped.get()
         ctx = TaskContext.get()
         index = ctx.partitionId() if ctx is not None else None
-        items = ((part, (i, s, ipc)) for b in batches for part, i, s, ipc in zip(
-            *(b.column(k).to_pylist() for k in ("part", "job", "slice", "payload"))))
-        done = [json.dumps(o.__dict__) for o in write_slices(items, plans, jobs, sink_type,
-                                                             options, index, tasks)]
+        items: list[tuple[int, tuple[int, int, bytes]]] = []
+        for b in batches:
+            piece = pc.equal(b.column("kind"), PIECES)
+            rest = b.filter(pc.invert(piece))
+            if rest.num_rows:  # the first stage's other rows, for the driver, as declared
+                yield pa.RecordBatch.from_arrays(
+                    [rest.column(f.name).cast(f.type) for f in OUT_ARROW], schema=OUT_ARROW)
+            mine = b.filter(piece)
+            items.extend((p, (i, s, ipc)) for p, i, s, ipc in zip(
+                *(mine.column(k).to_pylist() for k in ("part", "job", "slice", "payload"))))
+        done = [json.dumps(o.__dict__).encode() for o in write_slices(
+            items, router.plans, list(router.jobs), sink_type, options, index, router.tasks)]
         if done:
-            yield pa.RecordBatch.from_arrays([pa.array(done, pa.string())], schema=_OUTCOMES)
+            yield pa.RecordBatch.from_pylist(
+                [{"kind": OUTCOMES, "payload": d} for d in done], schema=OUT_ARROW)
 
-    parts = (staged.filter((F.col("kind") == CHANGES) & F.col("tbl").isin(sorted(plans)))
-             .select("tbl", "payload"))
-    got = (parts.mapInArrow(route, from_arrow_schema(_PIECES))
-           .repartitionById(tasks, "part")
-           .mapInArrow(write, from_arrow_schema(_OUTCOMES)).collect())
-    return [SliceOutcome(**json.loads(g[0])) for g in got]
-
-
-def route_rows(table: str, ipc: bytes, plans: dict[str, ChangePlan], jobs: list[SliceJob],
-               by_table: dict[str, list[int]], extras: SourceExtras | None, tasks: int
-               ) -> Iterator[tuple[int, tuple[int, int, bytes]]]:
-    """In a task: one record batch of ``table`` shaped like its target and cut into the
-    pieces of each of its targets' slices, keyed by the write task they go to (of
-    ``tasks``, ``task_of``)."""
-    plan = plans[table]
-    rows = conform(convert_rows(from_ipc(ipc).replace_schema_metadata(None), plan.schema,
-                                extras), plan.rows_schema)
-    if not rows.num_rows:
-        return
-    for i in by_table[table]:
-        job = jobs[i]
-        where = job.slices.slice_of(rows.column(job.slices.key))
-        for s in pc.unique(where).to_pylist():
-            piece = rows.filter(pc.equal(where, s))
-            yield task_of(job.first + s, tasks), (i, s, to_ipc(piece).to_pybytes())
+    return (first.repartitionById(router.tasks, "part")
+            .mapInArrow(write, OUT_SCHEMA).toArrow())
 
 
 def write_slices(items: Iterable[tuple[int, tuple[int, int, bytes]]],

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import pairwise
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,13 +44,29 @@ from sparkcdc.pipeline.definition import targets
 from sparkcdc.pipeline.definition.conversions import convert_rows
 from sparkcdc.pipeline.definition.flink_keys import SourceExtras
 from sparkcdc.pipeline.run.schema.in_stream import conform
-from sparkcdc.spark.arrow_batches import from_ipc
+from sparkcdc.spark.arrow_batches import from_ipc, to_ipc
 from sparkcdc.spark.read import PROFILE_ENV, profiled
 from sparkcdc.spark.rows import batch_event
 from sparkcdc.spark.task_cpu import accounted
 
-OUT_SCHEMA = "kind string, tbl string, target string, ord long, payload binary"
+OUT_SCHEMA = ("kind string, tbl string, target string, ord long, part int, job int, "
+              "slice int, payload binary")
 FILES, ROWS, CHANGES, NAMES = "files", "rows", "changes", "names"
+# the one-job batch's (``task_changes``): a piece of a key slice's changes, going to the
+# write task ``part``; a slice's outcome, coming back from it
+PIECES, OUTCOMES = "pieces", "outcomes"
+
+
+class Router(Protocol):
+    """How the batch's first stage cuts the change rows of the tables whose targets take
+    changes into the pieces of their key slices (``task_changes.Router``)."""
+
+    tables: frozenset[str]
+    tasks: int  # the write tasks, the partitions after the shuffle
+
+    def pieces(self, table: str, rows: pa.Table) -> Iterator[tuple[int, int, int, bytes]]:
+        """``(write task, job, slice, rows as IPC)`` for each piece of ``rows``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -87,33 +104,41 @@ def files_row(table: str, target: str, files: list[dict[str, Any]]) -> dict[str,
 def write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, FilePlan],
                          sink_type: str, options: dict[str, str],
                          extras: SourceExtras | None,
-                         change_tables: frozenset[str] = frozenset()
-                         ) -> Iterator[pa.RecordBatch]:
+                         change_tables: frozenset[str] = frozenset(),
+                         router: Router | None = None) -> Iterator[pa.RecordBatch]:
     """In a task: each of the task's record batches either written as files (a ``files``
-    row per target), or kept for the tasks that write changes (a ``changes`` row: rows of
-    one of ``change_tables``, ``task_changes``), or handed back as it came (a ``rows``
-    row). Kept and handed-back rows carry their place in the batch (``ord``: the
-    partition, then the order in it), which the driver's path keeps. With tables to keep,
-    a handed-back batch also names the kept tables it holds rows or an event of (a
-    ``names`` row each): such a table takes the driver's path whole, and the driver
-    learns which without decoding what came back twice."""
+    row per target), or cut into the pieces of its table's key slices (``router``: a
+    ``pieces`` row each, for the write task its ``part`` names, and one ``changes`` row a
+    table saying the task met its rows), or kept for the tasks that write changes (a
+    ``changes`` row: rows of one of ``change_tables``, ``task_frames``), or handed back as
+    it came (a ``rows`` row). Handed-back and kept rows carry their place in the batch
+    (``ord``: the partition, then the order in it), which the driver's path keeps. With
+    tables to keep or route, a handed-back batch also names the ones it holds rows or an
+    event of (a ``names`` row each): such a table takes the driver's path whole, and the
+    driver learns which without decoding what came back twice. With a ``router`` a
+    record batch of several tables is cut by table first, and every row out names the
+    write task it goes to (``part``)."""
     prof_dir = os.environ.get(PROFILE_ENV)
     if prof_dir:  # where a task's writing time goes (docs/benchmarks.md)
         yield from profiled(prof_dir, _write_snapshot_files(
-            batches, plans, sink_type, options, extras, change_tables), "files")
+            batches, plans, sink_type, options, extras, change_tables, router), "files")
     else:
         yield from accounted(_write_snapshot_files(batches, plans, sink_type, options, extras,
-                                                   change_tables), "first-stage")
+                                                   change_tables, router), "first-stage")
 
 
 def _write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, FilePlan],
                           sink_type: str, options: dict[str, str],
-                          extras: SourceExtras | None, change_tables: frozenset[str]
-                          ) -> Iterator[pa.RecordBatch]:
+                          extras: SourceExtras | None, change_tables: frozenset[str],
+                          router: Router | None) -> Iterator[pa.RecordBatch]:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     part = ctx.partitionId() if ctx is not None else 0
+    to = None if router is None else part % router.tasks  # where the rest goes
+    routed = frozenset() if router is None else router.tables
+    watched = change_tables | routed
+    met: set[str] = set()  # the routed tables this task met rows of
     seen = 0
     sinks: dict[tuple[str, str], Any] = {}
 
@@ -131,42 +156,85 @@ def _write_snapshot_files(batches: Iterable[pa.RecordBatch], plans: dict[str, Fi
 
     def flush(key: tuple[str, str]) -> dict[str, Any]:
         p = pending.pop(key)
-        return files_row(key[0], key[1], p.write())
+        return files_row(key[0], key[1], p.write()) | {"part": to}
 
     try:
         for b in batches:
             out: list[dict[str, Any]] = []
             for ipc in b.column("_batch").to_pylist():
-                t = from_ipc(ipc)
-                name = _table_of(t)
-                plan = plans.get(name) if name is not None and _snapshot_rows(t) else None
-                todo = _as_files(t, plan, sink_of, extras) if plan is not None else None
-                if todo is not None and plan is not None:
-                    for w, sink, new in todo:
-                        key = (plan.table, w.target)
-                        p = pending.setdefault(key, _Pending(sink, w.batch_id, plan.spec.keys))
-                        if new is not None:
-                            p.add(new)
-                        if p.rows >= FILE_ROWS:
-                            out.append(flush(key))
-                    continue
-                ord_ = (part << 32) | seen
-                seen += 1
-                if name in change_tables:
-                    out.append({"kind": CHANGES, "tbl": name, "target": None, "ord": ord_,
-                                "payload": ipc})
-                else:
-                    out.append({"kind": ROWS, "tbl": None, "target": None, "ord": ord_,
-                                "payload": ipc})
-                    out.extend({"kind": NAMES, "tbl": n, "target": None, "ord": None,
-                                "payload": None} for n in _kept_in(t, change_tables))
+                for t, name, raw in _by_table(from_ipc(ipc), ipc, routed):
+                    plan = plans.get(name) if name is not None and _snapshot_rows(t) else None
+                    todo = _as_files(t, plan, sink_of, extras) if plan is not None else None
+                    if todo is not None and plan is not None:
+                        for w, sink, new in todo:
+                            key = (plan.table, w.target)
+                            p = pending.setdefault(key, _Pending(sink, w.batch_id,
+                                                                 plan.spec.keys))
+                            if new is not None:
+                                p.add(new)
+                            if p.rows >= FILE_ROWS:
+                                out.append(flush(key))
+                        continue
+                    if router is not None and name in routed:
+                        pieces = _routed(router, name, t)
+                        if pieces is not None:
+                            out.extend({"kind": PIECES, "part": p, "job": j, "slice": s,
+                                        "payload": data}
+                                       for p, j, s, data in pieces)
+                            if name not in met:
+                                met.add(name)
+                                out.append({"kind": CHANGES, "tbl": name, "part": to})
+                            continue
+                    ord_ = (part << 32) | seen
+                    seen += 1
+                    if name in change_tables:
+                        out.append({"kind": CHANGES, "tbl": name, "ord": ord_, "payload": raw()})
+                    else:
+                        out.append({"kind": ROWS, "ord": ord_, "part": to, "payload": raw()})
+                        out.extend({"kind": NAMES, "tbl": n, "part": to}
+                                   for n in _kept_in(t, watched))
             if out:
-                yield pa.RecordBatch.from_pylist(out, schema=_OUT)
+                yield pa.RecordBatch.from_pylist(out, schema=OUT_ARROW)
         if pending:
-            yield pa.RecordBatch.from_pylist([flush(k) for k in sorted(pending)], schema=_OUT)
+            yield pa.RecordBatch.from_pylist([flush(k) for k in sorted(pending)], schema=OUT_ARROW)
     finally:
         for s in sinks.values():
             s.close()
+
+
+def _by_table(t: pa.Table, ipc: bytes, routed: frozenset[str]
+              ) -> Iterator[tuple[pa.Table, str | None, Callable[[], bytes]]]:
+    """A record batch as ``(rows, its one table or None, its IPC bytes when asked)``: whole,
+    or cut by table when it holds rows of several and one of them is ``routed`` (a
+    window over tables of one schema shares record batches; whole, such a batch would
+    send its routed tables down the driver's path)."""
+    names = _tables_in(t) if routed else []
+    if len(names) <= 1 or not routed.intersection(names):
+        yield t, _table_of(t), lambda: ipc
+        return
+    full = pc.binary_join_element_wise(t["_database"], t["_table"], ".")
+    for name in sorted(names):
+        part = t.filter(pc.equal(full, name))
+        yield part, name, partial(_ipc_of, part)
+
+
+def _ipc_of(t: pa.Table) -> bytes:
+    return bytes(to_ipc(t).to_pybytes())
+
+
+# what a change row's conversion to its target's shape may raise when its record batch
+# is not of the shape the table's plan knows (a schema change in the batch, met before
+# its event): the rows are handed back and the table takes the driver's path
+_NOT_OF_PLAN = (pa.ArrowException, KeyError, ValueError, TypeError)
+
+
+def _routed(router: Router, name: str, t: pa.Table) -> list[tuple[int, int, int, bytes]] | None:
+    """``t``'s pieces (``Router.pieces``), or None when its rows do not convert as the
+    table's plan says."""
+    try:
+        return list(router.pieces(name, t))
+    except _NOT_OF_PLAN:
+        return None
 
 
 # rows of one table a task gathers before it writes them as one file (about 100-200 MB of
@@ -230,8 +298,9 @@ def _ordered_parts(parts: list[pa.Table], key: str) -> list[pa.Table] | None:
     return [p for _lo, _hi, p in spans]
 
 
-_OUT = pa.schema([("kind", pa.string()), ("tbl", pa.string()), ("target", pa.string()),
-                  ("ord", pa.int64()), ("payload", pa.binary())])
+OUT_ARROW = pa.schema([("kind", pa.string()), ("tbl", pa.string()), ("target", pa.string()),
+                  ("ord", pa.int64()), ("part", pa.int32()), ("job", pa.int32()),
+                  ("slice", pa.int32()), ("payload", pa.binary())])
 
 
 def _tables_in(t: pa.Table) -> list[str]:
@@ -293,15 +362,17 @@ def _as_files(t: pa.Table, plan: FilePlan, sink_of,
 class TaskOutput:
     """What the tasks of a batch sent the driver: per (table, target) the files written,
     the record batches handed back (IPC, by their place in the batch), for the driver's
-    own path, the tables whose change rows the tasks kept (``changes`` rows, whose
-    payloads are not collected), and those of them that something handed back names
-    (``names`` rows: they take the driver's path whole)."""
+    own path, the tables whose change rows the tasks kept or routed (``changes`` rows,
+    whose payloads are not collected), those of them that something handed back names
+    (``names`` rows: they take the driver's path whole), and in a batch of one job what
+    each key slice's task wrote (``outcomes``)."""
 
     files: dict[tuple[str, str], list[dict[str, Any]]]
     rows: dict[int, bytes]
     kept: set[str]
     named: set[str] = field(default_factory=set)
     file_bytes: int = 0  # what the files' descriptions cost to send
+    outcomes: list[dict[str, Any]] = field(default_factory=list)  # the slices' (one job)
 
     @property
     def evented(self) -> set[str]:
@@ -325,6 +396,8 @@ class TaskOutput:
                 self.kept.add(r["tbl"])
             elif r["kind"] == NAMES:
                 self.named.add(r["tbl"])
+            elif r["kind"] == OUTCOMES:
+                self.outcomes.append(json.loads(r["payload"]))
             else:
                 self.rows[int(r["ord"])] = bytes(r["payload"])
 
@@ -333,3 +406,29 @@ class TaskOutput:
         batch's order."""
         return pa.table({"_batch": pa.array([self.rows[k] for k in sorted(self.rows)],
                                             pa.binary())})
+
+
+def hand_back(batches: Iterable[pa.RecordBatch], tables: frozenset[str]
+              ) -> Iterator[pa.RecordBatch]:
+    """In a task, when a batch is read again for ``tables`` (their batch carried a schema
+    change the first reading met only after it had cut their rows into slices): their
+    record batches and events handed back as they came (a record batch of several tables
+    cut to theirs), each in its place, and nothing else."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    part = ctx.partitionId() if ctx is not None else 0
+    seen = 0
+    for b in batches:
+        out: list[dict[str, Any]] = []
+        for ipc in b.column("_batch").to_pylist():
+            t = from_ipc(ipc)
+            if not _kept_in(t, tables):
+                continue
+            for _rows, name, raw in _by_table(t, ipc, tables):
+                if name is not None and name not in tables:
+                    continue
+                out.append({"kind": ROWS, "ord": (part << 32) | seen, "payload": raw()})
+                seen += 1
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=OUT_ARROW)

@@ -6,6 +6,7 @@ that have it."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -139,17 +140,20 @@ class TargetWriter:
                     sink.ready_for_files(self._stored_schema(run))
             run.ready_for_files = True
 
-    def commit_files(self, out: TaskOutput, batch_id: int, rest: set[str]) -> None:
+    def commit_files(self, out: TaskOutput, batch_id: int, rest: set[str],
+                     elsewhere: set[str] | None = None) -> None:
         """The files the tasks wrote, one commit per target, before anything else of the
         batch is written; with the batch id as applied when nothing else of the table is in
-        the batch (``rest``: the tables with rows or events handed back)."""
+        the batch (``rest``: the tables with rows or events handed back). Not those of the
+        tables ``elsewhere`` names: committed with their changes (``commit_changes``), or
+        dropped (their batch takes the driver's path)."""
         state = self.state
         if not out.files:
             return  # (no table of the batch had its rows written as files)
         written: dict[str, int] = {}
         for (table, target), files in sorted(out.files.items()):
             run = state.members.get(table)
-            if run is None:
+            if run is None or (elsewhere is not None and table in elsewhere):
                 continue
             with state.locks(run.state):
                 if not state.running(run):
@@ -164,15 +168,16 @@ class TargetWriter:
             run.change_rows[batch_id] = run.change_rows.get(batch_id, 0) + n
             if not run.published:
                 run.published = run.sink.publish(self.life.spark)
-        log.info("batch %d: %d row(s) written by the tasks as %d file(s), %d bytes to the "
-                 "driver", batch_id, sum(written.values()),
-                 sum(len(f) for f in out.files.values()), out.file_bytes)
+        if written:
+            log.info("batch %d: %d row(s) written by the tasks as %d file(s), %d bytes to "
+                     "the driver", batch_id, sum(written.values()),
+                     sum(len(f) for (t, _), f in out.files.items() if t in written),
+                     out.file_bytes)
 
-    def write_changes_in_tasks(self, staged: Any, plans: dict[str, ChangePlan],
-                               batch_id: int) -> None:
-        """The changes of ``plans``' tables, kept on the executors by the batch's first
-        stage (``staged``), written by tasks that each own a slice of a target's keys
-        (``task_changes``), then each target committed once with its batch id."""
+    def plan_slices(self, plans: dict[str, ChangePlan]) -> list[SliceJob]:
+        """Before the batch's job: each target of ``plans``' tables cut into key slices
+        (``Sink.plan_changes``; the last cut again while the target has not changed), the
+        batch's slices numbered one after another."""
         state = self.state
         slices = max(1, int(self.life.spark.sparkContext.defaultParallelism))
         jobs: list[SliceJob] = []
@@ -185,37 +190,55 @@ class TargetWriter:
                     cut = sink.plan_changes(run.keys, stored, slices)
                     jobs.append(SliceJob(table, w, cut, first))
                     first += cut.count
-        defn = state.defn
-        tasks = task_changes.task_count(jobs, at_least=WRITE_TASKS_PER_CORE * slices)
-        log.info("batch %d: %d slice(s) of %d target(s) written by %d task(s)", batch_id,
-                 sum(j.slices.count for j in jobs), len(jobs), tasks)
-        outcomes = task_changes.write_changes(staged, plans, jobs, defn.sink.type,
-                                              dict(defn.sink.options), defn.source.extras,
-                                              tasks)
+        return jobs
+
+    def write_tasks(self, jobs: list[SliceJob]) -> int:
+        """How many write tasks the batch's slices share (``task_changes.task_count``)."""
+        slices = max(1, int(self.life.spark.sparkContext.defaultParallelism))
+        return task_changes.task_count(jobs, at_least=WRITE_TASKS_PER_CORE * slices)
+
+    def commit_changes(self, plans: dict[str, ChangePlan], jobs: list[SliceJob],
+                       out: TaskOutput, batch_id: int) -> None:
+        """What the write tasks of ``plans``' tables did, each target committed once with
+        its batch id, the first stage's new files of the target in the same commit."""
+        state = self.state
         by_job: dict[int, list[SliceOutcome]] = {}
-        for o in outcomes:
+        for d in out.outcomes:
+            o = SliceOutcome(**d)
             by_job.setdefault(o.job, []).append(o)
         rows: dict[str, int] = {}
         newest: dict[str, int] = {}
+        new: list[dict[str, Any]] = []  # the first stage's files committed with changes
         for i, job in enumerate(jobs):
+            if job.table not in plans:
+                continue
             got = by_job.get(i, [])
             member = state.members.get(job.table)
             if member is None:
                 continue
+            new_files = out.files.get((job.table, job.write.target), [])
+            new.extend(new_files)
             with state.locks(member.state):
                 if not state.running(member):
                     continue
                 sinks = dict(zip(state.targets(member.state), targets.each_sink(member.sink)))
                 result = sinks[job.write.target].commit_changes(
                     job.slices, [o.written for o in got if o.written is not None],
-                    job.write.batch_id, plans[job.table].replaces)
-            log.info("batch %d: %s -> %s from %d task(s): %s", batch_id, job.table,
-                     job.write.target, len(got), "skipped (has the batch)"
-                     if result.skipped else result.counts)
-            rows[job.table] = max(rows.get(job.table, 0), sum(o.rows for o in got))
+                    job.write.batch_id, plans[job.table].replaces, new_files=new_files,
+                    schema=self._stored_schema(member))
+            log.info("batch %d: %s -> %s from %d task(s)%s: %s", batch_id, job.table,
+                     job.write.target, len(got),
+                     f" and {len(new_files)} new file(s)" if new_files else "",
+                     "skipped (has the batch)" if result.skipped else result.counts)
+            n = sum(o.rows for o in got) + sum(int(f["rows"]) for f in new_files)
+            rows[job.table] = max(rows.get(job.table, 0), n)
             ts = [o.newest_op_ts for o in got if o.newest_op_ts is not None]
             if ts:
                 newest[job.table] = max(ts + [newest.get(job.table, 0)])
+        if new:
+            log.info("batch %d: %d row(s) written by the tasks as %d file(s), %d bytes to "
+                     "the driver", batch_id, sum(int(f["rows"]) for f in new), len(new),
+                     len(json.dumps(new)))
         for table, n in rows.items():
             run = state.members[table]
             run.change_rows[batch_id] = run.change_rows.get(batch_id, 0) + n
@@ -223,6 +246,17 @@ class TargetWriter:
                 run.emit_lag = max(0.0, time.time() - newest[table] / 1e6)
             if not run.published:
                 run.published = run.sink.publish(self.life.spark)
+
+    def drop_uncommitted(self, tables: set[str], batch_id: int) -> None:
+        """What the batch's job wrote for ``tables`` removed uncommitted: their batch
+        carries a schema change, and the driver's path writes them."""
+        for table in sorted(tables):
+            run = self.state.members.get(table)
+            if run is None:
+                continue
+            with self.state.locks(run.state):
+                for sink in targets.each_sink(run.sink):
+                    sink.drop_uncommitted(run.state.batch_base + batch_id)
 
     def write_frames(self, staged: Any, plans: dict[str, ChangePlan], batch_id: int) -> None:
         """The changes of ``plans``' tables, kept on the executors by the batch's first

@@ -48,6 +48,7 @@ class DeltaLog:
         self._live: dict[tuple[str, str], dict[str, Any]] = {}
         self.protocol: dict[str, Any] = {}
         self.metadata: dict[str, Any] = {}
+        self._last_ino = -1  # the last commit read, as a file (``newest``)
 
     def refresh(self) -> DeltaLog:
         """Read the commits after the ones read so far (from the last checkpoint, the first
@@ -62,7 +63,24 @@ class DeltaLog:
             if v > self.version:
                 self._apply(self.dir / f"{v:020d}.json")
                 self.version = v
+        try:
+            self._last_ino = (self.dir / f"{self.version:020d}.json").stat().st_ino
+        except OSError:
+            self._last_ino = -1
         return self
+
+    def newest(self) -> bool:
+        """Whether what was read is still the table's newest state, told by two file
+        checks instead of a listing of the log: no commit after the last one read, and
+        that one still the same file (a table made again in its folder restarts its
+        versions)."""
+        if self.version < 0:
+            return False
+        try:
+            same = (self.dir / f"{self.version:020d}.json").stat().st_ino == self._last_ino
+        except OSError:
+            return False
+        return same and not (self.dir / f"{self.version + 1:020d}.json").exists()
 
     @property
     def files(self) -> dict[str, dict[str, Any]]:

@@ -82,6 +82,10 @@ class DeltaSink(Sink):
         # answers about one table object at one version (``_of_version``)
         self._answers: dict[str, tuple[Any, int, Any]] = {}
         self._loaded: Any = None  # the table as last read (``_read_table``)
+        # the log as the driver last read it, and the last cut of the keys made from it
+        # (``plan_changes``: every batch cuts each table's keys before it runs)
+        self._log: DeltaLog | None = None
+        self._cut: tuple[tuple[Any, ...], KeySlices] | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DeltaSink:
@@ -254,9 +258,24 @@ class DeltaSink(Sink):
 
     def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
                      slices: int) -> KeySlices:
-        log = DeltaLog(files.local(self.config.path)).refresh()
+        """The cut of the table as the log has it now; the last one again while no commit
+        came since (two file checks: a batch cuts every table of the stream that takes
+        changes before it runs, most of which the batch does not touch)."""
+        log = self._fresh_log()
         key_type = storage_table(schema.empty_table()).schema.field(keys[0]).type
-        return task_changes.plan_slices(log, keys[0], key_type, slices)
+        asked = (log.version, keys[0], key_type, slices)
+        if self._cut is None or self._cut[0] != asked:
+            self._cut = (asked, task_changes.plan_slices(log, keys[0], key_type, slices))
+        return self._cut[1]
+
+    def _fresh_log(self) -> DeltaLog:
+        """The table's log as it is now: the one read before, read on if it is not."""
+        root = files.local(self.config.path)
+        if self._log is None or self._log.root != root:
+            self._log = DeltaLog(root)
+        if not self._log.newest():
+            self._log.refresh()
+        return self._log
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
                       changed_keys: pa.Table, batch_id: int,
@@ -267,19 +286,25 @@ class DeltaSink(Sink):
             self.config.partition_by, replaces).to_dict()
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = (),
+                       new_files: list[dict[str, Any]] | None = None,
+                       schema: pa.Schema | None = None) -> WriteResult:
         table = self._table()
         results = [task_changes.SliceResult.from_dict(w, slices) for w in written]
         # the table's own app id only: the batch's snapshot files may have been committed
-        # before (``<app-id>#files``), and these changes are still to come
+        # before (``<app-id>#files``, by a build that committed them apart), and these
+        # changes are still to come
         last = None if table is None else table.transaction_version(self.config.app_id)
         done = table is not None and (last is None or batch_id > last)
         if done:
-            root = files.local(self.config.path)
-            log_ = DeltaLog(root).refresh()
+            txns = [(self.config.app_id, batch_id)]
+            if new_files and not files.committed(table, self.config.app_id, batch_id):
+                results.append(task_changes.SliceResult(
+                    tuple(files.DataFile.from_dict(d) for d in new_files), ()))
+                txns.append((files.files_app_id(self.config.app_id), batch_id))
             task_changes.commit_changes(
-                self.config.path, log_, slices.version, results, self.config.app_id, batch_id,
-                [(self.config.app_id, batch_id)])
+                self.config.path, self._fresh_log(), slices.version, results,
+                self.config.app_id, batch_id, txns)
             if task_changes.needs_purge(results, self.config.purge_deleted_share):
                 self._purge()
         self._remove_leftovers(batch_id)
@@ -303,6 +328,9 @@ class DeltaSink(Sink):
         last = last_checkpoint(files.local(self.config.path))
         if table.version() >= (every if last is None else (last // every + 1) * every):
             table.create_checkpoint()
+
+    def drop_uncommitted(self, batch_id: int) -> None:
+        self._remove_leftovers(batch_id)
 
     def _remove_leftovers(self, batch_id: int) -> None:
         gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id)

@@ -224,15 +224,23 @@ class IcebergSink(Sink):
             replaces).to_dict()
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = (),
+                       new_files: list[dict[str, Any]] | None = None,
+                       schema: pa.Schema | None = None) -> WriteResult:
         table = self._table()
         results = [task_changes.SliceResult.from_dict(w) for w in written]
         # the batch's own property only: its snapshot files may have been committed before
+        # (by a build that committed them apart)
         last = table.properties.get(self.config.batch_property)
         done = last is None or batch_id > int(last)
         if done:
+            props = {self.config.batch_property: str(batch_id)}
+            had = table.properties.get(self.config.files_property)
+            if new_files and (had is None or batch_id > int(had)):
+                results.append(task_changes.SliceResult(tuple(new_files), (), 0))
+                props[self.config.files_property] = str(batch_id)
             table = task_changes.commit_changes(
-                table, slices.version, results, {self.config.batch_property: str(batch_id)},
+                table, slices.version, results, props,
                 self._summary(batch_id, "tasks"), files.write_id(self.config.app_id, batch_id))
             self._purge(table, batch_id)
         self._remove_leftovers(batch_id)
@@ -263,6 +271,9 @@ class IcebergSink(Sink):
             return 0
         log.info("%s: %d data file(s) %s", ".".join(self.config.identifier), n, what)
         return n
+
+    def drop_uncommitted(self, batch_id: int) -> None:
+        self._remove_leftovers(batch_id)
 
     def _remove_leftovers(self, batch_id: int) -> None:
         """The files of ``batch_id`` (committed, or found committed) that no commit

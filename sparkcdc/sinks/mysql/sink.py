@@ -471,11 +471,15 @@ class MySQLSink(SQLSink[MySQLConfig]):
                      slices: int) -> KeySlices:
         """Slices by a hash of the first key column, as the PostgreSQL sink cuts them; the
         target made here if absent."""
+        asked = (tuple(keys), schema, slices)
+        if self._planned is not None and self._planned[0] == asked:
+            return self._planned[1]  # made and checked already for these columns
         conn = self.connection()
         with conn.cursor() as cur:
             self._create_table(cur, schema, list(keys))
         conn.commit()
-        return KeySlices.hashed(keys[0], slices)
+        self._planned = (asked, KeySlices.hashed(keys[0], slices))
+        return self._planned[1]
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
                       changed_keys: pa.Table, batch_id: int,
@@ -497,10 +501,14 @@ class MySQLSink(SQLSink[MySQLConfig]):
                 "columns": upserts.column_names, "upserts": n_up, "deletes": n_del}
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = (),
+                       new_files: list[dict[str, Any]] | None = None,
+                       schema: pa.Schema | None = None) -> WriteResult:
         """Every slice's staging table applied in one transaction that records the batch
         id (``DELETE ... JOIN``, ``INSERT ... SELECT ... ON DUPLICATE KEY UPDATE``); then the
         batch's staging tables dropped (after it: MySQL's DDL commits)."""
+        if new_files and schema is not None:  # kept for this transaction (_apply_pending)
+            self.commit_files(new_files, schema, batch_id, final=False)
         done, staged, cleared = False, 0, 0
         conn = self.connection()
         try:
@@ -533,6 +541,7 @@ class MySQLSink(SQLSink[MySQLConfig]):
                     done = True
             conn.commit()
         except BaseException:
+            self._planned = None  # the target checked again next time
             if conn.open:
                 conn.rollback()
             raise
@@ -545,6 +554,9 @@ class MySQLSink(SQLSink[MySQLConfig]):
             "staging tables": sum(1 for w in written if w.get("stage")),
             **({"staged new rows": staged} if staged else {}),
             **({"rows cleared": cleared} if cleared else {})})
+
+    def drop_uncommitted(self, batch_id: int) -> None:
+        self._drop_leftovers(batch_id)
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of the batches before it: the

@@ -133,7 +133,7 @@ class PostgresSink(SQLSink[PostgresConfig]):
         try:
             return self._write(conn, changes, names, batch_id)
         except BaseException:
-            self._key_followed = None  # its change may be rolled back: asked again
+            self._key_followed = self._planned = None  # its change may be rolled back: asked again
             raise
 
     def _write(self, conn, changes: ChangeSet, names: list[str], batch_id: int) -> WriteResult:
@@ -370,7 +370,7 @@ class PostgresSink(SQLSink[PostgresConfig]):
                     batches.record(cur, self.driver, self.config, app, batch_id)
                     done = True
         except BaseException:
-            self._key_followed = None  # its change was rolled back: asked again
+            self._key_followed = self._planned = None  # its change was rolled back: asked again
             raise
         self._drop_leftovers(batch_id)
         if not done:
@@ -403,7 +403,7 @@ class PostgresSink(SQLSink[PostgresConfig]):
         try:
             yield
         except BaseException:
-            self._key_followed = None
+            self._key_followed = self._planned = None
             raise
 
     def _apply_pending(self, cur, batch_id: int) -> int:
@@ -442,15 +442,19 @@ class PostgresSink(SQLSink[PostgresConfig]):
         stored layout a slice could own (its server finds a key's row by its index), and a
         hash spreads any keys evenly with nothing read first. The target is made here if
         absent, so that the tasks' staging tables take its types."""
+        asked = (tuple(keys), schema, slices)
+        if self._planned is not None and self._planned[0] == asked:
+            return self._planned[1]  # made and checked already for these columns
         conn = self.connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
                 batches.ensure(cur, self.driver, self.config)
                 self._create_table(cur, schema, list(keys))  # its key follows the table's
         except BaseException:
-            self._key_followed = None  # its change was rolled back: asked again
+            self._key_followed = self._planned = None  # its change was rolled back: asked again
             raise
-        return KeySlices.hashed(keys[0], slices)
+        self._planned = (asked, KeySlices.hashed(keys[0], slices))
+        return self._planned[1]
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
                       changed_keys: pa.Table, batch_id: int,
@@ -473,10 +477,14 @@ class PostgresSink(SQLSink[PostgresConfig]):
         return {"stage": stage, "rows": rows.num_rows, **desc}
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
-                       batch_id: int, replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
+                       batch_id: int, replaces: tuple[KeyRange, ...] = (),
+                       new_files: list[dict[str, Any]] | None = None,
+                       schema: pa.Schema | None = None) -> WriteResult:
         """Every slice's staging table applied in one transaction that records the batch
         id, and dropped in it (``DELETE ... USING``, ``INSERT ... ON CONFLICT``: the driver's
         own statements); then the batch's staging tables no commit used."""
+        if new_files and schema is not None:  # kept for this transaction (_apply_pending)
+            self.commit_files(new_files, schema, batch_id, final=False)
         sql, I = self.driver.sql.SQL, self._ident
         done, staged, cleared = False, 0, 0
         conn = self.connection()
@@ -506,6 +514,9 @@ class PostgresSink(SQLSink[PostgresConfig]):
             "staging tables": sum(1 for w in written if w.get("stage")),
             **({"staged new rows": staged} if staged else {}),
             **({"rows cleared": cleared} if cleared else {})})
+
+    def drop_uncommitted(self, batch_id: int) -> None:
+        self._drop_leftovers(batch_id)
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of batches before it that are
