@@ -398,8 +398,10 @@ class TaskOutput:
                 self.named.add(r["tbl"])
             elif r["kind"] == OUTCOMES:
                 self.outcomes.append(json.loads(r["payload"]))
-            else:
+            elif r["kind"] == ROWS:
                 self.rows[int(r["ord"])] = bytes(r["payload"])
+            else:
+                raise ValueError(f"a task sent the driver a row of kind {r['kind']!r}")
 
     def handed_back(self) -> pa.Table:
         """The handed-back record batches as a collected micro-batch (``_batch``), in the

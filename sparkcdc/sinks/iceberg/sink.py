@@ -79,6 +79,9 @@ class IcebergSink(Sink):
         self.load_drivers()
         self._catalog = None
         self._swept = False  # the leftovers of killed compactions looked for (first commit)
+        # the last cut of the keys and what it was cut from (``plan_changes``, asked
+        # before every batch: a snapshot's files are planned once)
+        self._cut: tuple[tuple[Any, ...], KeySlices] | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> IcebergSink:
@@ -209,8 +212,15 @@ class IcebergSink(Sink):
 
     def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
                      slices: int) -> KeySlices:
+        """The cut of the current snapshot's files; the last one again while the table
+        has the same snapshot (a batch cuts every table of the stream that takes changes
+        before it runs, most of which the batch does not touch)."""
         table = self._table() or self._create(storage_table(schema.empty_table()).schema)
-        return task_changes.plan_slices(table, keys[0], slices)
+        snap = table.current_snapshot()
+        asked = (table.metadata_location, snap.snapshot_id if snap else None, keys[0], slices)
+        if self._cut is None or self._cut[0] != asked:
+            self._cut = (asked, task_changes.plan_slices(table, keys[0], slices))
+        return self._cut[1]
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
                       changed_keys: pa.Table, batch_id: int,

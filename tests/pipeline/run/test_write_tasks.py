@@ -32,7 +32,7 @@ def test_each_slice_has_one_task_and_the_route_agrees():
                 owners[i, s] = t
         every = {(i, s) for i, j in enumerate(jobs) for s in range(j.slices.count)}
         assert set(owners) == every, "a slice nobody writes"
-        for (i, s), t in owners.items():  # where route_rows sends the slice's pieces
+        for (i, s), t in owners.items():  # where Router.pieces sends the slice's pieces
             assert task_of(jobs[i].first + s, tasks) == t
 
 
