@@ -76,8 +76,7 @@ class Bench:
 
     def run_cli(self, yaml: Path, what: str, work: Path) -> dict:
         env = {**os.environ, "BENCH_SOURCE_PASSWORD": self.sb.info.cdc_password}
-        cmd = [str(ROOT / ".venv" / "bin" / "sparkcdc"), "run", str(yaml), "--until-caught-up",
-               "--no-progress"]
+        cmd = [self.args.exe, "run", str(yaml), "--until-caught-up", "--no-progress"]
         load = os.getloadavg()[0]
         secs, peak, rc = timed(cmd, env, work / f"{what}.log")
         if rc != 0:
@@ -245,6 +244,9 @@ def main() -> None:
     ap.add_argument("--write-on", default="auto", choices=("auto", "driver", "executors"),
                     help="the pipeline's write.on (auto: the driver, on local[*])")
     ap.add_argument("--no-docs", action="store_true")
+    ap.add_argument("--exe", default=str(ROOT / ".venv" / "bin" / "sparkcdc"),
+                    help="the sparkcdc executable to run (another checkout's venv: run from a "
+                         "folder holding no sparkcdc, so its Spark workers import its own)")
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     b = Bench(args)

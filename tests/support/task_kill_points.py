@@ -10,7 +10,8 @@ process of the run by ``tests/support/task_kill_site/sitecustomize.py`` (its fol
   task-changes    in a task, a sink's ``write_changes`` wrote a slice's new rows and delete
                   files; the driver never hears of them
   commit-files    on the driver, every task wrote its files; before a target's
-                  ``commit_files``
+                  ``commit_files``, or its ``commit_changes`` that carries them (a batch is
+                  one job: a table's new files commit with its changes)
   commit-changes  on the driver, every slice written; before a target's ``commit_changes``
   committed:<k>   on the driver, the k-th ``commit_changes`` of this run that committed
                   (not skipped) returned: Spark's checkpoint does not have the batch, nor
@@ -85,11 +86,12 @@ def _after(cls: type, name: str, what: str, when=lambda out: True) -> None:
     setattr(cls, name, wrapped)
 
 
-def _before(cls: type, name: str, what: str) -> None:
+def _before(cls: type, name: str, what: str, when=lambda kwargs: True) -> None:
     original = getattr(cls, name)
 
     def wrapped(self, *args, **kwargs):
-        _die(f"{what}: before {cls.__name__}.{name}")
+        if when(kwargs):
+            _die(f"{what}: before {cls.__name__}.{name}")
         return original(self, *args, **kwargs)
 
     setattr(cls, name, wrapped)
@@ -117,8 +119,9 @@ def install() -> None:
             _after(cls, "write_files", kind)
         elif kind == "task-changes":
             _after(cls, "write_changes", kind)
-        elif kind == "commit-files":
+        elif kind == "commit-files":  # alone, or with the changes of their batch
             _before(cls, "commit_files", kind)
+            _before(cls, "commit_changes", kind, lambda kwargs: bool(kwargs.get("new_files")))
         elif kind == "commit-changes":
             _before(cls, "commit_changes", kind)
         elif kind == "committed":

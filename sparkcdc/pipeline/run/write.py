@@ -62,6 +62,7 @@ class TargetWriter:
         self.life = life
         self.shapes = shapes
         self.on_batch = on_batch
+        self._stored: dict[str, tuple[pa.Schema, Any, pa.Schema]] = {}  # _stored_schema's
 
     def write(self, p: Prepared, batch_id: int) -> None:
         """One table's rows, from the driver: planned and written to its target(s) under
@@ -226,10 +227,10 @@ class TargetWriter:
                     job.slices, [o.written for o in got if o.written is not None],
                     job.write.batch_id, plans[job.table].replaces, new_files=new_files,
                     schema=self._stored_schema(member))
-            log.info("batch %d: %s -> %s from %d task(s)%s: %s", batch_id, job.table,
+            log.info("batch %d: %s -> %s from %d task(s): %s%s", batch_id, job.table,
                      job.write.target, len(got),
-                     f" and {len(new_files)} new file(s)" if new_files else "",
-                     "skipped (has the batch)" if result.skipped else result.counts)
+                     "skipped (has the batch)" if result.skipped else result.counts,
+                     f" (with {len(new_files)} new file(s))" if new_files else "")
             n = sum(o.rows for o in got) + sum(int(f["rows"]) for f in new_files)
             rows[job.table] = max(rows.get(job.table, 0), n)
             ts = [o.newest_op_ts for o in got if o.newest_op_ts is not None]
@@ -293,11 +294,18 @@ class TargetWriter:
             if not run.published:
                 run.published = run.sink.publish(self.life.spark)
 
-    @staticmethod
-    def _stored_schema(run: TableRun) -> pa.Schema:
-        """The target's columns as the driver's write would create the table with."""
+    def _stored_schema(self, run: TableRun) -> pa.Schema:
+        """The target's columns as the driver's write would create the table with; kept
+        per table while its rows' schema and spec stay (asked for every table of the
+        stream before each batch, ``plan_slices``)."""
+        spec = run.shaper.spec(run.keys)
+        got = self._stored.get(run.state.table)
+        if got is not None and got[0] is run.rows_schema and got[1] == spec:
+            return got[2]
         rows = conform(run.rows_schema.empty_table(), run.rows_schema)
-        return reduce_changes(rows, run.shaper.spec(run.keys)).rows().schema
+        stored = reduce_changes(rows, spec).rows().schema
+        self._stored[run.state.table] = (run.rows_schema, spec, stored)
+        return stored
 
     def _written(self, run: TableRun, rows: pa.Table, batch_id: int, df: Any = None) -> None:
         """What the loop and the metrics show of a table's batch; ``on_batch``. A target
