@@ -121,6 +121,12 @@ class OffsetView:
         them."""
         return list(self._rereads.get(table, ()))
 
+    @property
+    def reads_again(self) -> bool:
+        """Whether the batch reads any chunk again (``sparkcdc snapshot``, whole or in
+        part): its rows may be in the target already."""
+        return any(c.get("where") is not None for c in self._d.get("batch_chunks") or ())
+
     @cached_property
     def _rereads(self) -> dict[str, list[tuple[Any, Any]]]:
         index: dict[str, list[tuple[Any, Any]]] = {}

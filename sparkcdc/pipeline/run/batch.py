@@ -93,7 +93,7 @@ class MicroBatch:
         plans = self._file_plans(batch_id)
         framing = self._frame_plans(batch_id)
         # one sink type a pipeline: Spark's own writer (frames) or sparkcdc's (changes)
-        changing = {} if framing else self._change_plans(batch_id)
+        changing = {} if framing or self._quiet(batch_id) else self._change_plans(batch_id)
         out, staged = None, None
         try:
             if plans or changing or framing:
@@ -192,6 +192,23 @@ class MicroBatch:
             return hand_back(batches, wanted)
 
         return TaskOutput.of(df.mapInArrow(back, OUT_SCHEMA).toArrow().to_pylist())
+
+    def _quiet(self, batch_id: int) -> bool:
+        """Whether the batch can hold no change row: its binlog window is empty (it ends
+        where the batch before it ended: a snapshot's batch with nothing written since)
+        and no chunk of it is read again. Such a batch is one stage, its chunks' rows
+        written as files where they were read, with no cut into key slices and no
+        shuffle to write tasks (each batch of a snapshot paid for them: docs/benchmarks.md,
+        "One job a batch"); a row that is not new to its target after all (a snapshot into
+        a target that holds rows) comes back for the driver's path."""
+        if batch_id == 0 or self._replacing or not self.state.members:
+            return False
+        st = next(iter(self.state.members.values())).state
+        now, before = (self.state.ckpt.offset(st, batch_id),
+                       self.state.ckpt.offset(st, batch_id - 1))
+        if now is None or before is None or now.position_dict is None:
+            return False
+        return now.position_dict == before.position_dict and not now.reads_again
 
     def _replaced(self, batch_id: int) -> dict[str, tuple[KeyRange, ...]]:
         """Per table of the batch's generation, the ranges of its chunks read again whole
