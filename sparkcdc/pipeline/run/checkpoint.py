@@ -174,12 +174,15 @@ class TableState:
 
 
 STREAM_KEY = "_tables"  # the pipeline stream's directory (a table's key always has a dot)
+# offsets kept read (``offset``): a batch asks for its own and the one before; a run of
+# days kept every one it had read, each with every table's assigner state
+_OFFSETS_KEPT = 64
 
 
 class Checkpoint:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
-        self._offsets: dict[tuple[Path, int], OffsetView] = {}
+        self._offsets: dict[tuple[Path, int], OffsetView] = {}  # the latest read, in order
 
     # -- pipeline state --------------------------------------------------------------------
 
@@ -253,6 +256,8 @@ class Checkpoint:
             off = read_offset(*key)
             if off is not None:
                 self._offsets[key] = off
+                while len(self._offsets) > _OFFSETS_KEPT:  # a long run's: the oldest go
+                    self._offsets.pop(next(iter(self._offsets)))
         return off
 
     def last_planned(self, st: TableState) -> int | None:
