@@ -307,7 +307,8 @@ def _commit(log: DeltaLog, version: int, actions: list[dict[str, Any]], during: 
     return version
 
 
-def purge(root: str, share: float, app_id: str, partition_by: tuple[str, ...] = ()) -> int:
+def purge(root: str, share: float, app_id: str, partition_by: tuple[str, ...] = (),
+          log: DeltaLog | None = None) -> int:
     """Rewrite the files whose deletion vectors delete at least ``share`` of their rows,
     without those rows, in one commit (no data change: the table reads the same). delta-rs'
     ``optimize.compact`` leaves a file alone when nothing else is in its bin, whatever
@@ -317,9 +318,10 @@ def purge(root: str, share: float, app_id: str, partition_by: tuple[str, ...] = 
     most of its files after one batch, and holding them all at once cost the driver
     hundreds of MB (docs/benchmarks.md, "Where the catch-up's memory went").
     Returns how many files were rewritten; a commit that meets another writer's fails and
-    is tried at the next compaction."""
+    is tried at the next compaction. ``log``: the table's log as the caller keeps it, up to
+    date (else read from its last checkpoint)."""
     base = files.local(root)
-    log = DeltaLog(base).refresh()
+    log = log if log is not None else DeltaLog(base).refresh()
     victims = []
     for add in log.files.values():
         vec = dv.Descriptor.from_action(add.get("deletionVector"))

@@ -30,6 +30,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -151,12 +152,14 @@ def commit_data_files(table, files: list[DataFile], schema: pa.Schema, app_id: s
     return True
 
 
-def remove_leftovers(root: str, app_id: str, batch_id: int) -> int:
+def remove_leftovers(root: str, app_id: str, batch_id: int,
+                     log: Callable[[], Any] | None = None) -> int:
     """Delete the staging folders of ``app_id``'s ``batch_id`` that no live file of the
     table at ``root`` (as of after the batch's commit) lies in, nor any deletion vector of
     its files: those of task attempts that died, or of a run of the batch that found it
     committed already. Another writer's folders (a shard of the same target) are not
-    touched. Returns how many went."""
+    touched. Returns how many went. ``log``: gives the table's ``DeltaLog`` as the caller
+    keeps it, up to date (else the log is read from its last checkpoint, at every batch)."""
     prefix = _prefix(app_id, batch_id)
     base = local(root)
     if not base.is_dir():
@@ -167,7 +170,7 @@ def remove_leftovers(root: str, app_id: str, batch_id: int) -> int:
     from sparkcdc.sinks.delta.log import DeltaLog
 
     keep = set()
-    for add in DeltaLog(base).refresh().files.values():
+    for add in (log() if log is not None else DeltaLog(base).refresh()).files.values():
         keep.add(add["path"].split("/", 1)[0])
         vec = add.get("deletionVector") or {}
         if vec.get("storageType") == "u":

@@ -333,7 +333,8 @@ class DeltaSink(Sink):
         self._remove_leftovers(batch_id)
 
     def _remove_leftovers(self, batch_id: int) -> None:
-        gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id)
+        gone = files.remove_leftovers(self.config.path, self.config.app_id, batch_id,
+                                      self._fresh_log)
         if gone:
             log.info("%s: %d folder(s) of batch %d no commit names removed",
                      self.config.path, gone, batch_id)
@@ -365,7 +366,8 @@ class DeltaSink(Sink):
         a commit that meets another writer's is left to the next compaction."""
         try:
             n = task_changes.purge(self.config.path, self.config.purge_deleted_share,
-                                   self.config.app_id, self.config.partition_by)
+                                   self.config.app_id, self.config.partition_by,
+                                   self._fresh_log())
         except files.CommitConflict as e:
             log.warning("purging deleted rows of %s: %s; tried again at the next "
                         "compaction", self.config.path, e)
