@@ -72,6 +72,30 @@ class SQLSink(Sink, Generic[C]):
     def takes_changes(self, keys: tuple[str, ...]) -> bool:
         return bool(keys)
 
+    def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
+                     slices: int) -> KeySlices:
+        """Slices by a hash of the first key column (``KeySlices.hashed``): a table has no
+        stored layout a slice could own (its server finds a key's row by its index), and a
+        hash spreads any keys evenly with nothing read first. The target is made here if
+        absent (``_make_target``), so that the tasks' staging tables take its types; once
+        made and checked for these columns, not again (a batch asks before it runs)."""
+        asked = (tuple(keys), schema, slices)
+        if self._planned is None or self._planned[0] != asked:
+            self._make_target(keys, schema)
+            self._planned = (asked, KeySlices.hashed(keys[0], slices))
+        return self._planned[1]
+
+    def _make_target(self, keys: tuple[str, ...], schema: pa.Schema) -> None:
+        """The target made if absent, with the columns of ``schema`` and key ``keys``."""
+        raise NotImplementedError
+
+    def drop_uncommitted(self, batch_id: int) -> None:
+        self._drop_leftovers(batch_id)
+
+    def _drop_leftovers(self, batch_id: int) -> int:
+        """This writer's staging tables of ``batch_id`` and before, dropped; how many."""
+        raise NotImplementedError
+
 
 def arrow_kind(t: pa.DataType) -> str | None:
     """The kind of column an SQL sink stores ``t`` as, or None for a type it cannot store:

@@ -467,19 +467,11 @@ class MySQLSink(SQLSink[MySQLConfig]):
             return 0
         return self._apply_files(cur, pending[1], pending[2])
 
-    def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
-                     slices: int) -> KeySlices:
-        """Slices by a hash of the first key column, as the PostgreSQL sink cuts them; the
-        target made here if absent."""
-        asked = (tuple(keys), schema, slices)
-        if self._planned is not None and self._planned[0] == asked:
-            return self._planned[1]  # made and checked already for these columns
+    def _make_target(self, keys: tuple[str, ...], schema: pa.Schema) -> None:
         conn = self.connection()
         with conn.cursor() as cur:
             self._create_table(cur, schema, list(keys))
         conn.commit()
-        self._planned = (asked, KeySlices.hashed(keys[0], slices))
-        return self._planned[1]
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
                       changed_keys: pa.Table, batch_id: int,
@@ -554,9 +546,6 @@ class MySQLSink(SQLSink[MySQLConfig]):
             "staging tables": sum(1 for w in written if w.get("stage")),
             **({"staged new rows": staged} if staged else {}),
             **({"rows cleared": cleared} if cleared else {})})
-
-    def drop_uncommitted(self, batch_id: int) -> None:
-        self._drop_leftovers(batch_id)
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of the batches before it: the

@@ -436,25 +436,15 @@ class PostgresSink(SQLSink[PostgresConfig]):
             self._target, cols, cols, stage, sql(", ").join(map(I, keys)), action))
         return cur.rowcount
 
-    def plan_changes(self, keys: tuple[str, ...], schema: pa.Schema,
-                     slices: int) -> KeySlices:
-        """Slices by a hash of the first key column (``KeySlices.hashed``): a table has no
-        stored layout a slice could own (its server finds a key's row by its index), and a
-        hash spreads any keys evenly with nothing read first. The target is made here if
-        absent, so that the tasks' staging tables take its types."""
-        asked = (tuple(keys), schema, slices)
-        if self._planned is not None and self._planned[0] == asked:
-            return self._planned[1]  # made and checked already for these columns
+    def _make_target(self, keys: tuple[str, ...], schema: pa.Schema) -> None:
         conn = self.connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
                 batches.ensure(cur, self.driver, self.config)
                 self._create_table(cur, schema, list(keys))  # its key follows the table's
         except BaseException:
-            self._key_followed = self._planned = None  # its change was rolled back: asked again
+            self._key_followed = self._planned = None  # rolled back: asked again
             raise
-        self._planned = (asked, KeySlices.hashed(keys[0], slices))
-        return self._planned[1]
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,
                       changed_keys: pa.Table, batch_id: int,
@@ -514,9 +504,6 @@ class PostgresSink(SQLSink[PostgresConfig]):
             "staging tables": sum(1 for w in written if w.get("stage")),
             **({"staged new rows": staged} if staged else {}),
             **({"rows cleared": cleared} if cleared else {})})
-
-    def drop_uncommitted(self, batch_id: int) -> None:
-        self._drop_leftovers(batch_id)
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of batches before it that are
