@@ -155,12 +155,11 @@ class MicroBatch:
         log.info("batch %d: %d slice(s) of %d target(s), %d write task(s)", batch_id,
                  sum(j.slices.count for j in jobs), len(jobs), router.tasks)
         sink_type, options = defn.sink.type, dict(defn.sink.options)
-        extras = defn.source.extras
-        shipped = Shipped((plans, extras, router))  # once per process, not per task
+        shipped = Shipped((plans, router))  # once per process, not per task
 
         def first(batches):
-            plans, extras, router = shipped.get()
-            return write_snapshot_files(batches, plans, sink_type, options, extras,
+            plans, router = shipped.get()
+            return write_snapshot_files(batches, plans, sink_type, options, router.extras,
                                         router=router)
 
         out = TaskOutput.of(task_changes.write_batch(df.mapInArrow(first, OUT_SCHEMA), router,
@@ -174,9 +173,9 @@ class MicroBatch:
             for t in evented:
                 decoded.pop(t, None)
             decoded.update(decode_tables(self._read_again(df, evented).handed_back()))
+        with_files = {t for t, _target in out.files}
         done = {t: p for t, p in changing.items()
-                if t not in evented and (t in out.kept or p.replaces
-                                         or any(k[0] == t for k in out.files))}
+                if t not in evented and (t in out.kept or p.replaces or t in with_files)}
         self.writer.commit_files(out, batch_id, set(decoded), set(changing))
         if done:
             self.writer.commit_changes(done, jobs, out, batch_id)

@@ -208,9 +208,9 @@ def _by_table(t: pa.Table, ipc: bytes, routed: frozenset[str]
     or cut by table when it holds rows of several and one of them is ``routed`` (a
     window over tables of one schema shares record batches; whole, such a batch would
     send its routed tables down the driver's path)."""
-    names = _tables_in(t) if routed else []
+    names = _tables_in(t)
     if len(names) <= 1 or not routed.intersection(names):
-        yield t, _table_of(t), lambda: ipc
+        yield t, names[0] if len(names) == 1 else None, lambda: ipc
         return
     full = pc.binary_join_element_wise(t["_database"], t["_table"], ".")
     for name in sorted(names):
@@ -299,8 +299,8 @@ def _ordered_parts(parts: list[pa.Table], key: str) -> list[pa.Table] | None:
 
 
 OUT_ARROW = pa.schema([("kind", pa.string()), ("tbl", pa.string()), ("target", pa.string()),
-                  ("ord", pa.int64()), ("part", pa.int32()), ("job", pa.int32()),
-                  ("slice", pa.int32()), ("payload", pa.binary())])
+                       ("ord", pa.int64()), ("part", pa.int32()), ("job", pa.int32()),
+                       ("slice", pa.int32()), ("payload", pa.binary())])
 
 
 def _tables_in(t: pa.Table) -> list[str]:
@@ -312,12 +312,6 @@ def _tables_in(t: pa.Table) -> list[str]:
             and pc.all(pc.equal(db, db[0])).as_py() and pc.all(pc.equal(tbl, tbl[0])).as_py()):
         return [f"{db[0].as_py()}.{tbl[0].as_py()}"]  # compared, not hashed
     return pc.unique(pc.binary_join_element_wise(db, tbl, ".")).to_pylist()
-
-
-def _table_of(t: pa.Table) -> str | None:
-    """The one table a record batch holds, or None (several, or none)."""
-    names = _tables_in(t)
-    return names[0] if len(names) == 1 else None
 
 
 def _kept_in(t: pa.Table, change_tables: frozenset[str]) -> list[str]:

@@ -180,7 +180,7 @@ class TargetWriter:
         (``Sink.plan_changes``; the last cut again while the target has not changed), the
         batch's slices numbered one after another."""
         state = self.state
-        slices = max(1, int(self.life.spark.sparkContext.defaultParallelism))
+        slices = self._slices()
         jobs: list[SliceJob] = []
         first = 0
         for table, plan in sorted(plans.items()):
@@ -195,8 +195,11 @@ class TargetWriter:
 
     def write_tasks(self, jobs: list[SliceJob]) -> int:
         """How many write tasks the batch's slices share (``task_changes.task_count``)."""
-        slices = max(1, int(self.life.spark.sparkContext.defaultParallelism))
-        return task_changes.task_count(jobs, at_least=WRITE_TASKS_PER_CORE * slices)
+        return task_changes.task_count(jobs, at_least=WRITE_TASKS_PER_CORE * self._slices())
+
+    def _slices(self) -> int:
+        """At most how many slices a target's keys are cut into: Spark's parallelism."""
+        return max(1, int(self.life.spark.sparkContext.defaultParallelism))
 
     def commit_changes(self, plans: dict[str, ChangePlan], jobs: list[SliceJob],
                        out: TaskOutput, batch_id: int) -> None:

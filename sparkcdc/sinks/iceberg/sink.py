@@ -216,8 +216,7 @@ class IcebergSink(Sink):
         has the same snapshot (a batch cuts every table of the stream that takes changes
         before it runs, most of which the batch does not touch)."""
         table = self._table() or self._create(storage_table(schema.empty_table()).schema)
-        snap = table.current_snapshot()
-        asked = (table.metadata_location, snap.snapshot_id if snap else None, keys[0], slices)
+        asked = (table.metadata_location, keys[0], slices)  # (a new one at every commit)
         if self._cut is None or self._cut[0] != asked:
             self._cut = (asked, task_changes.plan_slices(table, keys[0], slices))
         return self._cut[1]
