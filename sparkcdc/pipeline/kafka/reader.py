@@ -49,9 +49,10 @@ class KafkaReader:
     def __init__(self, config: KafkaSourceConfig):
         import confluent_kafka as ck  # the kafka extra; loaded when a kafka source runs
 
-        from sparkcdc.sinks.kafka.sink import LIBRDKAFKA_LOG
+        from sparkcdc.sinks.kafka.client import LIBRDKAFKA_LOG, watermarks
 
         self.ck = ck
+        self._watermarks = watermarks
         self.config = config
         self._log = LIBRDKAFKA_LOG
         self._consumer = None
@@ -110,11 +111,9 @@ class KafkaReader:
     def bounds(self, tp: tuple[str, int]) -> tuple[int, int]:
         """The partition's first offset and its last stable one (``read_committed``)."""
         try:
-            lo, hi = self.consumer.get_watermark_offsets(
-                self.ck.TopicPartition(*tp), timeout=self.config.connect_timeout)
+            return self._watermarks(self.ck, self.consumer, *tp, self.config.connect_timeout)
         except self.ck.KafkaException as e:
             raise self.unreachable(e, f"asking for the offsets of {tp_name(*tp)}") from None
-        return int(lo), int(hi)
 
     def startup(self, tps: list[tuple[str, int]]) -> dict[str, int]:
         """Where each partition starts when the checkpoint has no position yet

@@ -43,6 +43,28 @@ MESSAGES = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("key",
                       ("value", pa.binary()), ("timestamp", pa.int64()), ("headers", pa.string())])
 
 
+def watermarks(ck: Any, consumer: Any, topic: str, partition: int, timeout: float
+               ) -> tuple[int, int]:
+    """A partition's low and high watermarks. While its leader is not known (a topic just
+    made, its leader not yet elected: ``NOT_LEADER_FOR_PARTITION``; a leader moving) the
+    broker is asked again until ``timeout`` has passed: librdkafka does not retry this
+    request itself (and does not mark the error retriable). Any other error, or the last
+    one, is raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            lo, hi = consumer.get_watermark_offsets(ck.TopicPartition(topic, partition),
+                                                    timeout=timeout)
+            return int(lo), int(hi)
+        except ck.KafkaException as e:
+            err: Any = e.args[0] if e.args else None
+            moving = {ck.KafkaError.NOT_LEADER_FOR_PARTITION, ck.KafkaError.LEADER_NOT_AVAILABLE}
+            code = err.code() if hasattr(err, "code") else None
+            if code not in moving or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_topic(ck: Any, conf: dict, topic: str, timeout: float) -> list[dict]:
     """Every message of ``topic`` up to its end, as ``read_committed`` sees them (aborted
     transactions and the transaction markers left out), in partition and offset order.
@@ -60,7 +82,7 @@ def read_topic(ck: Any, conf: dict, topic: str, timeout: float) -> list[dict]:
         if meta is None or meta.error is not None:
             return []
         for p in sorted(meta.partitions):
-            lo, hi = probe.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout)
+            lo, hi = watermarks(ck, probe, topic, p, timeout)
             if hi > lo:
                 ends[p] = hi
     finally:

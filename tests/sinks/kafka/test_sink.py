@@ -238,3 +238,31 @@ def test_clients_do_not_rebootstrap_unless_told():
     told = sinks.create("kafka", {**base, "properties.metadata.recovery.strategy":
                                   "rebootstrap"})._client_config()
     assert told["metadata.recovery.strategy"] == "rebootstrap"
+
+
+def test_watermarks_wait_out_a_partition_without_a_leader():
+    """A topic just made answers ``NOT_LEADER_FOR_PARTITION`` until its leader is elected
+    (CI met it reading a target back): the offsets are asked again; another error is not."""
+    import confluent_kafka as ck
+
+    from sparkcdc.sinks.kafka.client import watermarks
+
+    class Consumer:
+        def __init__(self, errors):
+            self.errors, self.asked = list(errors), 0
+
+        def get_watermark_offsets(self, tp, timeout):
+            self.asked += 1
+            if self.errors:
+                raise KafkaException(KafkaError(self.errors.pop(0)))
+            return 3, 9
+
+    c = Consumer([KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE])
+    assert watermarks(ck, c, "t", 0, 10) == (3, 9) and c.asked == 3
+    c = Consumer([KafkaError.TOPIC_AUTHORIZATION_FAILED])
+    with pytest.raises(KafkaException):
+        watermarks(ck, c, "t", 0, 10)
+    assert c.asked == 1
+    c = Consumer([KafkaError.NOT_LEADER_FOR_PARTITION] * 1000)
+    with pytest.raises(KafkaException):  # not for ever: until the timeout
+        watermarks(ck, c, "t", 0, 0.5)
