@@ -125,7 +125,15 @@ class OffsetView:
     def reads_again(self) -> bool:
         """Whether the batch reads any chunk again (``sparkcdc snapshot``, whole or in
         part): its rows may be in the target already."""
-        return any(c.get("where") is not None for c in self._d.get("batch_chunks") or ())
+        return bool(self.tables_read_again)
+
+    @cached_property
+    def tables_read_again(self) -> set[str]:
+        """The tables (``db.table``) whose chunks the batch reads again, whole or in part:
+        they stay covered while read again, so a key may be in the batch twice, as a
+        change of its window and as a chunk's row (docs/algorithm.md)."""
+        return {f"{c['database']}.{c['table']}" for c in self._d.get("batch_chunks") or ()
+                if c.get("where") is not None}
 
     @cached_property
     def _rereads(self) -> dict[str, list[tuple[Any, Any]]]:

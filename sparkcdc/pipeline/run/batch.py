@@ -94,6 +94,8 @@ class MicroBatch:
         framing = self._frame_plans(batch_id)
         # one sink type a pipeline: Spark's own writer (frames) or sparkcdc's (changes)
         changing = {} if framing or self._quiet(batch_id) else self._change_plans(batch_id)
+        if changing:
+            plans = self._apart_from_changes(plans, changing, batch_id)
         out, staged = None, None
         try:
             if plans or changing or framing:
@@ -257,6 +259,23 @@ class MicroBatch:
                 TargetWrite(target, st.app_id, st.batch_base + batch_id, creation)
                 for target in state.targets(st)))
         return plans
+
+    def _apart_from_changes(self, plans: dict[str, FilePlan], changing: dict[str, ChangePlan],
+                            batch_id: int) -> dict[str, FilePlan]:
+        """``plans`` but the tables whose changes the tasks write and whose chunks the
+        batch reads again. Such a table stays covered while read again, so a key written
+        just before the batch is both a change of its window and a row of its chunk; a
+        chunk row new to the target by its statistics went out as a file of the first
+        stage, which the key's write task could not mark (the slices are cut before that
+        file exists), and the target held the key twice. Its chunks' rows go to the slices
+        with its changes instead, reduced with them by key."""
+        state = self.state
+        out: dict[str, FilePlan] = {}
+        for t, p in plans.items():
+            off = state.ckpt.offset(state.members[t].state, batch_id) if t in changing else None
+            if off is None or t not in off.tables_read_again:
+                out[t] = p
+        return out
 
     def _change_plans(self, batch_id: int) -> dict[str, ChangePlan]:
         """The tables whose changes in this batch the tasks may write, each task a slice of
