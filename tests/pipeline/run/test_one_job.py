@@ -32,23 +32,28 @@ def rows_of(root: Path) -> dict:
     return got
 
 
-def test_a_quiet_snapshot_is_one_stage_and_changes_one_job(spark, mariadb, db, tmp_path, caplog):
-    for t in "ab":
+def tables_into_delta(mariadb, db: str, tmp_path: Path, names: str, chunk: int, option: str):
+    """Tables ``names`` (one letter each) of ``ROWS`` rows, and a pipeline of them into Delta
+    with chunks of ``chunk`` rows and one more pipeline ``option``."""
+    for t in names:
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
                         f"INSERT INTO {t} SELECT seq, seq, 'init' FROM {seq(mariadb, ROWS)}",
                         database=db)
-    source = source_yaml(mariadb, db + ".\\.*", 3)
-    defn = parse_pipeline(f"""
-{source}  scan.incremental.snapshot.chunk.size: 1000
+    return parse_pipeline(f"""
+{source_yaml(mariadb, db + ".[" + names + "]", 3)}  scan.incremental.snapshot.chunk.size: {chunk}
 sink:
   type: delta
   path: {tmp_path}/lake
 pipeline:
   name: onejob
   parallelism: 2
-  max-rows-per-batch: 2000
+  {option}
   checkpoint.location: {tmp_path}/ckpt
 """, "onejob.yaml", env={"TEST_PW": mariadb.info.cdc_password})
+
+
+def test_a_quiet_snapshot_is_one_stage_and_changes_one_job(spark, mariadb, db, tmp_path, caplog):
+    defn = tables_into_delta(mariadb, db, tmp_path, "ab", 1000, "max-rows-per-batch: 2000")
     caplog.set_level(logging.INFO, logger="sparkcdc.pipeline")
     Runner(defn, spark, until_caught_up=True).run()
     said = [r.getMessage() for r in caplog.records]
@@ -93,21 +98,8 @@ def test_a_key_in_both_a_chunk_read_again_and_its_window_is_held_once(
     by its file statistics: written as a file of the first stage, such a chunk row escaped
     the write task that upserted the same key (the slices are cut before those files
     exist), and the target held the key twice (CI met it in test_reread under writes)."""
-    mariadb.execute("CREATE TABLE a (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-                    f"INSERT INTO a SELECT seq, seq, 'init' FROM {seq(mariadb, ROWS)}",
-                    database=db)
+    defn = tables_into_delta(mariadb, db, tmp_path, "a", 10 * ROWS, "trigger.interval: 1s")
     ckpt = tmp_path / "ckpt"
-    defn = parse_pipeline(f"""
-{source_yaml(mariadb, db + ".a", 3)}  scan.incremental.snapshot.chunk.size: {10 * ROWS}
-sink:
-  type: delta
-  path: {tmp_path}/lake
-pipeline:
-  name: onejob
-  parallelism: 2
-  checkpoint.location: {ckpt}
-  trigger.interval: 1s
-""", "onejob.yaml", env={"TEST_PW": mariadb.info.cdc_password})
     Runner(defn, spark, until_caught_up=True).run()
     runner = Runner(defn, spark)
     running = threading.Thread(target=runner.run)
