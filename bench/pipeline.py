@@ -185,6 +185,10 @@ class Bench:
         if m.rc != 0:
             tail = (work / f"{what}.log").read_text(errors="replace")[-3000:]
             raise RuntimeError(f"sparkcdc run exited {m.rc} ({what}, {sink}):\n{tail}")
+        if self.args.driver_bytes and self.args.keep_events:
+            keep = Path(self.args.keep_events) / f"{work.name}-{what}"
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(events, keep)
         if trace is not None:  # the tree's PSS by part, every sample, for a plot or a look
             keep = Path(self.args.trace)
             keep.mkdir(parents=True, exist_ok=True)
@@ -634,6 +638,9 @@ def main() -> None:
     p.add_argument("--driver-bytes", action="store_true",
                    help="Spark's event log on in each run: the bytes the tasks sent the "
                         "driver (every task's Result Size), per snapshot row and per change")
+    p.add_argument("--keep-events", metavar="DIR",
+                   help="with --driver-bytes: each run's event log copied into DIR, for "
+                        "bench/timeline.py (where a run's wall time goes, stage by stage)")
     p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args()
     args.sinks = [s for s in args.sinks.split(",") if s]

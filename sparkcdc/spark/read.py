@@ -105,13 +105,20 @@ class WorkPartition(InputPartition):
 
 def spread(items: list, server_ids: tuple[int, ...],
            schemas: dict | None = None) -> list[WorkPartition]:
-    """``items`` dealt round-robin over the reader ids, one task each (none left empty)."""
+    """``items`` over the reader ids, one task each (none left empty), in runs that follow
+    their order: a task's chunks are neighbours, so the file it writes of them holds one
+    stretch of keys. Dealt round-robin, every task's file spanned the batch's whole range,
+    the files of a batch all overlapped, and a target's keys could not be cut into slices
+    finer than a batch (``KeySlices.by_ranges``): one write task did most of a catch-up's
+    changes (docs/benchmarks.md, "The write stage's slices")."""
     n = max(1, min(len(server_ids), len(items)))
-    groups: list[list] = [[] for _ in range(n)]
-    for i, item in enumerate(items):
-        groups[i % n].append(item)
-    return [WorkPartition(server_ids[i], g, dict(schemas or {}))
-            for i, g in enumerate(groups) if g]
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(WorkPartition(server_ids[i], items[start:end], dict(schemas or {})))
+        start = end
+    return [w for w in out if w.items]
 
 
 def chunks_in_one_task(chunks: list, windows: list, server_ids: tuple[int, ...],

@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import threading
+from itertools import pairwise
 from pathlib import Path
 
 from cli_support import wait_for
@@ -21,6 +22,7 @@ from sink_support import delta_log_rows, read_delta
 from sparkcdc.pipeline.definition import parse_pipeline
 from sparkcdc.pipeline.run import control
 from sparkcdc.pipeline.run.loop import Runner
+from sparkcdc.sinks.delta.log import DeltaLog
 from sparkcdc.spark.offset_view import read_offset
 
 ROWS = 3000
@@ -30,6 +32,12 @@ def rows_of(root: Path) -> dict:
     got = {r["id"]: (r["v"], r["s"]) for r in read_delta(root, ["id", "v", "s"]).to_pylist()}
     assert got == {r["id"]: (r["v"], r["s"]) for r in delta_log_rows(root, ["id", "v", "s"])}
     return got
+
+
+def key_range(add: dict) -> tuple[int, int]:
+    """A data file's ``id`` range, from its statistics."""
+    stats = json.loads(add["stats"])
+    return stats["minValues"]["id"], stats["maxValues"]["id"]
 
 
 def tables_into_delta(mariadb, db: str, tmp_path: Path, names: str, chunk: int, option: str):
@@ -53,7 +61,7 @@ pipeline:
 
 
 def test_a_quiet_snapshot_is_one_stage_and_changes_one_job(spark, mariadb, db, tmp_path, caplog):
-    defn = tables_into_delta(mariadb, db, tmp_path, "ab", 1000, "max-rows-per-batch: 2000")
+    defn = tables_into_delta(mariadb, db, tmp_path, "ab", 500, "max-rows-per-batch: 3000")
     caplog.set_level(logging.INFO, logger="sparkcdc.pipeline")
     Runner(defn, spark, until_caught_up=True).run()
     said = [r.getMessage() for r in caplog.records]
@@ -64,6 +72,10 @@ def test_a_quiet_snapshot_is_one_stage_and_changes_one_job(spark, mariadb, db, t
     batches = {int(m.group(1)) for m in (re.search(r"batch (\d+): ", x) for x in said) if m}
     assert len(batches) >= 3, said  # several batches of chunks ...
     assert len(cut) <= 1, cut  # ... none cut into slices but the first (no window before it)
+    for t in "ab":  # a task's chunks are neighbours: its file holds one stretch of keys
+        ranges = sorted(key_range(a) for a in DeltaLog(tmp_path / "lake" / db / t).refresh()
+                        .files.values())
+        assert len(ranges) > 2 and all(x[1] < y[0] for x, y in pairwise(ranges)), ranges
 
     caplog.clear()
     mariadb.execute("UPDATE a SET v = -v WHERE id % 7 = 0", "DELETE FROM a WHERE id % 11 = 0",
