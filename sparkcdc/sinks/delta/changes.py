@@ -80,22 +80,23 @@ def _rows(add: dict[str, Any]) -> int:
 @dataclass(frozen=True)
 class Touched:
     """A stored file some of whose rows a slice deleted: its ``add`` as the log had it and
-    its new deletion vector. The task sends the file's path only (the driver has the
-    ``add`` in its ``KeySlices``): a few hundred bytes a file, whatever its stats."""
+    its new deletion vector, or None when the task wrote its live rows into the slice's
+    new files instead (the file is then removed: ``write_slice``'s purge). The task sends
+    the file's path only (the driver has the ``add`` in its ``KeySlices``): a few hundred
+    bytes a file, whatever its stats."""
 
     add: dict[str, Any]
-    vector: dv.Descriptor
+    vector: dv.Descriptor | None
     deleted: int  # rows this batch deleted in it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.add["path"], "dv": self.vector.to_action(),
+        return {"path": self.add["path"],
+                "dv": None if self.vector is None else self.vector.to_action(),
                 "deleted": self.deleted}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], adds: dict[str, dict[str, Any]]) -> Touched:
-        vec = dv.Descriptor.from_action(d["dv"])
-        assert vec is not None
-        return cls(adds[d["path"]], vec, int(d["deleted"]))
+        return cls(adds[d["path"]], dv.Descriptor.from_action(d["dv"]), int(d["deleted"]))
 
 
 @dataclass(frozen=True)
@@ -120,14 +121,22 @@ class SliceResult:
 def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
                 changed_keys: pa.Table, app_id: str, batch_id: int,
                 partition_by: tuple[str, ...] = (),
-                replaces: tuple[KeyRange, ...] = ()) -> SliceResult:
+                replaces: tuple[KeyRange, ...] = (),
+                purge_share: float | None = None) -> SliceResult:
     """In a task: one slice's changes (module docstring, step 2). ``upserts``: the rows to
     write (shaped as the target stores them); ``changed_keys``: the key columns of every
     changed key (upserted or deleted); ``owned``: the slice's files. ``replaces``: ranges
     of chunks read again (``ChangeSet.replaces``): every row of the slice's files in them
     is marked deleted too, and the batch's upserts (the chunks' rows among them) hold the
     ranges anew. A stored row lies in a file of the slice that owns its key, so each
-    slice clears its own part of a range."""
+    slice clears its own part of a range.
+
+    ``purge_share``: a touched file that would then have that share of its rows deleted
+    is not given a vector: its live rows go into the slice's new files with the upserts,
+    and the commit removes it. The slice owns the file, so this is its one writer, and the
+    rows stay in the slice's stretch of keys. A purge on the driver after the commit (a
+    second commit, one process) wrote every victim into one file spanning them all, after
+    which the table's files overlapped and its keys could no longer be cut into slices."""
     base = files.local(root)
     keys = changed_keys.column_names
     staging = files.staging_name(app_id, batch_id)
@@ -145,12 +154,58 @@ def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
                              wanted if keyed else None)
             if hit is not None:
                 touched_files.append((add, *hit))
-    vectors = (dv.write_file(base, [p for _a, p, _n in touched_files], prefix=staging + "/")
-               if touched_files else [])
-    data = files.write_data_files(root, upserts, app_id, batch_id, partition_by,
+    gone = [t for t in touched_files if purge_share is not None and _rows(t[0])
+            and t[1].size / _rows(t[0]) >= purge_share]
+    marked = [t for t in touched_files if not any(t is g for g in gone)]
+    vectors = (dv.write_file(base, [p for _a, p, _n in marked], prefix=staging + "/")
+               if marked else [])
+    rows: pa.Table | pa.RecordBatchReader = upserts
+    if gone:
+        rows = _with_live_rows(base, upserts, gone)
+    data = files.write_data_files(root, rows, app_id, batch_id, partition_by,
                                   name=staging)
     return SliceResult(tuple(data), tuple(
-        Touched(add, vec, n) for (add, _p, n), vec in zip(touched_files, vectors)))
+        Touched(add, vec, n) for (add, _p, n), vec in zip(marked, vectors)) + tuple(
+        Touched(add, None, n) for add, _p, n in gone))
+
+
+def _with_live_rows(base: Path, upserts: pa.Table,
+                    gone: list[tuple[dict[str, Any], np.ndarray, int]]) -> pa.RecordBatchReader:
+    """``upserts``, then the rows of the files ``gone`` that their positions (deleted
+    after this batch) leave, a row group at a time, each shaped as ``upserts``: a
+    column a file lacks is null, its partition values become columns."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    out = upserts.schema
+
+    def batches():
+        yield from upserts.to_batches()
+        for add, dead, _n in gone:
+            pv = add.get("partitionValues") or {}
+            start = 0
+            for b in pq.ParquetFile(base / unquote(add["path"])).iter_batches(
+                    batch_size=65_536):
+                n = b.num_rows
+                keep = np.ones(n, dtype=bool)
+                lo, hi = np.searchsorted(dead, [start, start + n])
+                keep[dead[lo:hi] - start] = False
+                start += n
+                if not keep.any():
+                    continue
+                b = b.filter(pa.array(keep))
+                cols = []
+                for f in out:
+                    if f.name in b.schema.names:
+                        cols.append(b.column(f.name).cast(f.type))
+                    elif f.name in pv:
+                        cols.append(pa.array([pv[f.name]] * b.num_rows, pa.string())
+                                    .cast(f.type))
+                    else:
+                        cols.append(pa.nulls(b.num_rows, f.type))
+                yield pa.RecordBatch.from_arrays(cols, schema=out)
+
+    return pa.RecordBatchReader.from_batches(out, batches())
 
 
 def _may_hold(add: dict[str, Any], r: KeyRange) -> bool:
@@ -272,6 +327,9 @@ def commit_changes(root: str, log: DeltaLog, plan_version: int, results: list[Sl
                       "size": old["size"]}
             if old.get("deletionVector"):
                 remove["deletionVector"] = old["deletionVector"]
+            if t.vector is None:  # its live rows are in the slice's new files
+                actions.append({"remove": remove})
+                continue
             add = {k: v for k, v in old.items() if v is not None}
             add["deletionVector"] = t.vector.to_action()
             add["dataChange"] = True
@@ -398,8 +456,10 @@ def _live_rows(base: Path, log: DeltaLog, victims: list[tuple[dict[str, Any], dv
 
 
 def needs_purge(results: list[SliceResult], share: float) -> bool:
-    """Whether a file a batch marked now has at least ``share`` of its rows deleted."""
-    return any(_rows(t.add) and t.vector.cardinality / _rows(t.add) >= share
+    """Whether a file a batch marked now has at least ``share`` of its rows deleted (the
+    tasks rewrite such files themselves when told the share: ``write_slice``)."""
+    return any(_rows(t.add) and t.vector is not None
+               and t.vector.cardinality / _rows(t.add) >= share
                for r in results for t in r.touched)
 
 

@@ -20,9 +20,9 @@ OPTIONS = {
                                 "(0: never)"),
     "target-file-size": Opt(None, "a positive integer: bytes per file for compaction"),
     "purge-deleted-share": Opt("0.2", "a number in (0, 1]: a file whose deletion vector "
-                                      "deletes at least this share of its rows is rewritten "
-                                      "without them, right after the batch that got it there "
-                                      "and at each compaction"),
+                                      "would delete at least this share of its rows is "
+                                      "rewritten without them by the task of the batch that "
+                                      "got it there, and at each compaction"),
     "deletion-vectors": Opt("true", "true or false: a table the sink creates gets Delta's "
                                     "deletionVectors feature, and the changes of a table that "
                                     "has it are written by Spark tasks as new rows plus "

@@ -283,7 +283,7 @@ class DeltaSink(Sink):
         return task_changes.write_slice(
             self.config.path, slices.parts[index], storage_table(upserts),
             storage_table(changed_keys), self.config.app_id, batch_id,
-            self.config.partition_by, replaces).to_dict()
+            self.config.partition_by, replaces, self.config.purge_deleted_share).to_dict()
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
                        batch_id: int, replaces: tuple[KeyRange, ...] = (),

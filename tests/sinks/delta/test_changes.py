@@ -340,3 +340,52 @@ def test_purge_reads_files_written_with_other_string_types(tmp_path):
         del want[k]
     assert ch.purge(str(path), 0.2, "app") == 2
     assert read(path) == want
+
+
+def test_a_slice_rewrites_the_files_its_batch_leaves_mostly_deleted(tmp_path):
+    """Told the share (``purge-deleted-share``), a slice's task writes the live rows of a
+    file it would leave that much deleted into its own new files, and the commit removes
+    the file: no vector, no second commit, no driver. The rows stay in the slice's stretch
+    of keys, so the table's files still cut into as many slices (a purge on the driver
+    wrote every victim into one file spanning them all). Partition values come back as
+    their column, a file written before a column was added reads it as null, a file wholly
+    deleted leaves nothing."""
+    path = tmp_path / "t"
+    schema = pa.schema([("id", pa.int64()), ("p", pa.int32()), ("s", pa.string())])
+    dt = dl.DeltaTable.create(str(path), schema, partition_by=["p"])
+    dt.alter.add_feature(dl.TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+    for lo, p in ((0, 1), (100, 1), (200, 2), (300, 2)):
+        dl.write_deltalake(str(path), pa.table({"id": list(range(lo, lo + 100)), "p": [p] * 100,
+                                                "s": [f"f{lo}"] * 100}, schema=schema),
+                           mode="append")
+    wide = schema.append(pa.field("x", pa.int64()))  # a column added since (evolution)
+    dl.DeltaTable(str(path)).alter.add_columns(
+        [f for f in dl.Schema.from_arrow(wide).fields if f.name == "x"])
+    want = {k: (1 if k < 200 else 2, f"f{k // 100 * 100}", None) for k in range(400)}
+    log = DeltaLog(path).refresh()
+    plan = ch.plan_slices(log, "id", pa.int64(), 2)
+    assert plan.count == 2
+    deletes = [k for k in range(100) if k % 2] + list(range(200, 300)) + [150, 350]
+    up = pa.table({"id": pa.array([400, 50], pa.int64()), "p": pa.array([2, 1], pa.int32()),
+                   "s": ["new", "upd"], "x": pa.array([1, 2], pa.int64())}, schema=wide)
+    keys = pa.table({"id": pa.array(deletes + [400, 50], pa.int64())})
+    results = []
+    for i in range(plan.count):
+        results.append(ch.write_slice(
+            str(path), plan.parts[i], up.filter(pa.compute.equal(plan.slice_of(up["id"]), i)),
+            keys.filter(pa.compute.equal(plan.slice_of(keys["id"]), i)), "app", 0, ("p",),
+            purge_share=0.2))
+    rewritten = [t for r in results for t in r.touched if t.vector is None]
+    marked = [t for r in results for t in r.touched if t.vector is not None]
+    assert len(rewritten) == 2 and len(marked) == 2  # 0-99 (half), 200-299 (all); 1%s
+    ch.commit_changes(str(path), log, plan.version, results, "app", 0, [("app", 0)])
+    for k in deletes:
+        want.pop(k, None)
+    want.update({400: (2, "new", 1), 50: (1, "upd", 2)})
+    got = pa.table(dl.QueryBuilder().register("t", dl.DeltaTable(str(path))).execute(
+        "SELECT id, p, s, x FROM t").read_all()).to_pylist()
+    assert len(got) == len({r["id"] for r in got}), "a key is held twice"
+    assert {r["id"]: (r["p"], r["s"], r["x"]) for r in got} == want
+    live = DeltaLog(path).refresh()
+    assert sum(1 for a in live.files.values() if a.get("deletionVector")) == 2
+    assert ch.plan_slices(live, "id", pa.int64(), 2).count == 2  # still cut in two
