@@ -91,3 +91,19 @@ def test_a_batch_read_again_hands_back_only_the_tables_asked_in_order():
     rows = [from_ipc(got.rows[k]) for k in sorted(got.rows)]
     assert [(t["_table"].to_pylist(), t["id"].to_pylist()) for t in rows] == [
         (["a"], [1]), (["a"], [4])]
+
+
+def test_a_record_batch_is_cut_by_slice_once_in_its_order():
+    """``_by_slice``: every row in the piece of its slice, each piece in the record batch's
+    order (one stable sort and one take, not a filter per slice), a batch of one slice
+    whole."""
+    from sparkcdc.pipeline.run.task_changes import _by_slice
+
+    rows = pa.table({"id": [5, 1, 9, 3, 7, 2, 8], "seq": list(range(7))})
+    where = pa.array([2, 0, 2, 1, 0, 0, 2], pa.int32())
+    got = {s: t.to_pydict() for s, t in _by_slice(rows, where)}
+    assert got == {0: {"id": [1, 7, 2], "seq": [1, 4, 5]}, 1: {"id": [3], "seq": [3]},
+                   2: {"id": [5, 9, 8], "seq": [0, 2, 6]}}
+    one = list(_by_slice(rows, pa.array([4] * 7, pa.int32())))
+    assert len(one) == 1 and one[0][0] == 4 and one[0][1] is rows
+    assert list(_by_slice(rows.slice(0, 0), pa.array([], pa.int32()))) == []
