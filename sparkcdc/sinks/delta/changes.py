@@ -33,6 +33,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,36 +175,22 @@ def _with_live_rows(base: Path, upserts: pa.Table,
     """``upserts``, then the rows of the files ``gone`` that their positions (deleted
     after this batch) leave, a row group at a time, each shaped as ``upserts``: a
     column a file lacks is null, its partition values become columns."""
-    import numpy as np
-    import pyarrow.parquet as pq
-
     out = upserts.schema
+
+    def shaped(pv: dict[str, Any]) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+        def shape(b: pa.RecordBatch) -> pa.RecordBatch:
+            n = b.num_rows
+            return pa.RecordBatch.from_arrays(
+                [b.column(f.name).cast(f.type) if f.name in b.schema.names
+                 else pa.array([pv[f.name]] * n, pa.string()).cast(f.type) if f.name in pv
+                 else pa.nulls(n, f.type) for f in out], schema=out)
+        return shape
 
     def batches():
         yield from upserts.to_batches()
         for add, dead, _n in gone:
-            pv = add.get("partitionValues") or {}
-            start = 0
-            for b in pq.ParquetFile(base / unquote(add["path"])).iter_batches(
-                    batch_size=65_536):
-                n = b.num_rows
-                keep = np.ones(n, dtype=bool)
-                lo, hi = np.searchsorted(dead, [start, start + n])
-                keep[dead[lo:hi] - start] = False
-                start += n
-                if not keep.any():
-                    continue
-                b = b.filter(pa.array(keep))
-                cols = []
-                for f in out:
-                    if f.name in b.schema.names:
-                        cols.append(b.column(f.name).cast(f.type))
-                    elif f.name in pv:
-                        cols.append(pa.array([pv[f.name]] * b.num_rows, pa.string())
-                                    .cast(f.type))
-                    else:
-                        cols.append(pa.nulls(b.num_rows, f.type))
-                yield pa.RecordBatch.from_arrays(cols, schema=out)
+            yield from _live_batches(base / unquote(add["path"]), dead,
+                                     shaped(add.get("partitionValues") or {}))
 
     return pa.RecordBatchReader.from_batches(out, batches())
 
@@ -436,16 +423,7 @@ def _live_rows(base: Path, log: DeltaLog, victims: list[tuple[dict[str, Any], dv
     def batches():
         for path, parts, vec, stored, own in plans:
             dead = np.asarray(dv.read(base, vec), dtype=np.int64)
-            start = 0
-            for b in pq.ParquetFile(path).iter_batches(batch_size=65_536):
-                n = b.num_rows
-                keep = np.ones(n, dtype=bool)
-                lo, hi = np.searchsorted(dead, [start, start + n])
-                keep[dead[lo:hi] - start] = False
-                start += n
-                if not keep.any():
-                    continue
-                b = b.cast(stored).filter(pa.array(keep))
+            for b in _live_batches(path, dead, lambda b, stored=stored: b.cast(stored)):
                 for p, (v, t) in parts.items():
                     b = b.append_column(p, pa.array([v] * b.num_rows, pa.string()).cast(t))
                 yield pa.RecordBatch.from_arrays(
@@ -453,6 +431,26 @@ def _live_rows(base: Path, log: DeltaLog, victims: list[tuple[dict[str, Any], dv
                      else pa.nulls(b.num_rows, f.type) for f in out], schema=out)
 
     return pa.RecordBatchReader.from_batches(out, batches())
+
+
+def _live_batches(path: Path, dead: np.ndarray,
+                  shape: Callable[[pa.RecordBatch], pa.RecordBatch]
+                  ) -> Iterator[pa.RecordBatch]:
+    """The rows of the data file at ``path`` that the sorted positions ``dead`` leave, a row
+    group at a time (a purged file is streamed, never held whole), each batch ``shape``d
+    first (a file may hold string_view, which Arrow's filter does not take)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    start = 0
+    for b in pq.ParquetFile(path).iter_batches(batch_size=65_536):
+        n = b.num_rows
+        keep = np.ones(n, dtype=bool)
+        lo, hi = np.searchsorted(dead, [start, start + n])
+        keep[dead[lo:hi] - start] = False
+        start += n
+        if keep.any():
+            yield shape(b).filter(pa.array(keep))
 
 
 def needs_purge(results: list[SliceResult], share: float) -> bool:

@@ -362,6 +362,8 @@ def test_a_slice_rewrites_the_files_its_batch_leaves_mostly_deleted(tmp_path):
     dl.DeltaTable(str(path)).alter.add_columns(
         [f for f in dl.Schema.from_arrow(wide).fields if f.name == "x"])
     want = {k: (1 if k < 200 else 2, f"f{k // 100 * 100}", None) for k in range(400)}
+    dl.DeltaTable(str(path)).delete("id = 98")  # delta-rs rewrites 0-99 (string_view)
+    del want[98]
     log = DeltaLog(path).refresh()
     plan = ch.plan_slices(log, "id", pa.int64(), 2)
     assert plan.count == 2
