@@ -14,19 +14,6 @@ import pyarrow.compute as pc
 
 from sparkcdc.sinks.kinds import Word
 
-# range slices per slice asked (``finer``): a batch's changes often lie in one
-# stretch of keys (the recent rows, a job's run over an id range), and cut as coarsely as
-# the cores, that stretch was one slice and one write task did most of the batch while the
-# other cores waited (docs/benchmarks.md, "The write stage's slices"). Finer slices are
-# separate tasks Spark hands to whichever core is free.
-RANGE_SLICES_PER_TASK = 3
-
-
-def finer(slices: int) -> int:
-    """How many range slices to cut where ``slices`` are asked (``RANGE_SLICES_PER_TASK``
-    each; a hash spreads a stretch of keys over every slice by itself)."""
-    return max(1, slices) * RANGE_SLICES_PER_TASK
-
 
 class SliceMode(Word):
     """How a key finds its slice (``KeySlices.mode``)."""

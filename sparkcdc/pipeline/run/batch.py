@@ -49,7 +49,7 @@ from sparkcdc.pipeline.run.task_files import (
     plannable,
     write_snapshot_files,
 )
-from sparkcdc.pipeline.run.write import Prepared, TargetWriter
+from sparkcdc.pipeline.run.write import LARGE_WINDOW, Prepared, TargetWriter
 from sparkcdc.sinks import SinkKind, sink_class
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
@@ -151,7 +151,7 @@ class MicroBatch:
         is read again for the driver's path. Returns what came back and the rows for the
         driver's path, by table."""
         defn = self.state.defn
-        jobs = self.writer.plan_slices(changing)
+        jobs = self.writer.plan_slices(changing, self._large(batch_id))
         router = task_changes.Router.of(changing, jobs, self.writer.write_tasks(jobs),
                                         defn.source.extras)
         log.info("batch %d: %d slice(s) of %d target(s), %d write task(s)", batch_id,
@@ -210,6 +210,20 @@ class MicroBatch:
         if now is None or before is None or now.position_dict is None:
             return False
         return now.position_dict == before.position_dict and not now.reads_again
+
+    def _large(self, batch_id: int) -> bool:
+        """Whether the batch's binlog window holds at least ``LARGE_WINDOW`` bytes (or
+        crosses a binlog file, which two positions cannot measure): a backlog's batch,
+        whose slices are cut finer (``TargetWriter.plan_slices``)."""
+        if batch_id == 0 or not self.state.members:
+            return False
+        st = next(iter(self.state.members.values())).state
+        now, before = (self.state.ckpt.offset(st, batch_id),
+                       self.state.ckpt.offset(st, batch_id - 1))
+        if now is None or before is None or not now.position_dict or not before.position_dict:
+            return False
+        a, b = before.position_dict, now.position_dict
+        return a.get("file") != b.get("file") or int(b["pos"]) - int(a["pos"]) >= LARGE_WINDOW
 
     def _replaced(self, batch_id: int) -> dict[str, tuple[KeyRange, ...]]:
         """Per table of the batch's generation, the ranges of its chunks read again whole

@@ -36,6 +36,9 @@ log = logging.getLogger("sparkcdc.pipeline")
 # a large table's slices (as many as the cores) each in a task of its own, and a thousand
 # small tables' slices not paying a task each
 WRITE_TASKS_PER_CORE = 1
+# key slices a core for a batch of at least LARGE_WINDOW bytes of binlog (``plan_slices``)
+SLICES_PER_CORE_LARGE = 3
+LARGE_WINDOW = 8 * 1024**2
 
 
 @dataclass
@@ -175,12 +178,18 @@ class TargetWriter:
                      sum(len(f) for (t, _), f in out.files.items() if t in written),
                      out.file_bytes)
 
-    def plan_slices(self, plans: dict[str, ChangePlan]) -> list[SliceJob]:
+    def plan_slices(self, plans: dict[str, ChangePlan], large: bool = False) -> list[SliceJob]:
         """Before the batch's job: each target of ``plans``' tables cut into key slices
         (``Sink.plan_changes``; the last cut again while the target has not changed), the
-        batch's slices numbered one after another."""
+        batch's slices numbered one after another. A ``large`` batch (a backlog) is cut
+        ``SLICES_PER_CORE_LARGE`` times finer: its changes often lie in one stretch of
+        keys (the recent rows, a job's run over an id range), and cut as coarsely as the
+        cores that stretch was one slice, one write task doing most of the batch while the
+        other cores waited (docs/benchmarks.md, "The write stage's slices"); finer slices
+        are tasks Spark hands to whichever core is free. A small batch keeps one slice a
+        core: each more task and file costs it more than it can spread."""
         state = self.state
-        slices = self._slices()
+        slices = self._slices() * (SLICES_PER_CORE_LARGE if large else 1)
         jobs: list[SliceJob] = []
         first = 0
         for table, plan in sorted(plans.items()):

@@ -56,7 +56,6 @@ from sparkcdc.sinks.delta.predicates import literal as _literal
 from sparkcdc.sinks.delta.storage import has_deletion_vectors, read_table, storage_table
 from sparkcdc.sinks.evolution import EVERY_CHANGE, Change
 from sparkcdc.sinks.kinds import SinkKind, SinkType
-from sparkcdc.sinks.slices import finer
 
 __all__ = ["DeltaSink", "read_table", "storage_table"]  # (the helpers' home: storage.py)
 
@@ -266,8 +265,7 @@ class DeltaSink(Sink):
         key_type = storage_table(schema.empty_table()).schema.field(keys[0]).type
         asked = (log.version, keys[0], key_type, slices)
         if self._cut is None or self._cut[0] != asked:
-            self._cut = (asked, task_changes.plan_slices(log, keys[0], key_type,
-                                                         finer(slices)))
+            self._cut = (asked, task_changes.plan_slices(log, keys[0], key_type, slices))
         return self._cut[1]
 
     def _fresh_log(self) -> DeltaLog:

@@ -58,7 +58,6 @@ from sparkcdc.sinks.iceberg.merge import (
 )
 from sparkcdc.sinks.iceberg.storage import storage_table
 from sparkcdc.sinks.kinds import SinkKind, SinkType
-from sparkcdc.sinks.slices import finer
 
 _CATALOG_LOCK = threading.Lock()
 
@@ -219,7 +218,7 @@ class IcebergSink(Sink):
         table = self._table() or self._create(storage_table(schema.empty_table()).schema)
         asked = (table.metadata_location, keys[0], slices)  # (a new one at every commit)
         if self._cut is None or self._cut[0] != asked:
-            self._cut = (asked, task_changes.plan_slices(table, keys[0], finer(slices)))
+            self._cut = (asked, task_changes.plan_slices(table, keys[0], slices))
         return self._cut[1]
 
     def write_changes(self, slices: KeySlices, index: int, upserts: pa.Table,

@@ -20,7 +20,6 @@ from iceberg_support import by_iceberg_rust, by_pyiceberg, orphans, rows
 from sparkcdc import sinks
 from sparkcdc.sinks.iceberg import files
 from sparkcdc.sinks.iceberg.commit import CommitConflict
-from sparkcdc.sinks.slices import finer
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string())])
 
@@ -86,7 +85,7 @@ def test_random_batches_through_slices_equal_the_expected_table(tmp_path, slices
             del want[k]
         want.update({k: (v, s) for k, v, s in upserts})
         assert read(sink) == want, batch
-        assert result.counts["marked deleted"] == 150 and plan.count == min(finer(slices), 6)
+        assert result.counts["marked deleted"] == 150 and plan.count == min(slices, 6)
         (snap,) = [s for s in sink._table().snapshots()
                    if s.summary.get("sparkcdc.batch") == str(batch)]
         assert snap.summary.operation.value == "overwrite"
