@@ -38,7 +38,9 @@ server's not counted) and the peak PSS of that tree, sampled every 0.2 s
 (bench/proctree.py). After each run the target is checked against the source (row count
 and the sum of a column the updates change). ``--driver-bytes`` turns Spark's event log on
 in each run and adds the bytes the tasks sent the driver (every task's ``Result Size``) per
-snapshot row and per change. Results go to docs/benchmarks.md between the
+snapshot row and per change; ``--keep-events DIR`` keeps each run's log there, for
+bench/timeline.py (where the run's wall time went, job by job). Results go to
+docs/benchmarks.md between the
 ``pipeline`` markers (``pipeline-mysql`` for MySQL).
 """
 
