@@ -13,17 +13,18 @@ import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from types import ModuleType
+from typing import Any, ClassVar, Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaError
-from sparkcdc.sinks.base import KeyRange, KeySlices, Sink
+from sparkcdc.sinks.base import KeyRange, KeySlices, Sink, WriteResult
 
 C = TypeVar("C")  # the dialect's config (MySQLConfig, PostgresConfig)
 from sparkcdc.sinks.capabilities import Capabilities, Emptying
-from sparkcdc.sinks.evolution import EVERY_CHANGE
+from sparkcdc.sinks.evolution import EVERY_CHANGE, Change
 from sparkcdc.sinks.kinds import SinkKind, Word
 
 
@@ -43,6 +44,10 @@ class SQLSink(Sink, Generic[C]):
     load staging tables; the driver applies them in one transaction with the batch id).
     A table without a key has nothing to slice its changes by. Each dialect declares its
     ``capabilities`` with ``sql_capabilities``."""
+
+    # the dialect's evolution module (sinks/<type>/evolution.py): its stored_columns,
+    # evolve and empty, each given the sink
+    evolution: ClassVar[ModuleType]
 
     def __init__(self, config: C) -> None:
         """What every SQL sink keeps between calls: its config, its database's driver
@@ -92,9 +97,35 @@ class SQLSink(Sink, Generic[C]):
     def drop_uncommitted(self, batch_id: int) -> None:
         self._drop_leftovers(batch_id)
 
+    def _committed(self, batch_id: int, done: bool, written: list[dict[str, Any]],
+                   staged: int, cleared: int) -> WriteResult:
+        """After a batch's changes were applied (``done``) or found applied: the staging
+        tables left behind dropped, and what the tasks' ``written`` descriptions say was
+        done."""
+        self._drop_leftovers(batch_id)
+        if not done:
+            return WriteResult(batch_id, skipped=True)
+        return WriteResult(batch_id, counts={
+            "upsert": sum(int(w.get("upserts", 0)) for w in written),
+            "delete": sum(int(w.get("deletes", 0)) for w in written),
+            "staging tables": sum(1 for w in written if w.get("stage")),
+            **({"staged new rows": staged} if staged else {}),
+            **({"rows cleared": cleared} if cleared else {})})
+
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and before, dropped; how many."""
         raise NotImplementedError
+
+    # -- schema evolution (the dialect's evolution.py, its ``evolution``) ------------------
+
+    def stored_columns(self) -> pa.Schema | None:
+        return self.evolution.stored_columns(self)
+
+    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
+        self.evolution.evolve(self, changes, keys)
+
+    def empty(self) -> None:
+        self.evolution.empty(self)
 
 
 def arrow_kind(t: pa.DataType) -> str | None:

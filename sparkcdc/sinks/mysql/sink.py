@@ -26,7 +26,8 @@ transaction, not in it; a batch found committed drops them all the same.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -49,7 +50,6 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
     log,
 )
-from sparkcdc.sinks.evolution import Change
 from sparkcdc.sinks.kinds import SinkType
 from sparkcdc.sinks.mysql import config, evolution
 from sparkcdc.sinks.mysql.config import MySQLConfig
@@ -76,6 +76,7 @@ class MySQLSink(SQLSink[MySQLConfig]):
         "partition declared, and every unique key must hold the partition columns; its "
         "tables have no free-form properties")
     drivers = ("pymysql",)
+    evolution: ClassVar[ModuleType] = evolution  # its schema changes (SQLSink.empty, ...)
     option_spec = config.OPTIONS
     target_options = staticmethod(config.target_options)  # how it names a target
 
@@ -537,15 +538,7 @@ class MySQLSink(SQLSink[MySQLConfig]):
             if conn.open:
                 conn.rollback()
             raise
-        self._drop_leftovers(batch_id)
-        if not done:
-            return WriteResult(batch_id, skipped=True)
-        return WriteResult(batch_id, counts={
-            "upsert": sum(int(w.get("upserts", 0)) for w in written),
-            "delete": sum(int(w.get("deletes", 0)) for w in written),
-            "staging tables": sum(1 for w in written if w.get("stage")),
-            **({"staged new rows": staged} if staged else {}),
-            **({"rows cleared": cleared} if cleared else {})})
+        return self._committed(batch_id, done, written, staged, cleared)
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of the batches before it: the
@@ -580,14 +573,3 @@ class MySQLSink(SQLSink[MySQLConfig]):
             rows = cur.fetchall()
         conn.commit()
         return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
-
-    # -- schema evolution (evolution.py) ---------------------------------------------------
-
-    def stored_columns(self) -> pa.Schema | None:
-        return evolution.stored_columns(self)
-
-    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
-        evolution.evolve(self, changes, keys)
-
-    def empty(self) -> None:
-        evolution.empty(self)

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -42,7 +43,6 @@ from sparkcdc.sinks.base import (
     check_key_not_null,
     log,
 )
-from sparkcdc.sinks.evolution import Change
 from sparkcdc.sinks.kinds import SinkType
 from sparkcdc.sinks.postgres import batches, config, evolution, staging
 from sparkcdc.sinks.postgres.config import PostgresConfig
@@ -61,6 +61,7 @@ class PostgresSink(SQLSink[PostgresConfig]):
         "each partition declared, which partition-keys does not say; its tables have no "
         "free-form properties")
     drivers = ("psycopg",)
+    evolution: ClassVar[ModuleType] = evolution  # its schema changes (SQLSink.empty, ...)
     option_spec = config.OPTIONS
     target_options = staticmethod(config.target_options)  # how it names a target
 
@@ -495,15 +496,7 @@ class PostgresSink(SQLSink[PostgresConfig]):
                     cur.execute(sql("DROP TABLE {}").format(stage))
                 batches.record(cur, self.driver, self.config, self.config.app_id, batch_id)
                 done = True
-        self._drop_leftovers(batch_id)
-        if not done:
-            return WriteResult(batch_id, skipped=True)
-        return WriteResult(batch_id, counts={
-            "upsert": sum(int(w.get("upserts", 0)) for w in written),
-            "delete": sum(int(w.get("deletes", 0)) for w in written),
-            "staging tables": sum(1 for w in written if w.get("stage")),
-            **({"staged new rows": staged} if staged else {}),
-            **({"rows cleared": cleared} if cleared else {})})
+        return self._committed(batch_id, done, written, staged, cleared)
 
     def _drop_leftovers(self, batch_id: int) -> int:
         """This writer's staging tables of ``batch_id`` and of batches before it that are
@@ -537,14 +530,3 @@ class PostgresSink(SQLSink[PostgresConfig]):
             names = [d.name for d in cur.description]
             rows = cur.fetchall()
         return pa.table({n: pa.array([r[i] for r in rows]) for i, n in enumerate(names)})
-
-    # -- schema evolution (evolution.py) ---------------------------------------------------
-
-    def stored_columns(self) -> pa.Schema | None:
-        return evolution.stored_columns(self)
-
-    def _evolve(self, changes: list[Change], keys: tuple[str, ...]) -> None:
-        evolution.evolve(self, changes, keys)
-
-    def empty(self) -> None:
-        evolution.empty(self)
