@@ -21,6 +21,7 @@ from typing import Any
 
 from sparkcdc.errors import ConfigError, ConnectionFailed
 from sparkcdc.pipeline.definition.kafka_source import KafkaSourceConfig
+from sparkcdc.sinks.kafka.client import watermarks
 
 log = logging.getLogger("sparkcdc.pipeline.kafka")
 
@@ -49,10 +50,9 @@ class KafkaReader:
     def __init__(self, config: KafkaSourceConfig):
         import confluent_kafka as ck  # the kafka extra; loaded when a kafka source runs
 
-        from sparkcdc.sinks.kafka.client import LIBRDKAFKA_LOG, watermarks
+        from sparkcdc.sinks.kafka.client import LIBRDKAFKA_LOG
 
         self.ck = ck
-        self._watermarks = watermarks
         self.config = config
         self._log = LIBRDKAFKA_LOG
         self._consumer = None
@@ -111,7 +111,7 @@ class KafkaReader:
     def bounds(self, tp: tuple[str, int]) -> tuple[int, int]:
         """The partition's first offset and its last stable one (``read_committed``)."""
         try:
-            return self._watermarks(self.ck, self.consumer, *tp, self.config.connect_timeout)
+            return watermarks(self.ck, self.consumer, *tp, self.config.connect_timeout)
         except self.ck.KafkaException as e:
             raise self.unreachable(e, f"asking for the offsets of {tp_name(*tp)}") from None
 

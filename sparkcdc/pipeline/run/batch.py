@@ -53,6 +53,7 @@ from sparkcdc.pipeline.run.write import LARGE_WINDOW, Prepared, TargetWriter
 from sparkcdc.sinks import SinkKind, sink_class
 from sparkcdc.sinks.base import KeyRange
 from sparkcdc.spark.arrow_batches import TableChanges, decode_tables
+from sparkcdc.spark.offset_view import OffsetView
 
 log = logging.getLogger("sparkcdc.pipeline")
 
@@ -202,28 +203,34 @@ class MicroBatch:
         shuffle to write tasks (each batch of a snapshot paid for them: docs/benchmarks.md,
         "One job a batch"); a row that is not new to its target after all (a snapshot into
         a target that holds rows) comes back for the driver's path."""
-        if batch_id == 0 or self._replacing or not self.state.members:
+        ends = None if self._replacing else self._window(batch_id)
+        if ends is None:
             return False
-        st = next(iter(self.state.members.values())).state
-        now, before = (self.state.ckpt.offset(st, batch_id),
-                       self.state.ckpt.offset(st, batch_id - 1))
-        if now is None or before is None or now.position_dict is None:
-            return False
+        before, now = ends
         return now.position_dict == before.position_dict and not now.reads_again
 
     def _large(self, batch_id: int) -> bool:
         """Whether the batch's binlog window holds at least ``LARGE_WINDOW`` bytes (or
         crosses a binlog file, which two positions cannot measure): a backlog's batch,
         whose slices are cut finer (``TargetWriter.plan_slices``)."""
-        if batch_id == 0 or not self.state.members:
+        ends = self._window(batch_id)
+        if ends is None:
             return False
-        st = next(iter(self.state.members.values())).state
-        now, before = (self.state.ckpt.offset(st, batch_id),
-                       self.state.ckpt.offset(st, batch_id - 1))
-        if now is None or before is None or not now.position_dict or not before.position_dict:
-            return False
-        a, b = before.position_dict, now.position_dict
+        a, b = ends[0].position_dict or {}, ends[1].position_dict or {}  # (both known)
         return a.get("file") != b.get("file") or int(b["pos"]) - int(a["pos"]) >= LARGE_WINDOW
+
+    def _window(self, batch_id: int) -> tuple[OffsetView, OffsetView] | None:
+        """The stream's offsets at the end of the batch before this one and of this one
+        (its binlog window lies between their positions), or None when either is not
+        known or has no position (the first batch, an empty stream)."""
+        if batch_id == 0 or not self.state.members:
+            return None
+        st = next(iter(self.state.members.values())).state
+        before, now = (self.state.ckpt.offset(st, batch_id - 1),
+                       self.state.ckpt.offset(st, batch_id))
+        if before is None or now is None or not before.position_dict or not now.position_dict:
+            return None
+        return before, now
 
     def _replaced(self, batch_id: int) -> dict[str, tuple[KeyRange, ...]]:
         """Per table of the batch's generation, the ranges of its chunks read again whole

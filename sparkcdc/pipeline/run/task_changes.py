@@ -32,8 +32,8 @@ Why this is exact: a key's changes are all in one task and reduced in ``_seq`` o
 on the driver; a key's stored row lies in a file its slice owns, and no other task marks
 that file (the batch's new files hold other keys: a window passes changes only for keys
 of chunks finished before it, and a table read again, which stays covered, writes no file
-in the first stage: ``MicroBatch._apart_from_changes``); the commit is the target's only change of the batch, and a
-batch replayed after it is skipped by its batch id. A table whose batch carries schema
+in the first stage: ``MicroBatch._apart_from_changes``); the commit is the target's only
+change of the batch, and a batch replayed after it is skipped by its batch id. A table whose batch carries schema
 events, or a transform, or a rule the planner reads on the driver, takes the driver's
 path for the whole batch: a schema event is met only as the job runs, so what the job
 wrote of such a table is removed uncommitted and its rows are read again for the driver

@@ -155,9 +155,12 @@ def write_slice(root: str, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
                              wanted if keyed else None)
             if hit is not None:
                 touched_files.append((add, *hit))
-    gone = [t for t in touched_files if purge_share is not None and _rows(t[0])
-            and t[1].size / _rows(t[0]) >= purge_share]
-    marked = [t for t in touched_files if not any(t is g for g in gone)]
+    gone: list[tuple[dict[str, Any], np.ndarray, int]] = []  # rewritten here
+    marked: list[tuple[dict[str, Any], np.ndarray, int]] = []  # given a vector
+    for t in touched_files:
+        rows_in = _rows(t[0])
+        purged = purge_share is not None and rows_in and t[1].size / rows_in >= purge_share
+        (gone if purged else marked).append(t)
     vectors = (dv.write_file(base, [p for _a, p, _n in marked], prefix=staging + "/")
                if marked else [])
     rows: pa.Table | pa.RecordBatchReader = upserts
@@ -177,22 +180,25 @@ def _with_live_rows(base: Path, upserts: pa.Table,
     column a file lacks is null, its partition values become columns."""
     out = upserts.schema
 
-    def shaped(pv: dict[str, Any]) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
-        def shape(b: pa.RecordBatch) -> pa.RecordBatch:
-            n = b.num_rows
-            return pa.RecordBatch.from_arrays(
-                [b.column(f.name).cast(f.type) if f.name in b.schema.names
-                 else pa.array([pv[f.name]] * n, pa.string()).cast(f.type) if f.name in pv
-                 else pa.nulls(n, f.type) for f in out], schema=out)
-        return shape
-
     def batches():
         yield from upserts.to_batches()
         for add, dead, _n in gone:
             yield from _live_batches(base / unquote(add["path"]), dead,
-                                     shaped(add.get("partitionValues") or {}))
+                                     _shaped(out, add.get("partitionValues") or {}))
 
     return pa.RecordBatchReader.from_batches(out, batches())
+
+
+def _shaped(out: pa.Schema, pv: dict[str, Any]) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+    """A file's record batch as ``out``: its columns cast, its partition values ``pv``
+    (not in the files) as columns, a column it lacks (added since) null."""
+    def shape(b: pa.RecordBatch) -> pa.RecordBatch:
+        n = b.num_rows
+        return pa.RecordBatch.from_arrays(
+            [b.column(f.name).cast(f.type) if f.name in b.schema.names
+             else pa.array([pv[f.name]] * n, pa.string()).cast(f.type) if f.name in pv
+             else pa.nulls(n, f.type) for f in out], schema=out)
+    return shape
 
 
 def _may_hold(add: dict[str, Any], r: KeyRange) -> bool:
@@ -414,21 +420,18 @@ def _live_rows(base: Path, log: DeltaLog, victims: list[tuple[dict[str, Any], dv
     for add, vec in victims:
         path = base / unquote(add["path"])
         stored = _schema_of(declared, pq.read_schema(path))
-        parts = {p: (v, declared.field(p).type if p in declared.names else pa.string())
-                 for p, v in (add.get("partitionValues") or {}).items()}  # not in the files
-        own = pa.schema([*stored, *(pa.field(p, t) for p, (_v, t) in parts.items())])
-        plans.append((path, parts, vec, stored, own))
+        pv = add.get("partitionValues") or {}  # not in the files
+        own = pa.schema([*stored, *(pa.field(p, declared.field(p).type if p in declared.names
+                                             else pa.string()) for p in pv)])
+        plans.append((path, pv, vec, stored, own))
     out = pa.unify_schemas([p[4] for p in plans], promote_options="default")
 
     def batches():
-        for path, parts, vec, stored, own in plans:
+        for path, pv, vec, stored, _own in plans:
             dead = np.asarray(dv.read(base, vec), dtype=np.int64)
-            for b in _live_batches(path, dead, lambda b, stored=stored: b.cast(stored)):
-                for p, (v, t) in parts.items():
-                    b = b.append_column(p, pa.array([v] * b.num_rows, pa.string()).cast(t))
-                yield pa.RecordBatch.from_arrays(
-                    [b.column(f.name).cast(f.type) if f.name in own.names
-                     else pa.nulls(b.num_rows, f.type) for f in out], schema=out)
+            shape = _shaped(out, pv)
+            yield from _live_batches(path, dead,
+                                     lambda b, stored=stored, shape=shape: shape(b.cast(stored)))
 
     return pa.RecordBatchReader.from_batches(out, batches())
 
