@@ -19,8 +19,8 @@ then a run takes the snapshots to their end under writes (stopped cleanly), and:
 4. ``commit-changes``: every slice written, nothing committed;
 5. ``committed:1``: a target committed a batch, the fan-out's other target and Spark's
    checkpoint not: the replay is skipped by the first and applied by the second;
-6. ``compaction``: a compaction (or a purge of mostly deleted files) wrote its files, not
-   its commit (compact-every 3 batches);
+6. ``compaction``: a compaction wrote its files, not its commit (compact-every 3
+   batches);
 7. ``committed:2``: both targets of the first table committed the batch: a batch replayed
    after its commit."""
 

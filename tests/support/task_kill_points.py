@@ -16,7 +16,7 @@ process of the run by ``tests/support/task_kill_site/sitecustomize.py`` (its fol
   committed:<k>   on the driver, the k-th ``commit_changes`` of this run that committed
                   (not skipped) returned: Spark's checkpoint does not have the batch, nor
                   do the targets written after this one (a fan-out's next target)
-  compaction      an Iceberg compaction or purge wrote its files; before its commit
+  compaction      an Iceberg compaction wrote its files; before its commit
 
 The first process to reach the point creates the file ``SPARKCDC_TEST_KILL_MARK`` (once:
 ``O_EXCL``) with a line saying where, then kills the session. The test reads it to know

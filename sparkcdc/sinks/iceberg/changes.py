@@ -11,22 +11,24 @@ or delete. A batch costs what it changes, not the files that held the old rows.
    hold a changed key are read (by field id), less the positions their delete files
    delete already, and joined with the changed keys; each file with hits gets one new
    position delete file beside it, for it alone (file-scoped: its ``file_path`` bounds are
-   the data file's path, so readers match it to that file without reading it); the upserts
-   are written as new data files. The task sends the driver their descriptions.
+   the data file's path, so readers match it to that file without reading it), or, when
+   the batch would leave ``purge-deleted-share`` of its rows deleted, its live rows are
+   written again with the upserts and the file is removed (the *purge*); the upserts are
+   written as new data files. The task sends the driver their descriptions.
 3. **Commit** (driver, ``commit_changes``): one snapshot of every slice's files with the
    batch id, from the snapshot the slices were cut from (``commit.commit``).
 
 Compaction (``rewrite``): data files with their deletes applied, written again, the old
-ones and their file-scoped delete files dropped, in one ``replace`` snapshot; run for the
-files a batch left mostly deleted (``purge-deleted-share``) and every ``compact-every``
-batches for every small file and every file with deletes.
+ones and their file-scoped delete files dropped, in one ``replace`` snapshot; run every
+``compact-every`` batches for every small file and every file with deletes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -34,9 +36,6 @@ from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any, log
 from sparkcdc.sinks.iceberg import files
 from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
 from sparkcdc.sinks.positions import distinct_sorted, keys_within
-
-if TYPE_CHECKING:
-    import numpy as np
 
 PATH_ID, POS_ID = 2147483546, 2147483545  # the spec's reserved field ids
 FIELD_ID = b"PARQUET:field_id"
@@ -54,8 +53,9 @@ def _int_bounds(f: Any, field: Any) -> tuple[int, int] | None:
 
 def plan_slices(table, key: str, n: int) -> KeySlices:
     """The slices of the current snapshot's data files for a batch (step 1). Each part is
-    a tuple of one dict per owned file: its path, rows, spec, partition (encoded as
-    ``files.describe`` does), first-key bounds and the paths of its delete files."""
+    a tuple of one dict per owned file: its path, rows, format, size, spec, partition
+    (encoded as ``files.describe`` does), first-key bounds, the paths of its delete files
+    and of those among them that are its alone (``own``: a purge drops them with it)."""
     from pyiceberg.types import IntegerType, LongType
 
     snap = table.current_snapshot()
@@ -68,8 +68,11 @@ def plan_slices(table, key: str, n: int) -> KeySlices:
         r = _int_bounds(f, field) if integer else None
         desc = files.describe(f, table)
         items.append({"path": f.file_path, "rows": f.record_count, "spec": desc["spec"],
-                      "part": desc["part"], "range": r,
-                      "deletes": sorted(d.file_path for d in t.delete_files)})
+                      "part": desc["part"], "range": r, "format": desc["format"],
+                      "size": desc["size"],
+                      "deletes": sorted(d.file_path for d in t.delete_files),
+                      "own": sorted(d.file_path for d in t.delete_files
+                                    if file_scoped(d, f.file_path))})
         ranges.append(r)
     if not integer:
         ranges = [None]
@@ -80,33 +83,48 @@ def plan_slices(table, key: str, n: int) -> KeySlices:
 @dataclass(frozen=True)
 class SliceResult:
     """What a slice's task hands the driver: its new data files and delete files, as
-    ``files.describe`` puts them, and how many stored rows it marked deleted."""
+    ``files.describe`` puts them, how many stored rows it marked deleted, and the paths
+    of the files its purge rewrote (data files and their own delete files), which the
+    commit removes."""
 
     data: tuple[dict[str, Any], ...]
     deletes: tuple[dict[str, Any], ...]
     marked: int
+    removed: tuple[str, ...] = ()
+    purged: int = 0  # data files among ``removed``
 
     def to_dict(self) -> dict[str, Any]:
-        return {"data": list(self.data), "deletes": list(self.deletes), "marked": self.marked}
+        return {"data": list(self.data), "deletes": list(self.deletes), "marked": self.marked,
+                "removed": list(self.removed), "purged": self.purged}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SliceResult:
-        return cls(tuple(d["data"]), tuple(d["deletes"]), int(d["marked"]))
+        return cls(tuple(d["data"]), tuple(d["deletes"]), int(d["marked"]),
+                   tuple(d.get("removed") or ()), int(d.get("purged") or 0))
 
 
 def write_slice(table, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
                 changed_keys: pa.Table, app_id: str, batch_id: int,
-                replaces: tuple[KeyRange, ...] = ()) -> SliceResult:
+                replaces: tuple[KeyRange, ...] = (),
+                purge_share: float | None = None) -> SliceResult:
     """In a task: one slice's changes (step 2). ``upserts``: rows shaped as the table's
     Arrow schema; ``changed_keys``: the key columns of every changed key (upserted or
     deleted), typed as the table stores them; ``owned``: the slice's files. ``replaces``:
     ranges of chunks read again (``ChangeSet.replaces``): every live row of the slice's
-    files in them is deleted too, the batch's rows holding those ranges anew."""
+    files in them is deleted too, the batch's rows holding those ranges anew.
+
+    ``purge_share``: a file the batch would leave with that share of its rows deleted gets
+    no delete file: its live rows go into the slice's new data files with the upserts, and
+    the commit removes it with its own delete files. The slice owns the file, so this task
+    is its one writer, in the batch's one commit; a purge on the driver after the commit
+    was a second snapshot, from one process, between every two batches (2-3 s of a
+    catch-up's batch into a 2M-row table, docs/benchmarks.md)."""
     wid = files.write_id(app_id, batch_id)
     schema = table.schema()
     key_ids = [schema.find_field(k).field_id for k in changed_keys.column_names]
     first_key = changed_keys.column_names[0]
     deletes = []
+    gone: list[tuple[dict[str, Any], np.ndarray]] = []  # (file, every dead position)
     marked = 0
     lo = hi = None
     if changed_keys.num_rows:
@@ -119,13 +137,47 @@ def write_slice(table, owned: tuple[dict[str, Any], ...], upserts: pa.Table,
         if not (near_keys or ranged):
             continue
         keys = keys_within(changed_keys, r) if near_keys else changed_keys.slice(0, 0)
-        hit = _positions(item, keys, key_ids, ranged, schema)
-        if hit.size:
+        hit, dead = _positions(item, keys, key_ids, ranged, schema)
+        if not hit.size:
+            continue
+        marked += len(hit)
+        rows_in = int(item["rows"])
+        if purge_share is not None and rows_in and (
+                len(dead) + hit.size) / rows_in >= purge_share:
+            gone.append((item, np.union1d(hit, dead)))
+        else:
             deletes.append(_write_deletes(table, item, hit, wid, i))
-            marked += len(hit)
-    data = files.write_data_files(table, upserts, wid)
+    rows = upserts
+    if gone:
+        rows = pa.concat_tables([upserts, *(_live_rows(table, item, dead, upserts.schema)
+                                            for item, dead in gone)])
+    data = files.write_data_files(table, rows, wid)
+    removed = tuple(p for item, _d in gone for p in [item["path"], *item.get("own", ())])
     return SliceResult(tuple(files.describe(f, table) for f in data),
-                       tuple(deletes), marked)
+                       tuple(deletes), marked, removed, len(gone))
+
+
+def _live_rows(table, item: dict[str, Any], dead: np.ndarray, out: pa.Schema) -> pa.Table:
+    """The rows of ``item``'s data file but those at the positions ``dead`` (ascending),
+    read as the table's current schema (pyiceberg's scan: by field id, a column added
+    since null), shaped as ``out``."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.table import FileScanTask
+
+    f = files.data_file({**item, "content": 0}, table)
+    scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+    got, start = [], 0
+    for b in scan.to_record_batches([FileScanTask(f)]):
+        n = b.num_rows
+        cut = dead[(dead >= start) & (dead < start + n)] - start
+        keep = np.ones(n, dtype=bool)
+        keep[cut] = False
+        got.append(pa.Table.from_batches([b]).filter(pa.array(keep)))
+        start += n
+    if start != int(item["rows"]):
+        raise ValueError(f"{item['path']}: read {start} rows, the table says {item['rows']}")
+    return pa.concat_tables(got).cast(out) if got else out.empty_table()
 
 
 def read_by_ids(path: str, ids: list[int], names: list[str]) -> pa.Table:
@@ -164,11 +216,11 @@ def _may_hold(bounds: Any, r: KeyRange, first_key: str) -> bool:
 
 
 def _positions(item: dict[str, Any], changed_keys: pa.Table, key_ids: list[int],
-               replaces: tuple[KeyRange, ...] = (), schema: Any = None) -> np.ndarray:
+               replaces: tuple[KeyRange, ...] = (), schema: Any = None
+               ) -> tuple[np.ndarray, np.ndarray]:
     """The positions in ``item``'s data file of live rows whose key changed, or that lie
-    in one of ``replaces``, ascending (``sinks/positions.py``)."""
-    import numpy as np
-
+    in one of ``replaces``, ascending (``sinks/positions.py``); and those its delete files
+    delete already."""
     keys = changed_keys.column_names
     ranged = sorted({r.column for r in replaces if r.column not in keys})
     ids = key_ids + [schema.find_field(c).field_id for c in ranged]
@@ -183,7 +235,8 @@ def _positions(item: dict[str, Any], changed_keys: pa.Table, key_ids: list[int],
         changed_keys, keys, join_type="inner", use_threads=False).column("__pos")]
     if replaces:
         hit.append(stored.filter(holds_any(replaces, stored)).column("__pos"))
-    return distinct_sorted(np.concatenate([c.to_numpy() for c in hit]))
+    return (distinct_sorted(np.concatenate([c.to_numpy() for c in hit])),
+            dead.to_numpy(zero_copy_only=False))
 
 
 def _write_deletes(table, item: dict[str, Any], positions: np.ndarray, wid: Any,
@@ -223,10 +276,12 @@ def decode(table, described: list[dict[str, Any]]) -> list[Any]:
 
 def commit_changes(table, base: int, results: list[SliceResult], properties: dict[str, str],
                    summary: dict[str, str], name: Any = None):
-    """On the driver: every slice's files in one snapshot after ``base`` (step 3), its
-    manifests named by the write id ``name``."""
+    """On the driver: every slice's files in one snapshot after ``base`` (step 3), the
+    files the slices' purges rewrote removed in it, its manifests named by the write id
+    ``name``."""
     added = decode(table, [d for r in results for d in r.data + r.deletes])
-    return commit(table, added, base=None if base < 0 else base, properties=properties,
+    return commit(table, added, base=None if base < 0 else base,
+                  removed=[p for r in results for p in r.removed], properties=properties,
                   summary=summary, name=name)
 
 
@@ -264,8 +319,9 @@ def rewrite(table, tasks: list[Any], app_id: str, batch_id: int, tidy: bool = Fa
         tasks).cast(schema)
     wid = files.write_id(app_id, batch_id, files.COMPACTION)
     new = files.write_data_files(table, rows, wid)
-    removed = [t.file for t in tasks]
-    removed += [d for t in tasks for d in t.delete_files if file_scoped(d, t.file.file_path)]
+    removed = [t.file.file_path for t in tasks]
+    removed += [d.file_path for t in tasks for d in t.delete_files
+                if file_scoped(d, t.file.file_path)]
     summary = {"sparkcdc.app-id": app_id, "sparkcdc.compaction": str(batch_id)}
     try:
         table = commit(table, new, base=snap.snapshot_id, removed=removed, replace=True,

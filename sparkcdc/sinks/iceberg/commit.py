@@ -75,13 +75,13 @@ def _delete_writer(format_version: int):
     return DeleteManifestWriter
 
 
-def commit(table, added: Iterable[Any], *, base: int | None, removed: Iterable[Any] = (),
+def commit(table, added: Iterable[Any], *, base: int | None, removed: Iterable[str] = (),
            properties: Mapping[str, str] | None = None,
            summary: Mapping[str, str] | None = None, replace: bool = False,
            name: uuid.UUID | None = None):
-    """``added`` data and delete files (``DataFile``s) and ``removed`` ones in one snapshot
-    of ``table`` (a pyiceberg ``Table``), with ``properties`` set, as the table's next
-    snapshot after ``base`` (module docstring). ``replace``: the rows stay the same (a
+    """``added`` data and delete files (``DataFile``s) and the ``removed`` ones (their
+    paths) in one snapshot of ``table`` (a pyiceberg ``Table``), with ``properties`` set,
+    as the table's next snapshot after ``base`` (module docstring). ``replace``: the rows stay the same (a
     compaction). ``name``: the write id (``files.write_id``) the manifests and the manifest
     list are named by, so those of a commit killed before the catalog took it are found and
     removed as its data files are. Returns the table as committed."""
@@ -117,7 +117,7 @@ def commit(table, added: Iterable[Any], *, base: int | None, removed: Iterable[A
         raise CommitConflict(f"{table.name()}: committed by another writer since it was "
                              "planned")
     added = list(added)
-    gone = {f.file_path for f in removed}
+    gone = set(removed)
     version = meta.format_version
     snapshot_id = meta.new_snapshot_id()
     seq = meta.next_sequence_number()

@@ -20,9 +20,10 @@ OPTIONS = {
                               "(table property sparkcdc.batch-id.<app-id>)"),
     "compact-every": Opt("100", "a non-negative integer: every N batches, rewrite the "
                                 "table's small data files into few (0: never)"),
-    "purge-deleted-share": Opt("0.2", "a number in (0, 1]: a data file whose position "
-                                      "deletes delete this share of its rows is rewritten "
-                                      "without them after the batch, and at each compaction"),
+    "purge-deleted-share": Opt("0.2", "a number in (0, 1]: a data file a batch would "
+                                      "leave with this share of its rows deleted is "
+                                      "rewritten without them by the batch's task, in the "
+                                      "batch's commit"),
     "partition-by": Opt(None, "comma-separated column names: the table is created "
                               "partitioned by their values (identity partitions)"),
 }

@@ -230,7 +230,7 @@ class IcebergSink(Sink):
         return task_changes.write_slice(
             table, slices.parts[index], storage_table(upserts).cast(arrow),
             storage_table(changed_keys).cast(keys), self.config.app_id, batch_id,
-            replaces).to_dict()
+            replaces, self.config.purge_deleted_share).to_dict()
 
     def commit_changes(self, slices: KeySlices, written: list[dict[str, Any]],
                        batch_id: int, replaces: tuple[KeyRange, ...] = (),
@@ -251,7 +251,6 @@ class IcebergSink(Sink):
             table = task_changes.commit_changes(
                 table, slices.version, results, props,
                 self._summary(batch_id, "tasks"), files.write_id(self.config.app_id, batch_id))
-            self._purge(table, batch_id)
         self._remove_leftovers(batch_id)
         if not done:
             return WriteResult(batch_id, skipped=True)
@@ -259,17 +258,8 @@ class IcebergSink(Sink):
         return WriteResult(batch_id, counts={
             "written": sum(int(d["rows"]) for r in results for d in r.data),
             "marked deleted": sum(r.marked for r in results),
-            "delete files": sum(len(r.deletes) for r in results)})
-
-    def _purge(self, table, batch_id: int) -> None:
-        """The data files a batch left with at least ``purge-deleted-share`` of their rows
-        deleted, rewritten without them (``changes.rewrite``); a commit that meets another
-        writer's is left to the next compaction."""
-        share = self.config.purge_deleted_share
-        tasks = [t for t in table.scan().plan_files()
-                 if t.delete_files and task_changes.deleted_share(t) >= share]
-        if tasks:
-            self._rewrite(table, tasks, batch_id, "purged their deleted rows")
+            "delete files": sum(len(r.deletes) for r in results),
+            "files purged": sum(r.purged for r in results)})
 
     def _rewrite(self, table, tasks: list, batch_id: int, what: str, tidy: bool = False) -> int:
         try:
@@ -376,8 +366,8 @@ class IcebergSink(Sink):
         rows = pa.concat_tables([rewrite.rows, new_rows.select(rewrite.rows.column_names)])
         wid = files.write_id(self.config.app_id, batch_id)
         new = files.write_data_files(table, rows, wid)
-        removed = [t.file for t in rewrite.tasks]
-        removed += [d for t in rewrite.tasks for d in t.delete_files
+        removed = [t.file.file_path for t in rewrite.tasks]
+        removed += [d.file_path for t in rewrite.tasks for d in t.delete_files
                     if task_changes.file_scoped(d, t.file.file_path)]
         try:
             commit(table, new, base=table.current_snapshot().snapshot_id, removed=removed,
@@ -411,7 +401,7 @@ class IcebergSink(Sink):
         return self._rewrite(table, tasks, batch_id, "compacted", tidy=True)
 
     def _remove_compaction_leftovers(self, table) -> None:
-        """The files of compactions (and purges) killed before their commit: this app's
+        """The files of compactions killed before their commit: this app's
         compaction files that no snapshot of the table's current metadata names, whatever
         snapshots were expired since they were written."""
         if not files.supported(table.location()):

@@ -174,7 +174,7 @@ def test_a_file_mostly_deleted_is_rewritten_and_a_conflict_fails_the_batch(tmp_p
         del want[k]
     assert read(sink) == want
     tasks = list(sink._table().scan().plan_files())
-    assert not any(t.delete_files for t in tasks)  # purged after the batch
+    assert not any(t.delete_files for t in tasks)  # purged by the batch's task
     assert sum(t.file.record_count for t in tasks) == 800
     # another writer commits between the plan and the commit: the batch fails, nothing of
     # it is committed, and run again it applies
@@ -191,6 +191,63 @@ def test_a_file_mostly_deleted_is_rewritten_and_a_conflict_fails_the_batch(tmp_p
     want[900] = (0, "other")
     del want[500]
     assert read(sink) == want
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_a_file_a_batch_leaves_mostly_deleted_is_rewritten_by_its_task_in_the_batch(
+        tmp_path, partitioned):
+    """The purge in the task (``write_slice``'s ``purge_share``): the file's live rows are
+    written again with the slice's upserts, as the table's schema now is (a column added
+    since the file was written), and the batch's one snapshot removes the file and its own
+    delete file; both readers agree with the expected rows."""
+    from pyiceberg.types import LongType
+
+    sink, want = make(tmp_path, 1000, 250, **{"purge-deleted-share": "0.5"},
+                      **({"partition-by": "s"} if partitioned else {}))
+    apply(sink, [], list(range(100)), 1, 2)  # 40% of the first file: a delete file
+    for k in range(100):
+        del want[k]
+    first = [t for t in sink._table().scan().plan_files() if t.delete_files]
+    assert len(first) == 1 and len(first[0].delete_files) == 1
+    old_file, old_delete = first[0].file.file_path, first[0].delete_files.pop().file_path
+    table = sink._table()
+    with table.update_schema() as u:
+        u.add_column("w", LongType())
+    wide = pa.schema([*SCHEMA, ("w", pa.int64())])
+    snapshots = len(sink._table().snapshots())
+    plan = sink.plan_changes(("id",), wide, 2)
+    up = pa.table({"id": list(range(100, 130)), "v": [-1] * 30, "s": ["upd"] * 30,
+                   "w": list(range(100, 130))}, schema=wide)
+    keys = up.select(["id"])
+    written = []
+    for i in range(plan.count):
+        mine = pc.equal(plan.slice_of(up["id"]), i)
+        written.append(json.loads(json.dumps(sink.write_changes(
+            plan, i, up.filter(mine), keys.filter(mine), 2))))
+    result = sink.commit_changes(plan, written, 2)
+    assert result.counts["files purged"] == 1, result.counts  # 130 of 250 deleted
+    assert result.counts["delete files"] == 0
+    table = sink._table()
+    assert len(table.snapshots()) == snapshots + 1  # the batch's one commit
+    tasks = list(table.scan().plan_files())
+    assert not any(t.delete_files for t in tasks)
+    held = {t.file.file_path for t in tasks}
+    assert old_file not in held
+    from pyiceberg.manifest import ManifestContent
+    live = {e.data_file.file_path for m in table.current_snapshot().manifests(table.io)
+            if m.content == ManifestContent.DELETES
+            for e in m.fetch_manifest_entry(table.io, discard_deleted=True)}
+    assert old_delete not in live
+    for k in range(100, 130):
+        want[k] = (-1, "upd")
+    assert read(sink) == want
+    w = {r["id"]: r["w"] for r in by_pyiceberg(table).to_pylist()}
+    assert all(w[k] == k for k in range(100, 130))
+    assert all(w[k] is None for k in range(130, 1000))
+    if partitioned:  # the rows written again went to their own partition's files
+        parts = {str(t.file.partition[0]) for t in tasks if t.file.file_path not in
+                 {x.file.file_path for x in first}}
+        assert parts == {"init", "upd"}, parts
 
 
 def live_deletes(table) -> dict[str, str]:
