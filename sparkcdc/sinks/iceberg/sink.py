@@ -74,6 +74,16 @@ class IcebergSink(Sink):
     option_prefixes = config.PREFIXES
     path_options = ("warehouse",)
 
+    @classmethod
+    def task_modules(cls) -> tuple[str, ...]:
+        """Also the catalog a task opens the table through (the SQL catalog, the default,
+        and SQLAlchemy's SQLite dialect under it) and pyiceberg's Arrow writer, which the
+        sink imports only when it first opens a table: imported by each Python worker at
+        its first write, they were a tenth of the workers' time in a snapshot of 2,000,000
+        rows (docs/benchmarks.md, "Iceberg's purge in its tasks")."""
+        return (*super().task_modules(), "pyiceberg.catalog", "pyiceberg.catalog.sql",
+                "sqlalchemy.dialects.sqlite", "pyiceberg.io.pyarrow")
+
     def __init__(self, config: IcebergConfig):
         self.config = config
         self.load_drivers()

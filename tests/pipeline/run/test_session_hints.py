@@ -15,5 +15,5 @@ def test_the_sinks_writers_and_the_task_stages_are_the_task_modules():
     assert {"deltalake", "sparkcdc.sinks.delta", "sparkcdc.pipeline.run.task_changes",
             "sparkcdc.pipeline.run.task_files"} <= set(delta.task_modules)
     ice = session_hints(parse_pipeline(f"{SOURCE}sink: {{type: iceberg, warehouse: /tmp/w}}\n"))
-    assert {"pyiceberg", "sparkcdc.sinks.iceberg"} <= set(ice.task_modules)
+    assert {"pyiceberg", "sparkcdc.sinks.iceberg", "pyiceberg.catalog.sql"} <= set(ice.task_modules)
     assert "deltalake" not in ice.task_modules
