@@ -44,8 +44,8 @@ from sparkcdc.sinks.base import (
 )
 from sparkcdc.sinks.capabilities import Capabilities, Emptying, TableLayout
 from sparkcdc.sinks.evolution import EVERY_CHANGE, Change
+from sparkcdc.sinks.iceberg import bounds, config, evolution, files
 from sparkcdc.sinks.iceberg import changes as task_changes
-from sparkcdc.sinks.iceberg import config, evolution, files
 from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
 from sparkcdc.sinks.iceberg.config import IcebergConfig
 from sparkcdc.sinks.iceberg.merge import (
@@ -158,10 +158,19 @@ class IcebergSink(Sink):
         return files.supported(t.location()) and t.metadata.format_version == 2
 
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
+        """An integer first key is looked up in the manifests' bounds, each manifest read
+        once per process (``bounds``); any other, by a scan's planning."""
         table = self._table()
-        append, rest = changes.split_new(
-            lambda lo, hi: table is not None and may_hold(table, between(changes.keys[0],
-                                                                           lo, hi)))
+        field = None if table is None else bounds.integer_key(table, changes.keys[0])
+
+        def held(lo: Any, hi: Any) -> bool:
+            if table is None:
+                return False
+            if field is not None and isinstance(lo, int) and isinstance(hi, int):
+                return bounds.may_hold(table, field, lo, hi)
+            return may_hold(table, between(changes.keys[0], lo, hi))
+
+        append, rest = changes.split_new(held)
         return append if rest.num_rows == 0 else None
 
     def ready_for_files(self, schema: pa.Schema) -> None:
