@@ -151,6 +151,16 @@ class Sink(ABC):
 
     # -- rows written by the tasks that hold them (capabilities.files_from_tasks) ----------
 
+    def holds_keys_in(self, column: str, lo: Any, hi: Any) -> bool | None:
+        """On the driver, before a batch: whether the target may hold a row whose
+        ``column`` lies in ``[lo, hi]`` (None: unbounded on that side), from its metadata
+        alone; None when it cannot tell without the rows (then the tasks find out, and
+        what is not new to the target comes back for the driver's path). A snapshot's
+        batch whose chunks' spans no target may hold is written as files where it was
+        read (``MicroBatch._quiet``); one that a target may hold (a new checkpoint into a
+        table with rows) goes to the slices' tasks instead."""
+        return None
+
     @classmethod
     def may_take_files(cls, options: Mapping[str, Any]) -> bool:
         """Whether a target of these options can take files from tasks (``takes_files``),

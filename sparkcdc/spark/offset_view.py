@@ -114,6 +114,13 @@ class OffsetView:
         """How many chunks the batch reads."""
         return len(self._d.get("batch_chunks") or ())
 
+    def chunk_spans(self, table: str) -> list[tuple[Any, Any]]:
+        """The ``[start, end)`` (None: unbounded) along the chunk key of each chunk of
+        ``table`` the batch reads, whole or in part."""
+        return [(decode_value(c["start"]), decode_value(c["end"]))
+                for c in self._d.get("batch_chunks") or ()
+                if f"{c['database']}.{c['table']}" == table]
+
     def reread_ranges(self, table: str) -> list[tuple[Any, Any]]:
         """The ``[start, end)`` (None: unbounded) of each chunk of ``table`` the batch
         reads again whole (``sparkcdc snapshot`` with no condition: the assigner's

@@ -201,13 +201,33 @@ class MicroBatch:
         and no chunk of it is read again. Such a batch is one stage, its chunks' rows
         written as files where they were read, with no cut into key slices and no
         shuffle to write tasks (each batch of a snapshot paid for them: docs/benchmarks.md,
-        "One job a batch"); a row that is not new to its target after all (a snapshot into
-        a target that holds rows) comes back for the driver's path."""
+        "One job a batch"). Nor may a target hold rows in its chunks' spans (a new
+        checkpoint into a table with rows: ``_targets_may_hold``): those would come back for
+        the driver's path, the whole table through one process; the slices' tasks write
+        them instead."""
         ends = None if self._replacing else self._window(batch_id)
         if ends is None:
             return False
         before, now = ends
-        return now.position_dict == before.position_dict and not now.reads_again
+        return (now.position_dict == before.position_dict and not now.reads_again
+                and not self._targets_may_hold(now))
+
+    def _targets_may_hold(self, now: OffsetView) -> bool:
+        """Whether a target of a table the batch reads chunks of may hold rows in one of
+        their spans, by its metadata (``Sink.holds_keys_in``; one that cannot tell leaves
+        it to the tasks). Asked only where the chunks are cut along the first key column:
+        along another, a row of the chunk may be stored with another value of it."""
+        members = self.state.members
+        for t in now.tables_read:
+            run = members.get(t)
+            if run is None or not run.keys or run.schema.chunk_key != run.keys[0]:
+                continue
+            spans = now.chunk_spans(t)
+            with self.state.locks(run.state):
+                for sink in targets.each_sink(run.sink):
+                    if any(sink.holds_keys_in(run.keys[0], lo, hi) for lo, hi in spans):
+                        return True
+        return False
 
     def _large(self, batch_id: int) -> bool:
         """Whether the batch's binlog window holds at least ``LARGE_WINDOW`` bytes (or

@@ -204,6 +204,12 @@ class DeltaSink(Sink):
                     replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
         return spark_writer.write_frame(self, frame, keys, batch_id, replaces)
 
+    def holds_keys_in(self, column: str, lo: Any, hi: Any) -> bool | None:
+        table = self._table()
+        if table is None:
+            return False
+        return _may_hold(self._add_actions(table), column, lo, hi)
+
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         table = self._table()
         append, rest = changes.split_new(
@@ -491,9 +497,9 @@ def _brought_up(table: Any, path: str) -> bool:
 
 
 def _may_hold(actions: pa.Table, key: str, lo: Any, hi: Any) -> bool:
-    """Whether any stored file may hold a row whose ``key`` lies in ``[lo, hi]``, from the
-    files' min/max statistics alone (``actions``: the table's add actions, flattened; a
-    file without statistics may hold anything)."""
+    """Whether any stored file may hold a row whose ``key`` lies in ``[lo, hi]`` (None:
+    unbounded on that side), from the files' min/max statistics alone (``actions``: the
+    table's add actions, flattened; a file without statistics may hold anything)."""
     if actions.num_rows == 0:
         return False
     lo_col, hi_col = f"min.{key}", f"max.{key}"
@@ -503,9 +509,15 @@ def _may_hold(actions: pa.Table, key: str, lo: Any, hi: Any) -> bool:
     if mins.null_count or maxs.null_count:
         return True
     t = mins.type
-    overlap = pc.and_(pc.less_equal(mins, pa.scalar(hi, t)),
-                      pc.greater_equal(maxs, pa.scalar(lo, t)))
-    return bool(pc.any(overlap).as_py())
+    try:  # (None: unbounded on that side)
+        below = None if hi is None else pc.less_equal(mins, pa.scalar(hi, t))
+        above = None if lo is None else pc.greater_equal(maxs, pa.scalar(lo, t))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+        return True  # bounds the statistics' type does not take: may hold
+    if below is None or above is None:
+        overlap = below if above is None else above
+        return True if overlap is None else bool(pc.any(overlap).as_py())
+    return bool(pc.any(pc.and_(below, above)).as_py())
 
 
 def _narrowing(rest: ChangeSet, partition_by: tuple[str, ...]) -> str:

@@ -157,6 +157,16 @@ class IcebergSink(Sink):
             return files.supported(where) and version == "2"
         return files.supported(t.location()) and t.metadata.format_version == 2
 
+    def holds_keys_in(self, column: str, lo: Any, hi: Any) -> bool | None:
+        table = self._table()
+        if table is None or table.current_snapshot() is None:
+            return False
+        field = bounds.integer_key(table, column)
+        if field is None or not all(v is None or isinstance(v, int) for v in (lo, hi)):
+            return None  # the tasks ask, by their rows' own bounds
+        return bounds.may_hold(table, field, -(2 ** 63) if lo is None else lo,
+                               2 ** 63 if hi is None else hi)
+
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         """An integer first key is looked up in the manifests' bounds, each manifest read
         once per process (``bounds``); any other, by a scan's planning."""

@@ -47,6 +47,11 @@ def tables_into_delta(mariadb, db: str, tmp_path: Path, names: str, chunk: int, 
         mariadb.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
                         f"INSERT INTO {t} SELECT seq, seq, 'init' FROM {seq(mariadb, ROWS)}",
                         database=db)
+    return into_delta(mariadb, db, tmp_path, names, chunk, option)
+
+
+def into_delta(mariadb, db: str, tmp_path: Path, names: str, chunk: int, option: str,
+               ckpt: str = "ckpt"):
     return parse_pipeline(f"""
 {source_yaml(mariadb, db + ".[" + names + "]", 3)}  scan.incremental.snapshot.chunk.size: {chunk}
 sink:
@@ -56,7 +61,7 @@ pipeline:
   name: onejob
   parallelism: 2
   {option}
-  checkpoint.location: {tmp_path}/ckpt
+  checkpoint.location: {tmp_path}/{ckpt}
 """, "onejob.yaml", env={"TEST_PW": mariadb.info.cdc_password})
 
 
@@ -96,6 +101,38 @@ def test_a_quiet_snapshot_is_one_stage_and_changes_one_job(spark, mariadb, db, t
                    for x in f.read_text().splitlines()]
         assert any("add" in a and a["add"].get("deletionVector") for a in actions), \
             f"{t}: its changes did not mark the rows they replaced"
+
+
+def test_a_snapshot_into_a_target_that_holds_rows_is_written_by_the_slices(
+        spark, mariadb, db, tmp_path, caplog):
+    """A new checkpoint into a table with rows: its snapshot's batches are not quiet
+    (``MicroBatch._targets_may_hold``: the target's statistics hold the chunks' spans), so
+    the rows the target has go to the slices' tasks, which mark the stored ones, and no
+    batch comes back for the driver's merge (before, each did: the whole table through one
+    process, and a copy-on-write of its files)."""
+    tables_into_delta(mariadb, db, tmp_path, "a", 500, "max-rows-per-batch: 1500")
+    Runner(into_delta(mariadb, db, tmp_path, "a", 500, "max-rows-per-batch: 1500"), spark,
+           until_caught_up=True).run()
+    root = tmp_path / "lake" / db / "a"
+    had = len(list((root / "_delta_log").glob("*.json")))
+    mariadb.execute("UPDATE a SET v = -v WHERE id % 7 = 0",
+                    f"INSERT INTO a VALUES ({ROWS + 1000}, 1, 'new')", database=db)
+    caplog.set_level(logging.INFO, logger="sparkcdc.pipeline")
+    Runner(into_delta(mariadb, db, tmp_path, "a", 500, "max-rows-per-batch: 1500",
+                      ckpt="ckpt2"), spark, until_caught_up=True).run()
+    said = [r.getMessage() for r in caplog.records]
+    assert len([x for x in said if re.search(r"batch \d+: \d+ slice\(s\) of", x)]) >= 2, said
+    assert rows_of(root) == {r[0]: (r[1], r[2]) for r in mariadb.query(
+        f"SELECT id, v, s FROM `{db}`.`a`")}
+    commits = [[json.loads(x) for x in f.read_text().splitlines()]
+               for f in sorted((root / "_delta_log").glob("*.json"))][had:]
+    assert commits
+    infos = [a["commitInfo"] for c in commits for a in c if "commitInfo" in a]
+    # the slices' commits, and the tasks' files of the new row: no merge of the driver's
+    assert all(i["operation"] != "MERGE" or i["operationParameters"].get("predicate")
+               == "sparkcdc change slices" for i in infos), infos
+    assert any("add" in a and a["add"].get("deletionVector") for c in commits for a in c), \
+        "the stored rows were not marked"
 
 
 def planned_batches(ckpt: Path) -> int:
