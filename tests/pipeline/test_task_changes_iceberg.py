@@ -112,8 +112,9 @@ pipeline:
         # and the positions deleted before are at least a fifth of its rows), not a
         # copy-on-write of every file a change touched
         for snap in by_tasks:
-            for n, before in _removed_files(targets[t]._table(), snap):
-                assert before + sum(writer.ops.values()) >= 0.2 * n, (n, before, writer.ops)
+            for n, dead_before in _removed_files(targets[t]._table(), snap):
+                assert dead_before + sum(writer.ops.values()) >= 0.2 * n, (
+                    n, dead_before, writer.ops)
         grown = sum(f.stat().st_size for f in files.local(
             targets[t]._table().location()).rglob("*.parquet")) - sizes[t]
         assert grown < sizes[t], (grown, sizes[t])  # the change, not the table again
