@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -151,10 +151,11 @@ class Sink(ABC):
 
     # -- rows written by the tasks that hold them (capabilities.files_from_tasks) ----------
 
-    def holds_keys_in(self, column: str, lo: Any, hi: Any) -> bool | None:
+    def holds_keys_in(self, column: str, spans: Sequence[tuple[Any, Any]]) -> bool | None:
         """On the driver, before a batch: whether the target may hold a row whose
-        ``column`` lies in ``[lo, hi]`` (None: unbounded on that side), from its metadata
-        alone; None when it cannot tell without the rows (then the tasks find out, and
+        ``column`` lies in one of ``spans`` (each ``[lo, hi]``, None: unbounded on that
+        side; the table read once for all), from its metadata alone; None when it cannot
+        tell without the rows (then the tasks find out, and
         what is not new to the target comes back for the driver's path). A snapshot's
         batch whose chunks' spans no target may hold is written as files where it was
         read (``MicroBatch._quiet``); one that a target may hold (a new checkpoint into a

@@ -1,4 +1,4 @@
-"""``Sink.holds_keys_in``: whether a target may hold rows in a span of keys, from its
+"""``Sink.holds_keys_in``: whether a target may hold rows in spans of keys, from its
 metadata alone, as the driver asks before a snapshot's batch (``MicroBatch._quiet``): Delta
 from its files' statistics, Iceberg from its manifests' bounds; a side left open (None) is
 unbounded, and a span the statistics cannot compare may hold."""
@@ -22,9 +22,9 @@ def _sink(kind: str, tmp_path):
 @pytest.mark.parametrize("kind", ["delta", "iceberg"])
 def test_a_targets_metadata_says_which_spans_it_may_hold(tmp_path, kind):
     sink = _sink(kind, tmp_path)
-    assert not sink.holds_keys_in("id", None, None)  # no table yet: holds nothing
+    assert not sink.holds_keys_in("id", [(None, None)])  # no table yet: holds nothing
     sink.ready_for_files(SCHEMA)
-    assert not sink.holds_keys_in("id", 1, 10)  # an empty table
+    assert not sink.holds_keys_in("id", [(1, 10)])  # an empty table
     for batch, lo in enumerate((100, 300)):  # two files: ids 100-199 and 300-399
         ids = list(range(lo, lo + 100))
         written = sink.write_files(pa.table({"id": ids, "v": ["x"] * 100}, schema=SCHEMA),
@@ -33,8 +33,11 @@ def test_a_targets_metadata_says_which_spans_it_may_hold(tmp_path, kind):
     held = {(None, 50): False, (None, 100): True, (150, 160): True, (200, 299): False,
             (250, None): True, (400, None): False, (None, None): True, (399, 399): True,
             (0, 99): False}
-    assert {span: bool(sink.holds_keys_in("id", *span)) for span in held} == held
+    assert {span: bool(sink.holds_keys_in("id", [span])) for span in held} == held
+    # several spans at once: whether any of them may be held
+    assert sink.holds_keys_in("id", [(None, 50), (200, 299), (150, 160)])
+    assert not sink.holds_keys_in("id", [(None, 50), (200, 299), (400, None)])
     if kind == "delta":  # a span its statistics cannot compare with: may hold
-        assert sink.holds_keys_in("id", "a", "b") is True
+        assert sink.holds_keys_in("id", [("a", "b")]) is True
     else:  # not integers: the tasks tell, from their rows
-        assert sink.holds_keys_in("id", "a", "b") is None
+        assert sink.holds_keys_in("id", [("a", "b")]) is None

@@ -225,7 +225,7 @@ class MicroBatch:
             spans = now.chunk_spans(t)
             with self.state.locks(run.state):
                 for sink in targets.each_sink(run.sink):
-                    if any(sink.holds_keys_in(run.keys[0], lo, hi) for lo, hi in spans):
+                    if sink.holds_keys_in(run.keys[0], spans):
                         return True
         return False
 

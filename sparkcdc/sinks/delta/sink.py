@@ -22,7 +22,7 @@ Delta has no interval type: MySQL TIME (Spark ``interval day to second``) is sto
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -204,11 +204,12 @@ class DeltaSink(Sink):
                     replaces: tuple[KeyRange, ...] = ()) -> WriteResult:
         return spark_writer.write_frame(self, frame, keys, batch_id, replaces)
 
-    def holds_keys_in(self, column: str, lo: Any, hi: Any) -> bool | None:
+    def holds_keys_in(self, column: str, spans: Sequence[tuple[Any, Any]]) -> bool | None:
         table = self._table()
         if table is None:
             return False
-        return _may_hold(self._add_actions(table), column, lo, hi)
+        actions = self._add_actions(table)
+        return any(_may_hold(actions, column, lo, hi) for lo, hi in spans)
 
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         table = self._table()

@@ -16,12 +16,15 @@ file without bounds for the key, answers "may hold", as a scan would plan it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 MAX_KEPT = 20_000  # manifests whose bounds a process keeps; beyond, it starts again
 
 # (manifest path, key field id) -> (lower, upper) of each live data file (None: unknown)
-_kept: dict[tuple[str, int], tuple[tuple[int | None, int | None], ...]] = {}
+_kept: dict[tuple[str, int], tuple[tuple[int, int] | None, ...]] = {}
+
+Span = tuple[int | None, int | None]  # [lo, hi], None: unbounded on that side
 
 
 def integer_key(table, key: str) -> Any:
@@ -32,37 +35,46 @@ def integer_key(table, key: str) -> Any:
     return field if isinstance(field.field_type, (IntegerType, LongType)) else None
 
 
-def may_hold(table, field: Any, lo: int, hi: int) -> bool:
+def int_bounds(f: Any, field: Any) -> tuple[int, int] | None:
+    """A data file's lower and upper bound of ``field`` (an integer column), or None when
+    it lacks either."""
+    from pyiceberg.conversions import from_bytes
+
+    lo = (f.lower_bounds or {}).get(field.field_id)
+    hi = (f.upper_bounds or {}).get(field.field_id)
+    if lo is None or hi is None:
+        return None
+    return int(from_bytes(field.field_type, lo)), int(from_bytes(field.field_type, hi))
+
+
+def may_hold(table, field: Any, spans: Iterable[Span]) -> bool:
     """Whether a live data file of ``table``'s current snapshot may hold a row whose
-    ``field`` (an integer key column, ``integer_key``) lies in ``[lo, hi]``."""
+    ``field`` (an integer key column, ``integer_key``) lies in one of ``spans``; the
+    snapshot's manifest list read once for all of them."""
     from pyiceberg.manifest import ManifestContent
 
     snap = table.current_snapshot()
-    if snap is None:
+    spans = list(spans)
+    if snap is None or not spans:
         return False
     for m in snap.manifests(table.io):
         if m.content != ManifestContent.DATA or not (m.has_added_files()
                                                      or m.has_existing_files()):
             continue
-        for lower, upper in _bounds(table, m, field):
-            if lower is None or upper is None or not (upper < lo or lower > hi):
+        for b in _bounds(table, m, field):
+            if b is None or any((hi is None or b[0] <= hi) and (lo is None or b[1] >= lo)
+                                for lo, hi in spans):
                 return True
     return False
 
 
-def _bounds(table, manifest: Any, field: Any) -> tuple[tuple[int | None, int | None], ...]:
-    from pyiceberg.conversions import from_bytes
-
-    kept = _kept.get((manifest.manifest_path, field.field_id))
-    if kept is not None:
-        return kept
-    fid, got = field.field_id, []
-    for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-        lo = (e.data_file.lower_bounds or {}).get(fid)
-        hi = (e.data_file.upper_bounds or {}).get(fid)
-        got.append((None if lo is None else int(from_bytes(field.field_type, lo)),
-                    None if hi is None else int(from_bytes(field.field_type, hi))))
-    if len(_kept) >= MAX_KEPT:
-        _kept.clear()
-    kept = _kept[(manifest.manifest_path, fid)] = tuple(got)
+def _bounds(table, manifest: Any, field: Any) -> tuple[tuple[int, int] | None, ...]:
+    key = (manifest.manifest_path, field.field_id)
+    kept = _kept.get(key)
+    if kept is None:
+        kept = tuple(int_bounds(e.data_file, field)
+                     for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
+        if len(_kept) >= MAX_KEPT:
+            _kept.clear()
+        _kept[key] = kept
     return kept

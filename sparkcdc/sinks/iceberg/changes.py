@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.sinks.base import KeyRange, KeySlices, holds_any, log
-from sparkcdc.sinks.iceberg import files
+from sparkcdc.sinks.iceberg import bounds, files
 from sparkcdc.sinks.iceberg.commit import CommitConflict, commit
 from sparkcdc.sinks.positions import distinct_sorted, keys_within
 
@@ -41,31 +41,18 @@ PATH_ID, POS_ID = 2147483546, 2147483545  # the spec's reserved field ids
 FIELD_ID = b"PARQUET:field_id"
 
 
-def _int_bounds(f: Any, field: Any) -> tuple[int, int] | None:
-    from pyiceberg.conversions import from_bytes
-
-    lo = (f.lower_bounds or {}).get(field.field_id)
-    hi = (f.upper_bounds or {}).get(field.field_id)
-    if lo is None or hi is None:
-        return None
-    return int(from_bytes(field.field_type, lo)), int(from_bytes(field.field_type, hi))
-
-
 def plan_slices(table, key: str, n: int) -> KeySlices:
     """The slices of the current snapshot's data files for a batch (step 1). Each part is
     a tuple of one dict per owned file: its path, rows, format, size, spec, partition
     (encoded as ``files.describe`` does), first-key bounds, the paths of its delete files
     and of those among them that are its alone (``own``: a purge drops them with it)."""
-    from pyiceberg.types import IntegerType, LongType
-
     snap = table.current_snapshot()
     tasks = list(table.scan().plan_files()) if snap is not None else []
-    field = table.schema().find_field(key)
-    integer = isinstance(field.field_type, (IntegerType, LongType))
+    field = bounds.integer_key(table, key)
     items, ranges = [], []
     for t in tasks:
         f = t.file
-        r = _int_bounds(f, field) if integer else None
+        r = bounds.int_bounds(f, field) if field is not None else None
         desc = files.describe(f, table)
         items.append({"path": f.file_path, "rows": f.record_count, "spec": desc["spec"],
                       "part": desc["part"], "range": r, "format": desc["format"],
@@ -74,7 +61,7 @@ def plan_slices(table, key: str, n: int) -> KeySlices:
                       "own": sorted(d.file_path for d in t.delete_files
                                     if file_scoped(d, f.file_path))})
         ranges.append(r)
-    if not integer:
+    if field is None:
         ranges = [None]
     return KeySlices.by_ranges(key, items, ranges, [i["rows"] for i in items], n,
                                snap.snapshot_id if snap is not None else -1)

@@ -27,7 +27,7 @@ Iceberg has no 8/16-bit integers (stored as ``int``) and no interval type: MySQL
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -157,15 +157,14 @@ class IcebergSink(Sink):
             return files.supported(where) and version == "2"
         return files.supported(t.location()) and t.metadata.format_version == 2
 
-    def holds_keys_in(self, column: str, lo: Any, hi: Any) -> bool | None:
+    def holds_keys_in(self, column: str, spans: Sequence[tuple[Any, Any]]) -> bool | None:
         table = self._table()
         if table is None or table.current_snapshot() is None:
             return False
         field = bounds.integer_key(table, column)
-        if field is None or not all(v is None or isinstance(v, int) for v in (lo, hi)):
+        if field is None or not all(v is None or isinstance(v, int) for s in spans for v in s):
             return None  # the tasks ask, by their rows' own bounds
-        return bounds.may_hold(table, field, -(2 ** 63) if lo is None else lo,
-                               2 ** 63 if hi is None else hi)
+        return bounds.may_hold(table, field, spans)
 
     def new_rows(self, changes: ChangeSet) -> pa.Table | None:
         """An integer first key is looked up in the manifests' bounds, each manifest read
@@ -177,7 +176,7 @@ class IcebergSink(Sink):
             if table is None:
                 return False
             if field is not None and isinstance(lo, int) and isinstance(hi, int):
-                return bounds.may_hold(table, field, lo, hi)
+                return bounds.may_hold(table, field, [(lo, hi)])
             return may_hold(table, between(changes.keys[0], lo, hi))
 
         append, rest = changes.split_new(held)

@@ -32,7 +32,7 @@ def _agree(table, probes) -> int:
     field = bounds.integer_key(table, "id")
     held = 0
     for lo, hi in probes:
-        got = bounds.may_hold(table, field, lo, hi)
+        got = bounds.may_hold(table, field, [(lo, hi)])
         assert got == may_hold(table, between("id", lo, hi)), (lo, hi)
         held += got
     return held
@@ -42,7 +42,7 @@ def test_the_manifests_bounds_answer_as_the_scan_does_and_each_manifest_is_read_
         tmp_path, monkeypatch):
     sink = _sink(tmp_path, **{"purge-deleted-share": "0.5"})
     table = sink._table()
-    assert not bounds.may_hold(table, bounds.integer_key(table, "id"), 0, 10)  # no snapshot
+    assert not bounds.may_hold(table, bounds.integer_key(table, "id"), [(0, 10)])  # no snapshot
     for b, start in enumerate(range(0, 5000, 1000)):  # five snapshots, ranges apart
         _append(sink, list(range(start, start + 1000, 2)), b)
     probes = [(x, x) for x in (-1, 0, 1, 998, 999, 4998, 4999, 5000)] + [
@@ -63,7 +63,7 @@ def test_the_manifests_bounds_answer_as_the_scan_does_and_each_manifest_is_read_
     monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", counting)
     field = bounds.integer_key(sink._table(), "id")
     for lo, hi in probes:
-        bounds.may_hold(sink._table(), field, lo, hi)
+        bounds.may_hold(sink._table(), field, [(lo, hi)])
     assert opened == []
     monkeypatch.undo()
     # deletes, then a batch that purges the first file: a new manifest, the old file gone
@@ -71,7 +71,7 @@ def test_the_manifests_bounds_answer_as_the_scan_does_and_each_manifest_is_read_
     gone = pa.table({"id": pa.array(list(range(0, 1000, 2)), pa.int64())})
     w = sink.write_changes(plan, 0, SCHEMA.empty_table(), gone, 5)
     sink.commit_changes(plan, [w], 5)
-    assert not bounds.may_hold(sink._table(), field, 0, 998)  # the whole first file purged
+    assert not bounds.may_hold(sink._table(), field, [(0, 998)])  # the whole first file purged
     _agree(sink._table(), probes)
     sink.compact(6)
     _agree(sink._table(), probes)
